@@ -1,0 +1,5 @@
+"""python -m attncli"""
+
+from attncli.cli import main
+
+main(prog_name="attncli")

@@ -1,0 +1,276 @@
+"""The command line: parse, load, compute, render, and map errors to one-line messages.
+
+Only click code lives here; the work is done by analyze (attention over a sentence),
+vectors (loading) and render (tables and JSON).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+from enum import IntEnum
+
+import click
+from rich.console import Console
+
+from attncli import __version__, render
+from attncli.analyze import Options, context_doc, scores_doc
+from attncli.errors import AttncliError, InputError
+from attncli.vectors import load_vectors
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1  # bad input, unreadable vectors: the message says what to do
+    USAGE = 2  # options or arguments click could not accept
+    INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+    BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
+
+
+def _fail(message: str) -> None:
+    click.echo(f"attncli: error: {' '.join(message.split())}", err=True)
+
+
+class AttncliGroup(click.Group):
+    """A click group whose every failure is one line on stderr and an ExitStatus."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
+            status = rv if isinstance(rv, int) else ExitStatus.OK
+        except click.UsageError as e:
+            where = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+            _fail(e.format_message() + where)
+            status = ExitStatus.USAGE
+        except click.ClickException as e:
+            _fail(e.format_message())
+            status = e.exit_code
+        except AttncliError as e:
+            _fail(str(e))
+            status = ExitStatus.ERROR
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("attncli: interrupted", err=True)
+            status = ExitStatus.INTERRUPTED
+        except BrokenPipeError:
+            _silence_stdout()
+            status = ExitStatus.BROKEN_PIPE
+        if standalone_mode:
+            sys.exit(int(status))
+        return int(status)
+
+
+def _silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (tests): nothing will be flushed to it
+
+
+class FiniteFloat(click.ParamType):
+    """A float that is finite, and above zero when `positive`."""
+
+    name = "float"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.positive and x <= 0:
+            self.fail(f"{value!r} must be above 0", param, ctx)
+        return x
+
+
+def attention_options(f):
+    """The options of every command that computes attention, packed into one Options."""
+
+    @functools.wraps(f)
+    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, **kwargs):
+        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov)
+        return f(*args, opts=opts, **kwargs)
+
+    options = [
+        click.option("--vectors", "vectors_source", metavar="PATH", envvar="ATTNCLI_VECTORS", show_envvar=True,
+                     help="Word vectors: a word2vec (text or binary) or GloVe text file. Default: the bundled GloVe 6B 50d."),
+        click.option("--scale", type=FiniteFloat(), default=None,
+                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d); 1 gives plain softmax(x_i . x_j)."),
+        click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
+                     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
+        click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="How many top-attended tokens to list per token."),
+        click.option("--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
+        click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default)."),
+        click.option("--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+                     help="A token without a vector: leave it out, give it a zero vector, or stop with an error."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def output_options(f):
+    """--format / --json / --no-color, resolved once into `fmt` and a stdout Console."""
+
+    @functools.wraps(f)
+    def wrapper(*args, fmt, as_json, no_color, **kwargs):
+        if as_json and fmt == "table":
+            raise click.UsageError("--json and --format table ask for different outputs; give one of them")
+        stdout = click.get_text_stream("stdout")
+        fmt = "json" if as_json else fmt or ("table" if stdout.isatty() else "json")
+        console = Console(file=stdout, no_color=True if no_color else None, highlight=False)
+        return f(*args, fmt=fmt, console=console, **kwargs)
+
+    options = [
+        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
+                     help="table (colored, for a terminal) or json (one JSON document per sentence, a line each). "
+                          "Default: table when stdout is a terminal, json when it is not."),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+sentence_argument = click.argument("sentence", required=False)
+
+
+def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
+    """The sentences to run, each with its stdin line number (None for an argument).
+
+    SENTENCE absent or "-": standard input, one sentence per non-blank line.
+    """
+    if sentence is not None and sentence != "-":
+        if not sentence.strip():
+            raise InputError("the sentence is empty; give some words, for example: attncli scores \"The earth is like an orange\"")
+        if any("\udc80" <= c <= "\udcff" for c in sentence):  # bytes the locale could not decode
+            raise InputError("the sentence is not valid UTF-8")
+        return [(None, sentence)]
+    stdin = click.get_binary_stream("stdin")
+    if stdin.isatty():
+        raise click.UsageError("no SENTENCE: give one as an argument, or pipe sentences on standard input")
+    data = stdin.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"standard input is not UTF-8: byte 0x{data[e.start]:02x} on line {line} cannot be decoded") from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise InputError("standard input holds no sentence (it is empty or blank)")
+    return lines
+
+
+def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]:
+    """Every document before any output, so a bad sentence leaves stdout untouched."""
+    docs = []
+    for line, text in sentences:
+        try:
+            doc = make_doc(text)
+        except AttncliError as e:
+            raise type(e)(f"line {line}: {e}" if line else str(e)) from None
+        for token in doc["oov"]:
+            where = f"line {line}: " if line else ""
+            click.echo(f"attncli: note: {where}no vector for {token!r} in {doc['vectors']['name']}; left out", err=True)
+        docs.append(doc)
+    return docs
+
+
+def emit(docs: list[dict], fmt: str, console: Console, view) -> None:
+    if fmt == "json":
+        stdout = click.get_text_stream("stdout")
+        stdout.write("".join(render.json_line(doc) + "\n" for doc in docs))
+        stdout.flush()
+    else:
+        render.print_tables(console, [view(doc) for doc in docs], [doc["sentence"] for doc in docs])
+        console.file.flush()
+
+
+@click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="attncli")
+def cli():
+    """See self-attention on real text: the dot-product attention scores, softmax weights
+    and context vectors between the tokens of a sentence, over pretrained word vectors.
+
+    \b
+    Examples:
+      attncli scores "The earth is like an orange"
+      attncli context "The earth is like an orange" --token orange
+      attncli scores "The earth is like an orange" | jq '.weights'
+    """
+
+
+@cli.command()
+@sentence_argument
+@click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@attention_options
+@output_options
+def scores(sentence, raw, vectors_source, opts, fmt, console):
+    """Attention between every pair of tokens of SENTENCE: a T x T table.
+
+    Step I scores every pair by the dot product of their word vectors; Step II turns each
+    row into weights that sum to 1 with softmax(scores * scale / temperature). The table
+    shows the weights (or, with --raw, the scores) colored as a heatmap, then each token's
+    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input.
+
+    \b
+    Examples:
+      attncli scores "The earth is like an orange"
+      attncli scores "The earth is like an orange" --raw
+      attncli scores "The earth is like an orange" | jq '.weights'
+      printf 'The earth is like an orange\\nOrange is a bright color\\n' | attncli scores --scale 1
+    """
+    sentences = read_sentences(sentence)
+    vectors = load_vectors(vectors_source)
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
+    emit(docs, fmt, console, functools.partial(render.scores_view, raw=raw))
+
+
+@cli.command()
+@sentence_argument
+@click.option("--token", metavar="WORD", help="The token whose attention and context vector to show.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N",
+              help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
+@click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
+@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How many nearest vocabulary words to list.")
+@attention_options
+@output_options
+def context(sentence, token, index, all_contexts, neighbors, vectors_source, opts, fmt, console):
+    """One token's attention over SENTENCE and its context vector.
+
+    Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
+    the token's weights. Shown: the token's weights ranked, its context vector, and the
+    vocabulary words nearest (cosine) to the context vector beside those nearest to the
+    token's own vector, to see whether context moved its meaning. SENTENCE absent or "-":
+    one sentence per line of standard input.
+
+    \b
+    Examples:
+      attncli context "The earth is like an orange" --token orange
+      echo "Orange is a bright color" | attncli context --token orange --format json
+      attncli context "the cat saw the dog" --token the --index 3
+      attncli context "The earth is like an orange" --all
+    """
+    if token is None and index is None and not all_contexts:
+        raise click.UsageError("say which token: --token WORD (or --index N), or --all for every token")
+    sentences = read_sentences(sentence)
+    vectors = load_vectors(vectors_source)
+    docs = compute_all(
+        sentences,
+        lambda text: context_doc(text, vectors, opts, token=token, index=index,
+                                 all_contexts=all_contexts, neighbors=neighbors),
+    )
+    emit(docs, fmt, console, render.context_view)
+
+
+main = cli

@@ -1,0 +1,167 @@
+"""Documents to text: rich tables for a terminal, JSON Lines for a pipe. Knows no files.
+
+Every view is drawn from the same document the JSON carries (see analyze.py), so what a
+table shows is exactly what `--format json` prints.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from rich.console import Console, Group, RenderableType
+from rich.rule import Rule
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+# Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
+# them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
+# viridis. Raw scores are dot products that can be negative: ColorBrewer's diverging RdBu,
+# blue below 0, white at 0, red above.
+VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"]
+RDBU = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
+        "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"]  # fmt: skip
+
+
+def _rgb(hex_color: str) -> np.ndarray:
+    return np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def color_at(scale: list[str], t: float) -> tuple[int, int, int]:
+    """The colour at t in [0, 1] along `scale`, linearly between its anchors."""
+    t = min(max(float(t), 0.0), 1.0) * (len(scale) - 1)
+    i = min(int(t), len(scale) - 2)
+    rgb = _rgb(scale[i]) + (t - i) * (_rgb(scale[i + 1]) - _rgb(scale[i]))
+    return tuple(int(round(c)) for c in rgb)
+
+
+def _cell_style(rgb: tuple[int, int, int]) -> Style:
+    # dark text on light cells, light text on dark ones (relative luminance, ITU-R BT.709)
+    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+    return Style(color="black" if luminance > 140 else "white", bgcolor=f"rgb({rgb[0]},{rgb[1]},{rgb[2]})")
+
+
+class Heat:
+    """Where a value falls on a table's colour scale: weights from 0 to the table's largest
+    weight; raw scores symmetric around 0, out to the largest magnitude."""
+
+    def __init__(self, M: np.ndarray, raw: bool):
+        self.scale = RDBU if raw else VIRIDIS
+        self.low = -float(np.abs(M).max()) if raw else 0.0
+        self.high = float(np.abs(M).max()) if raw else float(M.max())
+        self.digits = 2 if raw else 3
+
+    def position(self, value: float) -> float:
+        span = self.high - self.low
+        return 0.5 if span == 0 else (value - self.low) / span
+
+    def cell(self, value: float) -> Text:
+        return Text(f"{value:.{self.digits}f}", style=_cell_style(color_at(self.scale, self.position(value))))
+
+    def legend(self, label: str, steps: int = 9) -> Text:
+        legend = Text(f"{label}: {self.low:.{self.digits}f} ")
+        for k in range(steps):
+            legend.append("  ", style=_cell_style(color_at(self.scale, k / (steps - 1))))
+        legend.append(f" {self.high:.{self.digits}f}")
+        return legend
+
+
+def _describe(doc: dict) -> Text:
+    v = doc["vectors"]
+    text = Text(f"{doc['sentence']}\n", style="bold")
+    text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
+    text.append(f"scale {doc['scale']:.6g}, temperature {doc['temperature']:g}", style="dim")
+    if doc["oov"]:
+        text.append(f"\nno vector, left out: {' '.join(doc['oov'])}", style="dim")
+    return text
+
+
+def _top_line(token: str, top: list[dict]) -> Text:
+    line = Text(f"{token} → ", style="bold")
+    line.append(", ".join(f"{t['token']} {t['weight']:.3f}" for t in top) or "(no other token)")
+    return line
+
+
+def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
+    """The T x T heatmap (weights, or raw scores), its legend, and each token's top attended."""
+    tokens = doc["tokens"]
+    M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
+    heat = Heat(M, raw)
+    title = "raw scores ω_ij = x_i · x_j" if raw else "attention weights α_ij = softmax_j(ω_ij · scale / temperature)"
+    table = Table(title=title, caption="row i attends to column j" + ("" if raw else "; each row sums to 1"))
+    table.add_column("i \\ j", style="bold")
+    for token in tokens:
+        table.add_column(token, justify="right")
+    for token, row in zip(tokens, M):
+        table.add_row(token, *(heat.cell(x) for x in row))
+    label = "score ω (0 in the middle)" if raw else "weight α"
+    tops = [_top_line(token, top) for token, top in zip(tokens, doc["top"])]
+    return Group(_describe(doc), table, heat.legend(label), Text("\ntop attended (by weight α):", style="bold"), *tops)
+
+
+def _bar(weight: float, width: int = 30) -> str:
+    eighths = int(round(weight * width * 8))
+    return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+
+
+def _vector_summary(v: np.ndarray, shown: int = 6) -> str:
+    values = ", ".join(f"{x:.3f}" for x in v[:shown])
+    return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
+
+
+def context_view(doc: dict) -> RenderableType:
+    """One token's weights as a ranked list with bars, its context vector, and the words
+    nearest its own vector beside those nearest its context vector."""
+    parts: list[RenderableType] = [_describe(doc)]
+    if "token" in doc:
+        token, i = doc["token"], doc["index"]
+        ranked = Table(title=f"how {token!r} (index {i}) attends: its row of weights α_{i}j")
+        for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
+            ranked.add_column(name, justify=justify)
+        order = np.argsort(-np.array(doc["weights"]), kind="stable")
+        for j in order:
+            w = doc["weights"][j]
+            ranked.add_row(str(j), doc["tokens"][j] + (" (itself)" if j == i else ""), f"{w:.3f}", _bar(w))
+        parts.append(ranked)
+        parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j x_j: {_vector_summary(np.array(doc['context']))}"))
+        near = Table(title="nearest vocabulary words (cosine)")
+        near.add_column(f"to {token!r} itself")
+        near.add_column("cos", justify="right")
+        near.add_column(f"to its context vector z_{i}")
+        near.add_column("cos", justify="right")
+        own, ctx = doc["token_neighbors"], doc["neighbors"]
+        for k in range(max(len(own), len(ctx))):
+            a = own[k] if k < len(own) else {"word": "", "cosine": None}
+            b = ctx[k] if k < len(ctx) else {"word": "", "cosine": None}
+            near.add_row(a["word"], _cos(a["cosine"]), b["word"], _cos(b["cosine"]))
+        parts.append(near)
+    if "contexts" in doc:
+        every = Table(title="every token's context vector z_i")
+        every.add_column("i", justify="right")
+        every.add_column("token")
+        every.add_column("context vector")
+        for i, (token, z) in enumerate(zip(doc["tokens"], doc["contexts"])):
+            every.add_row(str(i), token, _vector_summary(np.array(z)))
+        parts.append(every)
+    parts.append(Text("the whole vectors: --format json", style="dim"))
+    return Group(*parts)
+
+
+def _cos(c: float | None) -> str:
+    return "" if c is None else f"{c:.3f}"
+
+
+def json_line(doc: dict) -> str:
+    """One document as one line of JSON; NaN or infinity would be a bug, so refuse them."""
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def print_tables(console: Console, views: list[RenderableType], titles: list[str]) -> None:
+    """Several sentences: one view each, a rule between them."""
+    for k, (view, title) in enumerate(zip(views, titles)):
+        if len(views) > 1:
+            console.print(Rule(title))
+        console.print(view)
+        if k < len(views) - 1:
+            console.print()

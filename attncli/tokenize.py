@@ -1,0 +1,49 @@
+"""Text to tokens, split the way the vectors were made.
+
+GloVe 6B was trained on text lowercased and split by Stanford's PTB tokenizer, so "don't"
+becomes "do" "n't", "earth's" becomes "earth" "'s", and punctuation stands alone. These few
+Penn Treebank rules are written out here rather than taken from NLTK: importing NLTK costs
+more start-up time than the whole of the rest of a run, for a dozen regular expressions.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (pattern, replacement) applied in order; afterwards, splitting on white space gives tokens.
+_RULES = [
+    (re.compile(r"[\u2018\u2019\u02bc]"), "'"),  # curly apostrophes: the vectors know only '
+    (re.compile(r"[\u201c\u201d]"), '"'),
+    (re.compile(r"\.\.\.|\u2026"), " ... "),
+    (re.compile(r"--|[\u2013\u2014]"), " -- "),
+    (re.compile(r"""([;@#$%&!?"()\[\]{}<>*=+|\\/^~`])"""), r" \1 "),
+    (re.compile(r":(?!\d)|(?<!\d):"), " : "),  # 10:30 stays one token
+    (re.compile(r",(?!\d)|(?<!\d),"), " , "),  # 1,000 stays one token
+    (re.compile(r"^'|(?<=\s)'"), " ' "),  # an opening single quote
+    # clitics, split off the word before them: do n't, earth 's, they 're, i 'm
+    (re.compile(r"(?i)(\w)(n't)\b"), r"\1 \2"),
+    (re.compile(r"(?i)(\w)('s|'re|'ve|'ll|'d|'m)\b"), r"\1 \2"),
+    (re.compile(r"(?<=[^\s'])'(?=\s|$)"), " ' "),  # a closing single quote, or the plural possessive
+]
+# A sentence-final or clause-final period is its own token; the dots inside "u.s." or "3.14" are not.
+_FINAL_PERIOD = re.compile(r"^(.*[^.])\.$")
+_ABBREVIATION = re.compile(r"^(?:[^\W\d_]\.)+$")  # u.s. e.g. p.m.
+
+
+def tokenize(text: str, *, lowercase: bool = True) -> list[str]:
+    """Split `text` into Penn-Treebank-style tokens, lowercased when the vectors are."""
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    tokens = []
+    for chunk in text.split():
+        match = _FINAL_PERIOD.match(chunk)
+        if match and not _ABBREVIATION.match(chunk):
+            tokens += [match.group(1), "."]
+        else:
+            tokens.append(chunk)
+    return [t.lower() for t in tokens] if lowercase else tokens
+
+
+def is_punctuation(token: str) -> bool:
+    """A token with no letter or digit in it: , . ! -- "" and the like."""
+    return not any(c.isalnum() for c in token)
