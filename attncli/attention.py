@@ -47,7 +47,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def weights(omega: np.ndarray, scale: float, temperature: float = 1.0) -> np.ndarray:
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row."""
-    logits = omega * scale / temperature  # (T, T)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
+        logits = omega * scale / temperature  # (T, T)
     if not np.all(np.isfinite(logits)):
         raise ScaleError(
             f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "

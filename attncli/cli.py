@@ -124,7 +124,7 @@ def output_options(f):
     def wrapper(*args, fmt, as_json, no_color, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
-        stdout = click.get_text_stream("stdout")
+        stdout = sys.stdout
         fmt = "json" if as_json else fmt or ("table" if stdout.isatty() else "json")
         console = Console(file=stdout, no_color=True if no_color else None, highlight=False)
         return f(*args, fmt=fmt, console=console, **kwargs)
@@ -155,7 +155,7 @@ def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
         if any("\udc80" <= c <= "\udcff" for c in sentence):  # bytes the locale could not decode
             raise InputError("the sentence is not valid UTF-8")
         return [(None, sentence)]
-    stdin = click.get_binary_stream("stdin")
+    stdin = sys.stdin.buffer
     if stdin.isatty():
         raise click.UsageError("no SENTENCE: give one as an argument, or pipe sentences on standard input")
     data = stdin.read()
@@ -187,7 +187,7 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
 
 def emit(docs: list[dict], fmt: str, console: Console, view) -> None:
     if fmt == "json":
-        stdout = click.get_text_stream("stdout")
+        stdout = sys.stdout
         stdout.write("".join(render.json_line(doc) + "\n" for doc in docs))
         stdout.flush()
     else:
@@ -195,7 +195,8 @@ def emit(docs: list[dict], fmt: str, console: Console, view) -> None:
         console.file.flush()
 
 
-@click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             short_help="see self-attention between the words of a sentence")
 @click.version_option(__version__, "-V", "--version", prog_name="attncli")
 def cli():
     """See self-attention on real text: the dot-product attention scores, softmax weights
@@ -209,7 +210,7 @@ def cli():
     """
 
 
-@cli.command()
+@cli.command(short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
 @attention_options
@@ -227,7 +228,7 @@ def scores(sentence, raw, vectors_source, opts, fmt, console):
       attncli scores "The earth is like an orange"
       attncli scores "The earth is like an orange" --raw
       attncli scores "The earth is like an orange" | jq '.weights'
-      printf 'The earth is like an orange\\nOrange is a bright color\\n' | attncli scores --scale 1
+      attncli scores --scale 1 < sentences.txt
     """
     sentences = read_sentences(sentence)
     vectors = load_vectors(vectors_source)
@@ -235,7 +236,7 @@ def scores(sentence, raw, vectors_source, opts, fmt, console):
     emit(docs, fmt, console, functools.partial(render.scores_view, raw=raw))
 
 
-@cli.command()
+@cli.command(short_help="one token's attention, context vector and nearest words")
 @sentence_argument
 @click.option("--token", metavar="WORD", help="The token whose attention and context vector to show.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N",

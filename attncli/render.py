@@ -59,10 +59,13 @@ class Heat:
     def cell(self, value: float) -> Text:
         return Text(f"{value:.{self.digits}f}", style=_cell_style(color_at(self.scale, self.position(value))))
 
-    def legend(self, label: str, steps: int = 9) -> Text:
+    def legend(self, label: str) -> Text:
+        """The colour scale from its low end to its high end; the bars grow, so it reads without colour too."""
         legend = Text(f"{label}: {self.low:.{self.digits}f} ")
-        for k in range(steps):
-            legend.append("  ", style=_cell_style(color_at(self.scale, k / (steps - 1))))
+        bars = "▁▂▃▄▅▆▇█"
+        for k, bar in enumerate(bars):
+            r, g, b = color_at(self.scale, k / (len(bars) - 1))
+            legend.append(bar * 2, style=f"rgb({r},{g},{b})")
         legend.append(f" {self.high:.{self.digits}f}")
         return legend
 
@@ -88,7 +91,7 @@ def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
     tokens = doc["tokens"]
     M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
     heat = Heat(M, raw)
-    title = "raw scores ω_ij = x_i · x_j" if raw else "attention weights α_ij = softmax_j(ω_ij · scale / temperature)"
+    title = "raw scores ω_ij = x_i · x_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
     table = Table(title=title, caption="row i attends to column j" + ("" if raw else "; each row sums to 1"))
     table.add_column("i \\ j", style="bold")
     for token in tokens:
@@ -105,7 +108,7 @@ def _bar(weight: float, width: int = 30) -> str:
     return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
 
 
-def _vector_summary(v: np.ndarray, shown: int = 6) -> str:
+def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     values = ", ".join(f"{x:.3f}" for x in v[:shown])
     return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
 
@@ -116,7 +119,7 @@ def context_view(doc: dict) -> RenderableType:
     parts: list[RenderableType] = [_describe(doc)]
     if "token" in doc:
         token, i = doc["token"], doc["index"]
-        ranked = Table(title=f"how {token!r} (index {i}) attends: its row of weights α_{i}j")
+        ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
             ranked.add_column(name, justify=justify)
         order = np.argsort(-np.array(doc["weights"]), kind="stable")
@@ -124,7 +127,7 @@ def context_view(doc: dict) -> RenderableType:
             w = doc["weights"][j]
             ranked.add_row(str(j), doc["tokens"][j] + (" (itself)" if j == i else ""), f"{w:.3f}", _bar(w))
         parts.append(ranked)
-        parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j x_j: {_vector_summary(np.array(doc['context']))}"))
+        parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j x_j:\n  {_vector_summary(np.array(doc['context']))}"))
         near = Table(title="nearest vocabulary words (cosine)")
         near.add_column(f"to {token!r} itself")
         near.add_column("cos", justify="right")

@@ -154,6 +154,21 @@ def detect_format(path: Path) -> tuple[bool, bool]:
     )
 
 
+def _first_bad_line(path: Path, no_header: bool) -> str:
+    """", line N" for the first line of a text vectors file that is not "word" and as many
+    numbers as the first vector line has; gensim's own messages often do not say."""
+    dim = None
+    with _open_binary(path) as f:
+        for number, line in enumerate(f, start=1):
+            if number == 1 and not no_header:
+                continue
+            if dim is None:
+                dim = len(line.split()) - 1
+            if not _is_vector_line(line.rstrip(b"\r\n"), dim):
+                return f", line {number}"
+    return ""
+
+
 def _load_with_gensim(path: Path) -> Vectors:
     if not path.exists():
         raise VectorsError(f"{path}: no such file; give --vectors a word2vec or GloVe file, or leave it out for the bundled vectors")
@@ -169,8 +184,8 @@ def _load_with_gensim(path: Path) -> Vectors:
     except (OSError, EOFError) as e:
         raise VectorsError(f"{path}: cannot be read: {e}") from e
     except (ValueError, UnicodeDecodeError, IndexError, KeyError) as e:
-        # gensim names the line where it knows it ("invalid vector on line 7 ...")
-        raise VectorsError(f"{path}: not a valid {'binary' if binary else 'text'} vectors file: {e}") from e
+        where = "" if binary else _first_bad_line(path, no_header)
+        raise VectorsError(f"{path}: not a valid {'binary' if binary else 'text'} vectors file{where}: {e}") from e
     words = list(kv.index_to_key)
     if not words:
         raise VectorsError(f"{path}: holds no word vectors")
