@@ -1,0 +1,95 @@
+"""The math of attention.py against hand-computed cases and an independent loop."""
+
+import math
+
+import numpy as np
+import pytest
+
+from attncli import attention
+from attncli.attention import ScaleError
+
+
+def loop_attention(X, scale, temperature):
+    """Steps I-III written as plain loops over Python floats, independent of numpy's matrix code."""
+    X = [[float(v) for v in row] for row in X]
+    T, d = len(X), len(X[0])
+    omega = [[sum(X[i][k] * X[j][k] for k in range(d)) for j in range(T)] for i in range(T)]
+    alpha = []
+    for i in range(T):
+        logits = [omega[i][j] * scale / temperature for j in range(T)]
+        top = max(logits)
+        e = [math.exp(x - top) for x in logits]
+        alpha.append([x / sum(e) for x in e])
+    Z = [[sum(alpha[i][j] * X[j][k] for j in range(T)) for k in range(d)] for i in range(T)]
+    return np.array(omega), np.array(alpha), np.array(Z)
+
+
+def test_scores_by_hand():
+    X = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
+    # x0.x0 = 1, x0.x1 = 1, x0.x2 = 0; x1.x1 = 2, x1.x2 = 2; x2.x2 = 4
+    assert attention.scores(X).tolist() == [[1, 1, 0], [1, 2, 2], [0, 2, 4]]
+
+
+def test_weights_by_hand():
+    omega = np.array([[0.0, math.log(3.0)], [2.0, 2.0]])
+    # row 0: softmax(0, ln 3) = (1/4, 3/4); row 1: equal scores, equal weights
+    alpha = attention.weights(omega, scale=1.0)
+    np.testing.assert_allclose(alpha, [[0.25, 0.75], [0.5, 0.5]], rtol=1e-15)
+
+
+def test_scale_and_temperature_by_hand():
+    omega = np.array([[0.0, 2 * math.log(3.0)]])
+    # scale 1/2 turns 2 ln 3 into ln 3: weights (1/4, 3/4); temperature 2 does the same
+    np.testing.assert_allclose(attention.weights(omega, 0.5), [[0.25, 0.75]], rtol=1e-15)
+    np.testing.assert_allclose(attention.weights(omega, 1.0, temperature=2.0), [[0.25, 0.75]], rtol=1e-15)
+
+
+def test_context_by_hand():
+    X = np.array([[2.0, 0.0], [0.0, 4.0]])
+    alpha = np.array([[0.25, 0.75], [0.5, 0.5]])
+    # z0 = 0.25 (2, 0) + 0.75 (0, 4) = (0.5, 3); z1 = (1, 2)
+    assert attention.context(alpha, X).tolist() == [[0.5, 3.0], [1.0, 2.0]]
+
+
+def test_default_scale_is_one_over_sqrt_d():
+    assert attention.default_scale(50) == 1 / math.sqrt(50)
+    assert attention.default_scale(4) == 0.5
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("scale,temperature", [(1.0, 1.0), (0.2, 1.0), (1.0, 0.5), (0.3, 3.0)])
+def test_against_loop(seed, scale, temperature):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rng.integers(1, 8), rng.integers(2, 6))).astype(np.float32)
+    omega, alpha, Z = loop_attention(X, scale, temperature)
+    got_omega = attention.scores(X)
+    got_alpha = attention.weights(got_omega, scale, temperature)
+    np.testing.assert_allclose(got_omega, omega, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_alpha, alpha, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(attention.context(got_alpha, X), Z, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_alpha.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_softmax_is_stable_for_large_scores():
+    # exp(1000) overflows; subtracting the row max keeps it finite and exact
+    alpha = attention.softmax(np.array([[1000.0, 1000.0 + math.log(3.0)]]))
+    np.testing.assert_allclose(alpha, [[0.25, 0.75]], rtol=1e-12)
+
+
+def test_zero_vectors_attend_uniformly():
+    X = np.zeros((3, 4))
+    alpha = attention.weights(attention.scores(X), 0.5)
+    np.testing.assert_array_equal(alpha, np.full((3, 3), 1 / 3))
+
+
+def test_overflowing_scale_is_refused():
+    with pytest.raises(ScaleError, match="scale"):
+        attention.weights(np.array([[10.0, 1.0]]), scale=1e308)
+
+
+def test_top_attended_order_ties_and_exclusion():
+    row = np.array([0.1, 0.4, 0.1, 0.4])
+    assert attention.top_attended(row, 3) == [1, 3, 0]  # ties: earlier position first
+    assert attention.top_attended(row, 3, exclude=1) == [3, 0, 2]
+    assert attention.top_attended(row, 10, exclude=0) == [1, 3, 2]
+    assert attention.top_attended(np.array([1.0]), 3, exclude=0) == []

@@ -1,0 +1,135 @@
+"""The vectors layer: the bundled GloVe, users' files through gensim, lookups, neighbours."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from attncli.errors import InputError, VectorsError
+from attncli.vectors import Vectors, detect_format, embed, load_vectors
+
+# Lines of Stanford's glove.6B.50d.txt, as released.
+GLOVE_THE = (
+    "0.418 0.24968 -0.41242 0.1217 0.34527 -0.044457 -0.49688 -0.17862 -0.00066023 -0.6566 0.27843 "
+    "-0.14767 -0.55677 0.14658 -0.0095095 0.011658 0.10204 -0.12792 -0.8443 -0.12181 -0.016801 -0.33279 "
+    "-0.1552 -0.23131 -0.19181 -1.8823 -0.76746 0.099051 -0.42125 -0.19526 4.0071 -0.18594 -0.52287 "
+    "-0.31681 0.00059213 0.0074449 0.17778 -0.15897 0.012041 -0.054223 -0.29871 -0.15749 -0.34758 "
+    "-0.045637 -0.44251 0.18785 0.0027849 -0.18411 -0.11514 -0.78581"
+)
+GLOVE_KING_START = "0.50451 0.68607 -0.59517 -0.022801 0.60046 -0.13498"
+
+
+@pytest.fixture(scope="module")
+def glove():
+    return load_vectors()
+
+
+def test_bundled_shape_order_and_case(glove):
+    assert glove.matrix.shape == (100_000, 50) and glove.matrix.dtype == np.float32
+    assert glove.words[:5] == ["the", ",", ".", "of", "to"]  # GloVe's own frequency order
+    assert not glove.cased
+    assert len(glove.index) == 100_000
+
+
+def test_bundled_values_are_glove_values(glove):
+    np.testing.assert_array_equal(glove.vector("the"), np.array(GLOVE_THE.split(), dtype=np.float32))
+    np.testing.assert_array_equal(glove.vector("king")[:6], np.array(GLOVE_KING_START.split(), dtype=np.float32))
+
+
+def test_bundled_loads_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_vectors().dim == 50
+
+
+def tiny(cased=False):
+    words = ["Cat", "dog", "car"] if cased else ["cat", "dog", "car"]
+    return Vectors("tiny", words, np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
+
+
+def test_nearest_against_brute_force(glove):
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=50).astype(np.float32)
+    got = glove.nearest(v, 7, exclude={"the"})
+    M = glove.matrix.astype(np.float64)
+    cos = M @ v / (np.linalg.norm(M, axis=1) * np.linalg.norm(v))
+    expected = [glove.words[i] for i in np.argsort(-cos) if glove.words[i] != "the"][:7]
+    assert [w for w, _ in got] == expected
+    np.testing.assert_allclose([c for _, c in got], [cos[glove.index[w]] for w in expected], rtol=1e-5)
+
+
+def test_nearest_excludes_and_handles_zero():
+    v = tiny()
+    # cos((1, 0.1), (0.8, 0.6)) = 0.86 / (1.00499 * 1) = 0.85573; cos((1, 0.1), (0, 1)) = 0.1 / 1.00499
+    got = v.nearest(np.array([1.0, 0.1]), 2, exclude={"cat"})
+    assert [w for w, _ in got] == ["dog", "car"]
+    np.testing.assert_allclose([c for _, c in got], [0.86 / np.sqrt(1.01), 0.1 / np.sqrt(1.01)], rtol=1e-6)
+    assert v.nearest(np.zeros(2), 3) == []
+
+
+def test_embed_oov_policies():
+    v = tiny()
+    e = embed(["cat", "zebra", "car"], v, oov="skip")
+    assert e.tokens == ["cat", "car"] and e.oov == ["zebra"]
+    np.testing.assert_array_equal(e.X, [[1, 0], [0, 1]])
+    z = embed(["cat", "zebra"], v, oov="zero")
+    assert z.tokens == ["cat", "zebra"] and z.oov == ["zebra"]
+    np.testing.assert_array_equal(z.X, [[1, 0], [0, 0]])
+    with pytest.raises(InputError, match="zebra"):
+        embed(["cat", "zebra"], v, oov="error")
+    with pytest.raises(InputError, match="none of the tokens"):
+        embed(["zebra"], v)
+
+
+def test_cased_vectors_fall_back_to_lowercase():
+    v = tiny(cased=True)
+    assert v.key("Cat") == "Cat" and v.key("DOG") == "dog" and v.key("cat") is None
+
+
+def write_text(path, header=True, rows=None):
+    rows = rows or {"The": [1.0, 0.0, 0.5], "earth": [0.25, -1.0, 2.0]}
+    lines = [f"{len(rows)} 3"] if header else []
+    lines += [w + " " + " ".join(map(str, vals)) for w, vals in rows.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_detects_word2vec_text_glove_text_and_binary(tmp_path):
+    from gensim.models import KeyedVectors
+
+    assert detect_format(write_text(tmp_path / "a.txt")) == (False, False)
+    assert detect_format(write_text(tmp_path / "b.txt", header=False)) == (False, True)
+    kv = KeyedVectors(vector_size=3)
+    kv.add_vectors(["The", "earth"], np.array([[1.0, 0.0, 0.5], [0.25, -1.0, 2.0]], dtype=np.float32))
+    kv.save_word2vec_format(str(tmp_path / "c.bin"), binary=True)
+    assert detect_format(tmp_path / "c.bin") == (True, False)
+    with gzip.open(tmp_path / "d.txt.gz", "wt") as f:
+        f.write((tmp_path / "a.txt").read_text())
+    assert detect_format(tmp_path / "d.txt.gz") == (False, False)
+    for name in ("a.txt", "b.txt", "c.bin", "d.txt.gz"):
+        v = load_vectors(tmp_path / name)
+        assert v.words == ["The", "earth"] and v.cased and v.dim == 3, name
+        np.testing.assert_array_equal(v.vector("earth"), np.array([0.25, -1.0, 2.0], dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("", "not a vectors file"),
+        ("hello world, this is prose\n", "not a vectors file"),
+        ("2 3\ncat 1 0 0\ndog 1 0\n", "line 3"),
+        ("cat 1 0 0\ndog 1 0 0\nbird 1 x 0\n", "line 3"),
+    ],
+)
+def test_bad_files(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(VectorsError, match=message) as e:
+        load_vectors(path)
+    assert str(path) in str(e.value)
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(VectorsError, match="no such file"):
+        load_vectors(tmp_path / "nope.txt")
+    with pytest.raises(VectorsError, match="directory"):
+        load_vectors(tmp_path)
