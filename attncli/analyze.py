@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention
-from attncli.errors import TokenError
+from attncli.errors import InputError, TokenError
 from attncli.tokenize import is_punctuation, tokenize
 from attncli.vectors import Embedded, Vectors, embed
 
@@ -48,6 +48,8 @@ def attend(sentence: str, vectors: Vectors, opts: Options) -> Attention:
     tokens = tokenize(sentence, lowercase=not vectors.cased)
     if not opts.keep_punct:
         tokens = [t for t in tokens if not is_punctuation(t)]
+        if not tokens:
+            raise InputError("the sentence holds only punctuation, which is left out; --keep-punct keeps it")
     embedded = embed(tokens, vectors, oov=opts.oov)
     X = embedded.X  # (T, d)
     scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale

@@ -33,13 +33,36 @@ def _fail(message: str) -> None:
     click.echo(f"attncli: error: {' '.join(message.split())}", err=True)
 
 
+class _Stopped(Exception):
+    """Ctrl-C or a closed stdout, carried past click (which would print a blank line for the
+    one and exit 0 for the other) to AttncliGroup.main."""
+
+    def __init__(self, status: ExitStatus):
+        self.status = status
+
+
+# click 8.2+ raises this for a bare `attncli`; older versions print the help themselves.
+_NO_ARGS_IS_HELP = tuple(filter(None, [getattr(click.exceptions, "NoArgsIsHelpError", None)]))
+
+
 class AttncliGroup(click.Group):
     """A click group whose every failure is one line on stderr and an ExitStatus."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Stopped(ExitStatus.INTERRUPTED) from None
+        except BrokenPipeError:
+            raise _Stopped(ExitStatus.BROKEN_PIPE) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
             status = rv if isinstance(rv, int) else ExitStatus.OK
+        except _NO_ARGS_IS_HELP as e:
+            click.echo(e.ctx.get_help(), err=True)
+            status = ExitStatus.USAGE
         except click.UsageError as e:
             where = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
             _fail(e.format_message() + where)
@@ -50,12 +73,12 @@ class AttncliGroup(click.Group):
         except AttncliError as e:
             _fail(str(e))
             status = ExitStatus.ERROR
-        except (click.Abort, KeyboardInterrupt):
-            click.echo("attncli: interrupted", err=True)
-            status = ExitStatus.INTERRUPTED
-        except BrokenPipeError:
-            _silence_stdout()
-            status = ExitStatus.BROKEN_PIPE
+        except (_Stopped, click.Abort, KeyboardInterrupt) as e:
+            status = getattr(e, "status", ExitStatus.INTERRUPTED)
+            if status == ExitStatus.BROKEN_PIPE:
+                _silence_stdout()
+            else:
+                click.echo("attncli: interrupted", err=True)
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
@@ -160,7 +183,7 @@ def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
         raise click.UsageError("no SENTENCE: give one as an argument, or pipe sentences on standard input")
     data = stdin.read()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark, as some editors write, is not a word
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise InputError(f"standard input is not UTF-8: byte 0x{data[e.start]:02x} on line {line} cannot be decoded") from None
@@ -178,9 +201,10 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
             doc = make_doc(text)
         except AttncliError as e:
             raise type(e)(f"line {line}: {e}" if line else str(e)) from None
-        for token in doc["oov"]:
+        for token in dict.fromkeys(doc["oov"]):
             where = f"line {line}: " if line else ""
-            click.echo(f"attncli: note: {where}no vector for {token!r} in {doc['vectors']['name']}; left out", err=True)
+            done = "given a zero vector" if token in doc["tokens"] else "left out"
+            click.echo(f"attncli: note: {where}no vector for {token!r} in {doc['vectors']['name']}; {done}", err=True)
         docs.append(doc)
     return docs
 
@@ -188,7 +212,10 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
 def emit(docs: list[dict], fmt: str, console: Console, view) -> None:
     if fmt == "json":
         stdout = sys.stdout
-        stdout.write("".join(render.json_line(doc) + "\n" for doc in docs))
+        for doc in docs:
+            # a line a write: one huge write to a pipe whose reader has gone can end half
+            # done with no error raised, where small ones raise BrokenPipeError
+            stdout.write(render.json_line(doc) + "\n")
         stdout.flush()
     else:
         render.print_tables(console, [view(doc) for doc in docs], [doc["sentence"] for doc in docs])

@@ -76,7 +76,8 @@ def _describe(doc: dict) -> Text:
     text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
     text.append(f"scale {doc['scale']:.6g}, temperature {doc['temperature']:g}", style="dim")
     if doc["oov"]:
-        text.append(f"\nno vector, left out: {' '.join(doc['oov'])}", style="dim")
+        done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
+        text.append(f"\nno vector, {done}: {' '.join(dict.fromkeys(doc['oov']))}", style="dim")
     return text
 
 

@@ -8,6 +8,7 @@ installed); a path is read through gensim's KeyedVectors, whose format is detect
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import math
 import os
@@ -97,7 +98,7 @@ def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded
         kept.append(token)
         rows.append(np.zeros(vectors.dim, np.float32) if word is None else vectors.vector(word))
     if not kept:
-        raise InputError(f"none of the tokens {tokens} has a vector in {vectors.name}")
+        raise InputError(f"none of the tokens ({' '.join(tokens)}) has a vector in {vectors.name}; try other words or --vectors")
     return Embedded(kept, np.stack(rows), missing)  # X: (T, d)
 
 
@@ -132,6 +133,16 @@ def _is_vector_line(line: bytes, dim: int | None = None) -> bool:
     return len(values) >= 1 and (dim is None or len(values) == dim) and all(map(math.isfinite, values))
 
 
+def _is_text(chunk: bytes) -> bool:
+    """UTF-8 without control characters: a text file's lines, not packed float32 bytes
+    (which hold NULs and invalid UTF-8 within a few vectors)."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(chunk)  # a character cut at the end is fine
+    except UnicodeDecodeError:
+        return False
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
+
+
 def detect_format(path: Path) -> tuple[bool, bool]:
     """(binary, no_header) for gensim's load_word2vec_format, from the file's first lines.
 
@@ -143,9 +154,7 @@ def detect_format(path: Path) -> tuple[bool, bool]:
         rest = f.read(1 << 16)
     header = first.split()
     if len(header) == 2 and all(x.isdigit() for x in header):
-        dim = int(header[1])
-        text_line = rest.split(b"\n", 1)[0]
-        return (not _is_vector_line(text_line, dim)), False
+        return not _is_text(rest), False
     if _is_vector_line(first):
         return False, True
     raise VectorsError(
@@ -155,12 +164,13 @@ def detect_format(path: Path) -> tuple[bool, bool]:
 
 
 def _first_bad_line(path: Path, no_header: bool) -> str:
-    """", line N" for the first line of a text vectors file that is not "word" and as many
-    numbers as the first vector line has; gensim's own messages often do not say."""
+    """", line N" for the first line of a text vectors file that is not "word" and DIM numbers
+    (DIM from the header, or else from the first line); gensim's own messages often do not say."""
     dim = None
     with _open_binary(path) as f:
         for number, line in enumerate(f, start=1):
             if number == 1 and not no_header:
+                dim = int(line.split()[1])  # the "COUNT DIM" header
                 continue
             if dim is None:
                 dim = len(line.split()) - 1
