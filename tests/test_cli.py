@@ -1,0 +1,963 @@
+"""The command line, end to end: attncli.cli.cli through click's CliRunner, plus a few real
+processes (the installed entry point, python -m attncli, a reader that closes the pipe early).
+
+Every number is checked against an independent float64 computation from the vectors that
+attncli.vectors.load_vectors() returns, or against a hand-computed softmax on a tiny
+word2vec file written here; every error against its exit status and its one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import attncli
+import attncli.cli
+from attncli.cli import cli
+from attncli.vectors import load_vectors
+
+# A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+E = math.e
+SENTENCE = "The earth is like an orange"
+SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
+
+# Tiny word2vec text file: every value exact in float32, so the softmaxes can be done by hand.
+TINY = """\
+6 3
+cat 1 0 0
+dog 0 1 0
+sat 1 1 0
+mat 0 0 2
+the 0.5 0.5 0.5
+on -1 0 1
+"""
+
+# The environment every CliRunner run starts from: nothing that changes colour, width or vectors.
+CLEAN_ENV = {
+    "NO_COLOR": None,
+    "FORCE_COLOR": None,
+    "TTY_COMPATIBLE": None,
+    "TTY_INTERACTIVE": None,
+    "CLICOLOR_FORCE": None,
+    "ATTNCLI_VECTORS": None,
+    "COLUMNS": "200",
+}
+
+SCORES_KEYS = {"command", "sentence", "tokens", "oov", "vectors", "scale", "temperature", "scores", "weights", "top"}
+COMMON_KEYS = {"command", "sentence", "tokens", "oov", "vectors", "scale", "temperature"}
+TOKEN_KEYS = {"token", "index", "weights", "top", "context", "neighbors", "token_neighbors"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run(*args, input=None, env=None):
+    """Invoke the CLI in-process; never a traceback, never an exception other than SystemExit."""
+    result = CliRunner().invoke(cli, [str(a) for a in args], input=input, env={**CLEAN_ENV, **(env or {})},
+                                prog_name="attncli")
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
+    return result
+
+
+def ok(result, *, stderr="") -> list[dict]:
+    """A successful JSON run: exit 0, the expected stderr, one JSON document per stdout line."""
+    assert result.exit_code == 0, result.stderr
+    if stderr is not None:
+        assert result.stderr == stderr
+    assert result.stdout.endswith("\n")
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def one(result, **kw) -> dict:
+    docs = ok(result, **kw)
+    assert len(docs) == 1
+    return docs[0]
+
+
+def fails(result, code: int, *words: str) -> str:
+    """An error: the exit status, nothing on stdout, exactly one 'attncli: error: ' line on stderr
+    holding every one of `words` (case-insensitive)."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert result.stderr == lines[0] + "\n"
+    message = lines[0]
+    assert message.startswith("attncli: error: "), message
+    for word in words:
+        assert word.lower() in message.lower(), (word, message)
+    return message
+
+
+def vector_of(vectors, token: str) -> np.ndarray:
+    """The float64 vector of a token, or zeros for one without a vector (--oov zero)."""
+    key = vectors.key(token)
+    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
+
+
+def matrix_of(vectors, tokens) -> np.ndarray:
+    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
+
+
+def dot(x, y) -> float:
+    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
+
+
+def expected_scores(X) -> np.ndarray:
+    return np.array([[dot(x, y) for y in X] for x in X])
+
+
+def softmax(row) -> list[float]:
+    top = max(row)
+    e = [math.exp(v - top) for v in row]
+    s = math.fsum(e)
+    return [v / s for v in e]
+
+
+def expected_weights(X, scale, temperature=1.0) -> np.ndarray:
+    return np.array([softmax([v * scale / temperature for v in row]) for row in expected_scores(X)])
+
+
+def expected_top(weights_row, i, k, include_self=False) -> list[int]:
+    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
+    return [j for j in order if include_self or j != i][:k]
+
+
+def check_rows_sum_to_one(weights):
+    for row in np.atleast_2d(np.array(weights, dtype=float)):
+        assert abs(math.fsum(row) - 1.0) <= 1e-9
+        assert all(w >= 0 for w in row)
+
+
+def check_top(top, tokens, weights_row, i, k, include_self=False):
+    assert [t["index"] for t in top] == expected_top(weights_row, i, k, include_self)
+    for t in top:
+        assert t["token"] == tokens[t["index"]]
+        assert t["weight"] == weights_row[t["index"]]
+        assert set(t) == {"token", "index", "weight"}
+    if not include_self:
+        assert i not in [t["index"] for t in top]
+
+
+def check_common(doc, vectors, command, sentence, scale=None, temperature=1.0):
+    assert COMMON_KEYS <= set(doc)
+    assert doc["command"] == command
+    assert doc["sentence"] == sentence
+    assert doc["vectors"] == {"name": vectors.name, "dim": vectors.dim, "words": len(vectors.words)}
+    expected_scale = 1.0 / math.sqrt(vectors.dim) if scale is None else scale
+    assert doc["scale"] == pytest.approx(expected_scale, rel=1e-15)
+    assert doc["temperature"] == temperature
+
+
+def check_scores_doc(doc, vectors, sentence, *, scale=None, temperature=1.0, top_k=3, include_self=False):
+    """Every number of a `scores` document, from the vectors, independently."""
+    assert SCORES_KEYS <= set(doc)
+    check_common(doc, vectors, "scores", sentence, scale, temperature)
+    tokens = doc["tokens"]
+    T = len(tokens)
+    X = matrix_of(vectors, tokens)
+    S, W = np.array(doc["scores"]), np.array(doc["weights"])
+    assert S.shape == W.shape == (T, T)
+    np.testing.assert_allclose(S, expected_scores(X), rtol=1e-12, atol=1e-12)
+    check_rows_sum_to_one(W)
+    np.testing.assert_allclose(W, expected_weights(X, doc["scale"], temperature), rtol=1e-12, atol=1e-15)
+    assert len(doc["top"]) == T
+    for i in range(T):
+        check_top(doc["top"][i], tokens, doc["weights"][i], i, top_k, include_self)
+
+
+def cosines_with_vocabulary(vectors, v) -> np.ndarray:
+    M = np.asarray(vectors.matrix, dtype=np.float64)
+    norms = np.linalg.norm(M, axis=1)
+    return (M @ v) / (np.where(norms == 0, 1, norms) * np.linalg.norm(v))  # (V,)
+
+
+def check_neighbors(neighbors, vectors, v, own_word, k):
+    """Nearest words by cosine: not the token itself, highest first, and truly the nearest."""
+    if np.linalg.norm(v) == 0:
+        assert neighbors == []
+        return
+    cos = cosines_with_vocabulary(vectors, np.asarray(v, dtype=np.float64))
+    others = np.array([w != own_word for w in vectors.words])
+    best = np.sort(cos[others])[::-1][:k]
+    assert len(neighbors) == len(best) == min(k, len(vectors.words) - 1)
+    words = [n["word"] for n in neighbors]
+    assert own_word not in words
+    assert len(set(words)) == len(words)
+    got = [n["cosine"] for n in neighbors]
+    assert all(a >= b for a, b in zip(got, got[1:])), got
+    for n in neighbors:
+        assert set(n) == {"word", "cosine"}
+        assert n["cosine"] == pytest.approx(cos[vectors.index[n["word"]]], abs=1e-5)
+    np.testing.assert_allclose(got, best, atol=1e-5)
+
+
+def check_context_doc(doc, vectors, sentence, *, scale=None, temperature=1.0, top_k=3, include_self=False,
+                      neighbors=5, all_contexts=False):
+    """Every number of a `context` document, from the vectors, independently."""
+    check_common(doc, vectors, "context", sentence, scale, temperature)
+    tokens = doc["tokens"]
+    X = matrix_of(vectors, tokens)
+    W = expected_weights(X, doc["scale"], temperature)  # (T, T)
+    if "token" in doc:
+        assert TOKEN_KEYS <= set(doc)
+        i = doc["index"]
+        assert tokens[i] == doc["token"]
+        check_rows_sum_to_one(doc["weights"])
+        np.testing.assert_allclose(doc["weights"], W[i], rtol=1e-12, atol=1e-15)
+        check_top(doc["top"], tokens, doc["weights"], i, top_k, include_self)
+        z = [math.fsum(doc["weights"][j] * X[j, k] for j in range(len(tokens))) for k in range(vectors.dim)]
+        np.testing.assert_allclose(doc["context"], z, rtol=1e-12, atol=1e-12)
+        own = vectors.key(tokens[i]) or tokens[i]
+        check_neighbors(doc["neighbors"], vectors, np.array(doc["context"]), own, neighbors)
+        check_neighbors(doc["token_neighbors"], vectors, X[i], own, neighbors)
+    else:
+        assert not TOKEN_KEYS & set(doc)
+    if all_contexts:
+        Z = np.array(doc["contexts"])
+        assert Z.shape == (len(tokens), vectors.dim)
+        np.testing.assert_allclose(Z, W @ X, rtol=1e-12, atol=1e-12)
+    else:
+        assert "contexts" not in doc
+
+
+def clean_process_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    env["PYTHONUTF8"] = "1"
+    return env
+
+
+ENTRY_POINT = Path(sys.executable).parent / "attncli"
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("vectors") / "tiny.txt"
+    path.write_text(TINY, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_path):
+    return load_vectors(tiny_path)
+
+
+@pytest.fixture(scope="module")
+def glove():
+    return load_vectors()
+
+
+def tiny_run(tiny_path, command, *args, **kw):
+    return run(command, *args, "--vectors", tiny_path, **kw)
+
+
+# --------------------------------------------------------------------------- scores on the tiny file, by hand
+
+
+def test_scores_2x2_by_hand(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "scores", "cat dog"))
+    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == []
+    assert doc["scores"] == [[1.0, 0.0], [0.0, 1.0]]
+    a = math.exp(1 / math.sqrt(3))  # default scale 1/sqrt(d), d = 3
+    hand = [[a / (a + 1), 1 / (a + 1)], [1 / (a + 1), a / (a + 1)]]
+    np.testing.assert_allclose(doc["weights"], hand, rtol=1e-12)
+    assert doc["top"] == [[{"token": "dog", "index": 1, "weight": doc["weights"][0][1]}],
+                          [{"token": "cat", "index": 0, "weight": doc["weights"][1][0]}]]
+    check_scores_doc(doc, tiny, "cat dog")
+
+
+def test_scores_3x3_scale_1_is_plain_softmax_by_hand(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "scores", "cat dog sat", "--scale", "1"))
+    assert doc["scale"] == 1.0
+    # cat (1,0,0), dog (0,1,0), sat (1,1,0)
+    assert doc["scores"] == [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
+    hand = [
+        [E / (2 * E + 1), 1 / (2 * E + 1), E / (2 * E + 1)],
+        [1 / (2 * E + 1), E / (2 * E + 1), E / (2 * E + 1)],
+        [1 / (2 + E), 1 / (2 + E), E / (2 + E)],
+    ]
+    np.testing.assert_allclose(doc["weights"], hand, rtol=1e-12)
+    # own position left out; ties go to the earlier position
+    assert [[t["index"] for t in row] for row in doc["top"]] == [[2, 1], [2, 0], [0, 1]]
+    check_scores_doc(doc, tiny, "cat dog sat", scale=1.0)
+
+
+def test_scores_default_scale_by_hand(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "scores", "cat dog sat"))
+    assert doc["scale"] == pytest.approx(1 / math.sqrt(3), rel=1e-15)
+    a = math.exp(1 / math.sqrt(3))
+    np.testing.assert_allclose(doc["weights"][0], [a / (2 * a + 1), 1 / (2 * a + 1), a / (2 * a + 1)], rtol=1e-12)
+    check_scores_doc(doc, tiny, "cat dog sat")
+
+
+def test_temperature_2_equals_half_the_scale(tiny_path, tiny):
+    hot = one(tiny_run(tiny_path, "scores", "cat dog sat the on", "--temperature", "2"))
+    assert hot["temperature"] == 2.0
+    assert hot["scale"] == pytest.approx(1 / math.sqrt(3), rel=1e-15)  # the scale is reported unchanged
+    half = one(tiny_run(tiny_path, "scores", "cat dog sat the on", "--scale", repr(hot["scale"] / 2)))
+    np.testing.assert_allclose(hot["weights"], half["weights"], rtol=1e-12)
+    assert hot["scores"] == half["scores"]
+    check_scores_doc(hot, tiny, "cat dog sat the on", temperature=2.0)
+    # and by hand, with --scale 1 --temperature 2: softmax of half the raw scores
+    doc = one(tiny_run(tiny_path, "scores", "cat dog sat", "--scale", "1", "--temperature", "2"))
+    r = math.sqrt(E)
+    np.testing.assert_allclose(doc["weights"][0], [r / (2 * r + 1), 1 / (2 * r + 1), r / (2 * r + 1)], rtol=1e-12)
+
+
+def test_temperature_flattens_and_sharpens(tiny_path):
+    docs = {t: one(tiny_run(tiny_path, "scores", "cat sat", "--temperature", t)) for t in ("0.5", "1", "4")}
+    # cat.cat = 1 = cat.sat: row 0 is uniform at any temperature
+    assert all(doc["weights"][0] == [0.5, 0.5] for doc in docs.values())
+    # sat.sat = 2 > sat.cat = 1: sat's weight on itself shrinks towards 1/2 as the temperature rises
+    self_weight = {t: doc["weights"][1][1] for t, doc in docs.items()}
+    assert self_weight["0.5"] > self_weight["1"] > self_weight["4"] > 0.5
+
+
+def test_include_self_and_top_k(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "scores", "cat dog sat mat", "--include-self", "--top-k", "2"))
+    check_scores_doc(doc, tiny, "cat dog sat mat", top_k=2, include_self=True)
+    assert all(len(row) == 2 for row in doc["top"])
+    assert doc["top"][2][0]["index"] == 2  # sat.sat = 2 is its row's largest score
+    assert doc["top"][3][0]["index"] == 3  # mat.mat = 4
+    doc = one(tiny_run(tiny_path, "scores", "cat dog sat mat", "--top-k", "10"))
+    check_scores_doc(doc, tiny, "cat dog sat mat", top_k=10)
+    assert all(len(row) == 3 for row in doc["top"])  # T - 1: never the own position
+
+
+def test_single_token_sentence(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "scores", "cat"))
+    assert doc["tokens"] == ["cat"]
+    assert doc["scores"] == [[1.0]] and doc["weights"] == [[1.0]] and doc["top"] == [[]]
+    check_scores_doc(doc, tiny, "cat")
+    doc = one(tiny_run(tiny_path, "context", "cat", "--token", "cat"))
+    assert doc["weights"] == [1.0] and doc["top"] == [] and doc["context"] == [1.0, 0.0, 0.0]
+    check_context_doc(doc, tiny, "cat")
+
+
+def test_punctuation_is_left_out_unless_kept(tiny_path):
+    doc = one(tiny_run(tiny_path, "scores", "cat, dog."))
+    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == []
+    result = tiny_run(tiny_path, "scores", "cat, dog.", "--keep-punct")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == [",", "."]  # the tiny file has no vectors for them
+    assert len(result.stderr.splitlines()) == 2
+
+
+def test_uppercase_is_lowercased_for_lowercase_vectors(tiny_path):
+    doc = one(tiny_run(tiny_path, "scores", "The CAT Sat"))
+    assert doc["tokens"] == ["the", "cat", "sat"]
+    assert doc["sentence"] == "The CAT Sat"
+
+
+# --------------------------------------------------------------------------- out of vocabulary
+
+
+def test_oov_skip_leaves_the_word_out_with_a_note_on_stderr(tiny_path, tiny):
+    result = tiny_run(tiny_path, "scores", "cat zebra dog")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == ["zebra"]
+    check_scores_doc(doc, tiny, "cat zebra dog")
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: note: ") and "zebra" in lines[0]
+    assert "note" not in result.stdout
+
+
+def test_oov_zero_keeps_the_word_with_a_zero_vector(tiny_path, tiny):
+    result = tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "zero")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["cat", "zebra", "dog"] and doc["oov"] == ["zebra"]
+    assert doc["scores"][1] == [0.0, 0.0, 0.0]
+    assert [row[1] for row in doc["scores"]] == [0.0, 0.0, 0.0]
+    np.testing.assert_allclose(doc["weights"][1], [1 / 3] * 3, rtol=1e-12)  # all scores 0: uniform
+    check_scores_doc(doc, tiny, "cat zebra dog")
+    assert "zebra" in result.stderr and result.stderr.startswith("attncli: note: ")
+    # its context: the plain mean of the vectors; its own vector has no neighbours
+    doc = one(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "zebra", "--oov", "zero"), stderr=None)
+    np.testing.assert_allclose(doc["context"], [1 / 3, 1 / 3, 0.0], rtol=1e-12)
+    assert doc["token_neighbors"] == []
+    check_context_doc(doc, tiny, "cat zebra dog")
+
+
+def test_oov_zero_note_does_not_say_left_out(tiny_path):
+    result = tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "zero")
+    assert result.exit_code == 0
+    assert "zebra" in result.stderr
+    assert "left out" not in result.stderr
+
+
+def test_oov_error_refuses_the_sentence(tiny_path):
+    fails(tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "error"), 1, "zebra", "no vector")
+    fails(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "cat", "--oov", "error"), 1, "zebra")
+
+
+def test_no_token_has_a_vector(tiny_path):
+    fails(tiny_run(tiny_path, "scores", "zebra yak"), 1, "zebra", "yak", "vector")
+    fails(tiny_run(tiny_path, "context", "zebra yak", "--all"), 1, "vector")
+
+
+def test_context_for_a_token_without_a_vector(tiny_path):
+    fails(tiny_run(tiny_path, "context", "cat zebra", "--token", "zebra"), 1, "zebra", "no vector", "--oov zero")
+
+
+# --------------------------------------------------------------------------- context on the tiny file
+
+
+def test_context_by_hand(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "cat", "--scale", "1"))
+    assert doc["token"] == "cat" and doc["index"] == 0
+    w = [E / (2 * E + 1), 1 / (2 * E + 1), E / (2 * E + 1)]
+    np.testing.assert_allclose(doc["weights"], w, rtol=1e-12)
+    # z = w0 (1,0,0) + w1 (0,1,0) + w2 (1,1,0)
+    np.testing.assert_allclose(doc["context"], [2 * E / (2 * E + 1), (1 + E) / (2 * E + 1), 0.0], rtol=1e-12)
+    assert [t["index"] for t in doc["top"]] == [2, 1]
+    # the five other words of the vocabulary, never cat itself; by hand: sat, the, dog, mat, on
+    assert [n["word"] for n in doc["neighbors"]] == ["sat", "the", "dog", "mat", "on"]
+    check_context_doc(doc, tiny, "cat dog sat", scale=1.0)
+    assert "contexts" not in doc
+
+
+def test_context_contract_keys(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "mat"))
+    assert COMMON_KEYS | TOKEN_KEYS <= set(doc)
+    assert doc["command"] == "context"
+    assert doc["vectors"] == {"name": "tiny.txt", "dim": 3, "words": 6}
+    assert isinstance(doc["index"], int) and doc["token"] == "mat" and doc["index"] == 5
+    assert len(doc["context"]) == 3 and len(doc["weights"]) == 6
+    check_context_doc(doc, tiny, "the cat sat on the mat")
+
+
+def test_context_neighbors_count(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "2"))
+    assert len(doc["neighbors"]) == len(doc["token_neighbors"]) == 2
+    check_context_doc(doc, tiny, "cat dog sat", neighbors=2)
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "0"))
+    assert doc["neighbors"] == [] and doc["token_neighbors"] == []
+
+
+def test_context_index_alone_and_index_with_token(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--index", "2"))
+    assert doc["token"] == "sat" and doc["index"] == 2
+    check_context_doc(doc, tiny, "the cat sat on the mat")
+    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the", "--index", "4"))
+    assert doc["token"] == "the" and doc["index"] == 4
+    check_context_doc(doc, tiny, "the cat sat on the mat")
+    first = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the", "--index", "0"))
+    assert first["index"] == 0
+    assert first["weights"] == doc["weights"]  # the same word: the same row of weights...
+    assert 4 in [t["index"] for t in first["top"]] and 0 in [t["index"] for t in doc["top"]]  # ...each other's top
+
+
+def test_context_all_with_token(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog", "--all"))
+    assert doc["token"] == "dog" and len(doc["contexts"]) == 3
+    assert doc["contexts"][1] == doc["context"]
+    check_context_doc(doc, tiny, "cat dog sat", all_contexts=True)
+
+
+def test_context_all_without_token_has_no_token_key(tiny_path, tiny):
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--all"))
+    assert "token" not in doc and "index" not in doc and "neighbors" not in doc
+    assert COMMON_KEYS | {"contexts"} <= set(doc)
+    check_context_doc(doc, tiny, "cat dog sat", all_contexts=True)
+
+
+def test_context_token_is_tokenized_like_the_sentence(tiny_path):
+    doc = one(tiny_run(tiny_path, "context", "The Cat sat", "--token", "CAT"))
+    assert doc["token"] == "cat" and doc["index"] == 1
+    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "cat dog"), 1, "--token", "one token")
+
+
+# --------------------------------------------------------------------------- other vector formats
+
+
+RANDOM_WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+
+@pytest.fixture(scope="module")
+def three_formats(tmp_path_factory):
+    """The same random vectors as word2vec text, GloVe text and word2vec binary."""
+    rng = np.random.default_rng(7)
+    M = rng.normal(size=(len(RANDOM_WORDS), 4)).astype(np.float32)
+    lines = [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(RANDOM_WORDS, M)]
+    folder = tmp_path_factory.mktemp("formats")
+    text = folder / "random.w2v.txt"
+    text.write_text(f"{len(RANDOM_WORDS)} 4\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    glove_file = folder / "random.glove.txt"
+    glove_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(vector_size=4)
+    kv.add_vectors(RANDOM_WORDS, M)
+    binary = folder / "random.w2v.bin"
+    kv.save_word2vec_format(str(binary), binary=True)
+    return M, {"text": text, "glove": glove_file, "binary": binary}
+
+
+def test_glove_and_binary_load_like_word2vec_text(three_formats):
+    M, paths = three_formats
+    for path in paths.values():
+        vectors = load_vectors(path)
+        assert vectors.words == RANDOM_WORDS
+        np.testing.assert_array_equal(vectors.matrix, M)
+
+
+def test_three_formats_give_the_same_numbers(three_formats):
+    _, paths = three_formats
+    sentence = "alpha delta beta theta alpha"
+    results = {}
+    for name, path in paths.items():
+        vectors = load_vectors(path)
+        s = one(run("scores", sentence, "--vectors", path))
+        c = one(run("context", sentence, "--vectors", path, "--token", "beta", "--all"))
+        check_scores_doc(s, vectors, sentence)
+        check_context_doc(c, vectors, sentence, all_contexts=True)
+        assert s["vectors"] == c["vectors"] == {"name": path.name, "dim": 4, "words": len(RANDOM_WORDS)}
+        for doc in (s, c):
+            del doc["vectors"]
+        results[name] = (s, c)
+    assert results["text"] == results["glove"] == results["binary"]
+
+
+def test_vectors_from_the_environment(tiny_path):
+    doc = one(run("scores", "cat dog", env={"ATTNCLI_VECTORS": str(tiny_path)}))
+    assert doc["vectors"]["name"] == "tiny.txt"
+
+
+# --------------------------------------------------------------------------- bundled vectors
+
+
+def test_bundled_scores(glove):
+    doc = one(run("scores", SENTENCE))
+    assert doc["tokens"] == SENTENCE_TOKENS and doc["oov"] == []
+    assert doc["vectors"] == {"name": "glove.6B.50d.100k", "dim": 50, "words": 100000}
+    assert doc["scale"] == pytest.approx(1 / math.sqrt(50), rel=1e-15)
+    check_scores_doc(doc, glove, SENTENCE)
+    # each token attends most to itself (|x_i|^2 leads its row), and top leaves it out
+    assert all(int(np.argmax(row)) == i for i, row in enumerate(doc["weights"]))
+    assert all(len(row) == 3 for row in doc["top"])
+
+
+def test_bundled_scale_1_and_temperature(glove):
+    plain = one(run("scores", SENTENCE, "--scale", "1"))
+    X = matrix_of(glove, SENTENCE_TOKENS)
+    np.testing.assert_allclose(plain["weights"], expected_weights(X, 1.0), rtol=1e-12, atol=1e-15)
+    check_scores_doc(plain, glove, SENTENCE, scale=1.0)
+    hot = one(run("scores", SENTENCE, "--temperature", "2"))
+    half = one(run("scores", SENTENCE, "--scale", repr(1 / math.sqrt(50) / 2)))
+    np.testing.assert_allclose(hot["weights"], half["weights"], rtol=1e-12)
+    check_scores_doc(hot, glove, SENTENCE, temperature=2.0)
+
+
+def test_bundled_context(glove):
+    doc = one(run("context", SENTENCE, "--token", "orange"))
+    assert doc["token"] == "orange" and doc["index"] == 5
+    assert len(doc["context"]) == 50
+    check_context_doc(doc, glove, SENTENCE)
+    assert "orange" not in [n["word"] for n in doc["neighbors"] + doc["token_neighbors"]]
+
+
+def test_bundled_context_all(glove):
+    doc = one(run("context", SENTENCE, "--all", "--top-k", "5", "--include-self", "--neighbors", "3",
+                  "--token", "Earth"))
+    assert doc["token"] == "earth"
+    check_context_doc(doc, glove, SENTENCE, top_k=5, include_self=True, neighbors=3, all_contexts=True)
+    assert doc["top"][0]["index"] == 1  # with --include-self, earth first
+
+
+# --------------------------------------------------------------------------- standard input
+
+
+@pytest.mark.parametrize("args", [(), ("-",)])
+def test_stdin_several_lines_in_order_blank_lines_skipped(tiny_path, tiny, args):
+    text = "cat dog\n\n   \nsat mat the\r\ndog\n"
+    docs = ok(tiny_run(tiny_path, "scores", *args, input=text))
+    assert [d["sentence"] for d in docs] == ["cat dog", "sat mat the", "dog"]
+    assert [d["tokens"] for d in docs] == [["cat", "dog"], ["sat", "mat", "the"], ["dog"]]
+    for doc in docs:
+        check_scores_doc(doc, tiny, doc["sentence"])
+
+
+def test_stdin_context(tiny_path, tiny):
+    docs = ok(tiny_run(tiny_path, "context", "--token", "cat", input="the cat sat\ncat on the mat\n"))
+    assert [d["index"] for d in docs] == [1, 0]
+    for doc in docs:
+        check_context_doc(doc, tiny, doc["sentence"])
+
+
+def test_stdin_oov_note_names_the_line(tiny_path):
+    result = tiny_run(tiny_path, "scores", input="cat dog\n\ncat zebra\n")
+    docs = ok(result, stderr=None)
+    assert len(docs) == 2 and docs[1]["oov"] == ["zebra"]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: note: line 3") and "zebra" in lines[0]
+
+
+@pytest.mark.parametrize("text, line", [("cat dog\nzebra yak\n", 2), ("cat dog\n\n  \nzebra\n", 4)])
+def test_stdin_bad_line_writes_nothing(tiny_path, text, line):
+    message = fails(tiny_run(tiny_path, "scores", input=text), 1, "vector")
+    assert message.startswith(f"attncli: error: line {line}:")
+
+
+def test_stdin_bad_token_line(tiny_path):
+    message = fails(tiny_run(tiny_path, "context", "--token", "cat", input="cat dog\ndog sat\n"), 1, "'cat'")
+    assert message.startswith("attncli: error: line 2:")
+
+
+def test_stdin_not_utf8(tiny_path):
+    fails(tiny_run(tiny_path, "scores", input=b"caf\xe9 au lait\n"), 1, "UTF-8", "line 1")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_stdin_empty(tiny_path, text):
+    fails(tiny_run(tiny_path, "scores", input=text), 1, "standard input")
+    fails(tiny_run(tiny_path, "context", "--all", input=text), 1, "standard input")
+
+
+def test_stdin_utf8_bom_is_ignored(tiny_path):
+    docs = ok(tiny_run(tiny_path, "scores", input="\ufeffcat dog\n".encode("utf-8")), stderr=None)
+    assert docs[0]["tokens"] == ["cat", "dog"]
+
+
+# --------------------------------------------------------------------------- output formats and colour
+
+
+def test_json_is_the_default_off_a_terminal_and_equals_format_json(tiny_path):
+    default = tiny_run(tiny_path, "scores", "cat dog sat")
+    as_json = tiny_run(tiny_path, "scores", "cat dog sat", "--json")
+    fmt = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "json")
+    assert default.stdout == as_json.stdout == fmt.stdout
+    assert len(default.stdout.splitlines()) == 1
+    json.loads(default.stdout)
+
+
+def test_json_and_format_table_is_a_usage_error(tiny_path):
+    fails(tiny_run(tiny_path, "scores", "cat dog", "--json", "--format", "table"), 2, "--json", "table")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--all", "--json", "--format", "table"), 2, "--json")
+
+
+def test_scores_table(tiny_path):
+    doc = one(tiny_run(tiny_path, "scores", "the cat sat on the mat"))
+    result = tiny_run(tiny_path, "scores", "the cat sat on the mat", "--format", "table")
+    assert result.exit_code == 0 and result.stderr == ""
+    table = result.stdout
+    assert not table.lstrip().startswith("{")
+    for token in ["the", "cat", "sat", "on", "mat"]:
+        assert token in table
+    for row in doc["weights"]:
+        for w in row:
+            assert f"{w:.3f}" in table
+    # the top-attended lines: token → other weight, ...
+    top = doc["top"][1]
+    assert f"cat → {top[0]['token']} {top[0]['weight']:.3f}" in table
+    assert "\x1b[" not in table
+
+
+def test_scores_raw_table(tiny_path):
+    result = tiny_run(tiny_path, "scores", "cat dog sat mat", "--raw", "--format", "table")
+    assert result.exit_code == 0 and result.stderr == ""
+    for s in ("1.00", "0.00", "2.00", "4.00"):
+        assert s in result.stdout
+
+
+def test_context_table(tiny_path):
+    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog"))
+    result = tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog", "--format", "table")
+    assert result.exit_code == 0 and result.stderr == ""
+    table = result.stdout
+    assert "dog (itself)" in table
+    for w in doc["weights"]:
+        assert f"{w:.3f}" in table
+    for n in doc["neighbors"] + doc["token_neighbors"]:
+        assert n["word"] in table and f"{n['cosine']:.3f}" in table
+    result = tiny_run(tiny_path, "context", "cat dog sat", "--all", "--format", "table")
+    assert result.exit_code == 0 and "cat" in result.stdout and "sat" in result.stdout
+
+
+def test_table_for_several_sentences(tiny_path):
+    result = tiny_run(tiny_path, "scores", "--format", "table", input="cat dog\nsat mat\n")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert result.stdout.index("cat dog") < result.stdout.index("sat mat")
+
+
+COLOUR_PARAMS = set(range(30, 50)) | set(range(90, 98)) | set(range(100, 108))
+
+
+def sgr_params(text: str) -> set[int]:
+    return {int(p) for m in re.findall(r"\x1b\[([0-9;]*)m", text) for p in m.split(";") if p}
+
+
+@pytest.mark.parametrize("extra, env", [([], {"NO_COLOR": "1"}), (["--no-color"], {})])
+def test_no_color_gives_no_escape_codes(tiny_path, extra, env):
+    for command in (["scores", "cat dog sat"], ["context", "cat dog sat", "--token", "cat"]):
+        result = tiny_run(tiny_path, *command, "--format", "table", *extra, env=env)
+        assert result.exit_code == 0
+        assert "\x1b[" not in result.stdout and "\x1b[" not in result.stderr
+        assert "cat" in result.stdout
+
+
+def test_force_color_gives_colour(tiny_path):
+    result = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "table", env={"FORCE_COLOR": "1"})
+    assert result.exit_code == 0
+    assert "\x1b[" in result.stdout
+    assert sgr_params(result.stdout) & COLOUR_PARAMS  # the heatmap's cell colours
+
+
+@pytest.mark.parametrize("extra, env", [([], {"NO_COLOR": "1"}), (["--no-color"], {})])
+def test_no_color_wins_over_force_color(tiny_path, extra, env):
+    result = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "table", *extra,
+                      env={"FORCE_COLOR": "1", **env})
+    assert result.exit_code == 0
+    # no colour at all (rich still writes bold/dim/italic escapes when colour is forced)
+    assert not sgr_params(result.stdout) & COLOUR_PARAMS
+
+
+def test_force_color_does_not_touch_json(tiny_path):
+    result = tiny_run(tiny_path, "scores", "cat dog", env={"FORCE_COLOR": "1"})
+    assert "\x1b[" not in result.stdout
+    json.loads(result.stdout)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("sentence", ["", "   "])
+@pytest.mark.parametrize("command", [["scores"], ["context", "--all"]])
+def test_empty_sentence(tiny_path, command, sentence):
+    fails(tiny_run(tiny_path, *command, sentence), 1, "empty")
+
+
+def test_token_not_in_sentence(tiny_path):
+    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "mat"), 1, "'mat'", "not among", "cat dog")
+
+
+def test_token_twice_without_index(tiny_path):
+    message = fails(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the"), 1,
+                    "'the'", "more than once")
+    assert "--index 0" in message and "--index 4" in message
+
+
+def test_index_out_of_range(tiny_path):
+    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "5"), 1, "--index 5", "out of range")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "2", "--token", "cat"), 1, "out of range")
+
+
+def test_index_at_another_word(tiny_path):
+    message = fails(tiny_run(tiny_path, "context", "the cat sat", "--token", "cat", "--index", "0"), 1,
+                    "--index 0", "'the'", "'cat'")
+    assert "--index 1" in message  # where cat is
+
+
+def test_context_without_token_index_or_all(tiny_path):
+    fails(tiny_run(tiny_path, "context", "cat dog"), 2, "--token", "--all")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--top-k", "0"], ["--top-k"]),
+    (["--top-k", "x"], ["--top-k"]),
+    (["--temperature", "0"], ["--temperature"]),
+    (["--temperature", "-1"], ["--temperature"]),
+    (["--temperature", "nan"], ["--temperature", "finite"]),
+    (["--temperature", "inf"], ["--temperature", "finite"]),
+    (["--temperature", "abc"], ["--temperature"]),
+    (["--scale", "nan"], ["--scale", "finite"]),
+    (["--scale", "inf"], ["--scale", "finite"]),
+    (["--scale", "-inf"], ["--scale", "finite"]),
+    (["--oov", "maybe"], ["--oov"]),
+    (["--format", "xml"], ["--format"]),
+    (["--no-such-option"], ["--no-such-option"]),
+])
+def test_usage_errors(tiny_path, args, words):
+    fails(tiny_run(tiny_path, "scores", "cat dog", *args), 2, *words)
+
+
+@pytest.mark.parametrize("args", [["--index", "-1"], ["--neighbors", "-1"]])
+def test_context_usage_errors(tiny_path, args):
+    fails(tiny_run(tiny_path, "context", "cat dog", "--all", *args), 2, args[0])
+
+
+def test_unknown_command():
+    fails(run("frobnicate"), 2, "frobnicate")
+
+
+def test_no_command_shows_readable_help():
+    result = run()
+    assert result.exit_code in (0, 2)  # click's convention for a group without a command: help, exit 2
+    shown = result.stdout + result.stderr
+    assert "attncli: error: Usage:" not in shown
+    assert re.search(r"^Commands:$", shown, re.M) and re.search(r"^\s+scores\b", shown, re.M)
+
+
+@pytest.mark.parametrize("args", [["--scale", "1e308"], ["--temperature", "1e-310"], ["--scale", "-1e308"]])
+def test_overflowing_scale(tiny_path, args):
+    fails(tiny_run(tiny_path, "scores", "cat dog sat", *args), 1, "scale", "overflow")
+    fails(tiny_run(tiny_path, "context", "cat dog sat", "--all", *args), 1, "scale")
+
+
+def test_vectors_missing(tmp_path):
+    missing = tmp_path / "nope.txt"
+    fails(run("scores", "cat", "--vectors", missing), 1, "nope.txt", "no such file")
+
+
+def test_vectors_directory(tmp_path):
+    fails(run("scores", "cat", "--vectors", tmp_path), 1, str(tmp_path), "directory")
+
+
+@pytest.mark.parametrize("content", ["hello world, this is not a vectors file\nat all\n", "", "\n\n"])
+def test_vectors_not_a_vectors_file(tmp_path, content):
+    path = tmp_path / "notes.txt"
+    path.write_text(content, encoding="utf-8")
+    fails(run("scores", "cat", "--vectors", path), 1, "notes.txt", "not a vectors file")
+
+
+def test_vectors_binary_noise(tmp_path):
+    path = tmp_path / "noise.bin"
+    path.write_bytes(bytes(range(256)) * 8)
+    fails(run("scores", "cat", "--vectors", path), 1, "noise.bin")
+
+
+@pytest.mark.parametrize("content, line", [
+    ("4 3\ncat 1 0 0\ndog 0 1\nsat 1 1 0\nmat 0 0 2\n", 3),  # word2vec text: too few values
+    ("4 3\ncat 1 0 0\ndog 0 1 0\nsat 1 1 0 7\nmat 0 0 2\n", 4),  # word2vec text: too many
+    ("cat 1 0 0\ndog 0 1\nsat 1 1 0\n", 2),  # GloVe
+])
+def test_vectors_wrong_number_of_values_names_the_line(tmp_path, content, line):
+    path = tmp_path / "ragged.txt"
+    path.write_text(content, encoding="utf-8")
+    message = fails(run("scores", "cat", "--vectors", path), 1, "ragged.txt", "line")
+    assert re.search(rf"\bline {line}\b", message), message
+
+
+def test_vectors_wrong_number_of_values_on_the_first_vector_line(tmp_path):
+    path = tmp_path / "ragged.txt"
+    path.write_text("3 3\ncat 1 0\ndog 0 1 0\nsat 1 1 0\n", encoding="utf-8")
+    message = fails(run("scores", "cat", "--vectors", path), 1, "ragged.txt")
+    assert re.search(r"\bline 2\b", message), message
+
+
+def test_vectors_fewer_lines_than_the_header_says(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("5 3\ncat 1 0 0\ndog 0 1 0\n", encoding="utf-8")
+    fails(run("scores", "cat", "--vectors", path), 1, "short.txt")
+
+
+# --------------------------------------------------------------------------- version, help, Ctrl-C
+
+
+def test_version():
+    for flag in ("--version", "-V"):
+        result = run(flag)
+        assert result.exit_code == 0 and result.stderr == ""
+        assert result.stdout == f"attncli, version {attncli.__version__}\n"
+    from importlib.metadata import version
+
+    assert attncli.__version__ == version("attncli")
+
+
+@pytest.mark.parametrize("command", [[], ["scores"], ["context"]])
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help(command, flag):
+    result = run(*command, flag)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert result.stdout.startswith("Usage: attncli")
+    assert "Example" in result.stdout
+    if command:
+        for option in ("--vectors", "--scale", "--temperature", "--top-k", "--format", "--json", "--no-color"):
+            assert option in result.stdout
+    else:
+        assert "scores" in result.stdout and "context" in result.stdout
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c(monkeypatch):
+    monkeypatch.setattr(attncli.cli, "load_vectors", _interrupt)
+    result = run("scores", "cat dog")
+    assert result.exit_code == 130
+    assert result.stdout == ""
+    assert [line for line in result.stderr.splitlines() if line.strip()] == ["attncli: interrupted"]
+
+
+def test_ctrl_c_is_one_line(monkeypatch):
+    monkeypatch.setattr(attncli.cli, "load_vectors", _interrupt)
+    result = run("context", "cat dog", "--all")
+    assert result.exit_code == 130
+    assert result.stderr == "attncli: interrupted\n"
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+def test_real_process_json_on_a_pipe():
+    proc = subprocess.run([str(ENTRY_POINT), "scores", SENTENCE], capture_output=True, text=True,
+                          env=clean_process_env(), timeout=60)
+    assert proc.returncode == 0 and proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1
+    doc = json.loads(lines[0])
+    assert doc["tokens"] == SENTENCE_TOKENS
+    check_rows_sum_to_one(doc["weights"])
+
+
+def test_real_process_errors_and_prog_name(tmp_path):
+    proc = subprocess.run([str(ENTRY_POINT), "scores", "cat", "--top-k", "0"], capture_output=True, text=True,
+                          env=clean_process_env(), timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1
+    assert proc.stderr.startswith("attncli: error: ") and "'attncli scores --help'" in proc.stderr
+    # an argument that is not UTF-8 (the interpreter keeps the bad byte as a surrogate)
+    proc = subprocess.run([os.fsencode(ENTRY_POINT), b"scores", b"caf\xe9 au lait"], capture_output=True,
+                          env=clean_process_env(), timeout=60)
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert proc.stderr.count(b"\n") == 1 and b"UTF-8" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def test_python_m_attncli_version():
+    proc = subprocess.run([sys.executable, "-m", "attncli", "--version"], capture_output=True, text=True,
+                          env=clean_process_env(), timeout=60)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == f"attncli, version {attncli.__version__}\n"
+
+
+@pytest.fixture(scope="module")
+def broken_pipe_run(tmp_path_factory):
+    """attncli scores - on 2000 lines, its reader gone after the first line of output."""
+    stdin_file = tmp_path_factory.mktemp("pipe") / "many.txt"
+    stdin_file.write_text((SENTENCE + "\n") * 2000, encoding="utf-8")
+    with stdin_file.open("rb") as stdin:
+        proc = subprocess.Popen([str(ENTRY_POINT), "scores", "-"], stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=clean_process_env())
+        first = proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away: the rest (megabytes) cannot be written
+        stderr = proc.stderr.read()
+        proc.stderr.close()
+        returncode = proc.wait(timeout=60)
+    return first, stderr.decode("utf-8", "replace"), returncode
+
+
+def test_broken_pipe_is_quiet(broken_pipe_run):
+    first, stderr, returncode = broken_pipe_run
+    check_rows_sum_to_one(json.loads(first)["weights"])
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    assert returncode in (0, 141)
+
+
+def test_broken_pipe_exit_status_141(broken_pipe_run):
+    _, _, returncode = broken_pipe_run
+    assert returncode == attncli.cli.ExitStatus.BROKEN_PIPE == 141
