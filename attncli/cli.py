@@ -78,7 +78,8 @@ class AttncliGroup(click.Group):
             if status == ExitStatus.BROKEN_PIPE:
                 _silence_stdout()
             else:
-                click.echo("attncli: interrupted", err=True)
+                # on a terminal, first end the line that holds the echoed ^C
+                click.echo(("\n" if sys.stderr.isatty() else "") + "attncli: interrupted", err=True)
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
