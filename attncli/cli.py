@@ -41,10 +41,6 @@ class _Stopped(Exception):
         self.status = status
 
 
-# click 8.2+ raises this for a bare `attncli`; older versions print the help themselves.
-_NO_ARGS_IS_HELP = tuple(filter(None, [getattr(click.exceptions, "NoArgsIsHelpError", None)]))
-
-
 class AttncliGroup(click.Group):
     """A click group whose every failure is one line on stderr and an ExitStatus."""
 
@@ -60,7 +56,7 @@ class AttncliGroup(click.Group):
         try:
             rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
             status = rv if isinstance(rv, int) else ExitStatus.OK
-        except _NO_ARGS_IS_HELP as e:
+        except click.exceptions.NoArgsIsHelpError as e:  # a bare `attncli`
             click.echo(e.ctx.get_help(), err=True)
             status = ExitStatus.USAGE
         except click.UsageError as e:

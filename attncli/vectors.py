@@ -95,8 +95,11 @@ def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded
                 raise InputError(f"no vector for {token!r} in {vectors.name}; use --oov skip or --oov zero to go on without it")
             if oov == "skip":
                 continue
+        row = np.zeros(vectors.dim, np.float32) if word is None else vectors.vector(word)
+        if not np.all(np.isfinite(row)):
+            raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or leave the word out")
         kept.append(token)
-        rows.append(np.zeros(vectors.dim, np.float32) if word is None else vectors.vector(word))
+        rows.append(row)
     if not kept:
         raise InputError(f"none of the tokens ({' '.join(tokens)}) has a vector in {vectors.name}; try other words or --vectors")
     return Embedded(kept, np.stack(rows), missing)  # X: (T, d)

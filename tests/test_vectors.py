@@ -80,6 +80,13 @@ def test_embed_oov_policies():
         embed(["zebra"], v)
 
 
+def test_a_vector_with_nan_is_refused_by_name():
+    v = Vectors("tiny", ["cat", "dog"], np.array([[1, 0], [np.nan, 1]], dtype=np.float32), False)
+    assert embed(["cat"], v).tokens == ["cat"]
+    with pytest.raises(InputError, match="'dog'.*NaN"):
+        embed(["cat", "dog"], v)
+
+
 def test_cased_vectors_fall_back_to_lowercase():
     v = tiny(cased=True)
     assert v.key("Cat") == "Cat" and v.key("DOG") == "dog" and v.key("cat") is None
