@@ -1,12 +1,23 @@
 """attncli: see self-attention on real text.
 
-Dot-product attention scores, softmax weights and context vectors between the
-tokens of a sentence, over pretrained word vectors.
+Dot-product attention scores, softmax weights and context vectors between the tokens of a
+sentence, over pretrained word vectors. The command line is a thin layer over this API:
+
+    from attncli import Options, context_doc, load_vectors, scores_doc
+
+    vectors = load_vectors()  # the bundled GloVe; or a path, or a gensim-data name
+    doc = scores_doc("The earth is like an orange", vectors, Options(scale=1.0))
+    doc["weights"]  # T x T, each row sums to 1
 """
 
-from importlib.metadata import PackageNotFoundError, version
+__version__ = "0.2.0"
 
-try:
-    __version__ = version("attncli")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+from attncli.analyze import Attention, Options, attend, context_doc, scores_doc  # noqa: E402
+from attncli.errors import AttncliError, InputError, TokenError, VectorsError  # noqa: E402
+from attncli.load import load_vectors  # noqa: E402
+from attncli.vectors import Vectors  # noqa: E402
+
+__all__ = [
+    "Attention", "AttncliError", "InputError", "Options", "TokenError", "Vectors", "VectorsError",
+    "attend", "context_doc", "load_vectors", "scores_doc",
+]

@@ -64,8 +64,9 @@ def _common(command: str, sentence: str, vectors: Vectors, att: Attention, opts:
         "command": command,
         "sentence": sentence,
         "tokens": att.tokens,
+        "lookups": att.embedded.lookups,
         "oov": att.embedded.oov,
-        "vectors": {"name": vectors.name, "dim": vectors.dim, "words": len(vectors.words)},
+        "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size},
         "scale": att.scale,
         "temperature": opts.temperature,
     }

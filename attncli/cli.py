@@ -10,15 +10,16 @@ import functools
 import math
 import os
 import sys
+import time
 from enum import IntEnum
 
 import click
 from rich.console import Console
 
-from attncli import __version__, render
+from attncli import __version__, cache, render
 from attncli.analyze import Options, context_doc, scores_doc
 from attncli.errors import AttncliError, InputError
-from attncli.vectors import load_vectors
+from attncli.load import load_vectors
 
 
 class ExitStatus(IntEnum):
@@ -110,6 +111,47 @@ class FiniteFloat(click.ParamType):
         return x
 
 
+def _with_options(wrapper, options):
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def _warn(message: str) -> None:
+    click.echo(f"attncli: warning: {' '.join(message.split())}", err=True)
+
+
+def vectors_options(f=None, *, source_option: bool = True):
+    """--vectors / --limit / --trust-pickle, packed into `load`: a function that loads the
+    vectors (with a progress bar on a terminal), called once the input has been read."""
+    if f is None:
+        return functools.partial(vectors_options, source_option=source_option)
+
+    @functools.wraps(f)
+    def wrapper(*args, limit, trust_pickle, **kwargs):
+        def load(source):
+            with render.LoadProgress(Console(stderr=True)) as progress:
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=_warn)
+
+        if source_option:
+            source = kwargs.pop("vectors_source")
+            return f(*args, load=lambda: load(source), **kwargs)
+        return f(*args, load=load, **kwargs)
+
+    options = [
+        click.option("--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+                     help="Word vectors: a word2vec (text or binary), GloVe or fastText (.vec, .bin) file, "
+                          "also .gz or .bz2; a gensim .kv/.model file (with --trust-pickle); or a downloaded "
+                          "gensim-data name. Read once, then cached. Default: the bundled GloVe 6B 50d."),
+    ] if source_option else []
+    options += [
+        click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
+        click.option("--trust-pickle", is_flag=True,
+                     help="Allow a gensim .kv/.model file: it is a Python pickle, and loading it runs its code."),
+    ]
+    return _with_options(wrapper, options)
+
+
 def attention_options(f):
     """The options of every command that computes attention, packed into one Options."""
 
@@ -119,8 +161,6 @@ def attention_options(f):
         return f(*args, opts=opts, **kwargs)
 
     options = [
-        click.option("--vectors", "vectors_source", metavar="PATH", envvar="ATTNCLI_VECTORS", show_envvar=True,
-                     help="Word vectors: a word2vec (text or binary) or GloVe text file. Default: the bundled GloVe 6B 50d."),
         click.option("--scale", type=FiniteFloat(), default=None,
                      help="Multiply the scores by this before the softmax. Default: 1/sqrt(d); 1 gives plain softmax(x_i . x_j)."),
         click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
@@ -132,9 +172,7 @@ def attention_options(f):
         click.option("--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
                      help="A token without a vector: leave it out, give it a zero vector, or stop with an error."),
     ]
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
+    return _with_options(wrapper, options)
 
 
 def output_options(f):
@@ -151,14 +189,12 @@ def output_options(f):
 
     options = [
         click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
-                     help="table (colored, for a terminal) or json (one JSON document per sentence, a line each). "
+                     help="table (colored, for a terminal) or json (one JSON document per result, a line each). "
                           "Default: table when stdout is a terminal, json when it is not."),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
         click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
     ]
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
+    return _with_options(wrapper, options)
 
 
 sentence_argument = click.argument("sentence", required=False)
@@ -237,9 +273,10 @@ def cli():
 @cli.command(short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@vectors_options
 @attention_options
 @output_options
-def scores(sentence, raw, vectors_source, opts, fmt, console):
+def scores(sentence, raw, load, opts, fmt, console):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -255,7 +292,7 @@ def scores(sentence, raw, vectors_source, opts, fmt, console):
       attncli scores --scale 1 < sentences.txt
     """
     sentences = read_sentences(sentence)
-    vectors = load_vectors(vectors_source)
+    vectors = load()
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
     emit(docs, fmt, console, functools.partial(render.scores_view, raw=raw))
 
@@ -268,9 +305,10 @@ def scores(sentence, raw, vectors_source, opts, fmt, console):
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
 @click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
               help="How many nearest vocabulary words to list.")
+@vectors_options
 @attention_options
 @output_options
-def context(sentence, token, index, all_contexts, neighbors, vectors_source, opts, fmt, console):
+def context(sentence, token, index, all_contexts, neighbors, load, opts, fmt, console):
     """One token's attention over SENTENCE and its context vector.
 
     Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
@@ -289,13 +327,122 @@ def context(sentence, token, index, all_contexts, neighbors, vectors_source, opt
     if token is None and index is None and not all_contexts:
         raise click.UsageError("say which token: --token WORD (or --index N), or --all for every token")
     sentences = read_sentences(sentence)
-    vectors = load_vectors(vectors_source)
+    vectors = load()
     docs = compute_all(
         sentences,
         lambda text: context_doc(text, vectors, opts, token=token, index=index,
                                  all_contexts=all_contexts, neighbors=neighbors),
     )
     emit(docs, fmt, console, render.context_view)
+
+
+@cli.group()
+def vectors():
+    """Word vectors: what a source holds, and the cache that makes its second load fast.
+
+    The first load of a source reads it through gensim (slowly, once) and writes a cache
+    entry: the matrix as a .npy file that later runs memory-map, and the words in a form
+    searched without building a dictionary. ATTNCLI_CACHE_DIR sets where entries go.
+
+    \b
+    Examples:
+      attncli vectors info
+      attncli vectors convert ~/vectors/glove.840B.300d.txt
+      attncli vectors info --vectors glove-wiki-gigaword-300
+      attncli vectors list
+      attncli vectors clear
+    """
+
+
+def _info(vectors, seconds: float) -> dict:
+    meta = vectors.meta
+    return {
+        "name": vectors.name, "words": vectors.size, "dim": vectors.dim, "cased": vectors.cased,
+        "subwords": vectors.subwords is not None, "source": vectors.source,
+        "format": (meta.get("source") or {}).get("format", "attncli-vectors"),
+        "cache_entry": meta.get("entry"),
+        "load_seconds": round(seconds, 4),
+    }
+
+
+@vectors.command(short_help="what a vectors source holds, and how long it took to load")
+@vectors_options
+@output_options
+def info(load, fmt, console):
+    """Name, words, dimension, case, source and cache entry of the vectors, and the time
+    this load took (the first load of a source includes reading and caching it).
+
+    \b
+    Examples:
+      attncli vectors info
+      attncli vectors info --vectors GoogleNews-vectors-negative300.bin
+      attncli vectors info --vectors vectors.txt --limit 50000 --json
+    """
+    start = time.perf_counter()
+    vectors = load()
+    emit([_info(vectors, time.perf_counter() - start)], fmt, console, render.info_view)
+
+
+@vectors.command(short_help="read a source once and cache it")
+@click.argument("source")
+@vectors_options(source_option=False)
+@output_options
+def convert(source, load, fmt, console):
+    """Read SOURCE (any --vectors source) and write its cache entry now, so that the first
+    real run is fast too. An entry already there is kept.
+
+    \b
+    Examples:
+      attncli vectors convert ~/vectors/glove.840B.300d.txt
+      attncli vectors convert cc.en.300.bin
+      attncli vectors convert my-model.kv --trust-pickle
+    """
+    start = time.perf_counter()
+    vectors = load(source)
+    emit([_info(vectors, time.perf_counter() - start)], fmt, console, render.info_view)
+
+
+@vectors.command(name="list", short_help="the cache entries and their sizes")
+@output_options
+def list_(fmt, console):
+    """Every cache entry: its source, words, dimension and size on disk. "stale" means the
+    source has changed or gone since, so the entry will not be used again.
+
+    \b
+    Examples:
+      attncli vectors list
+      attncli vectors list --json | jq -s 'map(.bytes) | add'
+    """
+    docs = [_entry_doc(entry) for entry in cache.entries()]
+    if fmt == "json":
+        emit(docs, fmt, console, None)
+    else:
+        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], fmt, console, render.entries_view)
+
+
+def _entry_doc(entry: dict) -> dict:
+    source = entry.get("source") or {}
+    try:
+        st = os.stat(source.get("path", ""))
+        stale = (st.st_size, st.st_mtime_ns) != (source.get("size"), source.get("mtime_ns"))
+    except OSError:
+        stale = True
+    return {"path": entry["path"], "name": entry.get("name"), "words": entry.get("words"), "dim": entry.get("dim"),
+            "bytes": entry["bytes"], "source": source.get("path"), "limit": (entry.get("options") or {}).get("limit"),
+            "created": entry.get("created"), "stale": stale}
+
+
+@vectors.command(short_help="remove every cache entry")
+@output_options
+def clear(fmt, console):
+    """Remove every cache entry; a source is read again on its next use.
+
+    \b
+    Example:
+      attncli vectors clear
+    """
+    removed, freed = cache.clear()
+    emit([{"removed": removed, "bytes": freed, "cache_dir": str(cache.cache_dir())}], fmt, console, render.cleared_view)
 
 
 main = cli

@@ -7,6 +7,7 @@ table shows is exactly what `--format json` prints.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 from rich.console import Console, Group, RenderableType
@@ -78,6 +79,9 @@ def _describe(doc: dict) -> Text:
     if doc["oov"]:
         done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
         text.append(f"\nno vector, {done}: {' '.join(dict.fromkeys(doc['oov']))}", style="dim")
+    subwords = [t for t, lookup in zip(doc["tokens"], doc["lookups"]) if lookup == "subwords"]
+    if subwords:
+        text.append(f"\nnot in the vocabulary, built from subwords: {' '.join(dict.fromkeys(subwords))}", style="dim")
     return text
 
 
@@ -154,6 +158,71 @@ def context_view(doc: dict) -> RenderableType:
 
 def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
+
+
+def info_view(doc: dict) -> RenderableType:
+    """`attncli vectors info` and `convert`: one row a fact."""
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in doc.items():
+        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+        table.add_row(key.replace("_", " "), shown)
+    return table
+
+
+def entries_view(doc: dict) -> RenderableType:
+    """`attncli vectors list`: a row an entry."""
+    if not doc["entries"]:
+        return Text(f"no cache entries in {doc['cache_dir']}")
+    table = Table(title=f"cache entries in {doc['cache_dir']}")
+    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"), ("", "left")):
+        table.add_column(name, justify=justify)
+    for e in doc["entries"]:
+        limit = f" (first {e['limit']:,})" if e["limit"] else ""
+        table.add_row(f"{e['source']}{limit}", f"{e['words']:,}", str(e["dim"]), _megabytes(e["bytes"]),
+                      "stale" if e["stale"] else "")
+    return table
+
+
+def cleared_view(doc: dict) -> RenderableType:
+    return Text(f"removed {doc['removed']} cache entries ({_megabytes(doc['bytes'])}) from {doc['cache_dir']}")
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+class LoadProgress:
+    """A progress bar on stderr (bytes read of all, rate, time left) for a load that takes
+    more than half a second, and only when stderr is a terminal; nothing otherwise."""
+
+    DELAY = 0.5
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bar = None
+        self.start = None
+
+    def __enter__(self):
+        self.start = time.monotonic()
+        return self if self.console.is_terminal else None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.start < self.DELAY:
+                return
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+            self.bar = Progress("reading vectors", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                TimeRemainingColumn(), console=self.console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("read", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def json_line(doc: dict) -> str:

@@ -1,207 +1,212 @@
-"""Word vectors: where they come from, how they are read, and lookups in them.
+"""Word vectors in memory: a vocabulary, its matrix, fastText's subwords, and lookups in them.
 
-Knows files, not click or rich. `load_vectors` is the one way in: no source means the
-bundled GloVe 6B 50d vectors (embeddings/ in the repository, attncli.embeddings once
-installed); a path is read through gensim's KeyedVectors, whose format is detected here.
+No files here (cache.py reads and writes them, sources.py reads users' formats, load.py
+chooses between them), and no click or rich.
 """
 
 from __future__ import annotations
 
-import bz2
-import codecs
-import gzip
-import math
-import os
-from dataclasses import dataclass
-from functools import cached_property
-from importlib.resources import files
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from attncli.errors import InputError, VectorsError
 
-BUNDLED_NAME = "glove.6B.50d.100k"
+
+class Vocabulary:
+    """The words of a vectors matrix, row by row, found without a dict of every word.
+
+    A dict of three million words costs seconds to build on every run; instead the words
+    are UTF-8 lines in one buffer (`blob`), `offsets[i]` is where row i's word starts, and
+    `order` lists the rows sorted by their word's bytes, so a lookup is a binary search
+    that touches a few dozen words. All three can be memory-mapped from a cache entry.
+    """
+
+    def __init__(self, blob, offsets: np.ndarray, order: np.ndarray):
+        self.blob = blob  # bytes-like: "word\n" for each row, in row order
+        self.offsets = offsets  # (V + 1,) int64; offsets[V] == len(blob)
+        self.order = order  # (V,) int64; the rows sorted by word bytes
+
+    @classmethod
+    def from_words(cls, words: list[str]) -> Vocabulary:
+        encoded = [w.encode("utf-8") for w in words]
+        bad = next((w for w in words if "\n" in w or "\r" in w), None)
+        if bad is not None:
+            raise VectorsError(f"the word {bad!r} holds a line break, which no word vectors file can mean")
+        lengths = np.fromiter((len(b) + 1 for b in encoded), dtype=np.int64, count=len(encoded))
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # (V + 1,)
+        order = np.array(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int64)  # (V,)
+        return cls(b"".join(b + b"\n" for b in encoded), offsets, order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def _bytes(self, row: int) -> bytes:
+        return bytes(self.blob[int(self.offsets[row]) : int(self.offsets[row + 1]) - 1])
+
+    def word(self, row: int) -> str:
+        return self._bytes(row).decode("utf-8")
+
+    def find(self, word: str) -> int | None:
+        """The row of `word`, or None."""
+        target = word.encode("utf-8")
+        lo, hi = 0, len(self.order)
+        while lo < hi:  # the first position whose word is >= target
+            mid = (lo + hi) // 2
+            if self._bytes(int(self.order[mid])) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self.order) and self._bytes(int(self.order[lo])) == target:
+            return int(self.order[lo])
+        return None
+
+    def __contains__(self, word: str) -> bool:
+        return self.find(word) is not None
+
+
+def ngrams(word: str, min_n: int, max_n: int) -> list[bytes]:
+    """fastText's character n-grams of "<word>", as UTF-8 bytes, n counted in characters.
+
+    Follows Facebook's dictionary.cc (computeSubwords) as gensim does: n-grams of length 1
+    that are the "<" or ">" boundary alone are left out.
+    """
+    text = f"<{word}>".encode("utf-8")
+    starts = [i for i in range(len(text)) if text[i] & 0xC0 != 0x80]  # where characters begin
+    starts.append(len(text))
+    grams = []
+    for a in range(len(starts) - 1):
+        for n in range(min_n, max_n + 1):
+            if a + n >= len(starts):
+                break
+            if n == 1 and (a == 0 or a + 1 == len(starts) - 1):
+                continue
+            grams.append(text[starts[a] : starts[a + n]])
+    return grams
+
+
+def fnv1a(data: bytes) -> int:
+    """fastText's 32-bit FNV-1a hash, which takes each byte as a signed char."""
+    h = 2166136261
+    for b in data:
+        h = ((h ^ (b | 0xFFFFFF00 if b >= 0x80 else b)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+@dataclass
+class Subwords:
+    """fastText's n-gram vectors: an out-of-vocabulary word gets the mean of its n-grams' rows."""
+
+    matrix: np.ndarray  # (buckets, d) float32
+    min_n: int
+    max_n: int
+
+    def vector(self, word: str) -> np.ndarray | None:
+        """The word's subword vector, or None when it has no n-gram (as gensim: summed in float32)."""
+        rows = [fnv1a(g) % len(self.matrix) for g in ngrams(word, self.min_n, self.max_n)]
+        if not rows:
+            return None
+        v = np.zeros(self.matrix.shape[1], dtype=np.float32)  # (d,)
+        for r in rows:
+            v += self.matrix[r]
+        return v / np.float32(len(rows))
 
 
 @dataclass
 class Vectors:
-    """A vocabulary and its matrix: row i of `matrix` is the vector of `words[i]`."""
+    """A vocabulary and its matrix: row i of `matrix` is the vector of `vocab.word(i)`."""
 
     name: str
-    words: list[str]
-    matrix: np.ndarray  # (V, d) float32
+    vocab: Vocabulary
+    matrix: np.ndarray  # (V, d) float32, often memory-mapped
     cased: bool  # False when every word is lowercase (GloVe 6B): tokens are lowercased to match
     source: str = ""
+    subwords: Subwords | None = None
+    meta: dict = field(default_factory=dict)  # what the cache entry says, when there is one
 
     @property
     def dim(self) -> int:
         return int(self.matrix.shape[1])
 
-    @cached_property
-    def index(self) -> dict[str, int]:
-        return {word: i for i, word in enumerate(self.words)}
+    @property
+    def size(self) -> int:
+        return len(self.vocab)
 
     def key(self, token: str) -> str | None:
         """The vocabulary word for a token, or None; cased vectors fall back to the lowercase form."""
         for candidate in (token, token.lower()):
-            if candidate in self.index:
+            if candidate in self.vocab:
                 return candidate
         return None
 
     def vector(self, word: str) -> np.ndarray:
-        return self.matrix[self.index[word]]  # (d,)
+        return np.asarray(self.matrix[self.vocab.find(word)])  # (d,)
 
-    def nearest(self, v: np.ndarray, k: int, exclude: set[str] = frozenset()) -> list[tuple[str, float]]:
+    def nearest(self, v: np.ndarray, k: int, exclude: set[str] = frozenset(), block: int = 1 << 16) -> list[tuple[str, float]]:
         """The k vocabulary words of highest cosine with v, highest first, without those in `exclude`.
 
-        Exact: one matrix-vector product over the whole vocabulary.
+        Exact: matrix-vector products over the whole vocabulary, a block of rows at a time,
+        so a memory-mapped matrix of millions of words is never copied whole.
         """
         norm = float(np.linalg.norm(v))
         if k < 1 or norm == 0.0:
             return []  # the cosine with a zero vector is undefined
-        cosines = self.unit_matrix @ (np.asarray(v, dtype=np.float32) / norm)  # (V,)
-        take = min(len(cosines), k + len(exclude))
-        best = np.argpartition(-cosines, take - 1)[:take]
-        best = best[np.argsort(-cosines[best], kind="stable")]
-        found = [(self.words[i], float(cosines[i])) for i in best if self.words[i] not in exclude]
-        return found[:k]
-
-    @cached_property
-    def unit_matrix(self) -> np.ndarray:
-        """Every row scaled to length 1 (a zero row stays zero), computed on first use."""
-        norms = np.linalg.norm(self.matrix, axis=1, keepdims=True)  # (V, 1)
-        return self.matrix / np.where(norms == 0, 1, norms)  # (V, d)
+        u = np.asarray(v, dtype=np.float32) / np.float32(norm)  # (d,)
+        take = k + len(exclude)
+        rows, cosines = [], []
+        for start in range(0, self.size, block):
+            B = np.asarray(self.matrix[start : start + block])  # (b, d)
+            norms = np.linalg.norm(B, axis=1)  # (b,)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cos = np.where(norms > 0, (B @ u) / norms, -np.inf)  # (b,); a zero row is never near
+            best = np.argpartition(-cos, min(take, len(cos)) - 1)[:take]
+            rows.append(best + start)
+            cosines.append(cos[best])
+        rows, cosines = np.concatenate(rows), np.concatenate(cosines)
+        found = []
+        for i in np.argsort(-cosines, kind="stable"):
+            word = self.vocab.word(int(rows[i]))
+            if word not in exclude and np.isfinite(cosines[i]):
+                found.append((word, float(cosines[i])))
+            if len(found) == k:
+                break
+        return found
 
 
 @dataclass
 class Embedded:
-    """A sentence's tokens that got a vector, their vectors, and the tokens that had none."""
+    """A sentence's tokens that got a vector, their vectors, how each was found, and the
+    tokens that had none."""
 
     tokens: list[str]
     X: np.ndarray  # (T, d) float32
+    lookups: list[str]  # per token: "word", "subwords" (fastText n-grams) or "zero"
     oov: list[str]
 
 
 def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded:
-    """Look up each token. Out of vocabulary: "skip" leaves it out, "zero" gives it a zero
-    vector (it stays among the tokens), "error" refuses the sentence."""
-    kept, rows, missing = [], [], []
+    """Look up each token: in the vocabulary, else (fastText) from its subwords. Still without
+    a vector: "skip" leaves it out, "zero" gives it a zero vector (it stays among the tokens),
+    "error" refuses the sentence."""
+    kept, rows, lookups, missing = [], [], [], []
     for token in tokens:
         word = vectors.key(token)
-        if word is None:
+        if word is not None:
+            row, lookup = vectors.vector(word), "word"
+        elif vectors.subwords is not None and (row := vectors.subwords.vector(token)) is not None:
+            word, lookup = token, "subwords"
+        else:
             missing.append(token)
             if oov == "error":
                 raise InputError(f"no vector for {token!r} in {vectors.name}; use --oov skip or --oov zero to go on without it")
             if oov == "skip":
                 continue
-        row = np.zeros(vectors.dim, np.float32) if word is None else vectors.vector(word)
+            row, lookup = np.zeros(vectors.dim, np.float32), "zero"
         if not np.all(np.isfinite(row)):
             raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or leave the word out")
         kept.append(token)
         rows.append(row)
+        lookups.append(lookup)
     if not kept:
         raise InputError(f"none of the tokens ({' '.join(tokens)}) has a vector in {vectors.name}; try other words or --vectors")
-    return Embedded(kept, np.stack(rows), missing)  # X: (T, d)
-
-
-def load_vectors(source: str | os.PathLike | None = None) -> Vectors:
-    """The bundled GloVe vectors when `source` is None, else a word2vec or GloVe file."""
-    if source is None:
-        return _load_bundled()
-    return _load_with_gensim(Path(source))
-
-
-def _load_bundled() -> Vectors:
-    data = files("attncli.embeddings")
-    with (data / f"{BUNDLED_NAME}.words.txt").open(encoding="utf-8") as f:
-        words = f.read().splitlines()
-    # A regular or editable install keeps package data as plain files, so memory-map it.
-    matrix = np.load(str(data / f"{BUNDLED_NAME}.npy"), mmap_mode="r", allow_pickle=False)  # (V, d)
-    return Vectors(name=BUNDLED_NAME, words=words, matrix=matrix, cased=False, source="bundled")
-
-
-def _open_binary(path: Path):
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
-    return opener(path, "rb")
-
-
-def _is_vector_line(line: bytes, dim: int | None = None) -> bool:
-    """True when `line` reads as "word v1 v2 ..." with float values (and `dim` of them, if given)."""
-    try:
-        fields = line.decode("utf-8").rstrip().split(" ")
-        values = [float(x) for x in fields[1:]]
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return len(values) >= 1 and (dim is None or len(values) == dim) and all(map(math.isfinite, values))
-
-
-def _is_text(chunk: bytes) -> bool:
-    """UTF-8 without control characters: a text file's lines, not packed float32 bytes
-    (which hold NULs and invalid UTF-8 within a few vectors)."""
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(chunk)  # a character cut at the end is fine
-    except UnicodeDecodeError:
-        return False
-    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
-
-
-def detect_format(path: Path) -> tuple[bool, bool]:
-    """(binary, no_header) for gensim's load_word2vec_format, from the file's first lines.
-
-    word2vec files start with a "COUNT DIM" header, then text lines or packed float32
-    bytes; GloVe text files start directly with "word v1 v2 ...".
-    """
-    with _open_binary(path) as f:
-        first = f.readline(1 << 20)
-        rest = f.read(1 << 16)
-    header = first.split()
-    if len(header) == 2 and all(x.isdigit() for x in header):
-        return not _is_text(rest), False
-    if _is_vector_line(first):
-        return False, True
-    raise VectorsError(
-        f"{path}: not a vectors file: line 1 is neither a word2vec 'COUNT DIM' header "
-        "nor a GloVe 'word value value ...' line"
-    )
-
-
-def _first_bad_line(path: Path, no_header: bool) -> str:
-    """", line N" for the first line of a text vectors file that is not "word" and DIM numbers
-    (DIM from the header, or else from the first line); gensim's own messages often do not say."""
-    dim = None
-    with _open_binary(path) as f:
-        for number, line in enumerate(f, start=1):
-            if number == 1 and not no_header:
-                dim = int(line.split()[1])  # the "COUNT DIM" header
-                continue
-            if dim is None:
-                dim = len(line.split()) - 1
-            if not _is_vector_line(line.rstrip(b"\r\n"), dim):
-                return f", line {number}"
-    return ""
-
-
-def _load_with_gensim(path: Path) -> Vectors:
-    if not path.exists():
-        raise VectorsError(f"{path}: no such file; give --vectors a word2vec or GloVe file, or leave it out for the bundled vectors")
-    if path.is_dir():
-        raise VectorsError(f"{path}: is a directory; give --vectors a word2vec or GloVe file")
-    try:
-        binary, no_header = detect_format(path)
-        from gensim.models import KeyedVectors  # slow to import: only for a user's file
-
-        kv = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=no_header)
-    except VectorsError:
-        raise
-    except (OSError, EOFError) as e:
-        raise VectorsError(f"{path}: cannot be read: {e}") from e
-    except (ValueError, UnicodeDecodeError, IndexError, KeyError) as e:
-        where = "" if binary else _first_bad_line(path, no_header)
-        raise VectorsError(f"{path}: not a valid {'binary' if binary else 'text'} vectors file{where}: {e}") from e
-    words = list(kv.index_to_key)
-    if not words:
-        raise VectorsError(f"{path}: holds no word vectors")
-    matrix = np.asarray(kv.vectors, dtype=np.float32)  # (V, d)
-    cased = any(w != w.lower() for w in words)
-    return Vectors(name=path.name, words=words, matrix=matrix, cased=cased, source=str(path))
+    return Embedded(kept, np.stack(rows), lookups, missing)  # X: (T, d)

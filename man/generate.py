@@ -27,10 +27,16 @@ def _troff(page: str) -> str:
     return re.sub(r"^\x08\n((?:.+\n)+?)(?=\.PP\n|\.SH|\Z)", r".nf\n\1.fi\n", page, flags=re.M)
 
 
+def _contexts(ctx: click.Context) -> list[click.Context]:
+    """ctx and, depth first, the contexts of every command below it."""
+    commands = getattr(ctx.command, "commands", {})
+    children = [click.Context(cmd, info_name=name, parent=ctx) for name, cmd in sorted(commands.items())]
+    return [ctx] + [c for child in children for c in _contexts(child)]
+
+
 def pages() -> dict[str, str]:
-    """{file name: man page text} for attncli and each of its commands."""
-    root = click.Context(cli, info_name="attncli")
-    contexts = [root] + [click.Context(cmd, info_name=name, parent=root) for name, cmd in sorted(cli.commands.items())]
+    """{file name: man page text} for attncli and each of its commands and subcommands."""
+    contexts = _contexts(click.Context(cli, info_name="attncli"))
     return {
         ctx.command_path.replace(" ", "-") + ".1": HEADER + _troff(generate_man_page(ctx, version=__version__))
         for ctx in contexts

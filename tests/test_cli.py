@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import attncli
 import attncli.cli
 from attncli.cli import cli
-from attncli.vectors import load_vectors
+from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -155,7 +155,7 @@ def check_common(doc, vectors, command, sentence, scale=None, temperature=1.0):
     assert COMMON_KEYS <= set(doc)
     assert doc["command"] == command
     assert doc["sentence"] == sentence
-    assert doc["vectors"] == {"name": vectors.name, "dim": vectors.dim, "words": len(vectors.words)}
+    assert doc["vectors"] == {"name": vectors.name, "dim": vectors.dim, "words": vectors.size}
     expected_scale = 1.0 / math.sqrt(vectors.dim) if scale is None else scale
     assert doc["scale"] == pytest.approx(expected_scale, rel=1e-15)
     assert doc["temperature"] == temperature
@@ -184,15 +184,20 @@ def cosines_with_vocabulary(vectors, v) -> np.ndarray:
     return (M @ v) / (np.where(norms == 0, 1, norms) * np.linalg.norm(v))  # (V,)
 
 
+def words_of(vectors) -> list[str]:
+    return [vectors.vocab.word(i) for i in range(vectors.size)]
+
+
 def check_neighbors(neighbors, vectors, v, own_word, k):
     """Nearest words by cosine: not the token itself, highest first, and truly the nearest."""
     if np.linalg.norm(v) == 0:
         assert neighbors == []
         return
     cos = cosines_with_vocabulary(vectors, np.asarray(v, dtype=np.float64))
-    others = np.array([w != own_word for w in vectors.words])
+    vocabulary = words_of(vectors)
+    others = np.array([w != own_word for w in vocabulary])
     best = np.sort(cos[others])[::-1][:k]
-    assert len(neighbors) == len(best) == min(k, len(vectors.words) - 1)
+    assert len(neighbors) == len(best) == min(k, vectors.size - 1)
     words = [n["word"] for n in neighbors]
     assert own_word not in words
     assert len(set(words)) == len(words)
@@ -200,7 +205,7 @@ def check_neighbors(neighbors, vectors, v, own_word, k):
     assert all(a >= b for a, b in zip(got, got[1:])), got
     for n in neighbors:
         assert set(n) == {"word", "cosine"}
-        assert n["cosine"] == pytest.approx(cos[vectors.index[n["word"]]], abs=1e-5)
+        assert n["cosine"] == pytest.approx(cos[vocabulary.index(n["word"])], abs=1e-5)
     np.testing.assert_allclose(got, best, atol=1e-5)
 
 
@@ -512,7 +517,7 @@ def test_glove_and_binary_load_like_word2vec_text(three_formats):
     M, paths = three_formats
     for path in paths.values():
         vectors = load_vectors(path)
-        assert vectors.words == RANDOM_WORDS
+        assert words_of(vectors) == RANDOM_WORDS
         np.testing.assert_array_equal(vectors.matrix, M)
 
 
@@ -821,7 +826,7 @@ def test_vectors_directory(tmp_path):
 def test_vectors_not_a_vectors_file(tmp_path, content):
     path = tmp_path / "notes.txt"
     path.write_text(content, encoding="utf-8")
-    fails(run("scores", "cat", "--vectors", path), 1, "notes.txt", "not a vectors file")
+    fails(run("scores", "cat", "--vectors", path), 1, "notes.txt", "not a word vectors file")
 
 
 def test_vectors_binary_noise(tmp_path):

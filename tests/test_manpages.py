@@ -28,7 +28,8 @@ def test_man_pages_are_current():
 
 def test_every_command_has_a_page_with_its_options():
     pages = load_generator().pages()
-    assert {"attncli.1", "attncli-scores.1", "attncli-context.1"} <= set(pages)
+    assert {"attncli.1", "attncli-scores.1", "attncli-context.1", "attncli-vectors.1", "attncli-vectors-info.1",
+            "attncli-vectors-convert.1", "attncli-vectors-list.1", "attncli-vectors-clear.1"} <= set(pages)
     assert r"\fB\-\-top\-k\fP" in pages["attncli-scores.1"]
     assert r"\fB\-\-token\fP" in pages["attncli-context.1"]
     assert all("\x08" not in page for page in pages.values())  # click's no-rewrap marker became .nf

@@ -5,8 +5,10 @@ import gzip
 import numpy as np
 import pytest
 
+from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
-from attncli.vectors import Vectors, detect_format, embed, load_vectors
+from attncli.sources import detect, resolve
+from attncli.vectors import Vectors, Vocabulary, embed
 
 # Lines of Stanford's glove.6B.50d.txt, as released.
 GLOVE_THE = (
@@ -26,9 +28,9 @@ def glove():
 
 def test_bundled_shape_order_and_case(glove):
     assert glove.matrix.shape == (100_000, 50) and glove.matrix.dtype == np.float32
-    assert glove.words[:5] == ["the", ",", ".", "of", "to"]  # GloVe's own frequency order
+    assert [glove.vocab.word(i) for i in range(5)] == ["the", ",", ".", "of", "to"]  # GloVe's own frequency order
     assert not glove.cased
-    assert len(glove.index) == 100_000
+    assert glove.size == 100_000
 
 
 def test_bundled_values_are_glove_values(glove):
@@ -43,7 +45,7 @@ def test_bundled_loads_from_any_directory(tmp_path, monkeypatch):
 
 def tiny(cased=False):
     words = ["Cat", "dog", "car"] if cased else ["cat", "dog", "car"]
-    return Vectors("tiny", words, np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
+    return Vectors("tiny", Vocabulary.from_words(words), np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
 
 
 def test_nearest_against_brute_force(glove):
@@ -52,9 +54,10 @@ def test_nearest_against_brute_force(glove):
     got = glove.nearest(v, 7, exclude={"the"})
     M = glove.matrix.astype(np.float64)
     cos = M @ v / (np.linalg.norm(M, axis=1) * np.linalg.norm(v))
-    expected = [glove.words[i] for i in np.argsort(-cos) if glove.words[i] != "the"][:7]
+    words = [glove.vocab.word(i) for i in range(glove.size)]
+    expected = [words[i] for i in np.argsort(-cos) if words[i] != "the"][:7]
     assert [w for w, _ in got] == expected
-    np.testing.assert_allclose([c for _, c in got], [cos[glove.index[w]] for w in expected], rtol=1e-5)
+    np.testing.assert_allclose([c for _, c in got], [cos[words.index(w)] for w in expected], rtol=1e-5)
 
 
 def test_nearest_excludes_and_handles_zero():
@@ -69,10 +72,10 @@ def test_nearest_excludes_and_handles_zero():
 def test_embed_oov_policies():
     v = tiny()
     e = embed(["cat", "zebra", "car"], v, oov="skip")
-    assert e.tokens == ["cat", "car"] and e.oov == ["zebra"]
+    assert e.tokens == ["cat", "car"] and e.oov == ["zebra"] and e.lookups == ["word", "word"]
     np.testing.assert_array_equal(e.X, [[1, 0], [0, 1]])
     z = embed(["cat", "zebra"], v, oov="zero")
-    assert z.tokens == ["cat", "zebra"] and z.oov == ["zebra"]
+    assert z.tokens == ["cat", "zebra"] and z.oov == ["zebra"] and z.lookups == ["word", "zero"]
     np.testing.assert_array_equal(z.X, [[1, 0], [0, 0]])
     with pytest.raises(InputError, match="zebra"):
         embed(["cat", "zebra"], v, oov="error")
@@ -81,7 +84,7 @@ def test_embed_oov_policies():
 
 
 def test_a_vector_with_nan_is_refused_by_name():
-    v = Vectors("tiny", ["cat", "dog"], np.array([[1, 0], [np.nan, 1]], dtype=np.float32), False)
+    v = Vectors("tiny", Vocabulary.from_words(["cat", "dog"]), np.array([[1, 0], [np.nan, 1]], dtype=np.float32), False)
     assert embed(["cat"], v).tokens == ["cat"]
     with pytest.raises(InputError, match="'dog'.*NaN"):
         embed(["cat", "dog"], v)
@@ -100,29 +103,34 @@ def write_text(path, header=True, rows=None):
     return path
 
 
+def kind(path):
+    fmt = detect(resolve(str(path)))
+    return fmt.kind, fmt.compression
+
+
 def test_detects_word2vec_text_glove_text_and_binary(tmp_path):
     from gensim.models import KeyedVectors
 
-    assert detect_format(write_text(tmp_path / "a.txt")) == (False, False)
-    assert detect_format(write_text(tmp_path / "b.txt", header=False)) == (False, True)
+    assert kind(write_text(tmp_path / "a.txt")) == ("word2vec-text", None)
+    assert kind(write_text(tmp_path / "b.txt", header=False)) == ("glove", None)
     kv = KeyedVectors(vector_size=3)
     kv.add_vectors(["The", "earth"], np.array([[1.0, 0.0, 0.5], [0.25, -1.0, 2.0]], dtype=np.float32))
     kv.save_word2vec_format(str(tmp_path / "c.bin"), binary=True)
-    assert detect_format(tmp_path / "c.bin") == (True, False)
+    assert kind(tmp_path / "c.bin") == ("word2vec-binary", None)
     with gzip.open(tmp_path / "d.txt.gz", "wt") as f:
         f.write((tmp_path / "a.txt").read_text())
-    assert detect_format(tmp_path / "d.txt.gz") == (False, False)
+    assert kind(tmp_path / "d.txt.gz") == ("word2vec-text", "gzip")
     for name in ("a.txt", "b.txt", "c.bin", "d.txt.gz"):
         v = load_vectors(tmp_path / name)
-        assert v.words == ["The", "earth"] and v.cased and v.dim == 3, name
+        assert [v.vocab.word(i) for i in range(v.size)] == ["The", "earth"] and v.cased and v.dim == 3, name
         np.testing.assert_array_equal(v.vector("earth"), np.array([0.25, -1.0, 2.0], dtype=np.float32))
 
 
 @pytest.mark.parametrize(
     "content,message",
     [
-        ("", "not a vectors file"),
-        ("hello world, this is prose\n", "not a vectors file"),
+        ("", "is empty, not a word vectors file"),
+        ("hello world, this is prose\n", "not a word vectors file"),
         ("2 3\ncat 1 0 0\ndog 1 0\n", "line 3"),
         ("cat 1 0 0\ndog 1 0 0\nbird 1 x 0\n", "line 3"),
     ],

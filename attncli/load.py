@@ -1,0 +1,51 @@
+"""Where a run's word vectors come from: the bundled entry, a cache entry, or a source
+read through gensim once and then cached."""
+
+from __future__ import annotations
+
+import os
+
+from attncli import cache, sources
+from attncli.errors import VectorsError
+from attncli.sources import Progress, Warn
+from attncli.vectors import Vectors
+
+
+def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
+                 use_cache: bool = True, progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
+    """Word vectors to look sentences up in.
+
+    source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
+    GloVe or fastText (.vec or .bin) file, possibly .gz or .bz2, a gensim .kv/.model file
+    (only with trust_pickle: it is a pickle), or the name of a downloaded gensim-data model.
+    limit: read only the first `limit` words. The first load of a source writes a cache
+    entry (see cache.py) that later loads memory-map; use_cache=False skips it.
+    progress(done, total) is called while a source is read; warn(message) for warnings.
+    """
+    warn = warn or (lambda message: None)
+    if source is None:
+        return cache.read_bundled()
+    src = sources.resolve(os.fspath(source))
+    options = {"limit": limit, "unicode_errors": sources.UNICODE_ERRORS}
+    folder = cache.entry_dir(src.path, src.stat, options) if use_cache else None
+    if folder is not None:
+        try:
+            cached = cache.read_cached(folder, str(src.path))
+            if cached is not None:
+                return cached
+        except cache.DamagedEntry as e:
+            warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
+            cache.remove_entry(folder)
+    fmt = sources.detect(src)
+    vectors = sources.read(src, fmt, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+    if folder is not None:
+        meta = {"source": {"path": str(src.path.resolve()), "size": src.stat.st_size,
+                           "mtime_ns": src.stat.st_mtime_ns, "format": fmt.kind, "compression": fmt.compression},
+                "options": options}
+        try:
+            cache.store(folder, vectors, meta)
+            vectors.meta = cache.read_cached(folder, str(src.path)).meta
+        except (OSError, VectorsError) as e:
+            warn(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e}); "
+                 "going on without it (set ATTNCLI_CACHE_DIR to a writable directory)")
+    return vectors

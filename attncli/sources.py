@@ -1,0 +1,429 @@
+"""Users' word vectors, read through gensim, with the checks gensim leaves out.
+
+`resolve` turns a SOURCE into a local regular file (a path, or a gensim-data name already
+downloaded); `detect` tells its format from its content, never from its name alone; `read`
+loads it with gensim into Vectors. gensim is imported only here, and only when a file must
+be read: a cached or bundled load never needs it.
+
+gensim raises bare ValueError or EOFError for most broken files, allocates whatever a header
+claims, and silently stops at a header's word count; the checks here name the file, the
+line or the word, and what to do.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import json
+import logging
+import math
+import os
+import stat
+import struct
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attncli.errors import VectorsError
+from attncli.vectors import Subwords, Vectors, Vocabulary
+
+Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
+Warn = Callable[[str], None]
+
+FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # Facebook's .bin models start with it
+VECTOR_SUFFIXES = (".txt", ".vec", ".bin", ".gz", ".bz2", ".kv", ".model", ".w2v", ".glove")
+UNICODE_ERRORS = "replace"  # a word that is not valid UTF-8 keeps its place, its bad bytes shown as U+FFFD
+CHUNK = 1 << 16
+
+
+@dataclass
+class Source:
+    path: Path  # a local regular file
+    label: str  # the source as the user named it
+    stat: os.stat_result
+
+
+@dataclass
+class Format:
+    kind: str  # "word2vec-text", "word2vec-binary", "glove", "fasttext" or "pickle"
+    compression: str | None = None  # "gzip" or "bz2"
+    count: int | None = None  # words, from a word2vec header or (GloVe) counted
+    dim: int | None = None
+
+
+def gensim_data_dir() -> Path:
+    # gensim.downloader's own rule, repeated so that finding a downloaded model does not
+    # import gensim (a second of start-up): GENSIM_DATA_DIR, or else ~/gensim-data.
+    return Path(os.environ.get("GENSIM_DATA_DIR") or Path.home() / "gensim-data")
+
+
+def resolve(spec: str) -> Source:
+    """The local regular file a SOURCE names; VectorsError for anything else."""
+    if "://" in spec:
+        raise VectorsError(f"{spec}: only local files are read; download it first and give its path")
+    path = Path(spec).expanduser()
+    if not path.exists() and os.sep not in spec and not spec.lower().endswith(VECTOR_SUFFIXES):
+        path = _gensim_data_file(spec)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise VectorsError(f"{path}: no such file; give --vectors a word vectors file, a downloaded gensim-data name, "
+                           "or leave it out for the bundled vectors") from None
+    except OSError as e:
+        raise VectorsError(f"{path}: cannot be read: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise VectorsError(f"{path}: is a directory; give --vectors a word vectors file")
+    if not stat.S_ISREG(st.st_mode):
+        raise VectorsError(f"{path}: not a regular file (a device, FIFO or socket); give --vectors a word vectors file")
+    if not os.access(path, os.R_OK):
+        raise VectorsError(f"{path}: permission denied")
+    return Source(path, spec, st)
+
+
+def _gensim_data_file(name: str) -> Path:
+    """The file gensim.downloader keeps for a model: BASE/NAME/NAME.gz. attncli never
+    downloads (no network at run time); when it is missing, say how to get it."""
+    base = gensim_data_dir()
+    folder = base / name
+    found = sorted(p for p in folder.glob(f"{name}*") if p.is_file()) if folder.is_dir() else []
+    if found:
+        return next((p for p in found if p.name == f"{name}.gz"), found[0])
+    size = ""
+    try:  # gensim keeps its catalogue here once it has fetched it
+        catalogue = json.loads((base / "information.json").read_text(encoding="utf-8"))
+        entry = {**catalogue.get("models", {}), **catalogue.get("corpora", {})}.get(name)
+        if entry and entry.get("file_size"):
+            size = f" ({entry['file_size'] / 1e6:,.0f} MB)"
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise VectorsError(
+        f"{name}: no such file, and no gensim-data model of that name in {base}; if it is one, "
+        f"download it once{size} with: python -m gensim.downloader --download {name}"
+    )
+
+
+def _decompressed(raw, compression: str | None):
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "bz2":
+        return bz2.BZ2File(raw, mode="rb")
+    return raw
+
+
+def _is_text(chunk: bytes) -> bool:
+    """UTF-8 without control characters: a text file's lines, not packed float32 bytes
+    (which hold NULs and invalid UTF-8 within a few vectors)."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(chunk)  # a character cut at the end is fine
+    except UnicodeDecodeError:
+        return False
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
+
+
+def _vector_line_size(line: bytes) -> int | None:
+    """How many numbers follow the word when `line` reads as "word v1 v2 ...", else None."""
+    try:
+        fields = line.decode("utf-8").rstrip().split(" ")
+        values = [float(x) for x in fields[1:]]
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return len(values) if values and all(map(math.isfinite, values)) else None
+
+
+def detect(source: Source) -> Format:
+    """The format of a file, from its first bytes (decompressed first where it is .gz or .bz2)."""
+    path = source.path
+    with open(path, "rb") as raw:
+        head = raw.read(4)
+    compression = "gzip" if head[:2] == b"\x1f\x8b" else "bz2" if head[:3] == b"BZh" else None
+    try:
+        with open(path, "rb") as raw, _decompressed(raw, compression) as f:
+            first = f.readline(1 << 20)
+            rest = f.read(CHUNK)
+    except (OSError, EOFError, zlib.error) as e:
+        raise VectorsError(f"{path}: the {compression} data is corrupt: {e}") from None
+    if not first:
+        raise VectorsError(f"{path}: is empty, not a word vectors file")
+    if first[:1] == b"\x80" and first[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return Format("pickle", compression)
+    if first[:4] == FASTTEXT_MAGIC:
+        if compression:
+            raise VectorsError(f"{path}: a compressed fastText .bin model; decompress it first")
+        return Format("fasttext")
+    header = first.split()
+    if len(header) == 2 and all(x.isdigit() for x in header):
+        count, dim = int(header[0]), int(header[1])
+        if dim < 1:
+            raise VectorsError(f"{path}: line 1 says vectors of {dim} values")
+        return Format("word2vec-text" if _is_text(rest) else "word2vec-binary", compression, count, dim)
+    if _vector_line_size(first):
+        return Format("glove", compression)
+    raise VectorsError(
+        f"{path}: not a word vectors file: line 1 is neither a word2vec 'COUNT DIM' header nor a "
+        "GloVe 'word value value ...' line, and the file is no fastText .bin or gensim model"
+    )
+
+
+def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle: bool = False,
+         progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
+    """Load a source through gensim and check what gensim does not."""
+    warn = warn or (lambda message: None)
+    for name in ("gensim", "smart_open"):  # their warnings are restated here, once, in plain words
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if fmt.kind == "pickle":
+        words, matrix, subwords = _read_pickle(source, trust_pickle, limit)
+    elif fmt.kind == "fasttext":
+        words, matrix, subwords = _read_fasttext(source, limit, progress)
+    else:
+        words, matrix, subwords = _read_word2vec(source, fmt, limit, progress, warn)
+    if not words:
+        raise VectorsError(f"{source.path}: holds no word vectors")
+    _check_finite(source.path, words, matrix)
+    if subwords is not None and not np.all(np.isfinite(subwords.matrix)):
+        raise VectorsError(f"{source.path}: its subword (n-gram) vectors hold NaN or infinity")
+    replaced = sum("\ufffd" in w for w in words)
+    if replaced:
+        warn(f"{source.path}: {replaced} word(s) are not valid UTF-8; their bad bytes are shown as \ufffd")
+    cased = any(w != w.lower() for w in words)
+    return Vectors(source.path.name, Vocabulary.from_words(words), matrix, cased, str(source.path), subwords)
+
+
+def _check_finite(path: Path, words: list[str], matrix: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+    if len(bad):
+        raise VectorsError(f"{path}: the vector of {words[bad[0]]!r} holds NaN or infinity"
+                           + (f" ({len(bad)} words in all)" if len(bad) > 1 else ""))
+
+
+def _read_pickle(source: Source, trust_pickle: bool, limit: int | None):
+    if not trust_pickle:
+        raise VectorsError(
+            f"{source.path}: a gensim model file is a Python pickle, and loading one runs whatever code "
+            "it holds; give --trust-pickle only if you trust where it came from"
+        )
+    from gensim.models import KeyedVectors
+    from gensim.utils import SaveLoad
+
+    try:
+        obj = SaveLoad.load(str(source.path))
+    except Exception as e:  # unpickling can raise anything the pickle's code raises
+        raise VectorsError(f"{source.path}: cannot be loaded as a gensim model: {type(e).__name__}: {e}") from e
+    kv = getattr(obj, "wv", obj)
+    if not isinstance(kv, KeyedVectors):
+        raise VectorsError(f"{source.path}: holds a {type(obj).__name__}, not word vectors")
+    return _from_keyed_vectors(kv, limit)
+
+
+def _from_keyed_vectors(kv, limit: int | None):
+    words = list(kv.index_to_key[:limit])
+    matrix = np.asarray(kv.vectors[: len(words)], dtype=np.float32)  # (V, d)
+    subwords = None
+    if getattr(kv, "bucket", 0) and getattr(kv, "vectors_ngrams", None) is not None and len(kv.vectors_ngrams):
+        subwords = Subwords(np.asarray(kv.vectors_ngrams, dtype=np.float32), int(kv.min_n), int(kv.max_n))
+    return words, matrix, subwords
+
+
+def _read_fasttext(source: Source, limit: int | None, progress: Progress | None):
+    from gensim.models.fasttext import load_facebook_vectors
+
+    # gensim reads the matrix with numpy.fromfile, which needs a real file: give it one by
+    # descriptor, and follow the descriptor's offset for the progress bar.
+    fd = os.open(source.path, os.O_RDONLY)
+    try:
+        with _Ticker(lambda: os.lseek(fd, 0, os.SEEK_CUR), source.stat.st_size, progress):
+            kv = load_facebook_vectors(fd)
+    except (AssertionError, ValueError, EOFError, struct.error, UnicodeDecodeError, MemoryError) as e:
+        raise VectorsError(f"{source.path}: not a valid fastText .bin model: {type(e).__name__}: {e}") from e
+    finally:
+        os.close(fd)
+    return _from_keyed_vectors(kv, limit)
+
+
+def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
+    """Refuse a header that claims more than the file could hold or memory take, before
+    gensim allocates a matrix of that size."""
+    words = min(fmt.count, limit) if limit else fmt.count
+    need = words * fmt.dim * 4
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > memory:
+        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values "
+                           f"({need / 1e9:,.1f} GB), more than this machine's memory; is the header wrong? "
+                           "--limit N reads only the first N words")
+    smallest = fmt.dim * 4 + 2 if fmt.kind == "word2vec-binary" else fmt.dim * 2  # 4 bytes a value; "0 " a value
+    if not fmt.compression and words * smallest > source.stat.st_size:
+        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values, "
+                           f"more than a file of {source.stat.st_size:,} bytes can hold")
+
+
+def _glove_size(source: Source, fmt: Format) -> tuple[int, int]:
+    """(words, dim) of a GloVe file, which has no header to say them: one pass over it."""
+    count = dim = 0
+    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+        for line in f:
+            if line.strip():
+                count += 1
+                dim = dim or len(line.rstrip().split(b" ")) - 1
+    return count, dim
+
+
+def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Progress | None, warn: Warn):
+    from gensim.models import KeyedVectors
+
+    prefix = b""
+    if fmt.kind == "glove":
+        try:
+            fmt.count, fmt.dim = _glove_size(source, fmt)
+        except (OSError, EOFError, zlib.error) as e:
+            raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {e}") from None
+        prefix = f"{fmt.count} {fmt.dim}\n".encode()  # gensim's one-pass reader wants a word2vec header
+    _check_header(source, fmt, limit)
+    binary = fmt.kind == "word2vec-binary"
+    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit)
+    feed.start()
+    try:
+        with _Ticker(lambda: feed.position, source.stat.st_size, progress):
+            kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
+                                                   unicode_errors=UNICODE_ERRORS)
+    except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:
+        feed.finish()
+        if feed.error:
+            raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {feed.error}") from None
+        raise VectorsError(_explain(source, fmt, feed, e)) from e
+    feed.finish()
+    if feed.error:
+        raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {feed.error}")
+    if not limit:
+        _check_nothing_left(source, fmt, feed, kv)
+    expected = min(fmt.count, limit) if limit else fmt.count
+    if len(kv) < expected:
+        warn(f"{source.path}: {expected - len(kv)} word(s) occur twice or more; the first vector of each is kept")
+    return _from_keyed_vectors(kv, None)
+
+
+def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:
+    if isinstance(e, EOFError):
+        held = f", but the file holds {feed.lines - (fmt.kind == 'word2vec-text')}" if fmt.kind != "word2vec-binary" else ""
+        return (f"{source.path}: ends before the {fmt.count:,} words its header promises{held}; "
+                "it is truncated, or its header is wrong")
+    if isinstance(e, MemoryError):
+        return f"{source.path}: too large for this machine's memory; --limit N reads only the first N words"
+    where = "" if fmt.kind == "word2vec-binary" else _first_bad_line(source, fmt)
+    return f"{source.path}: not a valid {fmt.kind} file{where}: {e}"
+
+
+def _first_bad_line(source: Source, fmt: Format) -> str:
+    """", line N" for the first line that is not "word" and DIM numbers; gensim's own
+    messages rarely say where."""
+    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+        for number, line in enumerate(f, start=1):
+            if number == 1 and fmt.kind == "word2vec-text":
+                continue
+            if _vector_line_size(line.rstrip(b"\r\n")) != fmt.dim:
+                return f", line {number}"
+    return ""
+
+
+def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, kv) -> None:
+    """gensim stops at the header's word count without a word about the rest of the file."""
+    if fmt.kind == "word2vec-binary":
+        # at most: "COUNT DIM\n", then for each word its bytes, a space, 4 bytes a value, a newline
+        most = len(f"{fmt.count} {fmt.dim}\n") + sum(len(w.encode()) + 2 + 4 * fmt.dim for w in kv.index_to_key)
+        if feed.bytes > most:
+            raise VectorsError(f"{source.path}: holds more than the {fmt.count:,} words its header says; "
+                               "its header is wrong")
+    else:
+        lines = feed.lines - (fmt.kind == "word2vec-text")
+        if lines > fmt.count:
+            raise VectorsError(f"{source.path}: its header says {fmt.count:,} words, but it holds {lines:,} "
+                               "lines of vectors; its header is wrong")
+
+
+class _Feed(threading.Thread):
+    """Copies a file's decompressed content into a pipe that gensim reads by descriptor.
+
+    Through it attncli sees how far a load has got (progress), gives GloVe text the
+    header gensim's one-pass reader wants, decompresses by content rather than by name,
+    and counts the lines and bytes the file holds, which gensim does not check.
+    """
+
+    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool):
+        super().__init__(daemon=True)
+        self.path, self.compression, self.prefix, self.drain = path, compression, prefix, drain
+        self.read_fd, self._write_fd = os.pipe()
+        self.position = 0  # bytes of the file read so far (compressed bytes, for .gz and .bz2)
+        self.bytes = 0  # decompressed bytes
+        self.lines = 0  # non-blank lines
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        sending, partial = True, b""
+        try:
+            with open(self.path, "rb") as raw, _decompressed(raw, self.compression) as stream:
+                sending = self._send(self.prefix)
+                while chunk := stream.read(CHUNK):
+                    self.position = raw.tell()
+                    self.bytes += len(chunk)
+                    *lines, partial = (partial + chunk).split(b"\n")
+                    self.lines += sum(1 for line in lines if line.strip())
+                    if sending:
+                        sending = self._send(chunk)
+                    if not sending and not self.drain:
+                        break
+                self.lines += bool(partial.strip())
+        except (OSError, EOFError, zlib.error) as e:  # a corrupt .gz or .bz2
+            self.error = e
+        finally:
+            self._close_write()
+
+    def _send(self, data: bytes) -> bool:
+        """Write all of `data`; False once the reader has gone (gensim has what it needs)."""
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._write_fd, view):]
+        except BrokenPipeError:
+            self._close_write()
+            return False
+        return True
+
+    def _close_write(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+    def finish(self) -> None:
+        """After gensim: close our end (a feed still writing gets BrokenPipeError) and wait."""
+        if self.read_fd is not None:
+            os.close(self.read_fd)
+            self.read_fd = None
+        self.join()
+
+
+class _Ticker:
+    """Calls progress(position(), total) every tenth of a second while a load runs."""
+
+    def __init__(self, position: Callable[[], int], total: int, progress: Progress | None):
+        self.position, self.total, self.progress = position, total, progress
+        self._done = threading.Event()
+
+    def __enter__(self):
+        if self.progress:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._done.wait(0.1):
+            self.progress(self.position(), self.total)
+
+    def __exit__(self, *exc):
+        self._done.set()
+        if self.progress:
+            self._thread.join()
+            if exc[0] is None:
+                self.progress(self.total, self.total)
