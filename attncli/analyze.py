@@ -7,6 +7,7 @@ contract, documented in the README.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,3 +156,8 @@ def context_doc(
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:
     return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude)]
+
+
+def to_json(doc: dict) -> str:
+    """A document as one line of JSON; NaN or infinity would be a bug, so refuse them."""
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

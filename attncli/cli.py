@@ -11,13 +11,12 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from enum import IntEnum
 
 import click
-from rich.console import Console
-
-from attncli import __version__, cache, render
-from attncli.analyze import Options, context_doc, scores_doc
+from attncli import __version__, cache
+from attncli.analyze import Options, context_doc, scores_doc, to_json
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 
@@ -130,7 +129,11 @@ def vectors_options(f=None, *, source_option: bool = True):
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
         def load(source):
-            with render.LoadProgress(Console(stderr=True)) as progress:
+            if not sys.stderr.isatty():
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=_warn)
+            from attncli import render  # rich: see emit
+
+            with render.LoadProgress() as progress:
                 return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=_warn)
 
         if source_option:
@@ -175,17 +178,21 @@ def attention_options(f):
     return _with_options(wrapper, options)
 
 
+@dataclass(frozen=True)
+class Output:
+    fmt: str  # "table" or "json"
+    no_color: bool
+
+
 def output_options(f):
-    """--format / --json / --no-color, resolved once into `fmt` and a stdout Console."""
+    """--format / --json / --no-color, resolved once into an Output."""
 
     @functools.wraps(f)
     def wrapper(*args, fmt, as_json, no_color, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
-        stdout = sys.stdout
-        fmt = "json" if as_json else fmt or ("table" if stdout.isatty() else "json")
-        console = Console(file=stdout, no_color=True if no_color else None, highlight=False)
-        return f(*args, fmt=fmt, console=console, **kwargs)
+        fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
+        return f(*args, out=Output(fmt, no_color), **kwargs)
 
     options = [
         click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
@@ -242,17 +249,29 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
     return docs
 
 
-def emit(docs: list[dict], fmt: str, console: Console, view) -> None:
-    if fmt == "json":
-        stdout = sys.stdout
+def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
+    """JSON Lines, or each document drawn by render.`view` (a rule between documents)."""
+    stdout = sys.stdout
+    if out.fmt == "json":
         for doc in docs:
             # a line a write: one huge write to a pipe whose reader has gone can end half
             # done with no error raised, where small ones raise BrokenPipeError
-            stdout.write(render.json_line(doc) + "\n")
+            stdout.write(to_json(doc) + "\n")
         stdout.flush()
-    else:
-        render.print_tables(console, [view(doc) for doc in docs], [doc["sentence"] for doc in docs])
-        console.file.flush()
+        return
+    from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
+
+    from attncli import render
+
+    console = Console(file=stdout, no_color=True if out.no_color else None, highlight=False)
+    draw = getattr(render, view)
+    for k, doc in enumerate(docs):
+        if len(docs) > 1:
+            console.rule(doc.get("sentence", ""))
+        console.print(draw(doc, **view_args))
+        if k < len(docs) - 1:
+            console.print()
+    stdout.flush()
 
 
 @click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]},
@@ -276,7 +295,7 @@ def cli():
 @vectors_options
 @attention_options
 @output_options
-def scores(sentence, raw, load, opts, fmt, console):
+def scores(sentence, raw, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -294,7 +313,7 @@ def scores(sentence, raw, load, opts, fmt, console):
     sentences = read_sentences(sentence)
     vectors = load()
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
-    emit(docs, fmt, console, functools.partial(render.scores_view, raw=raw))
+    emit(docs, out, "scores_view", raw=raw)
 
 
 @cli.command(short_help="one token's attention, context vector and nearest words")
@@ -308,7 +327,7 @@ def scores(sentence, raw, load, opts, fmt, console):
 @vectors_options
 @attention_options
 @output_options
-def context(sentence, token, index, all_contexts, neighbors, load, opts, fmt, console):
+def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     """One token's attention over SENTENCE and its context vector.
 
     Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
@@ -333,7 +352,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, fmt, co
         lambda text: context_doc(text, vectors, opts, token=token, index=index,
                                  all_contexts=all_contexts, neighbors=neighbors),
     )
-    emit(docs, fmt, console, render.context_view)
+    emit(docs, out, "context_view")
 
 
 @cli.group()
@@ -368,7 +387,7 @@ def _info(vectors, seconds: float) -> dict:
 @vectors.command(short_help="what a vectors source holds, and how long it took to load")
 @vectors_options
 @output_options
-def info(load, fmt, console):
+def info(load, out):
     """Name, words, dimension, case, source and cache entry of the vectors, and the time
     this load took (the first load of a source includes reading and caching it).
 
@@ -380,14 +399,14 @@ def info(load, fmt, console):
     """
     start = time.perf_counter()
     vectors = load()
-    emit([_info(vectors, time.perf_counter() - start)], fmt, console, render.info_view)
+    emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 
 @vectors.command(short_help="read a source once and cache it")
 @click.argument("source")
 @vectors_options(source_option=False)
 @output_options
-def convert(source, load, fmt, console):
+def convert(source, load, out):
     """Read SOURCE (any --vectors source) and write its cache entry now, so that the first
     real run is fast too. An entry already there is kept.
 
@@ -399,12 +418,12 @@ def convert(source, load, fmt, console):
     """
     start = time.perf_counter()
     vectors = load(source)
-    emit([_info(vectors, time.perf_counter() - start)], fmt, console, render.info_view)
+    emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 
 @vectors.command(name="list", short_help="the cache entries and their sizes")
 @output_options
-def list_(fmt, console):
+def list_(out):
     """Every cache entry: its source, words, dimension and size on disk. "stale" means the
     source has changed or gone since, so the entry will not be used again.
 
@@ -414,10 +433,10 @@ def list_(fmt, console):
       attncli vectors list --json | jq -s 'map(.bytes) | add'
     """
     docs = [_entry_doc(entry) for entry in cache.entries()]
-    if fmt == "json":
-        emit(docs, fmt, console, None)
+    if out.fmt == "json":
+        emit(docs, out, "")
     else:
-        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], fmt, console, render.entries_view)
+        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view")
 
 
 def _entry_doc(entry: dict) -> dict:
@@ -434,7 +453,7 @@ def _entry_doc(entry: dict) -> dict:
 
 @vectors.command(short_help="remove every cache entry")
 @output_options
-def clear(fmt, console):
+def clear(out):
     """Remove every cache entry; a source is read again on its next use.
 
     \b
@@ -442,7 +461,7 @@ def clear(fmt, console):
       attncli vectors clear
     """
     removed, freed = cache.clear()
-    emit([{"removed": removed, "bytes": freed, "cache_dir": str(cache.cache_dir())}], fmt, console, render.cleared_view)
+    emit([{"removed": removed, "bytes": freed, "cache_dir": str(cache.cache_dir())}], out, "cleared_view")
 
 
 main = cli

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 
-from attncli import cache, sources
+from collections.abc import Callable
+
+from attncli import cache
 from attncli.errors import VectorsError
-from attncli.sources import Progress, Warn
 from attncli.vectors import Vectors
 
 
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
-                 use_cache: bool = True, progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
+                 use_cache: bool = True, progress: Callable[[int, int], None] | None = None,
+                 warn: Callable[[str], None] | None = None) -> Vectors:
     """Word vectors to look sentences up in.
 
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
@@ -25,6 +27,8 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     warn = warn or (lambda message: None)
     if source is None:
         return cache.read_bundled()
+    from attncli import sources  # file formats and gensim: not needed for the bundled vectors
+
     src = sources.resolve(os.fspath(source))
     options = {"limit": limit, "unicode_errors": sources.UNICODE_ERRORS}
     folder = cache.entry_dir(src.path, src.stat, options) if use_cache else None

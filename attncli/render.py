@@ -6,7 +6,6 @@ table shows is exactly what `--format json` prints.
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -195,18 +194,18 @@ def _megabytes(n: int) -> str:
 
 class LoadProgress:
     """A progress bar on stderr (bytes read of all, rate, time left) for a load that takes
-    more than half a second, and only when stderr is a terminal; nothing otherwise."""
+    more than half a second. The CLI uses it only when stderr is a terminal."""
 
     DELAY = 0.5
 
-    def __init__(self, console: Console):
-        self.console = console
+    def __init__(self):
+        self.console = Console(stderr=True)
         self.bar = None
         self.start = None
 
     def __enter__(self):
         self.start = time.monotonic()
-        return self if self.console.is_terminal else None
+        return self
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
@@ -223,18 +222,3 @@ class LoadProgress:
     def __exit__(self, *exc):
         if self.bar is not None:
             self.bar.stop()
-
-
-def json_line(doc: dict) -> str:
-    """One document as one line of JSON; NaN or infinity would be a bug, so refuse them."""
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def print_tables(console: Console, views: list[RenderableType], titles: list[str]) -> None:
-    """Several sentences: one view each, a rule between them."""
-    for k, (view, title) in enumerate(zip(views, titles)):
-        if len(views) > 1:
-            console.print(Rule(title))
-        console.print(view)
-        if k < len(views) - 1:
-            console.print()
