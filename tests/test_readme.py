@@ -46,3 +46,10 @@ def test_contract_table_names_every_key():
     scores = json.loads(run(["scores", "The earth is like an orange", "--json"]))
     context = json.loads(run(["context", "The earth is like an orange", "--token", "orange", "--all", "--json"]))
     assert set(scores) | set(context) <= keys
+
+
+def test_library_example_runs(capsys):
+    example = re.search(r"```python\n(.*?)```", README, flags=re.S).group(1)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 and all(line.split()[0] in {"the", "earth", "is", "like", "an", "color", "bright", "a"} for line in printed)

@@ -148,3 +148,18 @@ def test_missing_and_directory(tmp_path):
         load_vectors(tmp_path / "nope.txt")
     with pytest.raises(VectorsError, match="directory"):
         load_vectors(tmp_path)
+
+
+def test_bundled_files_match_the_checksums_in_their_readme():
+    import hashlib
+    import re
+    from pathlib import Path
+
+    from attncli.cache import bundled_prefix
+
+    readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"^\| `(glove\.6B\.50d\.100k\.[\w.]+)` \|.*\| `([0-9a-f]{64})` \|$", readme, flags=re.M))
+    assert len(listed) == 5
+    folder = bundled_prefix().parent
+    for name, digest in listed.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
