@@ -143,8 +143,10 @@ def read_bundled() -> Vectors:
 def read_cached(folder: Path, source: str) -> Vectors | None:
     """The cached vectors in `folder`, None when there is no entry. A damaged entry raises
     DamagedEntry; remove_entry then lets it be converted again."""
-    if not (folder / "vectors.json").exists():
+    if not folder.exists():
         return None
+    if not (folder / "vectors.json").exists():  # entries are renamed into place whole: this one was tampered with
+        raise DamagedEntry(f"{folder} has no vectors.json")
     return read_entry(folder / "vectors", source)
 
 

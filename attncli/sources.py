@@ -190,7 +190,8 @@ def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle:
     if replaced:
         warn(f"{source.path}: {replaced} word(s) are not valid UTF-8; their bad bytes are shown as \ufffd")
     cased = any(w != w.lower() for w in words)
-    return Vectors(source.path.name, Vocabulary.from_words(words), matrix, cased, str(source.path), subwords)
+    name = Path(source.label).name  # the file's name, or the gensim-data model's
+    return Vectors(name, Vocabulary.from_words(words), matrix, cased, str(source.path), subwords)
 
 
 def _check_finite(path: Path, words: list[str], matrix: np.ndarray) -> None:
@@ -260,10 +261,13 @@ def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
                            f"more than a file of {source.stat.st_size:,} bytes can hold")
 
 
-def _glove_size(source: Source, fmt: Format) -> tuple[int, int]:
-    """(words, dim) of a GloVe file, which has no header to say them: one pass over it."""
+def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple[int, int]:
+    """(words, dim) of a GloVe file, which has no header to say them: one pass over it, the
+    first half of the progress bar."""
     count = dim = 0
-    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+    size = source.stat.st_size
+    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
+            _Ticker(lambda: raw.tell(), 2 * size, progress, final=size):
         for line in f:
             if line.strip():
                 count += 1
@@ -274,19 +278,20 @@ def _glove_size(source: Source, fmt: Format) -> tuple[int, int]:
 def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Progress | None, warn: Warn):
     from gensim.models import KeyedVectors
 
-    prefix = b""
+    prefix, done_before, size = b"", 0, source.stat.st_size
     if fmt.kind == "glove":
         try:
-            fmt.count, fmt.dim = _glove_size(source, fmt)
+            fmt.count, fmt.dim = _glove_size(source, fmt, progress)
         except (OSError, EOFError, zlib.error) as e:
             raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {e}") from None
         prefix = f"{fmt.count} {fmt.dim}\n".encode()  # gensim's one-pass reader wants a word2vec header
+        done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
     binary = fmt.kind == "word2vec-binary"
     feed = _Feed(source.path, fmt.compression, prefix, drain=not limit)
     feed.start()
     try:
-        with _Ticker(lambda: feed.position, source.stat.st_size, progress):
+        with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
             kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
                                                    unicode_errors=UNICODE_ERRORS)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:
@@ -331,8 +336,11 @@ def _first_bad_line(source: Source, fmt: Format) -> str:
 def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, kv) -> None:
     """gensim stops at the header's word count without a word about the rest of the file."""
     if fmt.kind == "word2vec-binary":
-        # at most: "COUNT DIM\n", then for each word its bytes, a space, 4 bytes a value, a newline
-        most = len(f"{fmt.count} {fmt.dim}\n") + sum(len(w.encode()) + 2 + 4 * fmt.dim for w in kv.index_to_key)
+        # at most: "COUNT DIM\n", then for each word its bytes, a space, 4 bytes a value, a
+        # newline; a duplicate that gensim dropped counted as long as the longest word
+        lengths = [len(w.encode()) for w in kv.index_to_key]
+        most = (len(f"{fmt.count} {fmt.dim}\n") + sum(lengths) + len(lengths) * (2 + 4 * fmt.dim)
+                + (fmt.count - len(lengths)) * (max(lengths, default=0) + 2 + 4 * fmt.dim))
         if feed.bytes > most:
             raise VectorsError(f"{source.path}: holds more than the {fmt.count:,} words its header says; "
                                "its header is wrong")
@@ -405,10 +413,12 @@ class _Feed(threading.Thread):
 
 
 class _Ticker:
-    """Calls progress(position(), total) every tenth of a second while a load runs."""
+    """Calls progress(position(), total) every tenth of a second while a load runs, and
+    progress(final, total) at its end (final: total, unless a later pass follows)."""
 
-    def __init__(self, position: Callable[[], int], total: int, progress: Progress | None):
+    def __init__(self, position: Callable[[], int], total: int, progress: Progress | None, final: int | None = None):
         self.position, self.total, self.progress = position, total, progress
+        self.final = total if final is None else final
         self._done = threading.Event()
 
     def __enter__(self):
@@ -426,4 +436,4 @@ class _Ticker:
         if self.progress:
             self._thread.join()
             if exc[0] is None:
-                self.progress(self.total, self.total)
+                self.progress(self.final, self.total)
