@@ -65,7 +65,7 @@ def entry_dir(source: Path, stat: os.stat_result, options: dict) -> Path:
         sort_keys=True,
     )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
-    return cache_dir() / f"{source.name}-{digest}"
+    return cache_dir() / f"{source.name[:80]}-{digest}"  # a file name can be longer than a folder name may
 
 
 def _suffixes(meta: dict) -> list[str]:

@@ -17,7 +17,7 @@ from enum import IntEnum
 import click
 from attncli import __version__, cache
 from attncli.analyze import Options, context_doc, scores_doc, to_json
-from attncli.errors import AttncliError, InputError
+from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
 
 
@@ -418,6 +418,8 @@ def convert(source, load, out):
     """
     start = time.perf_counter()
     vectors = load(source)
+    if not vectors.meta.get("entry"):
+        raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 

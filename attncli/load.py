@@ -42,10 +42,11 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
             cache.remove_entry(folder)
     fmt = sources.detect(src)
     vectors = sources.read(src, fmt, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+    meta = {"source": {"path": str(src.path.resolve()), "size": src.stat.st_size,
+                       "mtime_ns": src.stat.st_mtime_ns, "format": fmt.kind, "compression": fmt.compression},
+            "options": options}
+    vectors.meta = meta
     if folder is not None:
-        meta = {"source": {"path": str(src.path.resolve()), "size": src.stat.st_size,
-                           "mtime_ns": src.stat.st_mtime_ns, "format": fmt.kind, "compression": fmt.compression},
-                "options": options}
         try:
             cache.store(folder, vectors, meta)
             vectors.meta = cache.read_cached(folder, str(src.path)).meta

@@ -17,7 +17,6 @@ import codecs
 import gzip
 import json
 import logging
-import math
 import os
 import stat
 import struct
@@ -115,24 +114,31 @@ def _decompressed(raw, compression: str | None):
     return raw
 
 
-def _is_text(chunk: bytes) -> bool:
-    """UTF-8 without control characters: a text file's lines, not packed float32 bytes
-    (which hold NULs and invalid UTF-8 within a few vectors)."""
+def _is_text(chunk: bytes, dim: int) -> bool:
+    """Whether what follows a word2vec header is text lines rather than packed float32.
+
+    A first vector line of "word" and `dim` numbers is text. Otherwise (a malformed text
+    line, or binary) the bytes decide: packed floats hold NULs and invalid UTF-8 within a
+    few vectors, and many control characters; text has none of these, or a stray few."""
+    if _vector_line_size(chunk.split(b"\n", 1)[0]) == dim:
+        return True
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(chunk)  # a character cut at the end is fine
     except UnicodeDecodeError:
         return False
-    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
+    controls = sum(ord(c) < 32 and c not in "\t\n\r" for c in text)
+    return "\x00" not in text and controls <= len(text) // 100
 
 
 def _vector_line_size(line: bytes) -> int | None:
-    """How many numbers follow the word when `line` reads as "word v1 v2 ...", else None."""
+    """How many numbers follow the word when `line` reads as "word v1 v2 ...", else None.
+    NaN and infinity count as numbers here: the check for them names the word."""
     try:
         fields = line.decode("utf-8").rstrip().split(" ")
         values = [float(x) for x in fields[1:]]
     except (UnicodeDecodeError, ValueError):
         return None
-    return len(values) if values and all(map(math.isfinite, values)) else None
+    return len(values) or None
 
 
 def detect(source: Source) -> Format:
@@ -160,7 +166,7 @@ def detect(source: Source) -> Format:
         count, dim = int(header[0]), int(header[1])
         if dim < 1:
             raise VectorsError(f"{path}: line 1 says vectors of {dim} values")
-        return Format("word2vec-text" if _is_text(rest) else "word2vec-binary", compression, count, dim)
+        return Format("word2vec-text" if _is_text(rest, dim) else "word2vec-binary", compression, count, dim)
     if _vector_line_size(first):
         return Format("glove", compression)
     raise VectorsError(
@@ -221,7 +227,9 @@ def _read_pickle(source: Source, trust_pickle: bool, limit: int | None):
 
 
 def _from_keyed_vectors(kv, limit: int | None):
-    words = list(kv.index_to_key[:limit])
+    # gensim preallocates a slot for every word a header promises and leaves the slots of
+    # skipped duplicates empty (None) at the end: the filled ones come first
+    words = [w for w in kv.index_to_key[:limit] if w is not None]
     matrix = np.asarray(kv.vectors[: len(words)], dtype=np.float32)  # (V, d)
     subwords = None
     if getattr(kv, "bucket", 0) and getattr(kv, "vectors_ngrams", None) is not None and len(kv.vectors_ngrams):
@@ -288,7 +296,8 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
     binary = fmt.kind == "word2vec-binary"
-    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit)
+    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit,
+                 text_dim=None if binary else fmt.dim, header_line=fmt.kind == "word2vec-text")
     feed.start()
     try:
         with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
@@ -302,12 +311,21 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
     feed.finish()
     if feed.error:
         raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {feed.error}")
+    if feed.bad_line:  # gensim broadcasts a row of one value to the whole row, silently
+        raise VectorsError(_wrong_length(source, fmt, feed))
+    words, matrix, subwords = _from_keyed_vectors(kv, None)
     if not limit:
-        _check_nothing_left(source, fmt, feed, kv)
+        _check_nothing_left(source, fmt, feed, words)
     expected = min(fmt.count, limit) if limit else fmt.count
-    if len(kv) < expected:
-        warn(f"{source.path}: {expected - len(kv)} word(s) occur twice or more; the first vector of each is kept")
-    return _from_keyed_vectors(kv, None)
+    if len(words) < expected:
+        warn(f"{source.path}: {expected - len(words)} word(s) occur twice or more; the first vector of each is kept")
+    return words, matrix, subwords
+
+
+def _wrong_length(source: Source, fmt: Format, feed: _Feed) -> str:
+    number, values = feed.bad_line
+    said = "its header says" if fmt.kind == "word2vec-text" else "its first line has"
+    return f"{source.path}: line {number} holds {values} values, but {said} {fmt.dim}"
 
 
 def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:
@@ -317,6 +335,8 @@ def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:
                 "it is truncated, or its header is wrong")
     if isinstance(e, MemoryError):
         return f"{source.path}: too large for this machine's memory; --limit N reads only the first N words"
+    if feed.bad_line:
+        return _wrong_length(source, fmt, feed)
     where = "" if fmt.kind == "word2vec-binary" else _first_bad_line(source, fmt)
     return f"{source.path}: not a valid {fmt.kind} file{where}: {e}"
 
@@ -333,14 +353,18 @@ def _first_bad_line(source: Source, fmt: Format) -> str:
     return ""
 
 
-def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, kv) -> None:
+def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, words: list[str]) -> None:
     """gensim stops at the header's word count without a word about the rest of the file."""
     if fmt.kind == "word2vec-binary":
-        # at most: "COUNT DIM\n", then for each word its bytes, a space, 4 bytes a value, a
-        # newline; a duplicate that gensim dropped counted as long as the longest word
-        lengths = [len(w.encode()) for w in kv.index_to_key]
-        most = (len(f"{fmt.count} {fmt.dim}\n") + sum(lengths) + len(lengths) * (2 + 4 * fmt.dim)
-                + (fmt.count - len(lengths)) * (max(lengths, default=0) + 2 + 4 * fmt.dim))
+        # "COUNT DIM\n", then each word's bytes, a space and 4 bytes a value, and a newline
+        # if the file's first record has one; a duplicate gensim dropped counts as long as
+        # the longest word, and a word whose bad bytes became U+FFFD counts longer than it was
+        header = feed.head.index(b"\n") + 1
+        first = feed.head.find(b" ", header) + 1 + 4 * fmt.dim
+        newline = int(feed.head[first : first + 1] == b"\n")
+        record = 1 + 4 * fmt.dim + newline
+        lengths = [len(w.encode()) for w in words]
+        most = header + sum(lengths) + len(lengths) * record + (fmt.count - len(lengths)) * (max(lengths, default=0) + record)
         if feed.bytes > most:
             raise VectorsError(f"{source.path}: holds more than the {fmt.count:,} words its header says; "
                                "its header is wrong")
@@ -359,34 +383,55 @@ class _Feed(threading.Thread):
     and counts the lines and bytes the file holds, which gensim does not check.
     """
 
-    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool):
+    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool,
+                 text_dim: int | None = None, header_line: bool = False):
         super().__init__(daemon=True)
         self.path, self.compression, self.prefix, self.drain = path, compression, prefix, drain
+        self.text_dim, self.header_line = text_dim, header_line  # text formats: values a line must hold
         self.read_fd, self._write_fd = os.pipe()
         self.position = 0  # bytes of the file read so far (compressed bytes, for .gz and .bz2)
         self.bytes = 0  # decompressed bytes
-        self.lines = 0  # non-blank lines
+        self.head = b""  # the first decompressed chunk
+        self.lines = 0  # non-blank lines (text formats)
+        self.bad_line: tuple[int, int] | None = None  # (line number, values) of the first of the wrong length
         self.error: Exception | None = None
 
     def run(self) -> None:
-        sending, partial = True, b""
+        sending, partial, number = True, b"", 0
         try:
             with open(self.path, "rb") as raw, _decompressed(raw, self.compression) as stream:
                 sending = self._send(self.prefix)
                 while chunk := stream.read(CHUNK):
                     self.position = raw.tell()
                     self.bytes += len(chunk)
-                    *lines, partial = (partial + chunk).split(b"\n")
-                    self.lines += sum(1 for line in lines if line.strip())
+                    self.head = self.head or chunk
+                    if self.text_dim is not None:
+                        *lines, partial = (partial + chunk).split(b"\n")
+                        for line in lines:
+                            number += 1
+                            self._check(number, line)
                     if sending:
                         sending = self._send(chunk)
                     if not sending and not self.drain:
                         break
-                self.lines += bool(partial.strip())
+                else:
+                    if partial:
+                        self._check(number + 1, partial)
         except (OSError, EOFError, zlib.error) as e:  # a corrupt .gz or .bz2
             self.error = e
         finally:
             self._close_write()
+
+    def _check(self, number: int, line: bytes) -> None:
+        """Count a text line, and note it if it holds the wrong number of values (split as
+        gensim splits it: on single spaces, trailing white space stripped)."""
+        line = line.rstrip()
+        if not line:
+            return
+        self.lines += 1
+        values = line.count(b" ")
+        if values != self.text_dim and self.bad_line is None and not (number == 1 and self.header_line):
+            self.bad_line = (number, values)
 
     def _send(self, data: bytes) -> bool:
         """Write all of `data`; False once the reader has gone (gensim has what it needs)."""
