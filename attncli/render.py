@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 from rich.console import Console, Group, RenderableType
-from rich.rule import Rule
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text

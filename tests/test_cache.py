@@ -19,15 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from attncli import cache as cache_module
 from attncli import load_vectors
-from attncli.cli import cli
+from clirunner import fails, ok, one, one_warning, run, words_of
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-CLEAN_ENV = {"NO_COLOR": None, "FORCE_COLOR": None, "ATTNCLI_VECTORS": None, "COLUMNS": "200"}
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
 LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale"}
 ENTRY_FILES = (".npy", ".words.txt", ".offsets.npy", ".order.npy", ".json")
@@ -37,50 +35,6 @@ WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def run(*args, env=None):
-    result = CliRunner().invoke(cli, [str(a) for a in args], env={**CLEAN_ENV, **(env or {})}, prog_name="attncli")
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
-    return result
-
-
-def ok(result, *, stderr="") -> list[dict]:
-    assert result.exit_code == 0, result.stderr
-    if stderr is not None:
-        assert result.stderr == stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
-def one(result, **kw) -> dict:
-    docs = ok(result, **kw)
-    assert len(docs) == 1
-    return docs[0]
-
-
-def fails(result, *words: str, code: int = 1) -> str:
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and result.stderr == lines[0] + "\n", result.stderr
-    assert lines[0].startswith("attncli: error: "), lines[0]
-    for word in words:
-        assert word.lower() in lines[0].lower(), (word, lines[0])
-    return lines[0]
-
-
-def one_warning(stderr: str, *words: str) -> str:
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and stderr == lines[0] + "\n", stderr
-    assert lines[0].startswith("attncli: warning: "), lines[0]
-    for word in words:
-        assert word.lower() in lines[0].lower(), (word, lines[0])
-    return lines[0]
-
-
-def words_of(vectors) -> list[str]:
-    return [vectors.vocab.word(i) for i in range(vectors.size)]
 
 
 def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:

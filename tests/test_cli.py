@@ -18,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import attncli
 import attncli.cli
-from attncli.cli import cli
+from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -43,62 +42,12 @@ the 0.5 0.5 0.5
 on -1 0 1
 """
 
-# The environment every CliRunner run starts from: nothing that changes colour, width or vectors.
-CLEAN_ENV = {
-    "NO_COLOR": None,
-    "FORCE_COLOR": None,
-    "TTY_COMPATIBLE": None,
-    "TTY_INTERACTIVE": None,
-    "CLICOLOR_FORCE": None,
-    "ATTNCLI_VECTORS": None,
-    "COLUMNS": "200",
-}
-
 SCORES_KEYS = {"command", "sentence", "tokens", "oov", "vectors", "scale", "temperature", "scores", "weights", "top"}
 COMMON_KEYS = {"command", "sentence", "tokens", "oov", "vectors", "scale", "temperature"}
 TOKEN_KEYS = {"token", "index", "weights", "top", "context", "neighbors", "token_neighbors"}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def run(*args, input=None, env=None):
-    """Invoke the CLI in-process; never a traceback, never an exception other than SystemExit."""
-    result = CliRunner().invoke(cli, [str(a) for a in args], input=input, env={**CLEAN_ENV, **(env or {})},
-                                prog_name="attncli")
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
-    return result
-
-
-def ok(result, *, stderr="") -> list[dict]:
-    """A successful JSON run: exit 0, the expected stderr, one JSON document per stdout line."""
-    assert result.exit_code == 0, result.stderr
-    if stderr is not None:
-        assert result.stderr == stderr
-    assert result.stdout.endswith("\n")
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
-def one(result, **kw) -> dict:
-    docs = ok(result, **kw)
-    assert len(docs) == 1
-    return docs[0]
-
-
-def fails(result, code: int, *words: str) -> str:
-    """An error: the exit status, nothing on stdout, exactly one 'attncli: error: ' line on stderr
-    holding every one of `words` (case-insensitive)."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert result.stderr == lines[0] + "\n"
-    message = lines[0]
-    assert message.startswith("attncli: error: "), message
-    for word in words:
-        assert word.lower() in message.lower(), (word, message)
-    return message
 
 
 def vector_of(vectors, token: str) -> np.ndarray:
@@ -182,10 +131,6 @@ def cosines_with_vocabulary(vectors, v) -> np.ndarray:
     M = np.asarray(vectors.matrix, dtype=np.float64)
     norms = np.linalg.norm(M, axis=1)
     return (M @ v) / (np.where(norms == 0, 1, norms) * np.linalg.norm(v))  # (V,)
-
-
-def words_of(vectors) -> list[str]:
-    return [vectors.vocab.word(i) for i in range(vectors.size)]
 
 
 def check_neighbors(neighbors, vectors, v, own_word, k):
@@ -406,17 +351,17 @@ def test_oov_zero_note_does_not_say_left_out(tiny_path):
 
 
 def test_oov_error_refuses_the_sentence(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "error"), 1, "zebra", "no vector")
-    fails(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "cat", "--oov", "error"), 1, "zebra")
+    fails(tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "error"), "zebra", "no vector")
+    fails(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "cat", "--oov", "error"), "zebra")
 
 
 def test_no_token_has_a_vector(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "zebra yak"), 1, "zebra", "yak", "vector")
-    fails(tiny_run(tiny_path, "context", "zebra yak", "--all"), 1, "vector")
+    fails(tiny_run(tiny_path, "scores", "zebra yak"), "zebra", "yak", "vector")
+    fails(tiny_run(tiny_path, "context", "zebra yak", "--all"), "vector")
 
 
 def test_context_for_a_token_without_a_vector(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat zebra", "--token", "zebra"), 1, "zebra", "no vector", "--oov zero")
+    fails(tiny_run(tiny_path, "context", "cat zebra", "--token", "zebra"), "zebra", "no vector", "--oov zero")
 
 
 # --------------------------------------------------------------------------- context on the tiny file
@@ -484,7 +429,7 @@ def test_context_all_without_token_has_no_token_key(tiny_path, tiny):
 def test_context_token_is_tokenized_like_the_sentence(tiny_path):
     doc = one(tiny_run(tiny_path, "context", "The Cat sat", "--token", "CAT"))
     assert doc["token"] == "cat" and doc["index"] == 1
-    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "cat dog"), 1, "--token", "one token")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "cat dog"), "--token", "one token")
 
 
 # --------------------------------------------------------------------------- other vector formats
@@ -614,23 +559,23 @@ def test_stdin_oov_note_names_the_line(tiny_path):
 
 @pytest.mark.parametrize("text, line", [("cat dog\nzebra yak\n", 2), ("cat dog\n\n  \nzebra\n", 4)])
 def test_stdin_bad_line_writes_nothing(tiny_path, text, line):
-    message = fails(tiny_run(tiny_path, "scores", input=text), 1, "vector")
+    message = fails(tiny_run(tiny_path, "scores", input=text), "vector")
     assert message.startswith(f"attncli: error: line {line}:")
 
 
 def test_stdin_bad_token_line(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "--token", "cat", input="cat dog\ndog sat\n"), 1, "'cat'")
+    message = fails(tiny_run(tiny_path, "context", "--token", "cat", input="cat dog\ndog sat\n"), "'cat'")
     assert message.startswith("attncli: error: line 2:")
 
 
 def test_stdin_not_utf8(tiny_path):
-    fails(tiny_run(tiny_path, "scores", input=b"caf\xe9 au lait\n"), 1, "UTF-8", "line 1")
+    fails(tiny_run(tiny_path, "scores", input=b"caf\xe9 au lait\n"), "UTF-8", "line 1")
 
 
 @pytest.mark.parametrize("text", ["", "\n\n  \n"])
 def test_stdin_empty(tiny_path, text):
-    fails(tiny_run(tiny_path, "scores", input=text), 1, "standard input")
-    fails(tiny_run(tiny_path, "context", "--all", input=text), 1, "standard input")
+    fails(tiny_run(tiny_path, "scores", input=text), "standard input")
+    fails(tiny_run(tiny_path, "context", "--all", input=text), "standard input")
 
 
 def test_stdin_utf8_bom_is_ignored(tiny_path):
@@ -651,8 +596,8 @@ def test_json_is_the_default_off_a_terminal_and_equals_format_json(tiny_path):
 
 
 def test_json_and_format_table_is_a_usage_error(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "cat dog", "--json", "--format", "table"), 2, "--json", "table")
-    fails(tiny_run(tiny_path, "context", "cat dog", "--all", "--json", "--format", "table"), 2, "--json")
+    fails(tiny_run(tiny_path, "scores", "cat dog", "--json", "--format", "table"), "--json", "table", code=2)
+    fails(tiny_run(tiny_path, "context", "cat dog", "--all", "--json", "--format", "table"), "--json", code=2)
 
 
 def test_scores_table(tiny_path):
@@ -743,32 +688,32 @@ def test_force_color_does_not_touch_json(tiny_path):
 @pytest.mark.parametrize("sentence", ["", "   "])
 @pytest.mark.parametrize("command", [["scores"], ["context", "--all"]])
 def test_empty_sentence(tiny_path, command, sentence):
-    fails(tiny_run(tiny_path, *command, sentence), 1, "empty")
+    fails(tiny_run(tiny_path, *command, sentence), "empty")
 
 
 def test_token_not_in_sentence(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "mat"), 1, "'mat'", "not among", "cat dog")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "mat"), "'mat'", "not among", "cat dog")
 
 
 def test_token_twice_without_index(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the"), 1,
+    message = fails(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the"),
                     "'the'", "more than once")
     assert "--index 0" in message and "--index 4" in message
 
 
 def test_index_out_of_range(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "5"), 1, "--index 5", "out of range")
-    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "2", "--token", "cat"), 1, "out of range")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "5"), "--index 5", "out of range")
+    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "2", "--token", "cat"), "out of range")
 
 
 def test_index_at_another_word(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "the cat sat", "--token", "cat", "--index", "0"), 1,
+    message = fails(tiny_run(tiny_path, "context", "the cat sat", "--token", "cat", "--index", "0"),
                     "--index 0", "'the'", "'cat'")
     assert "--index 1" in message  # where cat is
 
 
 def test_context_without_token_index_or_all(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog"), 2, "--token", "--all")
+    fails(tiny_run(tiny_path, "context", "cat dog"), "--token", "--all", code=2)
 
 
 @pytest.mark.parametrize("args, words", [
@@ -787,16 +732,16 @@ def test_context_without_token_index_or_all(tiny_path):
     (["--no-such-option"], ["--no-such-option"]),
 ])
 def test_usage_errors(tiny_path, args, words):
-    fails(tiny_run(tiny_path, "scores", "cat dog", *args), 2, *words)
+    fails(tiny_run(tiny_path, "scores", "cat dog", *args), *words, code=2)
 
 
 @pytest.mark.parametrize("args", [["--index", "-1"], ["--neighbors", "-1"]])
 def test_context_usage_errors(tiny_path, args):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--all", *args), 2, args[0])
+    fails(tiny_run(tiny_path, "context", "cat dog", "--all", *args), args[0], code=2)
 
 
 def test_unknown_command():
-    fails(run("frobnicate"), 2, "frobnicate")
+    fails(run("frobnicate"), "frobnicate", code=2)
 
 
 def test_no_command_shows_readable_help():
@@ -809,30 +754,30 @@ def test_no_command_shows_readable_help():
 
 @pytest.mark.parametrize("args", [["--scale", "1e308"], ["--temperature", "1e-310"], ["--scale", "-1e308"]])
 def test_overflowing_scale(tiny_path, args):
-    fails(tiny_run(tiny_path, "scores", "cat dog sat", *args), 1, "scale", "overflow")
-    fails(tiny_run(tiny_path, "context", "cat dog sat", "--all", *args), 1, "scale")
+    fails(tiny_run(tiny_path, "scores", "cat dog sat", *args), "scale", "overflow")
+    fails(tiny_run(tiny_path, "context", "cat dog sat", "--all", *args), "scale")
 
 
 def test_vectors_missing(tmp_path):
     missing = tmp_path / "nope.txt"
-    fails(run("scores", "cat", "--vectors", missing), 1, "nope.txt", "no such file")
+    fails(run("scores", "cat", "--vectors", missing), "nope.txt", "no such file")
 
 
 def test_vectors_directory(tmp_path):
-    fails(run("scores", "cat", "--vectors", tmp_path), 1, str(tmp_path), "directory")
+    fails(run("scores", "cat", "--vectors", tmp_path), str(tmp_path), "directory")
 
 
 @pytest.mark.parametrize("content", ["hello world, this is not a vectors file\nat all\n", "", "\n\n"])
 def test_vectors_not_a_vectors_file(tmp_path, content):
     path = tmp_path / "notes.txt"
     path.write_text(content, encoding="utf-8")
-    fails(run("scores", "cat", "--vectors", path), 1, "notes.txt", "not a word vectors file")
+    fails(run("scores", "cat", "--vectors", path), "notes.txt", "not a word vectors file")
 
 
 def test_vectors_binary_noise(tmp_path):
     path = tmp_path / "noise.bin"
     path.write_bytes(bytes(range(256)) * 8)
-    fails(run("scores", "cat", "--vectors", path), 1, "noise.bin")
+    fails(run("scores", "cat", "--vectors", path), "noise.bin")
 
 
 @pytest.mark.parametrize("content, line", [
@@ -843,21 +788,21 @@ def test_vectors_binary_noise(tmp_path):
 def test_vectors_wrong_number_of_values_names_the_line(tmp_path, content, line):
     path = tmp_path / "ragged.txt"
     path.write_text(content, encoding="utf-8")
-    message = fails(run("scores", "cat", "--vectors", path), 1, "ragged.txt", "line")
+    message = fails(run("scores", "cat", "--vectors", path), "ragged.txt", "line")
     assert re.search(rf"\bline {line}\b", message), message
 
 
 def test_vectors_wrong_number_of_values_on_the_first_vector_line(tmp_path):
     path = tmp_path / "ragged.txt"
     path.write_text("3 3\ncat 1 0\ndog 0 1 0\nsat 1 1 0\n", encoding="utf-8")
-    message = fails(run("scores", "cat", "--vectors", path), 1, "ragged.txt")
+    message = fails(run("scores", "cat", "--vectors", path), "ragged.txt")
     assert re.search(r"\bline 2\b", message), message
 
 
 def test_vectors_fewer_lines_than_the_header_says(tmp_path):
     path = tmp_path / "short.txt"
     path.write_text("5 3\ncat 1 0 0\ndog 0 1 0\n", encoding="utf-8")
-    fails(run("scores", "cat", "--vectors", path), 1, "short.txt")
+    fails(run("scores", "cat", "--vectors", path), "short.txt")
 
 
 # --------------------------------------------------------------------------- version, help, Ctrl-C

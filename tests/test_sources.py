@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from attncli import load_vectors
 from attncli.cli import cli
+from clirunner import fails, one, run, words_of
 from attncli.errors import VectorsError
 from attncli.sources import detect, resolve
 from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
@@ -34,7 +35,6 @@ from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-CLEAN_ENV = {"NO_COLOR": None, "FORCE_COLOR": None, "ATTNCLI_VECTORS": None, "COLUMNS": "200"}
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
 
 # Cased, non-ASCII, and words that are prefixes of others.
@@ -42,45 +42,6 @@ WORDS = ["the", "Earth", "is", "like", "an", "orange", "or", "oranges", "café",
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def run(*args, env=None):
-    """Invoke the CLI in-process; never a traceback, never an exception other than SystemExit."""
-    result = CliRunner().invoke(cli, [str(a) for a in args], env={**CLEAN_ENV, **(env or {})}, prog_name="attncli")
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
-    return result
-
-
-def ok(result, *, stderr="") -> list[dict]:
-    assert result.exit_code == 0, result.stderr
-    if stderr is not None:
-        assert result.stderr == stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
-def one(result, **kw) -> dict:
-    docs = ok(result, **kw)
-    assert len(docs) == 1
-    return docs[0]
-
-
-def fails(result, *words: str, code: int = 1) -> str:
-    """Exit `code`, nothing on stdout, one 'attncli: error: ' line on stderr holding every one of
-    `words` (case-insensitive)."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and result.stderr == lines[0] + "\n", result.stderr
-    message = lines[0]
-    assert message.startswith("attncli: error: "), message
-    for word in words:
-        assert word.lower() in message.lower(), (word, message)
-    return message
-
-
-def words_of(vectors) -> list[str]:
-    return [vectors.vocab.word(i) for i in range(vectors.size)]
 
 
 def random_matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
