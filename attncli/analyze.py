@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import attention
+from attncli import attention, projections, rnn
 from attncli.errors import InputError, TokenError
 from attncli.tokenize import is_punctuation, tokenize
+from attncli.projections import Projections
 from attncli.vectors import Embedded, Vectors, embed
 
 
@@ -22,42 +23,77 @@ from attncli.vectors import Embedded, Vectors, embed
 class Options:
     """How to compute and report attention; the defaults are the CLI's."""
 
-    scale: float | None = None  # None: 1/sqrt(d)
+    scale: float | None = None  # None: 1/sqrt(d_k / heads)
     temperature: float = 1.0
     top_k: int = 3
     include_self: bool = False
     keep_punct: bool = False
     oov: str = "skip"  # skip | zero | error
+    qkv: str = "identity"  # identity | random | a .npz path
+    d_k: int | None = None  # None: d
+    seed: int = 0
+    heads: int = 1
+    mask: str = "none"  # none | causal
 
 
 @dataclass
 class Attention:
-    """One sentence through Steps I-III."""
+    """One sentence through every step, each array as the seeds name it."""
 
     embedded: Embedded
+    projections: Projections
     scale: float
-    scores: np.ndarray  # (T, T) omega
-    weights: np.ndarray  # (T, T) alpha
-    context: np.ndarray  # (T, d) z
+    Q: np.ndarray  # (T, d_k) queries
+    K: np.ndarray  # (T, d_k) keys
+    V: np.ndarray  # (T, d_k) values
+    scores: np.ndarray  # (H, T, T) omega, per head
+    weights: np.ndarray  # (H, T, T) alpha, per head
+    context: np.ndarray  # (T, d_k) z, the heads' context vectors side by side
+    mask: np.ndarray | None  # (T, T) True where masked
 
     @property
     def tokens(self) -> list[str]:
         return self.embedded.tokens
 
+    @property
+    def heads(self) -> int:
+        return len(self.weights)
 
-def attend(sentence: str, vectors: Vectors, opts: Options) -> Attention:
+    @property
+    def mean_scores(self) -> np.ndarray:
+        return self.scores.mean(axis=0)  # (T, T); the one head's own when H = 1
+
+    @property
+    def mean_weights(self) -> np.ndarray:
+        return self.weights.mean(axis=0)  # (T, T); each row still sums to 1
+
+
+def embed_sentence(sentence: str, vectors: Vectors, opts: Options) -> Embedded:
+    """The sentence's tokens, split as the vectors were made, and their vectors X (T, d)."""
     tokens = tokenize(sentence, lowercase=not vectors.cased)
     if not opts.keep_punct:
         tokens = [t for t in tokens if not is_punctuation(t)]
         if not tokens:
             raise InputError("the sentence holds only punctuation, which is left out; --keep-punct keeps it")
-    embedded = embed(tokens, vectors, oov=opts.oov)
-    X = embedded.X  # (T, d)
-    scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale
-    omega = attention.scores(X)  # (T, T)
-    alpha = attention.weights(omega, scale, opts.temperature)  # (T, T)
-    Z = attention.context(alpha, X)  # (T, d)
-    return Attention(embedded, float(scale), omega, alpha, Z)
+    return embed(tokens, vectors, oov=opts.oov)
+
+
+def attend(sentence: str, vectors: Vectors, opts: Options) -> Attention:
+    embedded = embed_sentence(sentence, vectors, opts)
+    proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
+    Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
+    T, d_k = Q.shape
+    H = opts.heads
+    if d_k % H:
+        divisors = [h for h in range(1, d_k + 1) if d_k % h == 0]
+        raise InputError(f"--heads {H} does not divide d_k = {d_k}; choose one of {', '.join(map(str, divisors))}")
+    scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
+    mask = attention.causal_mask(T) if opts.mask == "causal" else None
+    Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H) each
+    omega = attention.scores(Qh, Kh)  # (H, T, T)
+    alpha = attention.weights(omega, scale, opts.temperature, mask)  # (H, T, T)
+    Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_k/H) -> (T, d_k)
+    return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
 
 
 def _common(command: str, sentence: str, vectors: Vectors, att: Attention, opts: Options) -> dict:
@@ -68,27 +104,37 @@ def _common(command: str, sentence: str, vectors: Vectors, att: Attention, opts:
         "lookups": att.embedded.lookups,
         "oov": att.embedded.oov,
         "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size},
+        "qkv": {**att.projections.describe(vectors.dim), "heads": att.heads},
+        "mask": opts.mask,
         "scale": att.scale,
         "temperature": opts.temperature,
     }
 
 
-def _top(att: Attention, i: int, opts: Options) -> list[dict]:
+def _top(att: Attention, weights: np.ndarray, i: int, opts: Options) -> list[dict]:
+    """Row i's top attended in `weights` (T, T): its own position and masked ones left out."""
     exclude = None if opts.include_self else i
+    masked = None if att.mask is None else att.mask[i]
     return [
-        {"token": att.tokens[j], "index": j, "weight": float(att.weights[i, j])}
-        for j in attention.top_attended(att.weights[i], opts.top_k, exclude)
+        {"token": att.tokens[j], "index": j, "weight": float(weights[i, j])}
+        for j in attention.top_attended(weights[i], opts.top_k, exclude, masked)
     ]
 
 
 def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> dict:
-    """The `scores` document: the whole T x T scores and weights, and each token's top attended."""
+    """The `scores` document: the whole T x T scores and weights and each token's top
+    attended, for every head under `heads` and, at the top, their mean (with one head, its own)."""
     att = attend(sentence, vectors, opts)
+    T = len(att.tokens)
     return {
         **_common("scores", sentence, vectors, att, opts),
-        "scores": att.scores.tolist(),
-        "weights": att.weights.tolist(),
-        "top": [_top(att, i, opts) for i in range(len(att.tokens))],
+        "scores": att.mean_scores.tolist(),
+        "weights": att.mean_weights.tolist(),
+        "top": [_top(att, att.mean_weights, i, opts) for i in range(T)],
+        "heads": [
+            {"scores": om.tolist(), "weights": al.tolist(), "top": [_top(att, al, i, opts) for i in range(T)]}
+            for om, al in zip(att.scores, att.weights)
+        ],
     }
 
 
@@ -140,18 +186,73 @@ def context_doc(
     if token is not None or index is not None:
         i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
         own = {vectors.key(att.tokens[i]) or att.tokens[i]}
+        # a context vector is a sum of value vectors: in word space only when V = X
+        in_word_space = att.projections.kind == "identity"
         doc.update(
             token=att.tokens[i],
             index=i,
-            weights=att.weights[i].tolist(),
-            top=_top(att, i, opts),
+            weights=att.mean_weights[i].tolist(),
+            top=_top(att, att.mean_weights, i, opts),
+            heads=[{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
             context=att.context[i].tolist(),
-            neighbors=_neighbors(vectors, att.context[i], neighbors, own),
+            neighbors=_neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],
             token_neighbors=_neighbors(vectors, att.embedded.X[i], neighbors, own),
         )
     if all_contexts:
         doc["contexts"] = att.context.tolist()
     return doc
+
+
+def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, token: str | None = None,
+                index: int | None = None) -> dict:
+    """The `explain` document: every intermediate matrix under `steps` (those of the heads with
+    a leading H axis); with a token, its row of each under `row`."""
+    att = attend(sentence, vectors, opts)
+    with np.errstate(over="ignore"):
+        scaled = att.scores * att.scale / opts.temperature  # (H, T, T), before the mask
+    steps = {
+        "X": att.embedded.X.astype(np.float64),  # (T, d)
+        "Q": att.Q, "K": att.K, "V": att.V,  # (T, d_k) each
+        "scores": att.scores,  # (H, T, T)
+        "scaled": scaled,  # (H, T, T)
+        "weights": att.weights,  # (H, T, T)
+        "context": att.context,  # (T, d_k)
+    }
+    doc = {**_common("explain", sentence, vectors, att, opts), "steps": {k: v.tolist() for k, v in steps.items()}}
+    if token is not None or index is not None:
+        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        doc.update(token=att.tokens[i], index=i, row={
+            "x": steps["X"][i].tolist(), "q": att.Q[i].tolist(),
+            "scores": att.scores[:, i].tolist(), "scaled": scaled[:, i].tolist(),  # (H, T)
+            "weights": att.weights[:, i].tolist(), "context": att.context[i].tolist(),
+        })
+    return doc
+
+
+def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weights: dict[str, np.ndarray],
+            origin: dict) -> dict:
+    """The `rnn` document: the seed's fold over the sentence (each state, and how strongly each
+    input still moves the last one), beside the last token's attention over the same inputs.
+    `origin` says where the weights came from: {"seed": S} or {"path": P}."""
+    embedded = embed_sentence(sentence, vectors, opts)
+    X = embedded.X  # (T, d)
+    H = rnn.states(X, weights["W_hx"], weights["W_hh"], weights["b_h"])  # (T, N)
+    influence = rnn.influence(H, weights["W_hx"], weights["W_hh"])  # (T,)
+    omega = attention.scores(X)  # (T, T), identity projections
+    last = attention.weights(omega, attention.default_scale(vectors.dim), opts.temperature)[-1]  # (T,)
+    return {
+        "command": "rnn",
+        "sentence": sentence,
+        "tokens": embedded.tokens,
+        "lookups": embedded.lookups,
+        "oov": embedded.oov,
+        "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size},
+        "rnn": {"hidden": int(H.shape[1]), **origin},
+        "states": H.tolist(),
+        "state_norms": np.linalg.norm(H, axis=1).tolist(),
+        "influence": influence.tolist(),
+        "attention": last.tolist(),
+    }
 
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:

@@ -1,15 +1,23 @@
-"""Self-attention between the tokens of a sentence, in pure numpy: the seeds' Steps I-III.
+"""Self-attention between the tokens of a sentence, in pure numpy: the seeds' steps.
 
-    Step I    scores    omega_ij = x_i . x_j                                   scores(X)
-    Step II   weights   alpha_i  = softmax_j(omega_ij * scale / temperature)   weights(omega, scale, temperature)
-    Step III  context   z_i      = sum_j alpha_ij x_j                          context(alpha, X)
+    Step I    scores    omega_ij = q_i . k_j                                   scores(Q, K)
+    Step II   weights   alpha_i  = softmax_j(omega_ij * scale / temperature)   weights(omega, scale, temperature, mask)
+    Step III  context   z_i      = sum_j alpha_ij v_j                          context(alpha, V)
 
-The scale defaults to 1/sqrt(d), the scaled dot-product of Vaswani et al., "Attention Is All
-You Need" (2017), where d_k = d because the keys are the embeddings themselves; scale = 1
-gives the seeds' plain Step II.
+With the raw word vectors as queries, keys and values (Q = K = V = X) these are the seeds'
+Steps I-III: omega_ij = x_i . x_j and z_i = sum_j alpha_ij x_j. The trainable form projects
+each vector into its three roles first, Q = X W_Q, K = X W_K, V = X W_V (project), so that
+what a token looks for, how it is found and what it passes on can be learned apart.
 
-Dimensions: T tokens, d the size of a word vector. Every array is float64, so the numbers
-carry no rounding beyond that of the float32 vectors they start from.
+The scale defaults to 1/sqrt(d_k), the scaled dot-product of Vaswani et al., "Attention Is
+All You Need" (2017); scale = 1 gives the seeds' plain Step II. Several heads split d_k
+into H slices of d_k/H columns (split_heads), each attending on its own, their context
+vectors side by side again after (merge_heads). A causal mask lets token i attend only to
+j <= i, as a decoder predicting the next word must.
+
+Dimensions: T tokens, d the size of a word vector, d_k of a query/key/value, H heads.
+Every function takes a leading (H,) axis too. Arrays are float64, so the numbers carry no
+rounding beyond that of the float32 vectors they start from.
 """
 
 from __future__ import annotations
@@ -23,15 +31,40 @@ class ScaleError(AttncliError):
     """The scale and temperature make the scaled scores overflow to infinity."""
 
 
-def scores(X: np.ndarray) -> np.ndarray:
-    """Step I: omega_ij = x_i . x_j, the raw dot product of every pair of tokens."""
-    X = np.asarray(X, dtype=np.float64)  # (T, d)
-    return X @ X.T  # (T, T)
+def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """One role of every token: Q = X W_Q (+ b_Q), and likewise K and V."""
+    P = np.asarray(X, dtype=np.float64) @ np.asarray(W, dtype=np.float64)  # (T, d) @ (d, d_k) -> (T, d_k)
+    return P if b is None else P + b  # (T, d_k)
 
 
-def default_scale(d: int) -> float:
-    """1/sqrt(d_k) of Vaswani et al.; with raw embeddings as keys, d_k = d."""
-    return 1.0 / np.sqrt(d)
+def split_heads(M: np.ndarray, H: int) -> np.ndarray:
+    """Head h takes the columns h*d_k/H .. (h+1)*d_k/H - 1 of Q, K or V."""
+    T, d_k = M.shape
+    return M.reshape(T, H, d_k // H).transpose(1, 0, 2)  # (T, d_k) -> (H, T, d_k/H)
+
+
+def merge_heads(Z: np.ndarray) -> np.ndarray:
+    """The heads' context vectors side by side again: the inverse of split_heads."""
+    H, T, d_h = Z.shape
+    return Z.transpose(1, 0, 2).reshape(T, H * d_h)  # (H, T, d_k/H) -> (T, d_k)
+
+
+def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
+    """Step I: omega_ij = q_i . k_j, every query against every key; with K left out, K = Q
+    (the raw vectors: omega_ij = x_i . x_j)."""
+    Q = np.asarray(Q, dtype=np.float64)  # (T, d_k)
+    K = Q if K is None else np.asarray(K, dtype=np.float64)  # (T, d_k)
+    return Q @ np.swapaxes(K, -1, -2)  # (T, T)
+
+
+def default_scale(d_k: int) -> float:
+    """1/sqrt(d_k) of Vaswani et al. (with raw vectors as keys, d_k = d)."""
+    return 1.0 / np.sqrt(d_k)
+
+
+def causal_mask(T: int) -> np.ndarray:
+    """True where token i may not attend to token j: every j after i."""
+    return np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -45,8 +78,9 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)  # (T, T), each row sums to 1
 
 
-def weights(omega: np.ndarray, scale: float, temperature: float = 1.0) -> np.ndarray:
-    """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row."""
+def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.ndarray | None = None) -> np.ndarray:
+    """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
+    cell's logit is -inf, so its weight is exactly 0."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
         logits = omega * scale / temperature  # (T, T)
     if not np.all(np.isfinite(logits)):
@@ -54,19 +88,30 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0) -> np.nda
             f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
             "use a smaller --scale or a larger --temperature"
         )
+    if mask is not None:
+        logits = np.where(mask, -np.inf, logits)  # (T, T); no row is all masked: i may attend to i
     return softmax(logits)  # (T, T)
 
 
-def context(alpha: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Step III: z_i = sum_j alpha_ij x_j, each token's weighted sum of all the token vectors."""
-    return alpha @ np.asarray(X, dtype=np.float64)  # (T, T) @ (T, d) -> (T, d)
+def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Step III: z_i = sum_j alpha_ij v_j, each token's weighted sum of every token's value."""
+    return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
 
 
-def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None) -> list[int]:
+def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
+    """W_query, W_key, W_value of shape (d, d_k), drawn in that order from Keras's "uniform"
+    initializer, the seed's: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
+    so the same seed gives the same numbers on any machine."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-0.05, 0.05, size=(d, d_k)) for name in ("W_query", "W_key", "W_value")}
+
+
+def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None, masked: np.ndarray | None = None) -> list[int]:
     """The positions of the k largest weights of one row, largest first (ties: earlier first).
 
     `exclude` leaves one position out, usually the token's own: with raw vectors as
-    queries and keys, x_i . x_i = |x_i|^2 makes a token attend mostly to itself.
+    queries and keys, x_i . x_i = |x_i|^2 makes a token attend mostly to itself. Masked
+    positions (weight 0 by construction) are left out too.
     """
     order = np.argsort(-alpha_i, kind="stable")  # (T,)
-    return [int(j) for j in order if j != exclude][:k]
+    return [int(j) for j in order if j != exclude and (masked is None or not masked[j])][:k]

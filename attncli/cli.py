@@ -12,11 +12,12 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from enum import IntEnum
 
 import click
-from attncli import __version__, cache
-from attncli.analyze import Options, context_doc, scores_doc, to_json
+from attncli import __version__, attention, cache, projections
+from attncli.analyze import Options, context_doc, explain_doc, rnn_doc, scores_doc, to_json
 from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
 
@@ -159,13 +160,25 @@ def attention_options(f):
     """The options of every command that computes attention, packed into one Options."""
 
     @functools.wraps(f)
-    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, **kwargs):
-        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov)
+    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask, **kwargs):
+        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask)
         return f(*args, opts=opts, **kwargs)
 
     options = [
+        click.option("--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
+                     help="Query, key and value projections: none (the raw vectors), drawn at random "
+                          "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
+        click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
+                     help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
+        click.option("--heads", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
+        click.option("--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
+                     help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
         click.option("--scale", type=FiniteFloat(), default=None,
-                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d); 1 gives plain softmax(x_i . x_j)."),
+                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
+                          "1 gives plain softmax(q_i . k_j)."),
         click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
                      help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
         click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
@@ -464,6 +477,111 @@ def clear(out):
     """
     removed, freed = cache.clear()
     emit([{"removed": removed, "bytes": freed, "cache_dir": str(cache.cache_dir())}], out, "cleared_view")
+
+
+@cli.command(short_help="walk a sentence through every step of attention")
+@sentence_argument
+@click.option("--token", metavar="WORD", help="Follow this token's row through each step.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
+@vectors_options
+@attention_options
+@output_options
+def explain(sentence, token, index, load, opts, out):
+    """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
+    the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
+    Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
+    one token's row through each step, as the seed's worked example follows "orange".
+    --format json gives every matrix under "steps".
+
+    \b
+    Examples:
+      attncli explain "The earth is like an orange"
+      attncli explain "The earth is like an orange" --qkv random --seed 0 --heads 2 --mask causal
+      attncli explain "The earth is like an orange" --token orange --json | jq '.row.weights'
+    """
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
+    emit(docs, out, "explain_view")
+
+
+@cli.command(short_help="the recurrent network attention replaced, beside attention")
+@sentence_argument
+@click.option("--hidden", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+              help="Size N of the hidden state.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the RNN's random weights (uniform on ±1/sqrt(N), as PyTorch's nn.RNN).")
+@click.option("--weights", "weights_file", type=click.Path(dir_okay=True), metavar="FILE.npz",
+              help="Read W_hx (N x d), W_hh (N x N) and b_h (N) from a .npz instead.")
+@vectors_options
+@click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
+@click.option("--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+              help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
+@output_options
+def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
+    """The seed's RNN, reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0),
+    folded over SENTENCE from h0 = 0: each state's norm, and how strongly each input still
+    moves the final state (the Frobenius norm of d h_T / d x_i, exact, by the chain rule),
+    beside the last token's attention over the same inputs. The RNN's influence fades with
+    distance, step by step; attention reaches every position in one step.
+
+    \b
+    Examples:
+      attncli rnn "The books that the professor recommended during the lecture are expensive"
+      attncli rnn "The earth is like an orange" --hidden 8 --seed 1 --json | jq '.influence'
+    """
+    sentences = read_sentences(sentence)
+    vectors = load()
+    if weights_file:
+        weights = projections.load_rnn_weights(Path(weights_file), vectors.dim)
+    else:
+        from attncli import rnn as recurrent
+
+        weights = recurrent.init_weights(vectors.dim, hidden, seed)
+    opts = Options(keep_punct=keep_punct, oov=oov)
+    origin = {"path": weights_file} if weights_file else {"seed": seed}
+    docs = compute_all(sentences, lambda text: rnn_doc(text, vectors, opts, weights=weights, origin=origin))
+    emit(docs, out, "rnn_view")
+
+
+@cli.group()
+def qkv():
+    """Query, key and value projections, as files to edit, train elsewhere or share.
+
+    \b
+    Example:
+      attncli qkv init --d-k 16 --seed 0 -o proj.npz
+      attncli scores "The earth is like an orange" --qkv proj.npz
+    """
+
+
+@qkv.command(short_help="write random projections to a .npz file")
+@click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N", help="Size of queries, keys and values. Default: d.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), required=True, help="The .npz file to write.")
+@click.option("--force", is_flag=True, help="Replace the file if it exists.")
+@vectors_options
+@output_options
+def init(d_k, seed, output, force, load, out):
+    """Write W_query, W_key and W_value of shape (d, d_k), drawn as --qkv random draws them
+    (Keras's "uniform": uniform on [-0.05, 0.05]), for the vectors' d. The file is written
+    whole or not at all.
+
+    \b
+    Examples:
+      attncli qkv init --d-k 16 --seed 0 -o proj.npz
+      attncli qkv init --vectors GoogleNews-vectors-negative300.bin --d-k 64 -o big.npz
+    """
+    path = Path(output)
+    if path.exists() and not force:
+        raise click.UsageError(f"{path} exists; give --force to replace it")
+    d = load().dim
+    arrays = attention.init_projections(d, d_k or d, seed)
+    try:
+        projections.save(path, arrays)
+    except OSError as e:
+        raise VectorsError(f"{path}: cannot be written: {e.strerror or e}") from None
+    emit([{"path": str(path), "d": d, "d_k": d_k or d, "seed": seed, "arrays": list(arrays)}], out, "info_view")
 
 
 main = cli

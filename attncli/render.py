@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -74,6 +76,11 @@ def _describe(doc: dict) -> Text:
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
     text.append(f"scale {doc['scale']:.6g}, temperature {doc['temperature']:g}", style="dim")
+    q = doc["qkv"]
+    if q["kind"] != "identity" or doc["mask"] != "none" or q["heads"] > 1:
+        source = {"random": f", seed {q.get('seed')}", "file": f" {q.get('path')}"}.get(q["kind"], "")
+        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']}; {q['heads']} head(s); mask {doc['mask']}",
+                    style="dim")
     if doc["oov"]:
         done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
         text.append(f"\nno vector, {done}: {' '.join(dict.fromkeys(doc['oov']))}", style="dim")
@@ -89,21 +96,43 @@ def _top_line(token: str, top: list[dict]) -> Text:
     return line
 
 
-def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
-    """The T x T heatmap (weights, or raw scores), its legend, and each token's top attended."""
-    tokens = doc["tokens"]
-    M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
-    heat = Heat(M, raw)
-    title = "raw scores ω_ij = x_i · x_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
-    table = Table(title=title, caption="row i attends to column j" + ("" if raw else "; each row sums to 1"))
+def _masked(doc: dict, T: int) -> np.ndarray:
+    """(T, T) True where the causal mask hides column j from row i."""
+    return np.triu(np.ones((T, T), dtype=bool), k=1) if doc.get("mask") == "causal" else np.zeros((T, T), dtype=bool)
+
+
+def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str = "") -> tuple[Table, Heat]:
+    """A T x T table, each cell its number on its colour; a masked cell shows as masked, not 0."""
+    heat = Heat(M[~masked] if masked.any() else M, raw)
+    table = Table(title=title, caption=caption or None)
     table.add_column("i \\ j", style="bold")
     for token in tokens:
         table.add_column(token, justify="right")
-    for token, row in zip(tokens, M):
-        table.add_row(token, *(heat.cell(x) for x in row))
+    for i, (token, row) in enumerate(zip(tokens, M)):
+        table.add_row(token, *(Text("·", style="dim") if masked[i, j] else heat.cell(x) for j, x in enumerate(row)))
+    return table, heat
+
+
+def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
+    """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
+    with several heads, a small heatmap for each head."""
+    tokens = doc["tokens"]
+    masked = _masked(doc, len(tokens))
+    M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
+    H = doc["qkv"]["heads"]
+    step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
+    title = step + (f", mean over {H} heads" if H > 1 else "")
+    caption = "row i attends to column j" + ("" if raw else "; each row sums to 1") + ("; · masked" if masked.any() else "")
+    table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
     label = "score ω (0 in the middle)" if raw else "weight α"
-    tops = [_top_line(token, top) for token, top in zip(tokens, doc["top"])]
-    return Group(_describe(doc), table, heat.legend(label), Text("\ntop attended (by weight α):", style="bold"), *tops)
+    parts = [_describe(doc), table, heat.legend(label)]
+    if H > 1:
+        key = "scores" if raw else "weights"
+        parts.append(Columns([heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}")[0]
+                              for h, head in enumerate(doc["heads"])]))
+    parts.append(Text("\ntop attended (by weight α):", style="bold"))
+    parts += [_top_line(token, top) for token, top in zip(tokens, doc["top"])]
+    return Group(*parts)
 
 
 def _bar(weight: float, width: int = 30) -> str:
@@ -125,12 +154,18 @@ def context_view(doc: dict) -> RenderableType:
         ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
             ranked.add_column(name, justify=justify)
+        masked = _masked(doc, len(doc["tokens"]))[i]
         order = np.argsort(-np.array(doc["weights"]), kind="stable")
         for j in order:
             w = doc["weights"][j]
-            ranked.add_row(str(j), doc["tokens"][j] + (" (itself)" if j == i else ""), f"{w:.3f}", _bar(w))
+            shown = ("masked", "") if masked[j] else (f"{w:.3f}", _bar(w))
+            ranked.add_row(str(j), doc["tokens"][j] + (" (itself)" if j == i else ""), *shown)
         parts.append(ranked)
-        parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j x_j:\n  {_vector_summary(np.array(doc['context']))}"))
+        summed = "x_j" if doc["qkv"]["kind"] == "identity" else "v_j (value vectors)"
+        parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j {summed}:\n  {_vector_summary(np.array(doc['context']))}"))
+        if doc["qkv"]["kind"] != "identity":
+            parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
+                              style="dim"))
         near = Table(title="nearest vocabulary words (cosine)")
         near.add_column(f"to {token!r} itself")
         near.add_column("cos", justify="right")
@@ -156,6 +191,85 @@ def context_view(doc: dict) -> RenderableType:
 
 def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
+
+
+def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
+    """A matrix, its rows labelled, abridged to its first `shown` columns."""
+    table = Table(box=None, show_header=True, header_style="dim")
+    table.add_column("")
+    for c in range(min(shown, M.shape[1])):
+        table.add_column(str(c), justify="right")
+    if M.shape[1] > shown:
+        table.add_column(f"… {M.shape[1]}", justify="left")
+    for label, row in zip(rows, M):
+        table.add_row(label, *(f"{x:.3f}" for x in row[:shown]), *(["…"] if M.shape[1] > shown else []))
+    return table
+
+
+def explain_view(doc: dict) -> RenderableType:
+    """Each step of attention as a titled panel with its shape; with --token, its row too."""
+    tokens, steps = doc["tokens"], doc["steps"]
+    T, H = len(tokens), len(steps["weights"])
+    d, d_k = len(steps["X"][0]), len(steps["Q"][0])
+    masked = _masked(doc, T)
+    identity = doc["qkv"]["kind"] == "identity"
+    roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
+
+    def per_head(key: str, raw: bool) -> RenderableType:
+        tables = [heatmap(tokens, np.array(M), masked if not raw else np.zeros_like(masked), raw=raw,
+                          title=f"head {h}" if H > 1 else "")[0] for h, M in enumerate(steps[key])]
+        return Columns(tables) if H > 1 else tables[0]
+
+    panels = [
+        _describe(doc),
+        Panel(_matrix(np.array(steps["X"]), tokens), title=f"1. the tokens' word vectors X  ({T} x {d})"),
+        Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
+              title=f"2. queries, keys, values: {roles}  ({T} x {d_k} each)"),
+        Panel(per_head("scores", raw=True), title=f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})"),
+        Panel(per_head("scaled", raw=True),
+              title=f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})"),
+        Panel(per_head("weights", raw=False),
+              title=f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})"),
+        Panel(_matrix(np.array(steps["context"]), tokens),
+              title=f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})"),
+    ]
+    if "row" in doc:
+        i, row = doc["index"], doc["row"]
+        follow = Table(box=None)
+        follow.add_column("step", style="bold")
+        for j, t in enumerate(tokens):
+            follow.add_column(t, justify="right")
+        for name, key in (("ω_i·", "scores"), ("scaled", "scaled"), ("α_i·", "weights")):
+            for h, values in enumerate(row[key]):
+                label = name + (f" head {h}" if H > 1 else "")
+                follow.add_row(label, *("·" if masked[i, j] and key == "weights" else f"{v:.3f}" for j, v in enumerate(values)))
+        z = np.array(row["context"])
+        panels.append(Panel(Group(follow, Text(f"z_{i}: {_vector_summary(z)}")),
+                            title=f"{doc['token']!r} (index {i}) through every step"))
+    return Group(*panels)
+
+
+def rnn_view(doc: dict) -> RenderableType:
+    """Per position: the RNN's state norm and the input's influence on the last state,
+    beside the last token's attention weight on it."""
+    tokens = doc["tokens"]
+    influence, attention = np.array(doc["influence"]), np.array(doc["attention"])
+    table = Table(title=f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention",
+                  caption="influence: ‖∂h_T/∂x_i‖, by the chain rule; attention: α_T,i with Q = K = V = X")
+    for name, justify in (("i", "right"), ("token", "left"), ("‖h_i‖", "right"), ("influence", "right"), ("", "left"),
+                          ("attention", "right"), ("", "left")):
+        table.add_column(name, justify=justify)
+    top_influence = influence.max() or 1.0
+    for i, t in enumerate(tokens):
+        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, 16),
+                      f"{attention[i]:.3f}", _bar(attention[i], 16))
+    text = Text(f"{doc['sentence']}\n", style="bold")
+    text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "
+                f"vectors {doc['vectors']['name']}", style="dim")
+    first = influence[0] / influence[-1] if influence[-1] else 0.0
+    note = Text(f"the first input moves the last state {first:.1e} times as much as the last input does; "
+                "attention weighs every position in one step, whatever the distance", style="dim")
+    return Group(text, table, note)
 
 
 def info_view(doc: dict) -> RenderableType:

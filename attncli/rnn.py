@@ -1,0 +1,60 @@
+"""The recurrent network attention replaced: a fold over the sequence with a carried state.
+
+The seed writes the forward pass of an RNN as a reduce,
+
+    reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0)
+
+and names its weakness: the path from an early input to the last state runs through every
+step in between, so its influence is multiplied by one Jacobian per step. influence()
+measures that exactly, by the chain rule: with a_t = W_hx x_t + W_hh h_{t-1} + b_h and
+h_t = tanh(a_t),
+
+    d h_t / d h_{t-1} = diag(1 - h_t^2) W_hh        d h_t / d x_t = diag(1 - h_t^2) W_hx
+
+so d h_T / d x_i = (d h_T / d h_i) diag(1 - h_i^2) W_hx, the first factor a product of the
+step Jacobians from T down to i + 1. Attention, by contrast, reaches every position in one
+step. Dimensions: T tokens, d the size of a word vector, N of the hidden state.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+import numpy as np
+
+
+def init_weights(d: int, N: int, seed: int) -> dict[str, np.ndarray]:
+    """W_hx (N, d), W_hh (N, N), b_h (N,), drawn in that order uniformly on [-1/sqrt(N),
+    1/sqrt(N)] (PyTorch's nn.RNN default), from numpy's PCG64 generator: the same seed gives
+    the same numbers on any machine."""
+    rng = np.random.default_rng(seed)
+    bound = 1.0 / np.sqrt(N)
+    return {
+        "W_hx": rng.uniform(-bound, bound, size=(N, d)),
+        "W_hh": rng.uniform(-bound, bound, size=(N, N)),
+        "b_h": rng.uniform(-bound, bound, size=N),
+    }
+
+
+def states(X: np.ndarray, W_hx: np.ndarray, W_hh: np.ndarray, b_h: np.ndarray) -> np.ndarray:
+    """Every state h_1 .. h_T of the seed's fold from h0 = 0: accumulate is reduce keeping
+    each accumulator on the way, so the last row is reduce(step, X, h0) itself."""
+    X = np.asarray(X, dtype=np.float64)  # (T, d)
+    h0 = np.zeros(W_hh.shape[0])  # (N,)
+
+    def step(h, x):  # the seed's lambda
+        return np.tanh(W_hx @ x + W_hh @ h + b_h)  # (N,)
+
+    return np.stack(list(accumulate(X, step, initial=h0))[1:])  # (T, N)
+
+
+def influence(H: np.ndarray, W_hx: np.ndarray, W_hh: np.ndarray) -> np.ndarray:
+    """||d h_T / d x_i||_F for every position i, exactly, by the chain rule (see above)."""
+    T, N = H.shape
+    J = np.eye(N)  # d h_T / d h_t, starting at t = T
+    norms = np.empty(T)  # (T,)
+    for t in reversed(range(T)):
+        D = 1.0 - H[t] ** 2  # (N,): tanh'(a_t)
+        norms[t] = np.linalg.norm(J @ (D[:, None] * W_hx))  # (N, N) @ (N, d): d h_T / d x_t
+        J = J @ (D[:, None] * W_hh)  # (N, N): d h_T / d h_{t-1}
+    return norms
