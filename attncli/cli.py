@@ -17,6 +17,7 @@ from enum import IntEnum
 
 import click
 from attncli import __version__, attention, cache, projections
+from attncli import rnn as recurrent  # `rnn` is the command below
 from attncli.analyze import Options, context_doc, explain_doc, rnn_doc, scores_doc, to_json
 from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
@@ -156,6 +157,13 @@ def vectors_options(f=None, *, source_option: bool = True):
     return _with_options(wrapper, options)
 
 
+# options that more than one decorator or command takes, defined once
+keep_punct_option = click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
+oov_option = click.option(
+    "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+    help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
+
+
 def attention_options(f):
     """The options of every command that computes attention, packed into one Options."""
 
@@ -184,9 +192,8 @@ def attention_options(f):
         click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
                      help="How many top-attended tokens to list per token."),
         click.option("--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
-        click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default)."),
-        click.option("--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
-                     help="A token without a vector: leave it out, give it a zero vector, or stop with an error."),
+        keep_punct_option,
+        oov_option,
     ]
     return _with_options(wrapper, options)
 
@@ -514,9 +521,8 @@ def explain(sentence, token, index, load, opts, out):
 @click.option("--weights", "weights_file", type=click.Path(dir_okay=True), metavar="FILE.npz",
               help="Read W_hx (N x d), W_hh (N x N) and b_h (N) from a .npz instead.")
 @vectors_options
-@click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
-@click.option("--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
-              help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
+@keep_punct_option
+@oov_option
 @output_options
 def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
     """The seed's RNN, reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0),
@@ -535,8 +541,6 @@ def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
     if weights_file:
         weights = projections.load_rnn_weights(Path(weights_file), vectors.dim)
     else:
-        from attncli import rnn as recurrent
-
         weights = recurrent.init_weights(vectors.dim, hidden, seed)
     opts = Options(keep_punct=keep_punct, oov=oov)
     origin = {"path": weights_file} if weights_file else {"seed": seed}
