@@ -91,8 +91,10 @@ def attend(sentence: str, vectors: Vectors, opts: Options) -> Attention:
     mask = attention.causal_mask(T) if opts.mask == "causal" else None
     Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H) each
     omega = attention.scores(Qh, Kh)  # (H, T, T)
+    proj.check_finite("the scores Q K^T", omega)
     alpha = attention.weights(omega, scale, opts.temperature, mask)  # (H, T, T)
     Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_k/H) -> (T, d_k)
+    proj.check_finite("the context vectors A V", Z)
     return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
 
 
@@ -237,7 +239,10 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
     embedded = embed_sentence(sentence, vectors, opts)
     X = embedded.X  # (T, d)
     H = rnn.states(X, weights["W_hx"], weights["W_hh"], weights["b_h"])  # (T, N)
-    influence = rnn.influence(H, weights["W_hx"], weights["W_hh"])  # (T,)
+    with np.errstate(over="ignore", invalid="ignore"):
+        influence = rnn.influence(H, weights["W_hx"], weights["W_hh"])  # (T,)
+    if not (np.all(np.isfinite(H)) and np.all(np.isfinite(influence))):
+        raise InputError("the RNN's weights are too large for these vectors: its states or their derivatives overflow")
     omega = attention.scores(X)  # (T, T), identity projections
     last = attention.weights(omega, attention.default_scale(vectors.dim), opts.temperature)[-1]  # (T,)
     return {

@@ -33,8 +33,9 @@ class ScaleError(AttncliError):
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """One role of every token: Q = X W_Q (+ b_Q), and likewise K and V."""
-    P = np.asarray(X, dtype=np.float64) @ np.asarray(W, dtype=np.float64)  # (T, d) @ (d, d_k) -> (T, d_k)
-    return P if b is None else P + b  # (T, d_k)
+    with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
+        P = np.asarray(X, dtype=np.float64) @ np.asarray(W, dtype=np.float64)  # (T, d) @ (d, d_k) -> (T, d_k)
+        return P if b is None else P + b  # (T, d_k)
 
 
 def split_heads(M: np.ndarray, H: int) -> np.ndarray:
@@ -54,7 +55,8 @@ def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
     (the raw vectors: omega_ij = x_i . x_j)."""
     Q = np.asarray(Q, dtype=np.float64)  # (T, d_k)
     K = Q if K is None else np.asarray(K, dtype=np.float64)  # (T, d_k)
-    return Q @ np.swapaxes(K, -1, -2)  # (T, T)
+    with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
+        return Q @ np.swapaxes(K, -1, -2)  # (T, T)
 
 
 def default_scale(d_k: int) -> float:
@@ -95,7 +97,8 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
 
 def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Step III: z_i = sum_j alpha_ij v_j, each token's weighted sum of every token's value."""
-    return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
+    with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
+        return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
 
 
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:

@@ -514,8 +514,8 @@ def explain(sentence, token, index, load, opts, out):
 
 @cli.command(short_help="the recurrent network attention replaced, beside attention")
 @sentence_argument
-@click.option("--hidden", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
-              help="Size N of the hidden state.")
+@click.option("--hidden", type=click.IntRange(min=1), metavar="N",
+              help="Size N of the hidden state. Default: 32, or what --weights holds.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the RNN's random weights (uniform on ±1/sqrt(N), as PyTorch's nn.RNN).")
 @click.option("--weights", "weights_file", type=click.Path(dir_okay=True), metavar="FILE.npz",
@@ -539,9 +539,11 @@ def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
     sentences = read_sentences(sentence)
     vectors = load()
     if weights_file:
-        weights = projections.load_rnn_weights(Path(weights_file), vectors.dim)
+        weights = projections.load_rnn_weights(weights_file, vectors.dim)
+        if hidden is not None and hidden != len(weights["b_h"]):
+            raise click.UsageError(f"--hidden {hidden} does not match {weights_file}, whose N is {len(weights['b_h'])}")
     else:
-        weights = recurrent.init_weights(vectors.dim, hidden, seed)
+        weights = recurrent.init_weights(vectors.dim, hidden or 32, seed)
     opts = Options(keep_punct=keep_punct, oov=oov)
     origin = {"path": weights_file} if weights_file else {"seed": seed}
     docs = compute_all(sentences, lambda text: rnn_doc(text, vectors, opts, weights=weights, origin=origin))

@@ -42,7 +42,15 @@ class Projections:
         if self.kind == "identity":
             X = np.asarray(X, dtype=np.float64)  # (T, d)
             return X, X, X
-        return tuple(attention.project(X, self.W[w], self.b.get(b)) for w, b in zip(WEIGHTS, BIASES))
+        QKV = tuple(attention.project(X, self.W[w], self.b.get(b)) for w, b in zip(WEIGHTS, BIASES))
+        self.check_finite("the queries, keys and values (X W)", *QKV)
+        return QKV
+
+    def check_finite(self, what: str, *arrays: np.ndarray) -> None:
+        """Projections too large for the vectors overflow float64: say so, and whose they are."""
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            where = self.path or f"--qkv {self.kind}"
+            raise ProjectionError(f"{where}: {what} overflow to infinity; the projections are too large for these vectors")
 
     def describe(self, d: int) -> dict:
         """The JSON `qkv` key: kind, d_k, and the seed or the file."""
@@ -54,7 +62,6 @@ class Projections:
         return out
 
 
-@lru_cache(maxsize=8)
 def resolve(spec: str, d: int, d_k: int | None, seed: int) -> Projections:
     """--qkv identity|random|PATH.npz for vectors of dimension d."""
     if spec == "identity":
@@ -62,11 +69,28 @@ def resolve(spec: str, d: int, d_k: int | None, seed: int) -> Projections:
             raise ProjectionError(f"--d-k {d_k} needs projections: identity keeps d_k = d = {d}; add --qkv random")
         return Projections("identity")
     if spec == "random":
-        return Projections("random", attention.init_projections(d, d_k or d, seed), seed=seed)
-    return load(Path(spec), d)
+        return _random(d, d_k or d, seed)
+    try:
+        st = os.stat(spec)
+    except OSError:
+        st = None
+    proj = _load(spec, d, st and (st.st_size, st.st_mtime_ns))  # a changed file is read again
+    if d_k is not None and d_k != proj.W["W_query"].shape[1]:
+        raise ProjectionError(f"{spec}: holds projections of d_k = {proj.W['W_query'].shape[1]}, not the --d-k {d_k} asked for")
+    return proj
 
 
-def read_arrays(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+@lru_cache(maxsize=8)
+def _random(d: int, d_k: int, seed: int) -> Projections:
+    return Projections("random", attention.init_projections(d, d_k, seed), seed=seed)
+
+
+@lru_cache(maxsize=8)
+def _load(spec: str, d: int, version: tuple | None) -> Projections:
+    return load(spec, d)
+
+
+def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """The named arrays of a .npz file, as float64, each checked to be real, finite numbers;
     never unpickled."""
     try:
@@ -98,13 +122,13 @@ def read_arrays(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
     return {name: a.astype(np.float64) for name, a in arrays.items()}
 
 
-def _check_shapes(path: Path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
+def _check_shapes(path: str | Path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
     for name, want in shapes.items():
         if name in arrays and arrays[name].shape != want:
             raise ProjectionError(f"{path}: {name} has shape {arrays[name].shape}, but these vectors need {want}")
 
 
-def load(path: Path, d: int) -> Projections:
+def load(path: str, d: int) -> Projections:
     """Projections from a .npz: W_query, W_key, W_value (d, d_k); b_query, b_key, b_value (d_k,)."""
     arrays = read_arrays(path, WEIGHTS, BIASES)
     W_query = arrays["W_query"]
@@ -116,7 +140,7 @@ def load(path: Path, d: int) -> Projections:
                        path=str(path))
 
 
-def load_rnn_weights(path: Path, d: int) -> dict[str, np.ndarray]:
+def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:
     """The RNN's W_hx (N, d), W_hh (N, N) and b_h (N,) from a .npz."""
     arrays = read_arrays(path, ("W_hx", "W_hh", "b_h"))
     N = arrays["W_hh"].shape[0] if arrays["W_hh"].ndim == 2 and arrays["W_hh"].shape[0] else None

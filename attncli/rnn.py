@@ -45,7 +45,8 @@ def states(X: np.ndarray, W_hx: np.ndarray, W_hh: np.ndarray, b_h: np.ndarray) -
     def step(h, x):  # the seed's lambda
         return np.tanh(W_hx @ x + W_hh @ h + b_h)  # (N,)
 
-    return np.stack(list(accumulate(X, step, initial=h0))[1:])  # (T, N)
+    with np.errstate(over="ignore", invalid="ignore"):  # tanh saturates; a NaN is the caller's to refuse
+        return np.stack(list(accumulate(X, step, initial=h0))[1:])  # (T, N)
 
 
 def influence(H: np.ndarray, W_hx: np.ndarray, W_hh: np.ndarray) -> np.ndarray:
