@@ -117,7 +117,8 @@ def read_entry(prefix: Path, source: str) -> Vectors:
         offsets = _load_array(f"{prefix}.offsets.npy", (V + 1,), np.int64)
         order = _load_array(f"{prefix}.order.npy", (V,), np.int64)
         blob = np.memmap(f"{prefix}.words.txt", dtype=np.uint8, mode="r") if meta["files"][".words.txt"] else b""
-        if V and (offsets[0] != 0 or offsets[-1] != len(blob) or not 0 <= order.min() <= order.max() < V):
+        # cheap checks only: a load must not read the whole index (sizes and times cover the rest)
+        if V and (offsets[0] != 0 or offsets[-1] != len(blob) or not 0 <= order[0] < V or not 0 <= order[-1] < V):
             raise DamagedEntry(f"{prefix}.offsets.npy or .order.npy does not fit {prefix}.words.txt")
         subwords = None
         if meta.get("subwords"):

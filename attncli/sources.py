@@ -200,8 +200,11 @@ def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle:
     return Vectors(name, Vocabulary.from_words(words), matrix, cased, str(source.path), subwords)
 
 
-def _check_finite(path: Path, words: list[str], matrix: np.ndarray) -> None:
-    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+def _check_finite(path: Path, words: list[str], matrix: np.ndarray, block: int = 1 << 16) -> None:
+    """The first word whose vector holds NaN or infinity, named; a block of rows at a time, so
+    the check never holds a second matrix-sized array."""
+    bad = np.concatenate([start + np.flatnonzero(~np.isfinite(matrix[start : start + block]).all(axis=1))
+                          for start in range(0, len(matrix), block)] or [np.empty(0, dtype=np.int64)])
     if len(bad):
         raise VectorsError(f"{path}: the vector of {words[bad[0]]!r} holds NaN or infinity"
                            + (f" ({len(bad)} words in all)" if len(bad) > 1 else ""))
