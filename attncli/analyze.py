@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, projections, rnn
-from attncli.errors import InputError, TokenError
+from attncli.errors import AttncliError, InputError, TokenError
 from attncli.tokenize import is_punctuation, tokenize
 from attncli.projections import Projections
 from attncli.vectors import Embedded, Vectors, embed
@@ -187,22 +187,78 @@ def context_doc(
     doc = _common("context", sentence, vectors, att, opts)
     if token is not None or index is not None:
         i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
-        own = {vectors.key(att.tokens[i]) or att.tokens[i]}
-        # a context vector is a sum of value vectors: in word space only when V = X
-        in_word_space = att.projections.kind == "identity"
-        doc.update(
-            token=att.tokens[i],
-            index=i,
-            weights=att.mean_weights[i].tolist(),
-            top=_top(att, att.mean_weights, i, opts),
-            heads=[{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
-            context=att.context[i].tolist(),
-            neighbors=_neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],
-            token_neighbors=_neighbors(vectors, att.embedded.X[i], neighbors, own),
-        )
+        doc.update(_token_fields(att, vectors, opts, i, neighbors))
     if all_contexts:
         doc["contexts"] = att.context.tolist()
     return doc
+
+
+def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neighbors: int) -> dict:
+    """What `context` says of token i: its weights, top attended, context vector, neighbours."""
+    own = {vectors.key(att.tokens[i]) or att.tokens[i]}
+    # a context vector is a sum of value vectors: in word space only when V = X
+    in_word_space = att.projections.kind == "identity"
+    return {
+        "token": att.tokens[i],
+        "index": i,
+        "weights": att.mean_weights[i].tolist(),
+        "top": _top(att, att.mean_weights, i, opts),
+        "heads": [{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
+        "context": att.context[i].tolist(),
+        "neighbors": _neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],
+        "token_neighbors": _neighbors(vectors, att.embedded.X[i], neighbors, own),
+    }
+
+
+def _cosines(M: np.ndarray) -> np.ndarray:
+    """Cosine of every pair of rows; 0 where a row is zero (the cosine is undefined there)."""
+    norms = np.linalg.norm(M, axis=1)  # (k,)
+    unit = M / np.where(norms == 0, 1.0, norms)[:, None]  # (k, n)
+    return np.clip(unit @ unit.T, -1.0, 1.0)  # (k, k)
+
+
+def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(), *, token: str,
+                neighbors: int = 5) -> dict:
+    """The `compare` document: one token in several sentences, one `context` document each, and
+    the cosines between its context vectors beside those between its raw vectors."""
+    docs, raw, ctx = [], [], []
+    for n, sentence in enumerate(sentences, start=1):
+        try:
+            att = attend(sentence, vectors, opts)
+            i = find_position(att.tokens, att.embedded.oov, token, None, lowercase=not vectors.cased)
+        except AttncliError as e:
+            raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
+        docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
+        raw.append(att.embedded.X[i])
+        ctx.append(att.context[i])
+    return {
+        "command": "compare",
+        "token": docs[0]["token"],
+        "sentences": docs,
+        "context_cosine": _cosines(np.array(ctx, dtype=np.float64)).tolist(),
+        "raw_cosine": _cosines(np.array(raw, dtype=np.float64)).tolist(),
+    }
+
+
+def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: int = 10,
+                  sentence: str | None = None) -> dict:
+    """The `neighbors` document: the vocabulary words nearest (cosine) a word's vector or, with
+    a sentence, that word's context vector in it."""
+    doc = {"command": "neighbors", "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size}}
+    if sentence is None:
+        parts = tokenize(word, lowercase=not vectors.cased)
+        key = vectors.key(parts[0]) if len(parts) == 1 else None
+        if key is None:
+            raise TokenError(f"{word!r} is not a word of {vectors.name}; try another word or --vectors")
+        return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
+    att = attend(sentence, vectors, opts)
+    i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased)
+    if att.projections.kind != "identity":
+        raise TokenError("nearest words of a context vector need identity projections: with --qkv it is a sum of "
+                         "value vectors, not a word vector")
+    own = {vectors.key(att.tokens[i]) or att.tokens[i]}
+    return {**doc, "word": att.tokens[i], "sentence": sentence, "index": i,
+            "context": att.context[i].tolist(), "neighbors": _neighbors(vectors, att.context[i], k, own)}
 
 
 def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, token: str | None = None,
@@ -261,7 +317,8 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
 
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:
-    return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude)]
+    """The k nearest words by cosine, without `exclude` and without punctuation."""
+    return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude, keep=lambda w: not is_punctuation(w))]
 
 
 def to_json(doc: dict) -> str:

@@ -7,6 +7,7 @@ vectors (loading) and render (tables and JSON).
 from __future__ import annotations
 
 import functools
+import io
 import math
 import os
 import sys
@@ -16,9 +17,11 @@ from pathlib import Path
 from enum import IntEnum
 
 import click
+import numpy as np
 from attncli import __version__, attention, cache, projections
 from attncli import rnn as recurrent  # `rnn` is the command below
-from attncli.analyze import Options, context_doc, explain_doc, rnn_doc, scores_doc, to_json
+from attncli.analyze import (Options, compare_doc, context_doc, explain_doc, neighbors_doc, rnn_doc, scores_doc,
+                              to_json)
 from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
 
@@ -202,17 +205,46 @@ def attention_options(f):
 class Output:
     fmt: str  # "table" or "json"
     no_color: bool
+    svg: Path | None = None  # the table view, exported
+    html: Path | None = None
+    png: Path | None = None  # a matplotlib heatmap
+
+
+def _picture_path(kind: str, suffixes: tuple[str, ...]):
+    """A click callback: a path to write a picture to, checked before any work is done."""
+
+    def check(ctx, param, value):
+        if value is None:
+            return None
+        path = Path(value)
+        if path.suffix.lower() not in suffixes:
+            raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; --{kind} writes {kind.upper()}",
+                                     ctx, param)
+        folder = path.parent if str(path.parent) else Path(".")
+        if not folder.is_dir():
+            raise click.BadParameter(f"{value}: the folder {folder} does not exist", ctx, param)
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise click.BadParameter(f"{value}: cannot be written here", ctx, param)
+        return path
+
+    return check
+
+
+png_option = click.option(
+    "--png", type=click.Path(dir_okay=False), callback=_picture_path("png", (".png",)), metavar="FILE.png",
+    help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
 def output_options(f):
-    """--format / --json / --no-color, resolved once into an Output."""
+    """--format / --json / --no-color / --svg / --html (and --png, where a command has it),
+    resolved once into an Output."""
 
     @functools.wraps(f)
-    def wrapper(*args, fmt, as_json, no_color, **kwargs):
+    def wrapper(*args, fmt, as_json, no_color, svg, html, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
-        return f(*args, out=Output(fmt, no_color), **kwargs)
+        return f(*args, out=Output(fmt, no_color, svg, html, kwargs.pop("png", None)), **kwargs)
 
     options = [
         click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
@@ -220,6 +252,10 @@ def output_options(f):
                           "Default: table when stdout is a terminal, json when it is not."),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
         click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
+        click.option("--svg", type=click.Path(dir_okay=False), callback=_picture_path("svg", (".svg",)),
+                     metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
+        click.option("--html", type=click.Path(dir_okay=False), callback=_picture_path("html", (".html", ".htm")),
+                     metavar="FILE.html", help="Also write the table view to an HTML page."),
     ]
     return _with_options(wrapper, options)
 
@@ -270,7 +306,8 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
 
 
 def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
-    """JSON Lines, or each document drawn by render.`view` (a rule between documents)."""
+    """JSON Lines, or each document drawn by render.`view` (a rule between documents); then
+    the pictures asked for, each written whole or not at all."""
     stdout = sys.stdout
     if out.fmt == "json":
         for doc in docs:
@@ -278,20 +315,66 @@ def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
             # done with no error raised, where small ones raise BrokenPipeError
             stdout.write(to_json(doc) + "\n")
         stdout.flush()
-        return
+    if out.fmt == "table" or out.svg or out.html:
+        _draw(docs, out, view, view_args)
+    if out.png:
+        from attncli import plot  # matplotlib: an optional extra, imported only for --png
+
+        _write_whole(out.png, lambda f: plot.heatmaps(docs, f))
+
+
+def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
 
     from attncli import render
 
-    console = Console(file=stdout, no_color=True if out.no_color else None, highlight=False)
+    exporting = bool(out.svg or out.html)
+    if out.fmt == "table":
+        console = Console(file=sys.stdout, no_color=True if out.no_color else None, highlight=False, record=exporting)
+    else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
+        console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
+                          highlight=False, record=True)
     draw = getattr(render, view)
     for k, doc in enumerate(docs):
         if len(docs) > 1:
             console.rule(doc.get("sentence", ""))
-        console.print(draw(doc, **view_args))
+        console.print(draw(doc, width=console.width, **view_args))
         if k < len(docs) - 1:
             console.print()
-    stdout.flush()
+    if out.fmt == "table":
+        sys.stdout.flush()
+    title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
+    if out.svg:
+        _write_whole(out.svg, lambda f: f.write(console.export_svg(title=title, clear=False).encode("utf-8")))
+    if out.html:
+        _write_whole(out.html, lambda f: f.write(console.export_html(clear=False).encode("utf-8")))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_whole(path: Path, write) -> None:
+    """write(binary file) into a temporary file beside `path`, then rename it into place."""
+    import tempfile
+
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent if str(path.parent) else ".")
+    except OSError as e:
+        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(temporary, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
+        os.replace(temporary, path)
+    except OSError as e:
+        Path(temporary).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 @click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]},
@@ -312,10 +395,13 @@ def cli():
 @cli.command(short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
+              help="Draw the table for the first N tokens only (JSON always holds them all).")
 @vectors_options
 @attention_options
+@png_option
 @output_options
-def scores(sentence, raw, load, opts, out):
+def scores(sentence, raw, max_tokens, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -333,7 +419,7 @@ def scores(sentence, raw, load, opts, out):
     sentences = read_sentences(sentence)
     vectors = load()
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
-    emit(docs, out, "scores_view", raw=raw)
+    emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens)
 
 
 @cli.command(short_help="one token's attention, context vector and nearest words")
@@ -346,6 +432,7 @@ def scores(sentence, raw, load, opts, out):
               help="How many nearest vocabulary words to list.")
 @vectors_options
 @attention_options
+@png_option
 @output_options
 def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     """One token's attention over SENTENCE and its context vector.
@@ -373,6 +460,61 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
                                  all_contexts=all_contexts, neighbors=neighbors),
     )
     emit(docs, out, "context_view")
+
+
+@cli.command(short_help="one word in several sentences: has context moved its meaning?")
+@click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]")
+@click.option("--token", metavar="WORD", required=True, help="The word to follow through the sentences.")
+@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How many nearest vocabulary words to list.")
+@vectors_options
+@attention_options
+@png_option
+@output_options
+def compare(sentences, token, neighbors, load, opts, out):
+    """The same word in two or more sentences: in each, what it attends to and its context
+    vector; between them, the cosine of the context vectors beside the cosine of the raw
+    vectors (1 for the same word); and the words nearest each, the moved ones marked.
+
+    With raw pretrained vectors and no learned projections the context vectors of one word
+    stay close whatever the sentence: attention alone, untrained, barely moves a meaning.
+    That is why the trainable form learns W_Q, W_K and W_V.
+
+    \b
+    Examples:
+      attncli compare "The earth is like an orange" "Orange is a bright color" --token orange
+      attncli compare "I sat on the bank" "The bank raised rates" "A river bank" --token bank --json
+    """
+    if len(sentences) < 2:
+        raise click.UsageError(f"compare needs two sentences or more, and got {len(sentences)}")
+    for n, text in enumerate(sentences, start=1):
+        if not text.strip():
+            raise InputError(f"sentence {n} is empty")
+    vectors = load()
+    doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors)
+    emit([doc], out, "compare_view")
+
+
+@cli.command(short_help="the vocabulary words nearest a word, or its context vector")
+@click.argument("word")
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
+@click.option("--context", "sentence", metavar="SENTENCE",
+              help="Use WORD's context vector in SENTENCE instead of its own vector.")
+@vectors_options
+@attention_options
+@output_options
+def neighbors(word, k, sentence, load, opts, out):
+    """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
+    vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
+    vocabulary is compared.
+
+    \b
+    Examples:
+      attncli neighbors orange
+      attncli neighbors orange --context "The earth is like an orange" --k 5
+    """
+    vectors = load()
+    emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
 
 
 @cli.group()
@@ -492,6 +634,7 @@ def clear(out):
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @vectors_options
 @attention_options
+@png_option
 @output_options
 def explain(sentence, token, index, load, opts, out):
     """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
@@ -583,10 +726,7 @@ def init(d_k, seed, output, force, load, out):
         raise click.UsageError(f"{path} exists; give --force to replace it")
     d = load().dim
     arrays = attention.init_projections(d, d_k or d, seed)
-    try:
-        projections.save(path, arrays)
-    except OSError as e:
-        raise VectorsError(f"{path}: cannot be written: {e.strerror or e}") from None
+    _write_whole(path, lambda f: np.savez(f, **arrays))
     emit([{"path": str(path), "d": d, "d_k": d_k or d, "seed": seed, "arrays": list(arrays)}], out, "info_view")
 
 

@@ -10,7 +10,6 @@ never run.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -148,16 +147,3 @@ def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:
         raise ProjectionError(f"{path}: W_hh has shape {arrays['W_hh'].shape}, not (N, N)")
     _check_shapes(path, arrays, {"W_hx": (N, d), "W_hh": (N, N), "b_h": (N,)})
     return arrays
-
-
-def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write a .npz of plain arrays whole or not at all: a temporary file, then a rename."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -90,9 +90,15 @@ def _describe(doc: dict) -> Text:
     return text
 
 
-def _top_line(token: str, top: list[dict]) -> Text:
+def _top_line(token: str, top: list[dict], tokens: list[str]) -> Text:
+    """"token → other 0.123, ..."; a token that occurs more than once carries its position."""
+    repeated = {t for t in tokens if tokens.count(t) > 1}
+
+    def name(t: dict) -> str:
+        return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
+
     line = Text(f"{token} → ", style="bold")
-    line.append(", ".join(f"{t['token']} {t['weight']:.3f}" for t in top) or "(no other token)")
+    line.append(", ".join(f"{name(t)} {t['weight']:.3f}" for t in top) or "(no other token)")
     return line
 
 
@@ -101,21 +107,57 @@ def _masked(doc: dict, T: int) -> np.ndarray:
     return np.triu(np.ones((T, T), dtype=bool), k=1) if doc.get("mask") == "causal" else np.zeros((T, T), dtype=bool)
 
 
-def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str = "") -> tuple[Table, Heat]:
-    """A T x T table, each cell its number on its colour; a masked cell shows as masked, not 0."""
+def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str = "",
+            labels: list[str] | None = None) -> tuple[Table, Heat]:
+    """A T x T table, each cell its number on its colour; a masked cell shows as masked, not 0.
+    `labels` name the columns when the tokens themselves are too wide."""
     heat = Heat(M[~masked] if masked.any() else M, raw)
     table = Table(title=title, caption=caption or None)
     table.add_column("i \\ j", style="bold")
-    for token in tokens:
-        table.add_column(token, justify="right")
+    for label in labels or tokens:
+        table.add_column(label, justify="right")
     for i, (token, row) in enumerate(zip(tokens, M)):
-        table.add_row(token, *(Text("·", style="dim") if masked[i, j] else heat.cell(x) for j, x in enumerate(row)))
+        label = f"{i} {token}" if labels else token
+        table.add_row(label, *(Text("·", style="dim") if masked[i, j] else heat.cell(x) for j, x in enumerate(row)))
     return table, heat
 
 
-def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
+def table_width(tokens: list[str], labels: list[str], digits: int) -> int:
+    """Columns a heatmap of these tokens takes (rich's heavy box: 3 per column and 1)."""
+    cell = digits + 3  # "0.123", "-24.68"
+    row_label = max(len(t) for t in tokens) + (len(str(len(tokens))) + 1 if labels is not tokens else 0)
+    return 1 + max(row_label, 5) + 3 + sum(max(len(label), cell) + 3 for label in labels)
+
+
+def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str,
+                   width: int, max_tokens: int | None) -> tuple[list[RenderableType], Heat | None]:
+    """The heatmap that reads well in `width` columns: the tokens as column labels if they
+    fit, else their positions with a key; capped at `max_tokens`; and when even that cannot
+    fit, no grid at all (the per-token top list below it says the same)."""
+    T = len(tokens)
+    notes = []
+    if max_tokens is not None and T > max_tokens:
+        tokens, M, masked = tokens[:max_tokens], M[:max_tokens, :max_tokens], masked[:max_tokens, :max_tokens]
+        notes.append(Text(f"the table shows the first {max_tokens} of {T} tokens (--max-tokens); JSON holds them all",
+                          style="dim"))
+    digits = 2 if raw else 3
+    if table_width(tokens, tokens, digits + 2) <= width:
+        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
+        return [table, *notes], heat
+    labels = [str(j) for j in range(len(tokens))]
+    if table_width(tokens, labels, digits + 2) <= width:
+        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption + "; columns by position",
+                              labels=labels)
+        return [table, *notes], heat
+    notes.append(Text(f"{len(tokens)} tokens are too many for a {len(tokens)} x {len(tokens)} table in {width} columns; "
+                      "each token's top attended follows (a wider terminal, --max-tokens N, or --format json "
+                      "shows the whole matrix)", style="dim"))
+    return notes, None
+
+
+def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
-    with several heads, a small heatmap for each head."""
+    with several heads, a small heatmap for each head; all as fits in `width` columns."""
     tokens = doc["tokens"]
     masked = _masked(doc, len(tokens))
     M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
@@ -123,15 +165,19 @@ def scores_view(doc: dict, *, raw: bool = False) -> RenderableType:
     step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
     title = step + (f", mean over {H} heads" if H > 1 else "")
     caption = "row i attends to column j" + ("" if raw else "; each row sums to 1") + ("; · masked" if masked.any() else "")
-    table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
-    label = "score ω (0 in the middle)" if raw else "weight α"
-    parts = [_describe(doc), table, heat.legend(label)]
-    if H > 1:
+    shown, heat = fitted_heatmap(tokens, M, masked, raw=raw, title=title, caption=caption, width=width,
+                                 max_tokens=max_tokens)
+    parts = [_describe(doc), *shown]
+    if heat is not None:
+        parts.append(heat.legend("score ω (0 in the middle)" if raw else "weight α"))
+    if H > 1 and heat is not None:
         key = "scores" if raw else "weights"
-        parts.append(Columns([heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}")[0]
-                              for h, head in enumerate(doc["heads"])]))
+        heads = [fitted_heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}", caption="",
+                                width=width, max_tokens=max_tokens)[0] for h, head in enumerate(doc["heads"])]
+        parts.append(Columns([Group(*h) for h in heads]))
     parts.append(Text("\ntop attended (by weight α):", style="bold"))
-    parts += [_top_line(token, top) for token, top in zip(tokens, doc["top"])]
+    parts += [_top_line(f"{i} {token}" if heat is None else token, top, tokens)
+              for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
     return Group(*parts)
 
 
@@ -145,7 +191,7 @@ def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
 
 
-def context_view(doc: dict) -> RenderableType:
+def context_view(doc: dict, *, width: int = 80) -> RenderableType:
     """One token's weights as a ranked list with bars, its context vector, and the words
     nearest its own vector beside those nearest its context vector."""
     parts: list[RenderableType] = [_describe(doc)]
@@ -193,6 +239,62 @@ def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
 
 
+def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
+    """One token across sentences: its top attended in each, the cosines between its context
+    vectors and between its raw vectors, and the nearest words, those that moved marked."""
+    token, docs = doc["token"], doc["sentences"]
+    k = len(docs)
+    labels = [f"({n + 1})" for n in range(k)]
+    parts: list[RenderableType] = [Text(f"{token!r} in {k} sentences", style="bold")]
+    for label, d in zip(labels, docs):
+        line = Text(f"{label} {d['sentence']}\n", style="bold")
+        line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], d["tokens"]))
+        parts.append(line)
+    cosines = Table(title="cosine between the sentences' vectors of " + repr(token))
+    cosines.add_column("")
+    for label in labels:
+        cosines.add_column(f"context {label}", justify="right")
+    for label in labels:
+        cosines.add_column(f"raw {label}", justify="right")
+    ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
+    for a in range(k):
+        cosines.add_row(labels[a], *(f"{x:.3f}" for x in ctx[a]), *(f"{x:.3f}" for x in raw[a]))
+    parts.append(cosines)
+    off = ctx[~np.eye(k, dtype=bool)]
+    parts.append(Text(
+        f"the context vectors of {token!r} have cosine {off.min():.3f} to {off.max():.3f} between sentences "
+        f"(its raw vectors: {raw[~np.eye(k, dtype=bool)].min():.3f}). "
+        + ("With raw vectors and no learned projections, context barely moves a word: each token attends "
+           "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
+           "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
+           "These context vectors are sums of value vectors under the projections given."), style="dim"))
+    own = [n["word"] for n in docs[0]["token_neighbors"]]
+    near = Table(title="nearest vocabulary words (* = not near the word itself)")
+    near.add_column(f"{token!r} itself")
+    for label in labels:
+        near.add_column(f"context {label}")
+    contexts = [[n["word"] for n in d["neighbors"]] for d in docs]
+    for r in range(max([len(own), *map(len, contexts)])):
+        cells = [own[r] if r < len(own) else ""]
+        for words in contexts:
+            word = words[r] if r < len(words) else ""
+            cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
+        near.add_row(*cells)
+    parts.append(near)
+    return Group(*parts)
+
+
+def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
+    what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
+    table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
+    table.add_column("word")
+    table.add_column("cosine", justify="right")
+    table.add_column("")
+    for n in doc["neighbors"]:
+        table.add_row(n["word"], f"{n['cosine']:.3f}", _bar(max(n["cosine"], 0.0), 20))
+    return table
+
+
 def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
     """A matrix, its rows labelled, abridged to its first `shown` columns."""
     table = Table(box=None, show_header=True, header_style="dim")
@@ -206,7 +308,7 @@ def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
     return table
 
 
-def explain_view(doc: dict) -> RenderableType:
+def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
     """Each step of attention as a titled panel with its shape; with --token, its row too."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
@@ -216,8 +318,9 @@ def explain_view(doc: dict) -> RenderableType:
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
 
     def per_head(key: str, raw: bool) -> RenderableType:
-        tables = [heatmap(tokens, np.array(M), masked if not raw else np.zeros_like(masked), raw=raw,
-                          title=f"head {h}" if H > 1 else "")[0] for h, M in enumerate(steps[key])]
+        tables = [Group(*fitted_heatmap(tokens, np.array(M), masked if not raw else np.zeros_like(masked), raw=raw,
+                                        title=f"head {h}" if H > 1 else "", caption="", width=width - 4,
+                                        max_tokens=None)[0]) for h, M in enumerate(steps[key])]
         return Columns(tables) if H > 1 else tables[0]
 
     panels = [
@@ -249,7 +352,7 @@ def explain_view(doc: dict) -> RenderableType:
     return Group(*panels)
 
 
-def rnn_view(doc: dict) -> RenderableType:
+def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
     """Per position: the RNN's state norm and the input's influence on the last state,
     beside the last token's attention weight on it."""
     tokens = doc["tokens"]
@@ -272,7 +375,7 @@ def rnn_view(doc: dict) -> RenderableType:
     return Group(text, table, note)
 
 
-def info_view(doc: dict) -> RenderableType:
+def info_view(doc: dict, *, width: int = 80) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
@@ -283,7 +386,7 @@ def info_view(doc: dict) -> RenderableType:
     return table
 
 
-def entries_view(doc: dict) -> RenderableType:
+def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
@@ -297,7 +400,7 @@ def entries_view(doc: dict) -> RenderableType:
     return table
 
 
-def cleared_view(doc: dict) -> RenderableType:
+def cleared_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Text(f"removed {doc['removed']} cache entries ({_megabytes(doc['bytes'])}) from {doc['cache_dir']}")
 
 

@@ -142,35 +142,37 @@ class Vectors:
     def vector(self, word: str) -> np.ndarray:
         return np.asarray(self.matrix[self.vocab.find(word)])  # (d,)
 
-    def nearest(self, v: np.ndarray, k: int, exclude: set[str] = frozenset(), block: int = 1 << 16) -> list[tuple[str, float]]:
-        """The k vocabulary words of highest cosine with v, highest first, without those in `exclude`.
+    def nearest(self, v: np.ndarray, k: int, exclude: set[str] = frozenset(), keep=None,
+                block: int = 1 << 16) -> list[tuple[str, float]]:
+        """The k vocabulary words of highest cosine with v, highest first, without those in
+        `exclude` and those `keep(word)` refuses.
 
         Exact: matrix-vector products over the whole vocabulary, a block of rows at a time,
-        so a memory-mapped matrix of millions of words is never copied whole.
+        so a memory-mapped matrix of millions of words is never copied whole; only the
+        cosines (V,) are kept. If refused words crowd the best out, look further down.
         """
         norm = float(np.linalg.norm(v))
         if k < 1 or norm == 0.0:
             return []  # the cosine with a zero vector is undefined
         u = np.asarray(v, dtype=np.float32) / np.float32(norm)  # (d,)
+        cos = np.concatenate([self._cosines(u, start, block) for start in range(0, self.size, block)])  # (V,)
         take = k + len(exclude)
-        rows, cosines = [], []
-        for start in range(0, self.size, block):
-            B = np.asarray(self.matrix[start : start + block])  # (b, d)
-            norms = np.linalg.norm(B, axis=1)  # (b,)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                cos = np.where(norms > 0, (B @ u) / norms, -np.inf)  # (b,); a zero row is never near
+        while True:
             best = np.argpartition(-cos, min(take, len(cos)) - 1)[:take]
-            rows.append(best + start)
-            cosines.append(cos[best])
-        rows, cosines = np.concatenate(rows), np.concatenate(cosines)
-        found = []
-        for i in np.argsort(-cosines, kind="stable"):
-            word = self.vocab.word(int(rows[i]))
-            if word not in exclude and np.isfinite(cosines[i]):
-                found.append((word, float(cosines[i])))
-            if len(found) == k:
-                break
-        return found
+            found = []
+            for i in best[np.argsort(-cos[best], kind="stable")]:
+                word = self.vocab.word(int(i))
+                if word not in exclude and np.isfinite(cos[i]) and (keep is None or keep(word)):
+                    found.append((word, float(cos[i])))
+            if len(found) >= k or take >= len(cos):
+                return found[:k]
+            take *= 4
+
+    def _cosines(self, u: np.ndarray, start: int, block: int) -> np.ndarray:
+        B = np.asarray(self.matrix[start : start + block])  # (b, d)
+        norms = np.linalg.norm(B, axis=1)  # (b,)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(norms > 0, (B @ u) / norms, -np.inf)  # (b,); a zero row is never near
 
 
 @dataclass

@@ -1,0 +1,85 @@
+"""Heatmap pictures with matplotlib, an optional extra: pip install 'attncli[plot]'.
+
+One figure per run: a heatmap of the weights per sentence (per head, for explain), the
+tokens as tick labels, a colour bar, and a title naming the vectors and the options. The
+same input gives the same bytes: no date or software version is written into the PNG.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+from attncli.errors import AttncliError
+
+
+class PlotError(AttncliError):
+    """matplotlib is missing."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError("--png needs matplotlib, an optional extra: pip install 'attncli[plot]'") from None
+    matplotlib.use("Agg")  # no screen needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray]]:
+    """(title, row labels, column labels, matrix) for each heatmap a document draws."""
+    tokens = doc.get("tokens", [])
+    if doc["command"] == "scores":
+        return [("weights", tokens, tokens, np.array(doc["weights"]))]
+    if doc["command"] == "explain":
+        heads = doc["steps"]["weights"]
+        return [(f"weights, head {h}" if len(heads) > 1 else "weights", tokens, tokens, np.array(W))
+                for h, W in enumerate(heads)]
+    if doc["command"] == "context":
+        if "token" in doc:
+            return [(f"how {doc['token']!r} attends", [doc["token"]], tokens, np.array([doc["weights"]]))]
+        return [("context vectors (first values)", tokens, [str(c) for c in range(min(12, len(doc["contexts"][0])))],
+                 np.array(doc["contexts"])[:, :12])]
+    if doc["command"] == "compare":
+        return [(f"({n + 1}) {d['sentence']}", [d["token"]], d["tokens"], np.array([d["weights"]]))
+                for n, d in enumerate(doc["sentences"])]
+    return []
+
+
+def _title(doc: dict, width: int) -> str:
+    first = doc["sentences"][0] if doc["command"] == "compare" else doc
+    v, q = first["vectors"], first.get("qkv", {})
+    options = f"scale {first['scale']:.4g}, temperature {first['temperature']:g}"
+    if q and (q["kind"] != "identity" or q.get("heads", 1) > 1 or first.get("mask", "none") != "none"):
+        options += f", qkv {q['kind']} (d_k {q['d_k']}), {q.get('heads', 1)} head(s), mask {first.get('mask')}"
+    subject = f"{doc['token']!r} in {len(doc['sentences'])} sentences" if doc["command"] == "compare" else doc["sentence"]
+    return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']}); {options}"
+
+
+def heatmaps(docs: list[dict], file) -> None:
+    """Draw every document's heatmaps into one PNG written to the binary `file`."""
+    plt = _pyplot()
+    panels = [(doc, p) for doc in docs for p in _panels(doc)]
+    if not panels:
+        raise PlotError("this output has no heatmap to draw")
+    longest = max(max(len(cols), len(rows)) for _, (_, rows, cols, _) in panels)
+    side = min(max(4.0, 0.32 * longest + 2.0), 16.0)  # 40 tokens still get readable labels
+    heights = [(1.0 if len(rows) == 1 else max(1.6, side * len(rows) / max(len(cols), 1))) + 1.2
+               for _, (_, rows, cols, _) in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(side + 1.5, sum(heights) + 0.8 * len(docs)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (doc, (title, rows, cols, M)) in zip(axes[:, 0], panels):
+        image = ax.imshow(M, cmap="viridis", vmin=0.0, vmax=max(float(M.max()), 1e-12) if M.min() >= 0 else None,
+                          aspect="auto")
+        ax.set_xticks(range(len(cols)), cols, rotation=60 if len(cols) > 8 else 0, ha="right" if len(cols) > 8 else "center",
+                      fontsize=8 if len(cols) > 20 else 10)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8 if len(rows) > 20 else 10)
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11)
+    fig.tight_layout()
+    fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
