@@ -316,6 +316,30 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
     }
 
 
+def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, window: int | None = None,
+                  block: int = 256):
+    """A whole document as one sequence: per token, in order, {"token", "index", "top",
+    "context"}, computed a block of rows at a time (attention.stream), so memory stays
+    O(T (d + k)) and rows come out as they are computed. Raw vectors only (identity
+    projections, one head): the point is the long sequence."""
+    if opts.qkv != "identity" or opts.heads != 1:
+        raise InputError("a document (--file, --document) takes the raw vectors only: no --qkv or --heads")
+    embedded = embed_sentence(text, vectors, opts)
+    tokens, X = embedded.tokens, embedded.X  # X: (T, d) float32
+    scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale
+    for start, top, weights, Z in attention.stream(X, scale, opts.temperature, opts.top_k, block=block,
+                                                   causal=opts.mask == "causal", window=window,
+                                                   include_self=opts.include_self):
+        for r in range(len(Z)):
+            yield {
+                "token": tokens[start + r],
+                "index": start + r,
+                "top": [{"token": tokens[j], "index": int(j), "weight": float(w)}
+                        for j, w in zip(top[r], weights[r]) if w >= 0],
+                "context": Z[r].astype(np.float64).tolist(),
+            }
+
+
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:
     """The k nearest words by cosine, without `exclude` and without punctuation."""
     return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude, keep=lambda w: not is_punctuation(w))]

@@ -101,6 +101,61 @@ def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
         return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
 
 
+def window_mask(T: int, window: int) -> np.ndarray:
+    """True where token j is more than `window` tokens away from token i, either side."""
+    distance = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])  # (T, T)
+    return distance > window
+
+
+def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: bool = False,
+           window: int | None = None, include_self: bool = False, block: int = 256):
+    """Steps I-III for a long sequence, a block of rows at a time, so the T x T matrix never
+    exists: a softmax over a row needs only that row. Yields, for each block of rows b:
+    (start, top (b, k') positions, their weights (b, k'), Z (b, d) context vectors), with
+    k' <= k and a weight of -1 for a place a row had no candidate to fill; the same numbers,
+    to float32 precision, as weights() and context() on the whole matrix.
+
+    For speed (the products are the floor): the keys are a scaled copy of X, so that
+    X_b (c X)^T = omega_b * c with c = scale / temperature and no pass over the scores
+    (numpy's X @ X.T would also take a slower symmetric path); exp() runs in place; the
+    context vectors are normalised after the product, as (E V) / sum(E), rather than E.
+    """
+    X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
+    T = len(X)
+    keys = X * np.asarray(scale / temperature, dtype=X.dtype)  # (T, d)
+    columns = np.arange(T)  # (T,)
+    kk = min(k, T)
+    for start in range(0, T, block):
+        rows = np.arange(start, min(start + block, T))  # (b,)
+        E = X[rows] @ keys.T  # (b, d) @ (d, T) -> (b, T): the scaled scores
+        hidden = None
+        if causal or window is not None:
+            hidden = np.zeros(E.shape, dtype=bool)  # (b, T)
+            if causal:
+                hidden |= columns[None, :] > rows[:, None]
+            if window is not None:
+                hidden |= np.abs(columns[None, :] - rows[:, None]) > window
+            E[hidden] = -np.inf
+        top_logit = E.max(axis=1, keepdims=True)  # (b, 1)
+        if not np.all(np.isfinite(top_logit)):
+            raise ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
+                             "use a smaller --scale or a larger --temperature")
+        E -= top_logit
+        np.exp(E, out=E)  # (b, T), unnormalised weights in [0, 1]
+        total = E.sum(axis=1, keepdims=True)  # (b, 1)
+        Z = (E @ X) / total  # (b, T) @ (T, d) -> (b, d)
+        if hidden is not None:
+            E[hidden] = -1.0  # masked cells rank last
+        if not include_self:
+            E[np.arange(len(rows)), rows] = -1.0
+        top = np.argpartition(E, T - kk, axis=1)[:, T - kk:]  # (b, kk), unordered
+        weights_ = np.take_along_axis(E, top, axis=1)  # (b, kk)
+        order = np.lexsort((top, -weights_), axis=1)  # largest first, then earlier position
+        top = np.take_along_axis(top, order, axis=1)
+        weights_ = np.take_along_axis(weights_, order, axis=1)
+        yield start, top, np.where(weights_ >= 0, weights_ / total, -1.0), Z
+
+
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
     """W_query, W_key, W_value of shape (d, d_k), drawn in that order from Keras's "uniform"
     initializer, the seed's: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,

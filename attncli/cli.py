@@ -6,8 +6,10 @@ vectors (loading) and render (tables and JSON).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
+import itertools
 import math
 import os
 import sys
@@ -20,8 +22,8 @@ import click
 import numpy as np
 from attncli import __version__, attention, cache, projections
 from attncli import rnn as recurrent  # `rnn` is the command below
-from attncli.analyze import (Options, compare_doc, context_doc, explain_doc, neighbors_doc, rnn_doc, scores_doc,
-                              to_json)
+from attncli.analyze import (Options, compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, rnn_doc,
+                              scores_doc, to_json)
 from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
 
@@ -143,7 +145,9 @@ def vectors_options(f=None, *, source_option: bool = True):
 
         if source_option:
             source = kwargs.pop("vectors_source")
-            return f(*args, load=lambda: load(source), **kwargs)
+            bound = functools.partial(load, source)
+            bound.limit, bound.trust_pickle = limit, trust_pickle  # for commands that start workers
+            return f(*args, load=bound, **kwargs)
         return f(*args, load=load, **kwargs)
 
     options = [
@@ -263,6 +267,22 @@ def output_options(f):
 sentence_argument = click.argument("sentence", required=False)
 
 
+def read_stdin() -> bytes:
+    stdin = sys.stdin.buffer
+    if stdin.isatty():
+        raise click.UsageError("no input: give it as an argument or a file, or pipe it on standard input")
+    return stdin.read()
+
+
+def decode(data: bytes, where: str) -> str:
+    """UTF-8 text, or an error naming the line of the first byte that is not."""
+    try:
+        return data.decode("utf-8-sig")  # a byte order mark, as some editors write, is not a word
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"{where} is not UTF-8: byte 0x{data[e.start]:02x} on line {line} cannot be decoded") from None
+
+
 def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
     """The sentences to run, each with its stdin line number (None for an argument).
 
@@ -274,15 +294,7 @@ def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
         if any("\udc80" <= c <= "\udcff" for c in sentence):  # bytes the locale could not decode
             raise InputError("the sentence is not valid UTF-8")
         return [(None, sentence)]
-    stdin = sys.stdin.buffer
-    if stdin.isatty():
-        raise click.UsageError("no SENTENCE: give one as an argument, or pipe sentences on standard input")
-    data = stdin.read()
-    try:
-        text = data.decode("utf-8-sig")  # a byte order mark, as some editors write, is not a word
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise InputError(f"standard input is not UTF-8: byte 0x{data[e.start]:02x} on line {line} cannot be decoded") from None
+    text = decode(read_stdin(), "standard input")
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise InputError("standard input holds no sentence (it is empty or blank)")
@@ -397,11 +409,17 @@ def cli():
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
 @click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
               help="Draw the table for the first N tokens only (JSON always holds them all).")
+@click.option("--file", "document_file", type=click.Path(dir_okay=False), metavar="DOC.txt",
+              help="Treat this whole text file as one sequence: per token, its top attended and context "
+                   "vector, streamed as computed, in memory that grows with T, not T x T.")
+@click.option("--document", is_flag=True, help="The same for standard input, read whole as one sequence.")
+@click.option("--window", type=click.IntRange(min=1), metavar="W",
+              help="With --file or --document: attend only within W tokens either side.")
 @vectors_options
 @attention_options
 @png_option
 @output_options
-def scores(sentence, raw, max_tokens, load, opts, out):
+def scores(sentence, raw, max_tokens, document_file, document, window, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -416,10 +434,123 @@ def scores(sentence, raw, max_tokens, load, opts, out):
       attncli scores "The earth is like an orange" | jq '.weights'
       attncli scores --scale 1 < sentences.txt
     """
+    if document_file or document:
+        return score_document(sentence, document_file, window, load, opts, out)
+    if window:
+        raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence)
     vectors = load()
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens)
+
+
+def score_document(sentence, document_file, window, load, opts, out) -> None:
+    """scores --file / --document: one long sequence, streamed a row at a time."""
+    if sentence is not None:
+        raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
+    if document_file and out.png:
+        raise click.UsageError("--png draws a T x T matrix, which a document never holds; leave it out")
+    if document_file:
+        try:
+            data = Path(document_file).read_bytes()
+        except OSError as e:
+            raise InputError(f"{document_file}: cannot be read: {e.strerror or e}") from None
+        text = decode(data, document_file)
+    else:
+        text = decode(read_stdin(), "standard input")
+    if not text.strip():
+        raise InputError(f"{document_file or 'standard input'} is empty")
+    vectors = load()
+    rows = document_rows(text, vectors, opts, window=window)
+    first = next(rows)  # a document with no known word fails here, before any output
+    if out.fmt == "json":
+        for row in itertools.chain([first], rows):
+            sys.stdout.write(to_json(row) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+
+    from attncli import render
+
+    console = Console(file=sys.stdout, no_color=True if out.no_color else None, highlight=False)
+    console.print(render.document_header(document_file or "standard input", vectors.name, opts, window))
+    for row in itertools.chain([first], rows):
+        console.print(render.document_row(row))
+
+
+@cli.command(short_help="many sentences, one a line: one JSON result a line, in order")
+@click.argument("input_file", required=False, metavar="[FILE]")
+@click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
+@click.option("--field", "field_name", default="text", show_default=True, help="The field of --jsonl lines to read.")
+@click.option("--token", metavar="WORD", help="Give each line's context document for this token instead of scores.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
+@click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
+@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
+              help="With context documents: how many nearest words.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes; they share the memory-mapped vectors, and the output keeps input order.")
+@vectors_options
+@attention_options
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, load, opts):
+    """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
+    JSON object a line. Out: JSON Lines, one object per input line in input order, the
+    `scores` document (or, with --token, the `context` one) plus `line`, the input line
+    number from 1. A bad line gives {"line", "error"} and the run goes on; at the end, a
+    count of them on stderr, and exit status 1 if there was any.
+
+    \b
+    Examples:
+      attncli batch corpus.txt > results.jsonl
+      attncli batch corpus.jsonl --jsonl --field body --token orange --jobs 2
+      cat corpus.txt | attncli batch --scale 1 | jq -c '.top[0]'
+    """
+    from attncli import batch as batches
+
+    data = _read_input(input_file)
+    items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
+    vectors = load()  # here, once: converts and caches a new source before workers start
+    job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                      trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
+                      all_contexts=all_contexts, neighbors=neighbors)
+    failed = 0
+    with _line_progress(len(items)) as advance:
+        for result in batches.run(items, job, jobs):
+            failed += "error" in result
+            sys.stdout.write(to_json(result) + "\n")
+            advance()
+    sys.stdout.flush()
+    if failed:
+        click.echo(f"attncli: {failed} of {len(items)} lines failed; their objects hold \"error\"", err=True)
+        return ExitStatus.ERROR
+
+
+def _read_input(input_file: str | None) -> bytes:
+    if input_file in (None, "-"):
+        return read_stdin()
+    try:
+        return Path(input_file).read_bytes()
+    except OSError as e:
+        raise InputError(f"{input_file}: cannot be read: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _line_progress(total: int):
+    """advance() after each line; a progress bar (lines, rate, time left) on a terminal."""
+    if not sys.stderr.isatty():
+        yield lambda: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress("lines", BarColumn(), MofNCompleteColumn(), "[progress.percentage]{task.speed} lines/s",
+                  TimeRemainingColumn(), transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("lines", total=total)
+        yield lambda: bar.advance(task)
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 @cli.command(short_help="one token's attention, context vector and nearest words")

@@ -284,6 +284,19 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
+def document_header(name: str, vectors: str, opts, window: int | None) -> Text:
+    text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
+    text.append(f"vectors {vectors}; temperature {opts.temperature:g}; mask {opts.mask}"
+                + (f"; window {window}" if window else ""), style="dim")
+    return text
+
+
+def document_row(row: dict) -> Text:
+    line = Text(f"{row['index']} ", style="dim")
+    line.append_text(_top_line(row["token"], row["top"], []))
+    return line
+
+
 def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")

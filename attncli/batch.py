@@ -1,0 +1,102 @@
+"""Many sentences in one run: one result per input line, in input order, in one process or
+in N worker processes that share the memory-mapped vectors.
+
+Each worker loads the vectors itself, from the bundled entry or the cache entry the parent
+process made before starting them: a memory map, so the pages are shared, never copied.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from attncli.analyze import Options, context_doc, scores_doc
+from attncli.errors import AttncliError
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every line gets: the vectors to load, and the options of scores or context."""
+
+    source: str | None = None
+    limit: int | None = None
+    trust_pickle: bool = False
+    opts: Options = field(default_factory=Options)
+    token: str | None = None  # with a token: a context document per line
+    index: int | None = None
+    all_contexts: bool = False
+    neighbors: int = 5
+
+
+def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
+    """(line number, text, error) for every line: a bad line is an error, never the end of the run."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line does not start another
+    items = []
+    for number, raw in enumerate(lines, start=1):
+        raw = raw.rstrip(b"\r")
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a byte order mark
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            items.append((number, None, f"not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}"))
+            continue
+        if not line.strip():
+            items.append((number, None, "a blank line holds no sentence"))
+            continue
+        if not jsonl:
+            items.append((number, line, None))
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            items.append((number, None, f"not JSON: {e}"))
+            continue
+        if not isinstance(record, dict) or field_name not in record:
+            items.append((number, None, f"no {field_name!r} field (--field chooses another)"))
+        elif not isinstance(record[field_name], str) or not record[field_name].strip():
+            items.append((number, None, f"the {field_name!r} field is not a sentence (a non-empty string)"))
+        else:
+            items.append((number, record[field_name], None))
+    return items
+
+
+_job: Job | None = None
+_vectors = None
+
+
+def _start(job: Job) -> None:
+    """Load the vectors once per process."""
+    global _job, _vectors
+    from attncli.load import load_vectors
+
+    _job, _vectors = job, load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+
+
+def _one(item: tuple[int, str | None, str | None]) -> dict:
+    number, text, error = item
+    if error is None:
+        try:
+            if _job.token is None and _job.index is None and not _job.all_contexts:
+                doc = scores_doc(text, _vectors, _job.opts)
+            else:
+                doc = context_doc(text, _vectors, _job.opts, token=_job.token, index=_job.index,
+                                  all_contexts=_job.all_contexts, neighbors=_job.neighbors)
+            return {"line": number, **doc}
+        except AttncliError as e:
+            error = str(e)
+    return {"line": number, "error": error}
+
+
+def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int = 1) -> Iterator[dict]:
+    """One result per item, in order: a document with its `line`, or {"line", "error"}."""
+    if jobs == 1:
+        _start(job)
+        yield from map(_one, items)
+        return
+    with multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job,)) as pool:
+        yield from pool.imap(_one, items, chunksize=64)
