@@ -140,8 +140,10 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
     }
 
 
-def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool) -> int:
-    """The position of --token (and/or --index) among the tokens that got a vector."""
+def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
+                  has_index: bool = True) -> int:
+    """The position of --token (and/or --index) among the tokens that got a vector;
+    `has_index` says whether the command offers --index to choose among repeats."""
     if index is not None and index >= len(tokens):
         raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens)} tokens with vectors (0 to {len(tokens) - 1})")
     if token is None:
@@ -160,6 +162,9 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
             raise TokenError(f"{word!r} has no vector, so it has no attention; try another token or --oov zero")
         raise TokenError(f"{word!r} is not among the tokens: {' '.join(tokens)}")
     if len(positions) > 1:
+        if not has_index:
+            raise TokenError(f"{word!r} occurs more than once (positions {', '.join(map(str, positions))}); "
+                             "give a sentence in which it occurs once")
         raise TokenError(f"{word!r} occurs more than once" + _positions_hint(word, positions))
     return positions[0]
 
@@ -225,7 +230,7 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
-            i = find_position(att.tokens, att.embedded.oov, token, None, lowercase=not vectors.cased)
+            i = find_position(att.tokens, att.embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
@@ -252,7 +257,7 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
             raise TokenError(f"{word!r} is not a word of {vectors.name}; try another word or --vectors")
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
-    i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased)
+    i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased, has_index=False)
     if att.projections.kind != "identity":
         raise TokenError("nearest words of a context vector need identity projections: with --qkv it is a sum of "
                          "value vectors, not a word vector")

@@ -248,7 +248,12 @@ def output_options(f):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
-        return f(*args, out=Output(fmt, no_color, svg, html, kwargs.pop("png", None)), **kwargs)
+        png = kwargs.pop("png", None)
+        if png:
+            from attncli import plot
+
+            plot.require()  # a missing extra is an error before any output, not after it
+        return f(*args, out=Output(fmt, no_color, svg, html, png), **kwargs)
 
     options = [
         click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
@@ -539,12 +544,20 @@ def _line_progress(total: int):
     if not sys.stderr.isatty():
         yield lambda: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress("lines", BarColumn(), MofNCompleteColumn(), "[progress.percentage]{task.speed} lines/s",
-                  TimeRemainingColumn(), transient=True, console=_stderr_console()) as bar:
-        task = bar.add_task("lines", total=total)
-        yield lambda: bar.advance(task)
+    # redirect_stdout=False: by default rich would route the results on stdout to the terminal
+    with Progress("lines", BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                  TimeRemainingColumn(), transient=True, console=_stderr_console(),
+                  redirect_stdout=False, redirect_stderr=False) as bar:
+        task = bar.add_task("lines", total=total, rate="")
+        start = time.monotonic()
+
+        def advance() -> None:
+            done = bar.tasks[0].completed + 1
+            bar.update(task, completed=done, rate=f"{done / max(time.monotonic() - start, 1e-9):,.0f} lines/s")
+
+        yield advance
 
 
 def _stderr_console():

@@ -18,6 +18,11 @@ class PlotError(AttncliError):
     """matplotlib is missing."""
 
 
+def require() -> None:
+    """Fail now, before any output, when matplotlib is missing."""
+    _pyplot()
+
+
 def _pyplot():
     try:
         import matplotlib

@@ -122,11 +122,11 @@ def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, 
     return table, heat
 
 
-def table_width(tokens: list[str], labels: list[str], digits: int) -> int:
-    """Columns a heatmap of these tokens takes (rich's heavy box: 3 per column and 1)."""
-    cell = digits + 3  # "0.123", "-24.68"
+def table_width(tokens: list[str], labels: list[str], cell: int) -> int:
+    """Columns a heatmap of these tokens takes: each column its widest text (a label, or a
+    number `cell` wide) and 3 for padding and border, and 1 for the closing border."""
     row_label = max(len(t) for t in tokens) + (len(str(len(tokens))) + 1 if labels is not tokens else 0)
-    return 1 + max(row_label, 5) + 3 + sum(max(len(label), cell) + 3 for label in labels)
+    return 1 + max(row_label, len("i \\ j")) + 3 + sum(max(len(label), cell) + 3 for label in labels)
 
 
 def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str,
@@ -140,12 +140,12 @@ def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw:
         tokens, M, masked = tokens[:max_tokens], M[:max_tokens, :max_tokens], masked[:max_tokens, :max_tokens]
         notes.append(Text(f"the table shows the first {max_tokens} of {T} tokens (--max-tokens); JSON holds them all",
                           style="dim"))
-    digits = 2 if raw else 3
-    if table_width(tokens, tokens, digits + 2) <= width:
+    cell = len(f"{-np.abs(M).max():.2f}") if raw else len("0.123")  # the widest number a cell shows
+    if table_width(tokens, tokens, cell) <= width:
         table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
         return [table, *notes], heat
     labels = [str(j) for j in range(len(tokens))]
-    if table_width(tokens, labels, digits + 2) <= width:
+    if table_width(tokens, labels, cell) <= width:
         table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption + "; columns by position",
                               labels=labels)
         return [table, *notes], heat
@@ -269,6 +269,9 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
            "These context vectors are sums of value vectors under the projections given."), style="dim"))
     own = [n["word"] for n in docs[0]["token_neighbors"]]
+    if docs[0]["qkv"]["kind"] != "identity":
+        parts.append(Text("no nearest words for the context vectors: with projections they are sums of value "
+                          "vectors, not word vectors", style="dim"))
     near = Table(title="nearest vocabulary words (* = not near the word itself)")
     near.add_column(f"{token!r} itself")
     for label in labels:
@@ -443,7 +446,8 @@ class LoadProgress:
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
             self.bar = Progress("reading vectors", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                TimeRemainingColumn(), console=self.console, transient=True)
+                                TimeRemainingColumn(), console=self.console, transient=True,
+                                redirect_stdout=False, redirect_stderr=False)
             self.bar.start()
             self.task = self.bar.add_task("read", total=total)
         self.bar.update(self.task, completed=done, total=total)
