@@ -34,13 +34,37 @@ def _contexts(ctx: click.Context) -> list[click.Context]:
     return [ctx] + [c for child in children for c in _contexts(child)]
 
 
+def _escape(text: str) -> str:
+    text = text.replace("\\", "\\e").replace("`", "").replace("\\e|", "|")
+    return "\\&" + text if text[:1] in ".'" else text
+
+
+def errors_section() -> str:
+    """EXIT STATUS and ERRORS, from the README's table of exit statuses and error catalogue
+    (one source: tests/test_errors.py checks the catalogue against the tool)."""
+    readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
+    statuses = re.search(r"\| status \| when \|\n\| --- \| --- \|\n((?:\|.*\|\n)+)", readme).group(1)
+    catalogue = readme[readme.index("<!-- errors -->"):readme.index("<!-- /errors -->")]
+    lines = [".SH EXIT STATUS"]
+    for status, when in re.findall(r"^\| (.+?) \| (.+) \|$", statuses, flags=re.M):
+        lines += [".TP", f"\\fB{_escape(status)}\\fP", _escape(when.replace("\\|", "|"))]
+    lines.append(".SH ERRORS")
+    for message, status, example, todo in re.findall(r"^\| (.+?) \| ([12]) \| (.+?) \| (.+) \|$", catalogue, flags=re.M):
+        lines += [".TP", f"\\fB{_escape(message)}\\fP (exit {status})",
+                  _escape(f"For example: {example}. What to do: {todo}.")]
+    return "\n".join(lines) + "\n"
+
+
 def pages() -> dict[str, str]:
-    """{file name: man page text} for attncli and each of its commands and subcommands."""
+    """{file name: man page text} for attncli and each of its commands and subcommands; the
+    page of attncli itself ends with its exit statuses and error catalogue."""
     contexts = _contexts(click.Context(cli, info_name="attncli"))
-    return {
+    pages = {
         ctx.command_path.replace(" ", "-") + ".1": HEADER + _troff(generate_man_page(ctx, version=__version__))
         for ctx in contexts
     }
+    pages["attncli.1"] += errors_section()
+    return pages
 
 
 def main() -> None:

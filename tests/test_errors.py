@@ -1,0 +1,80 @@
+"""The README's error catalogue is true: every row's example gives its exit status and message.
+
+Each example runs as written (shlex-split, the leading `attncli` dropped), in a folder
+holding the files the rows name, made here as the rows describe them.
+"""
+
+import os
+import pickle
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clirunner import run
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+CATALOGUE = README[README.index("<!-- errors -->"):README.index("<!-- /errors -->")]
+ROWS = [
+    (message.replace("\\|", "|"), int(status), example)
+    for message, status, example in re.findall(r"^\| (.+?) \| ([12]) \| `([^`]+)`[^|]*\| .+ \|$", CATALOGUE, flags=re.M)
+]
+
+
+def make_files(folder: Path) -> None:
+    """The files the catalogue's examples name."""
+    texts = {
+        "empty.txt": b"",
+        "prose.txt": b"hello world, this is prose\n",
+        "header_only.txt": b"3 2\n",
+        "short.txt": b"3 2\ncat 1 0\n",
+        "long.txt": b"1 2\ncat 1 0\ndog 0 1\n",
+        "ragged.txt": b"2 3\ncat 1 0 0\ndog 1 0\n",
+        "nonnum.txt": b"2 2\ncat 1 x\ndog 0 1\n",
+        "nan.txt": b"2 2\ncat nan 0\ndog 0 1\n",
+        "huge.txt": b"1000000000000 300\ncat 1 0\n",
+        "latin1.txt": b"caf\xe9 au lait\n",
+        "corrupt.gz": b"\x1f\x8b\x08\x00" + b"garbage" * 10,
+        "model.kv": pickle.dumps({"a": 1}, protocol=4),
+        "notnpz.npz": b"hello",
+    }
+    for name, data in texts.items():
+        (folder / name).write_bytes(data)
+    (folder / "folder").mkdir()
+    ones = np.ones((50, 4))
+    np.savez(folder / "nokey.npz", W_query=ones)
+    np.savez(folder / "shape.npz", W_query=ones, W_key=ones, W_value=np.ones((40, 4)))
+    np.savez(folder / "nanproj.npz", W_query=np.full((50, 4), np.nan), W_key=ones, W_value=ones)
+    np.savez(folder / "objproj.npz", W_query=np.array([None] * 4, dtype=object), W_key=ones, W_value=ones)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("catalogue")
+    make_files(path)
+    return path
+
+
+def test_the_catalogue_has_every_row():
+    assert len(ROWS) >= 45
+    assert len({example for _, _, example in ROWS}) == len(ROWS)
+
+
+@pytest.mark.parametrize("message,status,example", ROWS, ids=[example for _, _, example in ROWS])
+def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status, example):
+    monkeypatch.chdir(folder)
+    words = shlex.split(example)
+    assert words[0] == "attncli"
+    args, stdin = words[1:], None
+    if "<" in args:  # `attncli scores - < FILE`
+        at = args.index("<")
+        stdin, args = (folder / args[at + 1]).read_bytes(), args[:at]
+    result = run(*args, input=stdin)
+    assert result.exit_code == status, (example, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), result.stderr
+    assert message in lines[0], (message, lines[0])
+    assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
