@@ -122,12 +122,14 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     """
     X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
     T = len(X)
-    keys = X * np.asarray(scale / temperature, dtype=X.dtype)  # (T, d)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught below, as ScaleError
+        keys = X * np.asarray(scale / temperature, dtype=X.dtype)  # (T, d)
     columns = np.arange(T)  # (T,)
     kk = min(k, T)
     for start in range(0, T, block):
         rows = np.arange(start, min(start + block, T))  # (b,)
-        E = X[rows] @ keys.T  # (b, d) @ (d, T) -> (b, T): the scaled scores
+        with np.errstate(over="ignore", invalid="ignore"):
+            E = X[rows] @ keys.T  # (b, d) @ (d, T) -> (b, T): the scaled scores
         hidden = None
         if causal or window is not None:
             hidden = np.zeros(E.shape, dtype=bool)  # (b, T)
@@ -148,12 +150,30 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
             E[hidden] = -1.0  # masked cells rank last
         if not include_self:
             E[np.arange(len(rows)), rows] = -1.0
-        top = np.argpartition(E, T - kk, axis=1)[:, T - kk:]  # (b, kk), unordered
-        weights_ = np.take_along_axis(E, top, axis=1)  # (b, kk)
-        order = np.lexsort((top, -weights_), axis=1)  # largest first, then earlier position
-        top = np.take_along_axis(top, order, axis=1)
-        weights_ = np.take_along_axis(weights_, order, axis=1)
+        top, weights_ = _top_k(E, kk)
         yield start, top, np.where(weights_ >= 0, weights_ / total, -1.0), Z
+
+
+def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's k largest entries >= 0, largest first and, among equals, the earlier
+    position first (as top_attended); a row with fewer fills the rest with -1.
+
+    Partitioning finds each row's k-th largest value; every entry at least that large is a
+    candidate (ties at the boundary included, so the earlier ones can win), then one sort.
+    """
+    b, T = E.shape
+    kth = np.partition(E, T - k, axis=1)[:, T - k]  # (b,)
+    r, c = np.nonzero((E >= kth[:, None]) & (E >= 0))  # candidates, by row then position
+    w = E[r, c]
+    order = np.lexsort((c, -w, r))  # by row, then weight down, then position up
+    r, c, w = r[order], c[order], w[order]
+    rank = np.arange(len(r)) - np.searchsorted(r, r)  # place within its row
+    keep = rank < k
+    top = np.zeros((b, k), dtype=np.int64)
+    weights = np.full((b, k), -1.0, dtype=E.dtype)
+    top[r[keep], rank[keep]] = c[keep]
+    weights[r[keep], rank[keep]] = w[keep]
+    return top, weights
 
 
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:

@@ -56,7 +56,9 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
         except ValueError as e:
             items.append((number, None, f"not JSON: {e}"))
             continue
-        if not isinstance(record, dict) or field_name not in record:
+        if not isinstance(record, dict):
+            items.append((number, None, "not a JSON object"))
+        elif field_name not in record:
             items.append((number, None, f"no {field_name!r} field (--field chooses another)"))
         elif not isinstance(record[field_name], str) or not record[field_name].strip():
             items.append((number, None, f"the {field_name!r} field is not a sentence (a non-empty string)"))

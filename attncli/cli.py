@@ -440,7 +440,7 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
       attncli scores --scale 1 < sentences.txt
     """
     if document_file or document:
-        return score_document(sentence, document_file, window, load, opts, out)
+        return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
     if window:
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence)
@@ -449,12 +449,16 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens)
 
 
-def score_document(sentence, document_file, window, load, opts, out) -> None:
+def score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out) -> None:
     """scores --file / --document: one long sequence, streamed a row at a time."""
     if sentence is not None:
         raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
-    if document_file and out.png:
-        raise click.UsageError("--png draws a T x T matrix, which a document never holds; leave it out")
+    if document_file and document:
+        raise click.UsageError("give --file or --document (standard input), not both")
+    drawn = [name for name, given in (("--png", out.png), ("--svg", out.svg), ("--html", out.html), ("--raw", raw),
+                                       ("--max-tokens", max_tokens)) if given]
+    if drawn:
+        raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     if document_file:
         try:
             data = Path(document_file).read_bytes()
@@ -513,6 +517,8 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
 
     data = _read_input(input_file)
     items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
+    if not items:
+        raise InputError(f"{input_file or 'standard input'} holds no lines")
     vectors = load()  # here, once: converts and caches a new source before workers start
     job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
                       trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,

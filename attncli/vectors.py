@@ -210,5 +210,6 @@ def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded
         rows.append(row)
         lookups.append(lookup)
     if not kept:
-        raise InputError(f"none of the tokens ({' '.join(tokens)}) has a vector in {vectors.name}; try other words or --vectors")
+        shown = " ".join(tokens[:10]) + (f" … {len(tokens) - 10} more" if len(tokens) > 10 else "")
+        raise InputError(f"none of the tokens ({shown}) has a vector in {vectors.name}; try other words or --vectors")
     return Embedded(kept, np.stack(rows), lookups, missing)  # X: (T, d)
