@@ -158,22 +158,21 @@ def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's k largest entries >= 0, largest first and, among equals, the earlier
     position first (as top_attended); a row with fewer fills the rest with -1.
 
-    Partitioning finds each row's k-th largest value; every entry at least that large is a
-    candidate (ties at the boundary included, so the earlier ones can win), then one sort.
+    argpartition finds k of them fast but picks any of the values tied at the k-th place;
+    the few rows where an unpicked entry ties with the k-th are done again, exactly.
     """
     b, T = E.shape
-    kth = np.partition(E, T - k, axis=1)[:, T - k]  # (b,)
-    r, c = np.nonzero((E >= kth[:, None]) & (E >= 0))  # candidates, by row then position
-    w = E[r, c]
-    order = np.lexsort((c, -w, r))  # by row, then weight down, then position up
-    r, c, w = r[order], c[order], w[order]
-    rank = np.arange(len(r)) - np.searchsorted(r, r)  # place within its row
-    keep = rank < k
-    top = np.zeros((b, k), dtype=np.int64)
-    weights = np.full((b, k), -1.0, dtype=E.dtype)
-    top[r[keep], rank[keep]] = c[keep]
-    weights[r[keep], rank[keep]] = w[keep]
-    return top, weights
+    top = np.argpartition(E, T - k, axis=1)[:, T - k:]  # (b, k), unordered
+    w = np.take_along_axis(E, top, axis=1)  # (b, k)
+    kth = w.min(axis=1)  # (b,)
+    tied = (np.count_nonzero(E == kth[:, None], axis=1) > np.count_nonzero(w == kth[:, None], axis=1)) & (kth >= 0)
+    order = np.lexsort((top, -w), axis=1)  # largest first, then earlier position
+    top, w = np.take_along_axis(top, order, axis=1), np.take_along_axis(w, order, axis=1)
+    for r in np.flatnonzero(tied):
+        c = np.flatnonzero(E[r] >= kth[r])  # every candidate, in position order
+        c = c[np.argsort(-E[r, c], kind="stable")][:k]  # by weight, ties kept in position order
+        top[r], w[r] = c, E[r, c]
+    return top, np.where(w >= 0, w, -1.0)
 
 
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
