@@ -84,7 +84,8 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
     cell's logit is -inf, so its weight is exactly 0."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
-        logits = omega * scale / temperature  # (T, T)
+        # scale / temperature first: omega * scale could overflow where the scaled score does not
+        logits = omega * (scale / temperature)  # (T, T)
     if not np.all(np.isfinite(logits)):
         raise ScaleError(
             f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
@@ -121,9 +122,12 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     context vectors are normalised after the product, as (E V) / sum(E), rather than E.
     """
     X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
+    c = scale / temperature
+    if not abs(c) < float(np.finfo(X.dtype).max):  # beyond float32: the scores may still be small
+        X = X.astype(np.float64)
     T = len(X)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught below, as ScaleError
-        keys = X * np.asarray(scale / temperature, dtype=X.dtype)  # (T, d)
+        keys = X * np.asarray(c, dtype=X.dtype)  # (T, d)
     columns = np.arange(T)  # (T,)
     kk = min(k, T)
     for start in range(0, T, block):

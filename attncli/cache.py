@@ -114,9 +114,12 @@ def read_entry(prefix: Path, source: str) -> Vectors:
                 raise DamagedEntry(f"{prefix}{suffix} was changed after it was written")
         V, d = meta["words"], meta["dim"]
         matrix = _load_array(f"{prefix}.npy", (V, d), np.float32)
-        offsets = _load_array(f"{prefix}.offsets.npy", (V + 1,), np.int64)
-        order = _load_array(f"{prefix}.order.npy", (V,), np.int64)
-        blob = np.memmap(f"{prefix}.words.txt", dtype=np.uint8, mode="r") if meta["files"][".words.txt"] else b""
+        # the index as plain ndarrays over the same mapped pages: a np.memmap indexed one value
+        # at a time, as a binary search does, takes a much slower path
+        offsets = _load_array(f"{prefix}.offsets.npy", (V + 1,), np.int64).view(np.ndarray)
+        order = _load_array(f"{prefix}.order.npy", (V,), np.int64).view(np.ndarray)
+        blob = (np.memmap(f"{prefix}.words.txt", dtype=np.uint8, mode="r").view(np.ndarray)
+                if meta["files"][".words.txt"] else b"")
         # cheap checks only: a load must not read the whole index (sizes and times cover the rest)
         if V and (offsets[0] != 0 or offsets[-1] != len(blob) or not 0 <= order[0] < V or not 0 <= order[-1] < V):
             raise DamagedEntry(f"{prefix}.offsets.npy or .order.npy does not fit {prefix}.words.txt")

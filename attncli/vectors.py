@@ -132,12 +132,18 @@ class Vectors:
     def size(self) -> int:
         return len(self.vocab)
 
-    def key(self, token: str) -> str | None:
-        """The vocabulary word for a token, or None; cased vectors fall back to the lowercase form."""
-        for candidate in (token, token.lower()):
-            if candidate in self.vocab:
-                return candidate
+    def row(self, token: str) -> int | None:
+        """The row of a token's word, or None; cased vectors fall back to the lowercase form."""
+        for candidate in (token, token.lower()) if self.cased else (token,):
+            found = self.vocab.find(candidate)
+            if found is not None:
+                return found
         return None
+
+    def key(self, token: str) -> str | None:
+        """The vocabulary word for a token, or None."""
+        row = self.row(token)
+        return None if row is None else self.vocab.word(row)
 
     def vector(self, word: str) -> np.ndarray:
         return np.asarray(self.matrix[self.vocab.find(word)])  # (d,)
@@ -192,9 +198,10 @@ def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded
     "error" refuses the sentence."""
     kept, rows, lookups, missing = [], [], [], []
     for token in tokens:
-        word = vectors.key(token)
-        if word is not None:
-            row, lookup = vectors.vector(word), "word"
+        found = vectors.row(token)
+        word = None if found is None else token
+        if found is not None:
+            row, lookup = np.asarray(vectors.matrix[found]), "word"
         elif vectors.subwords is not None and (row := vectors.subwords.vector(token)) is not None:
             word, lookup = token, "subwords"
         else:
