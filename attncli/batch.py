@@ -53,8 +53,8 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
             continue
         try:
             record = json.loads(line)
-        except ValueError as e:
-            items.append((number, None, f"not JSON: {e}"))
+        except (ValueError, RecursionError) as e:  # RecursionError: nested past Python's depth
+            items.append((number, None, f"not JSON: {type(e).__name__}: {e}"))
             continue
         if not isinstance(record, dict):
             items.append((number, None, "not a JSON object"))

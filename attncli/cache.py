@@ -103,7 +103,7 @@ def read_entry(prefix: Path, source: str) -> Vectors:
     match what its metadata says."""
     try:
         meta = json.loads(Path(f"{prefix}.json").read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
             raise DamagedEntry(f"{prefix}.json: not an entry of this attncli version")
         for suffix, size in meta["files"].items():
             actual = os.stat(f"{prefix}{suffix}").st_size
@@ -127,8 +127,12 @@ def read_entry(prefix: Path, source: str) -> Vectors:
         if meta.get("subwords"):
             s = meta["subwords"]
             subwords = Subwords(_load_array(f"{prefix}.ngrams.npy", (s["buckets"], d), np.float32), s["min_n"], s["max_n"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DamagedEntry(f"{prefix}: {e}") from e
+    except DamagedEntry:
+        raise
+    except Exception as e:  # noqa: BLE001: numpy's readers raise many kinds on damaged files; all mean the same
+        raise DamagedEntry(f"{prefix}: {type(e).__name__}: {e}") from e
+    if not isinstance(meta.get("name"), str) or not isinstance(meta.get("cased"), bool):
+        raise DamagedEntry(f"{prefix}.json: no name or case")
     meta["entry"] = str(prefix)
     return Vectors(meta["name"], Vocabulary(blob, offsets, order), matrix, meta["cased"], source, subwords, meta)
 

@@ -108,12 +108,14 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
         if "allow_pickle" in str(e):
             raise ProjectionError(f"{path}: holds an object array, which would be unpickled; save plain numeric arrays") from None
         raise ProjectionError(f"{path}: not a .npz file of arrays ({e})") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
-        raise ProjectionError(f"{path}: cannot be read as a .npz file ({e})") from None
+    except Exception as e:  # noqa: BLE001: a damaged zip or .npy member raises many kinds (zlib, zipfile, tokenize, ...)
+        raise ProjectionError(f"{path}: cannot be read as a .npz file ({type(e).__name__}: {e})") from None
     missing = [name for name in required if name not in arrays]
     if missing:
         raise ProjectionError(f"{path}: lacks {', '.join(missing)}; it needs {', '.join(required)}")
     for name, a in arrays.items():
+        if not isinstance(a, np.ndarray):  # a member that is not a .npy comes back as raw bytes
+            raise ProjectionError(f"{path}: {name} is not a numpy array")
         if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
             raise ProjectionError(f"{path}: {name} holds {a.dtype} values, not real numbers")
         if not np.all(np.isfinite(a)):

@@ -245,15 +245,38 @@ def _read_fasttext(source: Source, limit: int | None, progress: Progress | None)
 
     # gensim reads the matrix with numpy.fromfile, which needs a real file: give it one by
     # descriptor, and follow the descriptor's offset for the progress bar.
+    _check_fasttext_size(source)
     fd = os.open(source.path, os.O_RDONLY)
     try:
         with _Ticker(lambda: os.lseek(fd, 0, os.SEEK_CUR), source.stat.st_size, progress):
             kv = load_facebook_vectors(fd)
-    except (AssertionError, ValueError, EOFError, struct.error, UnicodeDecodeError, MemoryError) as e:
+    except Exception as e:  # noqa: BLE001: gensim's binary reader raises anything on a damaged model
         raise VectorsError(f"{source.path}: not a valid fastText .bin model: {type(e).__name__}: {e}") from e
     finally:
         os.close(fd)
     return _from_keyed_vectors(kv, limit)
+
+
+def _check_fasttext_size(source: Source) -> None:
+    """Refuse a fastText .bin smaller than its header says it must be: gensim reads the words
+    a byte at a time until a NUL, and at the end of a truncated file it would loop forever.
+
+    Layout (Facebook's fasttext.cc): magic, version, 12 int32 args and a double (64 bytes);
+    then size, nwords, nlabels (int32), ntokens, pruneidx_size (int64); then each word, a
+    NUL, an int64 count and a byte; then the input matrix, (nwords + bucket) x dim float32.
+    """
+    with open(source.path, "rb") as f:
+        head = f.read(92)
+    if len(head) < 92:
+        raise VectorsError(f"{source.path}: a fastText .bin model cut short in its header")
+    dim, bucket = struct.unpack_from("<i", head, 8)[0], struct.unpack_from("<i", head, 40)[0]
+    nwords = struct.unpack_from("<i", head, 68)[0]
+    if min(dim, bucket, nwords) < 0:
+        raise VectorsError(f"{source.path}: not a valid fastText .bin model: its header holds negative sizes")
+    least = 92 + nwords * 11 + 16 + (nwords + bucket) * dim * 4
+    if source.stat.st_size < least:
+        raise VectorsError(f"{source.path}: a fastText .bin model of {source.stat.st_size:,} bytes, but its header "
+                           f"needs at least {least:,}: it is truncated, or not a fastText model")
 
 
 def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
@@ -267,7 +290,10 @@ def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
                            f"({need / 1e9:,.1f} GB), more than this machine's memory; is the header wrong? "
                            "--limit N reads only the first N words")
     smallest = fmt.dim * 4 + 2 if fmt.kind == "word2vec-binary" else fmt.dim * 2  # 4 bytes a value; "0 " a value
-    if not fmt.compression and words * smallest > source.stat.st_size:
+    # compressed, the file can hold at most ~1,000 times its size (deflate's limit is 1032:1;
+    # bzip2 can go further only on data no vectors file holds)
+    room = source.stat.st_size * (1032 if fmt.compression else 1)
+    if words * smallest > room:
         raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values, "
                            f"more than a file of {source.stat.st_size:,} bytes can hold")
 
