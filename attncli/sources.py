@@ -270,10 +270,10 @@ def _check_fasttext_size(source: Source) -> None:
     if len(head) < 92:
         raise VectorsError(f"{source.path}: a fastText .bin model cut short in its header")
     dim, bucket = struct.unpack_from("<i", head, 8)[0], struct.unpack_from("<i", head, 40)[0]
-    nwords = struct.unpack_from("<i", head, 68)[0]
-    if min(dim, bucket, nwords) < 0:
-        raise VectorsError(f"{source.path}: not a valid fastText .bin model: its header holds negative sizes")
-    least = 92 + nwords * 11 + 16 + (nwords + bucket) * dim * 4
+    entries, nwords = struct.unpack_from("<2i", head, 64)  # gensim reads `entries` words, the matrix has nwords rows
+    if dim < 1 or min(bucket, entries, nwords) < 0:
+        raise VectorsError(f"{source.path}: not a valid fastText .bin model: its header holds sizes below 1")
+    least = 92 + entries * 11 + 16 + (nwords + bucket) * dim * 4
     if source.stat.st_size < least:
         raise VectorsError(f"{source.path}: a fastText .bin model of {source.stat.st_size:,} bytes, but its header "
                            f"needs at least {least:,}: it is truncated, or not a fastText model")
@@ -296,6 +296,27 @@ def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
     if words * smallest > room:
         raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values, "
                            f"more than a file of {source.stat.st_size:,} bytes can hold")
+    if fmt.compression and words * smallest > 50 * source.stat.st_size:
+        # vectors compress 2 to 4 times; a claim this far beyond that is checked against
+        # the decompressed file before gensim allocates a slot for every word it claims
+        held = _words_held(source, fmt)
+        if held < words:
+            raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words, but the file holds at most "
+                               f"{held:,}; it is truncated, or its header is wrong")
+
+
+def _words_held(source: Source, fmt: Format) -> int:
+    """The most words the decompressed file can hold: its lines (text), or its bytes over the
+    smallest record (binary)."""
+    lines = size = 0
+    try:
+        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+            while chunk := f.read(CHUNK):
+                lines += chunk.count(b"\n")
+                size += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {e}") from None
+    return size // (4 * fmt.dim + 2) if fmt.kind == "word2vec-binary" else lines
 
 
 def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple[int, int]:
