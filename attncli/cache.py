@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from importlib.resources import files
 from pathlib import Path
 
@@ -138,7 +139,9 @@ def read_entry(prefix: Path, source: str) -> Vectors:
 
 
 def _load_array(path: str, shape: tuple, dtype) -> np.ndarray:
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    with warnings.catch_warnings():  # numpy parses a damaged header as Python and may warn of it
+        warnings.simplefilter("ignore", SyntaxWarning)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     if array.shape != shape or array.dtype != dtype:
         raise DamagedEntry(f"{path} holds a {array.dtype} array of shape {array.shape}, not {np.dtype(dtype)} {shape}")
     return array

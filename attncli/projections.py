@@ -10,7 +10,7 @@ never run.
 from __future__ import annotations
 
 import os
-import zipfile
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -96,7 +96,8 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
         with open(path, "rb") as f:
             if f.read(4) != b"PK\x03\x04":  # a .npz is a zip archive of .npy files
                 raise ProjectionError(f"{path}: not a .npz file; it needs {', '.join(required)} (numpy.savez writes one)")
-        with np.load(path, allow_pickle=False) as npz:
+        with warnings.catch_warnings(), np.load(path, allow_pickle=False) as npz:
+            warnings.simplefilter("ignore", SyntaxWarning)  # numpy parses a damaged header as Python
             arrays = {name: npz[name] for name in npz.files if name in required + optional}
     except ProjectionError:
         raise

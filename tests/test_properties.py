@@ -499,6 +499,7 @@ FLT_MAX = float(np.finfo(np.float32).max)
 def test_stream_refuses_only_scaled_scores_beyond_float32(X, scale, temperature):
     """The blockwise path computes in float32, so it may refuse scaled scores float64 could hold;
     but it should not refuse scores that fit in float32 with room to spare (half its maximum)."""
+    assume(math.isfinite(scale / temperature))  # a ratio beyond float64 is refused by both paths
     omega = attention.scores(X)  # float64, exact enough
     largest = log10_largest_scaled(omega, scale, temperature)
     try:
