@@ -171,6 +171,10 @@ oov_option = click.option(
     help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
 
 
+neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
+                                help="How many nearest vocabulary words to list.")
+
+
 def attention_options(f):
     """The options of every command that computes attention, packed into one Options."""
 
@@ -494,8 +498,7 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
 @click.option("--token", metavar="WORD", help="Give each line's context document for this token instead of scores.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
-@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
-              help="With context documents: how many nearest words.")
+@neighbors_option
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes; they share the memory-mapped vectors, and the output keeps input order.")
 @vectors_options
@@ -578,8 +581,7 @@ def _stderr_console():
 @click.option("--index", type=click.IntRange(min=0), metavar="N",
               help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
-@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
-              help="How many nearest vocabulary words to list.")
+@neighbors_option
 @vectors_options
 @attention_options
 @png_option
@@ -615,8 +617,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
 @cli.command(short_help="one word in several sentences: has context moved its meaning?")
 @click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]")
 @click.option("--token", metavar="WORD", required=True, help="The word to follow through the sentences.")
-@click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
-              help="How many nearest vocabulary words to list.")
+@neighbors_option
 @vectors_options
 @attention_options
 @png_option
