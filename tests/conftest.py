@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,3 +14,13 @@ def private_cache(tmp_path_factory):
         del os.environ["ATTNCLI_CACHE_DIR"]
     else:
         os.environ["ATTNCLI_CACHE_DIR"] = before
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A test's own vectors cache dir (and no ATTNCLI_VECTORS); files use it for every test
+    with pytestmark = pytest.mark.usefixtures("cache")."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ATTNCLI_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ATTNCLI_VECTORS", raising=False)
+    return folder

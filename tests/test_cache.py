@@ -24,6 +24,8 @@ from attncli import cache as cache_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
 
+pytestmark = pytest.mark.usefixtures("cache")  # each test its own vectors cache (conftest.py)
+
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
@@ -63,15 +65,6 @@ def check_numbers(vectors, words, M):
     np.testing.assert_array_equal(vectors.matrix, M)
     for i, word in enumerate(words):
         assert vectors.vocab.find(word) == i
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch) -> Path:
-    """Each test its own cache dir."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ATTNCLI_CACHE_DIR", str(folder))
-    monkeypatch.delenv("ATTNCLI_VECTORS", raising=False)
-    return folder
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ fixed widths; pictures are parsed (SVG as XML, PNG's header and IHDR chunk).
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import re

@@ -32,6 +32,8 @@ from attncli.errors import VectorsError
 from attncli.sources import detect, resolve
 from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
 
+pytestmark = pytest.mark.usefixtures("cache")  # each test its own vectors cache (conftest.py)
+
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
@@ -85,15 +87,6 @@ def compressed(path: Path, how: str) -> Path:
 def entries(cache: Path) -> list[Path]:
     """Everything in the cache dir: entry folders and any temporary folder."""
     return sorted(cache.iterdir()) if cache.exists() else []
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch) -> Path:
-    """Each test its own cache dir."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ATTNCLI_CACHE_DIR", str(folder))
-    monkeypatch.delenv("ATTNCLI_VECTORS", raising=False)
-    return folder
 
 
 @pytest.fixture
