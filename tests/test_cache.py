@@ -24,9 +24,11 @@ from attncli import cache as cache_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
 
-pytestmark = pytest.mark.usefixtures("cache")  # each test its own vectors cache (conftest.py)
 
-pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+pytestmark = [
+    pytest.mark.usefixtures("cache"),  # each test its own vectors cache (conftest.py)
+    pytest.mark.filterwarnings("error::RuntimeWarning"),
+]
 
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
 LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale"}

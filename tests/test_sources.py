@@ -32,10 +32,12 @@ from attncli.errors import VectorsError
 from attncli.sources import detect, resolve
 from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
 
-pytestmark = pytest.mark.usefixtures("cache")  # each test its own vectors cache (conftest.py)
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
-pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+pytestmark = [
+    pytest.mark.usefixtures("cache"),  # each test its own vectors cache (conftest.py)
+    pytest.mark.filterwarnings("error::RuntimeWarning"),
+]
 
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
 
