@@ -84,8 +84,10 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
     cell's logit is -inf, so its weight is exactly 0."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
-        # scale / temperature first: omega * scale could overflow where the scaled score does not
-        logits = omega * (scale / temperature)  # (T, T)
+        # scale / temperature first: omega * scale could overflow where the scaled score does
+        # not; and when that ratio itself overflows, the other order may still fit
+        c = scale / temperature
+        logits = omega * c if np.isfinite(c) else omega * scale / temperature  # (T, T)
     if not np.all(np.isfinite(logits)):
         raise ScaleError(
             f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
