@@ -1,0 +1,48 @@
+"""Text from outside made safe to show: control characters written out, never sent raw.
+
+A sentence, a word of a vectors file, a file name or a JSON field can hold escape
+sequences (ESC ] 0 ; title BEL retitles a terminal, ESC c resets it, U+009B is an 8-bit
+CSI), bidi overrides (U+202E shows text reversed), NUL, or characters an XML file may not
+hold. Wherever such text goes to a terminal, a log line, an SVG or an HTML page, it goes
+through `visible` first, which writes each such character out as Python writes it in a
+string literal (\\x1b, \\u202e); JSON keeps the text exact, escaped by JSON itself.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Kept as they are: ordinary spaces of other scripts (Zs) and private-use characters (Co).
+# Every other character str.isprintable() refuses is written out: controls (Cc), format
+# characters such as bidi overrides and zero-width joiners (Cf), lone surrogates (Cs),
+# unassigned code points and the non-characters U+FFFE, U+FFFF (Cn), and the line and
+# paragraph separators (Zl, Zp).
+_KEPT = ("Zs", "Co")
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    if n < 0x100:
+        return f"\\x{n:02x}"
+    return f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def visible(text: str) -> str:
+    """`text` with every control or format character written out as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or unicodedata.category(c) in _KEPT else _escape(c) for c in text)
+
+
+def visible_all(value):
+    """A document (dicts, lists, strings, numbers) with `visible` applied to every string in
+    it, keys included: what a view draws, never what JSON writes."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible(k) if isinstance(k, str) else k: visible_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [visible_all(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(visible_all(v) for v in value)
+    return value
