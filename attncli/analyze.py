@@ -7,16 +7,18 @@ contract, documented in the README.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import attention, projections, rnn
+from attncli import attention, limits, projections, rnn
 from attncli.errors import AttncliError, InputError, TokenError
-from attncli.tokenize import is_punctuation, tokenize
+from attncli.tokenize import is_punctuation, iter_tokens, tokenize
 from attncli.projections import Projections
-from attncli.vectors import Embedded, Vectors, embed
+from attncli.vectors import Embedded, TooManyTokens, Vectors, embed
 
 
 @dataclass(frozen=True)
@@ -68,18 +70,45 @@ class Attention:
         return self.weights.mean(axis=0)  # (T, T); each row still sums to 1
 
 
-def embed_sentence(sentence: str, vectors: Vectors, opts: Options) -> Embedded:
-    """The sentence's tokens, split as the vectors were made, and their vectors X (T, d)."""
-    tokens = tokenize(sentence, lowercase=not vectors.cased)
-    if not opts.keep_punct:
-        tokens = [t for t in tokens if not is_punctuation(t)]
-        if not tokens:
-            raise InputError("the sentence holds only punctuation, which is left out; --keep-punct keeps it")
-    return embed(tokens, vectors, oov=opts.oov)
+def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None) -> Embedded:
+    """The sentence's tokens, split as the vectors were made, and their vectors X (T, d);
+    TooManyTokens past `most` tokens with vectors."""
+    if not sentence.strip():
+        raise InputError("the sentence is empty; give some words")
+    tokens = (t for t in iter_tokens(sentence, lowercase=not vectors.cased) if opts.keep_punct or not is_punctuation(t))
+    first = next(tokens, None)
+    if first is None:
+        raise InputError("the sentence holds only punctuation, which is left out; --keep-punct keeps it")
+    return embed(itertools.chain([first], tokens), vectors, oov=opts.oov, most=most)
 
 
-def attend(sentence: str, vectors: Vectors, opts: Options) -> Attention:
-    embedded = embed_sentence(sentence, vectors, opts)
+def cell_bytes(heads: int, listed: int) -> int:
+    """Memory one cell of a sentence's T x T matrices takes at a run's peak, measured with
+    `scores --json` (T = 1,000 and 2,000): Steps I and II hold about six float64 arrays per
+    head and two more for the means; every number a document lists costs about 100 bytes
+    more, as a Python float in a list and then as JSON text."""
+    return 8 * (6 * heads + 2) + 110 * listed
+
+
+def embed_fitting(sentence: str, vectors: Vectors, opts: Options, per_cell: int) -> Embedded:
+    """embed_sentence, refusing a sentence whose T x T matrices, at `per_cell` bytes a cell,
+    cannot fit in the memory available: the count stops at the most that fit."""
+    most = math.isqrt(limits.available() // per_cell)
+    try:
+        return embed_sentence(sentence, vectors, opts, most=most)
+    except TooManyTokens:
+        raise limits.ResourceError(
+            f"the sentence holds more than {most:,} tokens with vectors: its T x T matrices would need more than "
+            f"{limits.size(per_cell * (most + 1) ** 2)} of memory, and {limits.size(limits.available())} is "
+            "available; give a long text with --file DOC.txt (or --document), which streams it a block of rows "
+            "at a time") from None
+
+
+def attend(sentence: str, vectors: Vectors, opts: Options, *, listed: int = 0) -> Attention:
+    """One sentence through every step. `listed`: how many numbers per cell of the T x T
+    matrices the caller will write out (a scores document: 2 + 2 H); with the arrays'
+    own, that is checked against the memory available before anything T x T is made."""
+    embedded = embed_fitting(sentence, vectors, opts, cell_bytes(opts.heads, listed))
     proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
     Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
     T, d_k = Q.shape
@@ -126,7 +155,7 @@ def _top(att: Attention, weights: np.ndarray, i: int, opts: Options) -> list[dic
 def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
     attended, for every head under `heads` and, at the top, their mean (with one head, its own)."""
-    att = attend(sentence, vectors, opts)
+    att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads)
     T = len(att.tokens)
     return {
         **_common("scores", sentence, vectors, att, opts),
@@ -160,7 +189,8 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if not positions:
         if word in oov:
             raise TokenError(f"{word!r} has no vector, so it has no attention; try another token or --oov zero")
-        raise TokenError(f"{word!r} is not among the tokens: {' '.join(tokens)}")
+        shown = " ".join(tokens[:20]) + (f" … ({len(tokens)} in all)" if len(tokens) > 20 else "")
+        raise TokenError(f"{word!r} is not among the tokens: {shown}")
     if len(positions) > 1:
         if not has_index:
             raise TokenError(f"{word!r} occurs more than once (positions {', '.join(map(str, positions))}); "
@@ -270,7 +300,7 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
                 index: int | None = None) -> dict:
     """The `explain` document: every intermediate matrix under `steps` (those of the heads with
     a leading H axis); with a token, its row of each under `row`."""
-    att = attend(sentence, vectors, opts)
+    att = attend(sentence, vectors, opts, listed=3 * opts.heads)
     with np.errstate(over="ignore"):
         scaled = att.scores * att.scale / opts.temperature  # (H, T, T), before the mask
     steps = {
@@ -297,7 +327,7 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
     """The `rnn` document: the seed's fold over the sentence (each state, and how strongly each
     input still moves the last one), beside the last token's attention over the same inputs.
     `origin` says where the weights came from: {"seed": S} or {"path": P}."""
-    embedded = embed_sentence(sentence, vectors, opts)
+    embedded = embed_fitting(sentence, vectors, opts, cell_bytes(1, 0))
     X = embedded.X  # (T, d)
     H = rnn.states(X, weights["W_hx"], weights["W_hh"], weights["b_h"])  # (T, N)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -346,10 +376,13 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
 
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:
-    """The k nearest words by cosine, without `exclude` and without punctuation."""
+    """The k nearest words by cosine, without `exclude` and without punctuation; k is at most
+    the vocabulary's size, whatever is asked."""
+    k = min(k, vectors.size)
     return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude, keep=lambda w: not is_punctuation(w))]
 
 
-def to_json(doc: dict) -> str:
-    """A document as one line of JSON; NaN or infinity would be a bug, so refuse them."""
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+def to_json(doc: dict, *, ascii_only: bool = False) -> str:
+    """A document as one line of JSON; NaN or infinity would be a bug, so refuse them.
+    `ascii_only` writes every other character as a \\u escape, for a stream that is not UTF-8."""
+    return json.dumps(doc, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import signal
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -100,5 +101,14 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
         _start(job)
         yield from map(_one, items)
         return
-    with multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job,)) as pool:
+    # Ctrl-C reaches every process of the terminal's group: the workers ignore it (started
+    # with SIGINT ignored, which a new process keeps), and only this process stops, ending
+    # them as it leaves the `with` (Pool.terminate), so no worker is left and none prints a
+    # traceback of its own.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job,))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with pool:
         yield from pool.imap(_one, items, chunksize=64)

@@ -12,6 +12,7 @@ import io
 import itertools
 import math
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -20,12 +21,13 @@ from enum import IntEnum
 
 import click
 import numpy as np
-from attncli import __version__, attention, cache, projections
+from attncli import __version__, attention, cache, limits, projections
 from attncli import rnn as recurrent  # `rnn` is the command below
 from attncli.analyze import (Options, compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, rnn_doc,
                               scores_doc, to_json)
 from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
+from attncli.visible import visible, visible_all
 
 
 class ExitStatus(IntEnum):
@@ -36,8 +38,69 @@ class ExitStatus(IntEnum):
     BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
 
 
+def _line(message: str, most: int = 1200) -> str:
+    """One line for stderr: white space run together, control characters written out (a
+    message can hold a path or a word from a file), and a message too long for a person
+    shortened in its middle, keeping the end that says what to do."""
+    line = visible(" ".join(message.split()))
+    return line if len(line) <= most else f"{line[: most * 2 // 3]} … {line[-most // 3:]}"
+
+
 def _fail(message: str) -> None:
-    click.echo(f"attncli: error: {' '.join(message.split())}", err=True)
+    click.echo(f"attncli: error: {_line(message)}", err=True)
+
+
+class OutputError(AttncliError):
+    """Standard output cannot be written (a full disk, a closed descriptor)."""
+
+
+@contextlib.contextmanager
+def _writing_stdout():
+    """Writes to stdout inside: a failure other than a closed pipe is one OutputError."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
+def _standard_streams() -> bool:
+    """Give a closed descriptor 0, 1 or 2 /dev/null, so that no file this run opens takes its
+    number (and stdout's writes land in it); returns whether stdout was closed.
+
+    Python sets sys.stdin, sys.stdout or sys.stderr to None when its descriptor was closed
+    at start-up; a closed stdin then reads as empty, and a closed stderr swallows notes."""
+    closed = {name: getattr(sys, name) is None for name in ("stdin", "stdout", "stderr")}
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if closed["stdin"]:
+        sys.stdin = open(0, "r", closefd=False)
+    if closed["stderr"]:
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    if closed["stdout"]:
+        sys.stdout = open(1, "w", closefd=False)  # /dev/null: nothing is written, but nothing fails
+    for stream in (sys.stdout, sys.stderr):
+        # a locale that is not UTF-8 (LC_ALL=C, PYTHONIOENCODING=ascii): tables degrade to
+        # escapes rather than fail; JSON is written as ASCII with \u escapes (see _json_line)
+        if not _utf8(stream) and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")
+    return closed["stdout"]
+
+
+def _utf8(stream) -> bool:
+    return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def _json_line(doc: dict) -> str:
+    return to_json(doc, ascii_only=not _utf8(sys.stdout)) + "\n"
 
 
 class _Stopped(Exception):
@@ -60,7 +123,10 @@ class AttncliGroup(click.Group):
             raise _Stopped(ExitStatus.BROKEN_PIPE) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        stdout_closed = _standard_streams()
         try:
+            if stdout_closed:
+                raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
             rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
             status = rv if isinstance(rv, int) else ExitStatus.OK
         except click.exceptions.NoArgsIsHelpError as e:  # a bare `attncli`
@@ -74,7 +140,16 @@ class AttncliGroup(click.Group):
             _fail(e.format_message())
             status = e.exit_code
         except AttncliError as e:
+            if isinstance(e, OutputError):
+                _silence_stdout()  # what is still buffered would fail again at exit
             _fail(str(e))
+            status = ExitStatus.ERROR
+        except MemoryError:
+            _fail("out of memory; give a shorter input (a long text with --file, which streams it)")
+            status = ExitStatus.ERROR
+        except OSError as e:  # an operating system's refusal that no reader above put in words
+            where = f"{e.filename}: " if e.filename else ""
+            _fail(f"{where}{e.strerror or e}")
             status = ExitStatus.ERROR
         except (_Stopped, click.Abort, KeyboardInterrupt) as e:
             status = getattr(e, "status", ExitStatus.INTERRUPTED)
@@ -83,6 +158,12 @@ class AttncliGroup(click.Group):
             else:
                 # on a terminal, first end the line that holds the echoed ^C
                 click.echo(("\n" if sys.stderr.isatty() else "") + "attncli: interrupted", err=True)
+        except Exception as e:  # noqa: BLE001: a bug; still one line, unless ATTNCLI_DEBUG asks for the traceback
+            if os.environ.get("ATTNCLI_DEBUG"):
+                raise
+            _fail(f"internal error ({type(e).__name__}: {e}); please report it, with the command that caused it "
+                  "(ATTNCLI_DEBUG=1 shows where it happened)")
+            status = ExitStatus.ERROR
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
@@ -124,7 +205,7 @@ def _with_options(wrapper, options):
 
 
 def _warn(message: str) -> None:
-    click.echo(f"attncli: warning: {' '.join(message.split())}", err=True)
+    click.echo(f"attncli: warning: {_line(message)}", err=True)
 
 
 def vectors_options(f=None, *, source_option: bool = True):
@@ -218,19 +299,23 @@ class Output:
     png: Path | None = None  # a matplotlib heatmap
 
 
-def _picture_path(kind: str, suffixes: tuple[str, ...]):
-    """A click callback: a path to write a picture to, checked before any work is done."""
+def _output_path(kind: str, suffixes: tuple[str, ...] = ()):
+    """A click callback: a path to write to, checked before any work is done: its suffix, its
+    folder, and that what is there now (if anything) is a regular file attncli may replace."""
 
     def check(ctx, param, value):
         if value is None:
             return None
         path = Path(value)
-        if path.suffix.lower() not in suffixes:
+        if suffixes and path.suffix.lower() not in suffixes:
             raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; --{kind} writes {kind.upper()}",
                                      ctx, param)
         folder = path.parent if str(path.parent) else Path(".")
         if not folder.is_dir():
             raise click.BadParameter(f"{value}: the folder {folder} does not exist", ctx, param)
+        problem = _not_replaceable(path)
+        if problem:
+            raise click.BadParameter(f"{value} {problem}; give another path", ctx, param)
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise click.BadParameter(f"{value}: cannot be written here", ctx, param)
         return path
@@ -238,8 +323,46 @@ def _picture_path(kind: str, suffixes: tuple[str, ...]):
     return check
 
 
+# the parameters whose value can name a file the run reads, with how a message names them
+_INPUTS = {"vectors_source": "--vectors", "qkv": "--qkv", "weights_file": "--weights", "document_file": "--file",
+           "input_file": "FILE", "source": "SOURCE"}
+
+
+def _refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
+    """An output that is the same file as an input (the --vectors file given to --html, say),
+    as standard input or output, or as another output, would destroy it: refuse before work."""
+    ctx = click.get_current_context()
+    inputs = []
+    for name, label in _INPUTS.items():
+        value = ctx.params.get(name)
+        if isinstance(value, str) and value not in ("identity", "random", "-"):
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
+                inputs.append((f"{label} {value}", os.stat(Path(value).expanduser())))
+    for fd, label in ((0, "standard input"), (1, "standard output")):
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode):
+                inputs.append((label, st))
+    written: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in written:
+            raise click.UsageError(f"{option} {path} is the same file as {written[real]}; give each its own path")
+        written[real] = f"{option} {path}"
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # not there yet: no input can be it
+        for label, other in inputs:
+            if os.path.samestat(st, other):
+                raise click.UsageError(f"{option} {path} is the same file as {label}, which it would overwrite; "
+                                       "give another path")
+
+
 png_option = click.option(
-    "--png", type=click.Path(dir_okay=False), callback=_picture_path("png", (".png",)), metavar="FILE.png",
+    "--png", type=click.Path(dir_okay=False), callback=_output_path("png", (".png",)), metavar="FILE.png",
     help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
@@ -253,6 +376,7 @@ def output_options(f):
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
         png = kwargs.pop("png", None)
+        _refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
             from attncli import plot
 
@@ -265,22 +389,46 @@ def output_options(f):
                           "Default: table when stdout is a terminal, json when it is not."),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
         click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
-        click.option("--svg", type=click.Path(dir_okay=False), callback=_picture_path("svg", (".svg",)),
+        click.option("--svg", type=click.Path(dir_okay=False), callback=_output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
-        click.option("--html", type=click.Path(dir_okay=False), callback=_picture_path("html", (".html", ".htm")),
+        click.option("--html", type=click.Path(dir_okay=False), callback=_output_path("html", (".html", ".htm")),
                      metavar="FILE.html", help="Also write the table view to an HTML page."),
     ]
     return _with_options(wrapper, options)
 
 
-sentence_argument = click.argument("sentence", required=False)
+class TextParam(click.ParamType):
+    """Text given as an argument: UTF-8, whatever the locale. Python decodes arguments with
+    the locale's encoding, keeping the bytes it cannot decode as surrogates; under LC_ALL=C
+    a UTF-8 "café" arrives so, and is decoded here; bytes that are not UTF-8 are an error."""
+
+    name = "text"
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str) or not any("\udc80" <= c <= "\udcff" for c in value):
+            return value
+        try:
+            data = value.encode(sys.getfilesystemencoding(), "surrogateescape")
+            return data.decode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{self.what} is not valid UTF-8; give UTF-8 text") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"{self.what} is not valid UTF-8: byte 0x{data[e.start]:02x} at position {e.start} "
+                             "cannot be decoded; give UTF-8 text") from None
+
+
+sentence_argument = click.argument("sentence", required=False, type=TextParam("the sentence"))
 
 
 def read_stdin() -> bytes:
+    """All of standard input, within what memory can take (an endless /dev/zero is refused)."""
     stdin = sys.stdin.buffer
     if stdin.isatty():
         raise click.UsageError("no input: give it as an argument or a file, or pipe it on standard input")
-    return stdin.read()
+    return limits.read_stream(stdin, "standard input")
 
 
 def decode(data: bytes, where: str) -> str:
@@ -300,8 +448,6 @@ def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
     if sentence is not None and sentence != "-":
         if not sentence.strip():
             raise InputError("the sentence is empty; give some words, for example: attncli scores \"The earth is like an orange\"")
-        if any("\udc80" <= c <= "\udcff" for c in sentence):  # bytes the locale could not decode
-            raise InputError("the sentence is not valid UTF-8")
         return [(None, sentence)]
     text = decode(read_stdin(), "standard input")
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
@@ -318,57 +464,90 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
             doc = make_doc(text)
         except AttncliError as e:
             raise type(e)(f"line {line}: {e}" if line else str(e)) from None
-        for token in dict.fromkeys(doc["oov"]):
+        missing = list(dict.fromkeys(doc["oov"]))
+        if missing:  # one line a sentence, however many words it lacks
             where = f"line {line}: " if line else ""
-            done = "given a zero vector" if token in doc["tokens"] else "left out"
-            click.echo(f"attncli: note: {where}no vector for {token!r} in {doc['vectors']['name']}; {done}", err=True)
+            done = "given a zero vector" if missing[0] in doc["tokens"] else "left out"
+            named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            note = f"{where}no vector for {named} in {doc['vectors']['name']}; {done}"
+            click.echo(f"attncli: note: {_line(note)}", err=True)
         docs.append(doc)
     return docs
 
 
 def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
-    """JSON Lines, or each document drawn by render.`view` (a rule between documents); then
-    the pictures asked for, each written whole or not at all."""
-    stdout = sys.stdout
-    if out.fmt == "json":
-        for doc in docs:
-            # a line a write: one huge write to a pipe whose reader has gone can end half
-            # done with no error raised, where small ones raise BrokenPipeError
-            stdout.write(to_json(doc) + "\n")
-        stdout.flush()
-    if out.fmt == "table" or out.svg or out.html:
-        _draw(docs, out, view, view_args)
+    """The pictures asked for first, each written whole or not at all, then stdout: JSON
+    Lines, or each document drawn by render.`view` (a rule between documents). So a picture
+    that cannot be written leaves stdout untouched."""
     if out.png:
         from attncli import plot  # matplotlib: an optional extra, imported only for --png
 
-        _write_whole(out.png, lambda f: plot.heatmaps(docs, f))
+        _write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
+    if out.fmt == "table" or out.svg or out.html:
+        _draw(docs, out, view, view_args)
+    if out.fmt == "json":
+        with _writing_stdout():
+            for doc in docs:
+                # a line a write: one huge write to a pipe whose reader has gone can end half
+                # done with no error raised, where small ones raise BrokenPipeError
+                sys.stdout.write(_json_line(doc))
+            sys.stdout.flush()
+
+
+def make_console(file, out: Output | None = None, **settings):
+    """A rich console as every view of the tool is drawn on: no text is read as markup or
+    emoji codes (a word "[/x]" or ":smile:" stays as it is), nothing is re-coloured."""
+    from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
+
+    return Console(file=file, markup=False, emoji=False, highlight=False,
+                   no_color=True if out is not None and out.no_color else None, **settings)
+
+
+class _Screen(io.StringIO):
+    """A table held until the pictures are written, reporting the encoding of the stdout it
+    stands for, so that rich chooses the same boxes and characters as it would there."""
+
+    def __init__(self, encoding: str):
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
 
 
 def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
-    from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
-
+    """Draw the documents, their text from outside made visible (visible_all); write the
+    SVG and HTML pictures; then, for a table, stdout."""
     from attncli import render
 
     exporting = bool(out.svg or out.html)
     if out.fmt == "table":
-        console = Console(file=sys.stdout, no_color=True if out.no_color else None, highlight=False, record=exporting)
+        screen = make_console(sys.stdout, out)
+        drawn = screen if not exporting else make_console(
+            _Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
+            force_terminal=screen.is_terminal, record=True)
     else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
-        console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
-                          highlight=False, record=True)
+        screen, drawn = None, make_console(io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
+                                      record=True)
     draw = getattr(render, view)
-    for k, doc in enumerate(docs):
-        if len(docs) > 1:
-            console.rule(doc.get("sentence", ""))
-        console.print(draw(doc, width=console.width, **view_args))
-        if k < len(docs) - 1:
-            console.print()
-    if out.fmt == "table":
-        sys.stdout.flush()
+    with _writing_stdout():
+        for k, doc in enumerate(visible_all(docs)):
+            if len(docs) > 1:
+                drawn.rule(doc.get("sentence", ""))
+            drawn.print(draw(doc, width=drawn.width, **view_args))
+            if k < len(docs) - 1:
+                drawn.print()
     title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
     if out.svg:
-        _write_whole(out.svg, lambda f: f.write(console.export_svg(title=title, clear=False).encode("utf-8")))
+        _write_whole(out.svg, lambda f: f.write(drawn.export_svg(title=title, clear=False).encode("utf-8")))
     if out.html:
-        _write_whole(out.html, lambda f: f.write(console.export_html(clear=False).encode("utf-8")))
+        _write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
+    if screen is not None:
+        with _writing_stdout():
+            if drawn is not screen:
+                sys.stdout.write(drawn.file.getvalue())
+            sys.stdout.flush()
 
 
 def _umask() -> int:
@@ -377,19 +556,40 @@ def _umask() -> int:
     return mask
 
 
+def _not_replaceable(path: Path) -> str | None:
+    """Why attncli will not replace `path`: only a regular file (or nothing) may be replaced,
+    never a device, FIFO, socket or directory, even with --force."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be written: {e.strerror or e}"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a device, FIFO or socket), which attncli never replaces"
+    return None
+
+
 def _write_whole(path: Path, write) -> None:
-    """write(binary file) into a temporary file beside `path`, then rename it into place."""
+    """write(binary file) into a temporary file beside `path` (beside its target, when it is
+    a symlink, so the link stays), then rename it into place."""
     import tempfile
 
+    target = Path(os.path.realpath(path))
+    problem = _not_replaceable(target)
+    if problem:
+        raise InputError(f"{path}: {problem}; give another path")
     try:
-        fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent if str(path.parent) else ".")
+        fd, temporary = tempfile.mkstemp(prefix=".attncli-", suffix=".tmp", dir=target.parent)
     except OSError as e:
         raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.chmod(temporary, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except OSError as e:
         Path(temporary).unlink(missing_ok=True)
         raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
@@ -463,44 +663,45 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
                                        ("--max-tokens", max_tokens)) if given]
     if drawn:
         raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
-    if document_file:
-        try:
-            data = Path(document_file).read_bytes()
-        except OSError as e:
-            raise InputError(f"{document_file}: cannot be read: {e.strerror or e}") from None
-        text = decode(data, document_file)
-    else:
-        text = decode(read_stdin(), "standard input")
+    where = document_file or "standard input"
+    data = limits.read_file(document_file, "--file") if document_file else read_stdin()
+    text = decode(data, where)
     if not text.strip():
-        raise InputError(f"{document_file or 'standard input'} is empty")
+        raise InputError(f"{where} is empty")
     vectors = load()
     rows = document_rows(text, vectors, opts, window=window)
-    first = next(rows)  # a document with no known word fails here, before any output
+    first = next(rows)  # a document with no known word, or scores that overflow, fail here, before any output
     if out.fmt == "json":
-        for row in itertools.chain([first], rows):
-            sys.stdout.write(to_json(row) + "\n")
-        sys.stdout.flush()
-        return
-    from rich.console import Console
+        write = lambda row: sys.stdout.write(_json_line(row))  # noqa: E731
+    else:
+        from attncli import render
 
-    from attncli import render
-
-    console = Console(file=sys.stdout, no_color=True if out.no_color else None, highlight=False)
-    console.print(render.document_header(document_file or "standard input", vectors.name, opts, window))
-    for row in itertools.chain([first], rows):
-        console.print(render.document_row(row))
+        screen = make_console(sys.stdout, out)
+        with _writing_stdout():
+            screen.print(render.document_header(visible(where), visible(vectors.name), opts, window))
+        write = lambda row: screen.print(render.document_row(visible_all(row)))  # noqa: E731
+    written = 0
+    try:
+        with _writing_stdout():
+            for row in itertools.chain([first], rows):
+                write(row)
+                written += 1
+            sys.stdout.flush()
+    except AttncliError as e:  # a stream can fail midway only where no check could foresee it
+        raise type(e)(f"{e} (the output stopped after {written:,} rows; it is incomplete)") from None
 
 
 @cli.command(short_help="many sentences, one a line: one JSON result a line, in order")
 @click.argument("input_file", required=False, metavar="[FILE]")
 @click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
-@click.option("--field", "field_name", default="text", show_default=True, help="The field of --jsonl lines to read.")
-@click.option("--token", metavar="WORD", help="Give each line's context document for this token instead of scores.")
+@click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"), help="The field of --jsonl lines to read.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"), help="Give each line's context document for this token instead of scores.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
 @neighbors_option
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes; they share the memory-mapped vectors, and the output keeps input order.")
+              help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
+                   "keeps input order.")
 @vectors_options
 @attention_options
 def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, load, opts):
@@ -522,29 +723,25 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
     if not items:
         raise InputError(f"{input_file or 'standard input'} holds no lines")
+    jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
     vectors = load()  # here, once: converts and caches a new source before workers start
     job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
                       trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
                       all_contexts=all_contexts, neighbors=neighbors)
     failed = 0
-    with _line_progress(len(items)) as advance:
+    with _line_progress(len(items)) as advance, _writing_stdout():
         for result in batches.run(items, job, jobs):
             failed += "error" in result
-            sys.stdout.write(to_json(result) + "\n")
+            sys.stdout.write(_json_line(result))
             advance()
-    sys.stdout.flush()
+        sys.stdout.flush()
     if failed:
         click.echo(f"attncli: {failed} of {len(items)} lines failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
 
 
 def _read_input(input_file: str | None) -> bytes:
-    if input_file in (None, "-"):
-        return read_stdin()
-    try:
-        return Path(input_file).read_bytes()
-    except OSError as e:
-        raise InputError(f"{input_file}: cannot be read: {e.strerror or e}") from None
+    return read_stdin() if input_file in (None, "-") else limits.read_file(input_file, "FILE")
 
 
 @contextlib.contextmanager
@@ -570,14 +767,12 @@ def _line_progress(total: int):
 
 
 def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
+    return make_console(sys.stderr)
 
 
 @cli.command(short_help="one token's attention, context vector and nearest words")
 @sentence_argument
-@click.option("--token", metavar="WORD", help="The token whose attention and context vector to show.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"), help="The token whose attention and context vector to show.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N",
               help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
@@ -615,8 +810,8 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
 
 
 @cli.command(short_help="one word in several sentences: has context moved its meaning?")
-@click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]")
-@click.option("--token", metavar="WORD", required=True, help="The word to follow through the sentences.")
+@click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
+@click.option("--token", metavar="WORD", required=True, type=TextParam("--token"), help="The word to follow through the sentences.")
 @neighbors_option
 @vectors_options
 @attention_options
@@ -647,9 +842,9 @@ def compare(sentences, token, neighbors, load, opts, out):
 
 
 @cli.command(short_help="the vocabulary words nearest a word, or its context vector")
-@click.argument("word")
+@click.argument("word", type=TextParam("WORD"))
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
-@click.option("--context", "sentence", metavar="SENTENCE",
+@click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
               help="Use WORD's context vector in SENTENCE instead of its own vector.")
 @vectors_options
 @attention_options
@@ -781,7 +976,7 @@ def clear(out):
 
 @cli.command(short_help="walk a sentence through every step of attention")
 @sentence_argument
-@click.option("--token", metavar="WORD", help="Follow this token's row through each step.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @vectors_options
 @attention_options
@@ -858,7 +1053,8 @@ def qkv():
 @qkv.command(short_help="write random projections to a .npz file")
 @click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N", help="Size of queries, keys and values. Default: d.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), required=True, help="The .npz file to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_output_path("output"), required=True,
+              help="The .npz file to write.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
 @vectors_options
 @output_options

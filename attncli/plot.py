@@ -3,11 +3,14 @@
 One figure per run: a heatmap of the weights per sentence (per head, for explain), the
 tokens as tick labels, a colour bar, and a title naming the vectors and the options. The
 same input gives the same bytes: no date or software version is written into the PNG.
+The documents come with their text made visible (visible_all), and no text is read as
+mathtext.
 """
 
 from __future__ import annotations
 
 import textwrap
+import warnings
 
 import numpy as np
 
@@ -79,12 +82,16 @@ def heatmaps(docs: list[dict], file) -> None:
     for ax, (doc, (title, rows, cols, M)) in zip(axes[:, 0], panels):
         image = ax.imshow(M, cmap="viridis", vmin=0.0, vmax=max(float(M.max()), 1e-12) if M.min() >= 0 else None,
                           aspect="auto")
+        # parse_math=False: user text is drawn as it is, never read as mathtext ("$\\foo$")
         ax.set_xticks(range(len(cols)), cols, rotation=60 if len(cols) > 8 else 0, ha="right" if len(cols) > 8 else "center",
-                      fontsize=8 if len(cols) > 20 else 10)
-        ax.set_yticks(range(len(rows)), rows, fontsize=8 if len(rows) > 20 else 10)
-        ax.set_title(title, fontsize=10)
+                      fontsize=8 if len(cols) > 20 else 10, parse_math=False)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8 if len(rows) > 20 else 10, parse_math=False)
+        ax.set_title(title, fontsize=10, parse_math=False)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11)
-    fig.tight_layout()
-    fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
+    fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11, parse_math=False)
+    with warnings.catch_warnings():  # a word in a script the font lacks is drawn as boxes, not warned of
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
+        fig.tight_layout()
+        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)

@@ -218,11 +218,11 @@ def context_view(doc: dict, *, width: int = 80) -> RenderableType:
         near.add_column(f"to its context vector z_{i}")
         near.add_column("cos", justify="right")
         own, ctx = doc["token_neighbors"], doc["neighbors"]
-        for k in range(max(len(own), len(ctx))):
+        for k in range(min(max(len(own), len(ctx)), TABLE_ROWS)):
             a = own[k] if k < len(own) else {"word": "", "cosine": None}
             b = ctx[k] if k < len(ctx) else {"word": "", "cosine": None}
             near.add_row(a["word"], _cos(a["cosine"]), b["word"], _cos(b["cosine"]))
-        parts.append(near)
+        parts += [near, *_abridged(max(len(own), len(ctx)), "nearest words")]
     if "contexts" in doc:
         every = Table(title="every token's context vector z_i")
         every.add_column("i", justify="right")
@@ -277,13 +277,14 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     for label in labels:
         near.add_column(f"context {label}")
     contexts = [[n["word"] for n in d["neighbors"]] for d in docs]
-    for r in range(max([len(own), *map(len, contexts)])):
+    rows = max([len(own), *map(len, contexts)])
+    for r in range(min(rows, TABLE_ROWS)):
         cells = [own[r] if r < len(own) else ""]
         for words in contexts:
             word = words[r] if r < len(words) else ""
             cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
         near.add_row(*cells)
-    parts.append(near)
+    parts += [near, *_abridged(rows, "nearest words")]
     return Group(*parts)
 
 
@@ -300,15 +301,25 @@ def document_row(row: dict) -> Text:
     return line
 
 
+# A table of more rows than this takes rich seconds to lay out, and no one reads it on a
+# terminal: it shows the first ones and says so; JSON lists them all.
+TABLE_ROWS = 1000
+
+
+def _abridged(rows: int, what: str) -> list[Text]:
+    return ([Text(f"the table shows the first {TABLE_ROWS:,} of {rows:,} {what}; --format json lists them all",
+                  style="dim")] if rows > TABLE_ROWS else [])
+
+
 def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
     table.add_column("word")
     table.add_column("cosine", justify="right")
     table.add_column("")
-    for n in doc["neighbors"]:
+    for n in doc["neighbors"][:TABLE_ROWS]:
         table.add_row(n["word"], f"{n['cosine']:.3f}", _bar(max(n["cosine"], 0.0), 20))
-    return table
+    return Group(table, *_abridged(len(doc["neighbors"]), "words"))
 
 
 def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
@@ -341,16 +352,16 @@ def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
 
     panels = [
         _describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=f"1. the tokens' word vectors X  ({T} x {d})"),
+        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. the tokens' word vectors X  ({T} x {d})")),
         Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
-              title=f"2. queries, keys, values: {roles}  ({T} x {d_k} each)"),
-        Panel(per_head("scores", raw=True), title=f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})"),
+              title=Text(f"2. queries, keys, values: {roles}  ({T} x {d_k} each)")),
+        Panel(per_head("scores", raw=True), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
         Panel(per_head("scaled", raw=True),
-              title=f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})"),
+              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
         Panel(per_head("weights", raw=False),
-              title=f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})"),
+              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
-              title=f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})"),
+              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})")),
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
@@ -364,7 +375,7 @@ def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
                 follow.add_row(label, *("·" if masked[i, j] and key == "weights" else f"{v:.3f}" for j, v in enumerate(values)))
         z = np.array(row["context"])
         panels.append(Panel(Group(follow, Text(f"z_{i}: {_vector_summary(z)}")),
-                            title=f"{doc['token']!r} (index {i}) through every step"))
+                            title=Text(f"{doc['token']!r} (index {i}) through every step")))
     return Group(*panels)
 
 
@@ -431,7 +442,7 @@ class LoadProgress:
     DELAY = 0.5
 
     def __init__(self):
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, markup=False, emoji=False, highlight=False)
         self.bar = None
         self.start = None
 

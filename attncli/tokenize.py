@@ -9,6 +9,7 @@ more start-up time than the whole of the rest of a run, for a dozen regular expr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 # (pattern, replacement) applied in order; afterwards, splitting on white space gives tokens.
 _RULES = [
@@ -30,18 +31,24 @@ _FINAL_PERIOD = re.compile(r"^(.*[^.])\.$")
 _ABBREVIATION = re.compile(r"^(?:[^\W\d_]\.)+$")  # u.s. e.g. p.m.
 
 
-def tokenize(text: str, *, lowercase: bool = True) -> list[str]:
-    """Split `text` into Penn-Treebank-style tokens, lowercased when the vectors are."""
+_CHUNK = re.compile(r"\S+")
+
+
+def iter_tokens(text: str, *, lowercase: bool = True) -> Iterator[str]:
+    """The tokens of `text` one at a time, so a caller can stop early: a long text's
+    tokens are never all held at once (a 100 MB line would take gigabytes as a list)."""
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
-    tokens = []
-    for chunk in text.split():
+    for found in _CHUNK.finditer(text):
+        chunk = found.group()
         match = _FINAL_PERIOD.match(chunk)
-        if match and not _ABBREVIATION.match(chunk):
-            tokens += [match.group(1), "."]
-        else:
-            tokens.append(chunk)
-    return [t.lower() for t in tokens] if lowercase else tokens
+        for token in (match.group(1), ".") if match and not _ABBREVIATION.match(chunk) else (chunk,):
+            yield token.lower() if lowercase else token
+
+
+def tokenize(text: str, *, lowercase: bool = True) -> list[str]:
+    """Split `text` into Penn-Treebank-style tokens, lowercased when the vectors are."""
+    return list(iter_tokens(text, lowercase=lowercase))
 
 
 def is_punctuation(token: str) -> bool:

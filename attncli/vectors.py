@@ -6,6 +6,7 @@ chooses between them), and no click or rich.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -192,12 +193,23 @@ class Embedded:
     oov: list[str]
 
 
-def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded:
+class TooManyTokens(InputError):
+    """More tokens with vectors than the caller said it can hold (embed's `most`)."""
+
+    def __init__(self, most: int):
+        super().__init__(f"more than {most:,} tokens have vectors")
+        self.most = most
+
+
+def embed(tokens: Iterable[str], vectors: Vectors, *, oov: str = "skip", most: int | None = None) -> Embedded:
     """Look up each token: in the vocabulary, else (fastText) from its subwords. Still without
     a vector: "skip" leaves it out, "zero" gives it a zero vector (it stays among the tokens),
-    "error" refuses the sentence."""
-    kept, rows, lookups, missing = [], [], [], []
+    "error" refuses the sentence. More than `most` tokens kept: TooManyTokens, raised as soon
+    as the count passes it, so an enormous text is never looked up whole."""
+    kept, rows, lookups, missing, first = [], [], [], [], []
     for token in tokens:
+        if len(first) <= 10:
+            first.append(token)  # for the message when none has a vector
         found = vectors.row(token)
         word = None if found is None else token
         if found is not None:
@@ -213,10 +225,12 @@ def embed(tokens: list[str], vectors: Vectors, *, oov: str = "skip") -> Embedded
             row, lookup = np.zeros(vectors.dim, np.float32), "zero"
         if not np.all(np.isfinite(row)):
             raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or leave the word out")
+        if most is not None and len(kept) >= most:
+            raise TooManyTokens(most)
         kept.append(token)
         rows.append(row)
         lookups.append(lookup)
     if not kept:
-        shown = " ".join(tokens[:10]) + (f" … {len(tokens) - 10} more" if len(tokens) > 10 else "")
+        shown = " ".join(first[:10]) + (" …" if len(first) > 10 else "")
         raise InputError(f"none of the tokens ({shown}) has a vector in {vectors.name}; try other words or --vectors")
     return Embedded(kept, np.stack(rows), lookups, missing)  # X: (T, d)

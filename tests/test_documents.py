@@ -456,7 +456,7 @@ def test_document_projections_refused(doc_path):
 
 
 def test_document_missing_file(tmp_path):
-    fails(run("scores", "--file", tmp_path / "nope.txt"), "nope.txt", "cannot be read")
+    fails(run("scores", "--file", tmp_path / "nope.txt"), "nope.txt", "no such file")
     fails(run("scores", "--file", tmp_path), code=2)  # a folder: click refuses it (dir_okay=False)
 
 
@@ -610,7 +610,7 @@ def test_batch_stdin_equals_file(tmp_path):
 
 def test_batch_usage_errors(tmp_path):
     fails(run("batch", "--jobs", "0", input="the cat\n"), "--jobs", code=2)
-    fails(run("batch", tmp_path / "nope.txt"), "nope.txt", "cannot be read")
+    fails(run("batch", tmp_path / "nope.txt"), "nope.txt", "no such file")
 
 
 def test_batch_jobs_2_byte_identical(glove, tmp_path):
