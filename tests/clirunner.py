@@ -17,6 +17,7 @@ CLEAN_ENV = {
     "CLICOLOR_FORCE": None,
     "ATTNCLI_VECTORS": None,
     "COLUMNS": "200",
+    "ATTNCLI_DEBUG": "1",  # a bug is a traceback here, so a test fails on it
 }
 
 

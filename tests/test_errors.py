@@ -77,4 +77,4 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("attncli: error: "), result.stderr
     assert message in lines[0], (message, lines[0])
-    assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
+    assert not [p for p in os.listdir(folder) if p.startswith((".tmp-", ".attncli-"))]

@@ -1,0 +1,410 @@
+"""attncli under attack, class by class: nothing lost, nothing injected, bounded memory,
+signals and closed or full streams, a hostile environment.
+
+Each class is held for every command or path it concerns, not only for the example that
+found it. Where the environment matters (descriptors, signals, locale, limits) attncli runs
+as the installed program in a subprocess; elsewhere through CliRunner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import stat
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clirunner import CLEAN_ENV, fails, one, ok, run
+
+pytestmark = pytest.mark.usefixtures("cache")
+
+ENTRY_POINT = Path(sys.executable).parent / "attncli"
+SENTENCE = "The earth is like an orange"
+
+# What must never reach a terminal, an SVG or an HTML page raw: ESC (CSI, OSC, reset), BEL,
+# NUL, the 8-bit CSI, a bidi override, a line separator.
+RAW = ["\x1b", "\x07", "\x00", "\x9b", "\u202e", "\u2028"]
+HOSTILE = [
+    "the \x1b]0;pwned\x07 cat",  # OSC: retitles the terminal
+    "the \x1b[2J cat \x1bc",  # clear screen, reset
+    "the \x9b31m cat",  # 8-bit CSI
+    "the \x1b]8;;http://evil\x1b\\cat\x1b]8;;\x1b\\ dog",  # an OSC 8 hyperlink
+    "the \u202ecat dog",  # bidi override
+    "the cat\x00 dog",
+]
+MARKUP = ["the [/x] cat", "the [bold]cat[/bold] dog", "the [link=javascript:alert(3)]cat[/link] dog",
+          '[link=x"/onmouseover="alert(1)]cat dog']
+
+
+def process(*args, env=None, input=None, timeout=60, **kw) -> subprocess.CompletedProcess:
+    """The installed attncli as a real process, with a clean environment."""
+    base = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    base["PYTHONUTF8"] = "1"
+    return subprocess.run([str(ENTRY_POINT), *map(str, args)], capture_output=True, env={**base, **(env or {})},
+                          input=input, timeout=timeout, **kw)
+
+
+def one_error_line(stderr: bytes | str) -> str:
+    text = stderr.decode() if isinstance(stderr, bytes) else stderr
+    lines = text.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), text
+    assert "Traceback" not in text
+    return lines[0]
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, list]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+
+
+def no_links_or_handlers(svg: str, page: str) -> None:
+    """The pictures parse (SVG as XML, HTML as HTML) and hold no link, script or event
+    handler: what came from user text is only ever text in them."""
+    root = ElementTree.fromstring(svg)
+    for element in root.iter():
+        assert not element.tag.endswith(("}a", "}script")), element.tag
+        for name in element.attrib:
+            assert not name.lower().startswith("on") and "href" not in name.lower(), name
+    parser = _Tags()
+    parser.feed(page)
+    for tag, attrs in parser.tags:
+        assert tag not in ("a", "script", "iframe", "img"), tag
+        for name, _ in attrs:
+            assert not name.lower().startswith("on") and name.lower() not in ("href", "src"), name
+
+
+def no_raw_control(*texts: str) -> None:
+    for text in texts:
+        for c in RAW:
+            assert c not in text, (c, text[:300])
+
+
+@pytest.fixture(scope="module")
+def hostile_vectors(tmp_path_factory) -> Path:
+    """A GloVe file whose words are attacks on a terminal, rich markup and an HTML page."""
+    folder = tmp_path_factory.mktemp("hostile")
+    words = ["the", "cat", "dog", "[/x]", "[reverse]", "[link=javascript:alert(3)]", '[link=x"/onmouseover="alert(1)]',
+             "\x1b]0;owned\x07", "\x9b2J", "\u202eevil", ":smile:"]
+    rng = np.random.default_rng(0)
+    lines = [f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) for w in words]
+    path = folder / "[bold]vectors\x1b[31m.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- 1. nothing lost
+
+
+@pytest.mark.parametrize("option,name", [("--html", "v.html"), ("--svg", "v.svg"), ("--png", "v.png")])
+def test_a_picture_onto_the_vectors_file_is_refused_and_the_file_kept(tmp_path, option, name):
+    vectors = tmp_path / name
+    vectors.write_text("cat 1 0\ndog 0 1\n")
+    before = vectors.read_bytes()
+    fails(run("scores", "cat dog", "--vectors", vectors, option, vectors), "same file", "--vectors", code=2)
+    assert vectors.read_bytes() == before
+
+
+def test_every_output_onto_every_input_is_refused(tmp_path):
+    vectors = tmp_path / "v.npz"
+    vectors.write_text("\n".join(f"w{i} " + " ".join(["0.1"] * 50) for i in range(3)) + "\n")
+    fails(run("qkv", "init", "-o", vectors, "--force", "--vectors", vectors), "same file", "--vectors", code=2)
+    proj = tmp_path / "p.svg"  # projections under any name
+    with open(proj, "wb") as f:
+        np.savez(f, W_query=np.ones((50, 4)), W_key=np.ones((50, 4)), W_value=np.ones((50, 4)))
+    weights = tmp_path / "w.html"
+    with open(weights, "wb") as f:
+        np.savez(f, W_hx=np.ones((2, 50)), W_hh=np.ones((2, 2)), b_h=np.ones(2))
+    before = proj.read_bytes(), weights.read_bytes(), vectors.read_bytes()
+    fails(run("scores", "the cat", "--qkv", proj, "--svg", proj), "same file", "--qkv", code=2)
+    fails(run("rnn", "the cat", "--weights", weights, "--html", weights), "same file", "--weights", code=2)
+    fails(run("qkv", "init", "-o", tmp_path / "x.svg", "--svg", tmp_path / "x.svg"), "same file", code=2)
+    assert (proj.read_bytes(), weights.read_bytes(), vectors.read_bytes()) == before
+
+
+def test_an_output_that_is_standard_input_or_output_is_refused(tmp_path):
+    target = tmp_path / "out.svg"
+    target.write_text("keep")
+    with open(target, "rb") as stdin:
+        proc = process("scores", "-", "--svg", target, stdin=stdin)
+    assert proc.returncode == 2 and "standard input" in one_error_line(proc.stderr)
+    with open(target, "ab") as stdout:
+        proc = subprocess.run([str(ENTRY_POINT), "scores", SENTENCE, "--svg", str(target)], stdout=stdout,
+                              stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 2 and "standard output" in one_error_line(proc.stderr)
+    assert target.read_text() == "keep"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "device"])
+def test_what_is_not_a_regular_file_is_never_replaced(tmp_path, kind):
+    if kind == "fifo":
+        target = tmp_path / "t.svg"
+        os.mkfifo(target)
+    elif kind == "dir":
+        target = tmp_path / "t.svg"
+        target.mkdir()
+    else:
+        target = Path("/dev/null")
+    for args in (["qkv", "init", "-o", target, "--force"], ["scores", SENTENCE, "--svg", target]):
+        if kind == "device" and args[0] == "scores":
+            continue  # /dev/null does not end in .svg
+        fails(run(*args), code=2)
+    mode = os.stat(target).st_mode
+    assert {"fifo": stat.S_ISFIFO, "dir": stat.S_ISDIR, "device": stat.S_ISCHR}[kind](mode)
+
+
+def test_a_symlinked_output_replaces_its_target_and_keeps_the_link(tmp_path):
+    real = tmp_path / "real.svg"
+    real.write_text("old")
+    link = tmp_path / "link.svg"
+    link.symlink_to(real)
+    ok(run("scores", SENTENCE, "--svg", link, "--json"))
+    assert link.is_symlink() and "<svg" in real.read_text()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".attncli-")]
+
+
+# --------------------------------------------------------------------------- 2. nothing injected
+
+
+@pytest.mark.parametrize("sentence", HOSTILE + MARKUP)
+@pytest.mark.parametrize("command", ["scores", "context", "explain", "compare", "neighbors", "rnn"])
+def test_text_from_outside_reaches_no_terminal_svg_or_html_raw(tmp_path, command, sentence):
+    text = f"{sentence} orange"  # a word every command can follow
+    args = {
+        "scores": ["scores", text], "context": ["context", text, "--token", "orange"],
+        "explain": ["explain", text, "--token", "orange"],
+        "compare": ["compare", text, f"an orange and {sentence}", "--token", "orange"],
+        "neighbors": ["neighbors", "orange", "--context", text], "rnn": ["rnn", text],
+    }[command]
+    pictures = ["--svg", tmp_path / "p.svg", "--html", tmp_path / "p.html"]
+    result = run(*args, "--format", "table", *pictures, env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.stderr
+    no_raw_control(result.stdout, result.stderr)
+    svg, page = (tmp_path / "p.svg").read_text(), (tmp_path / "p.html").read_text()
+    no_raw_control(svg, page)
+    no_links_or_handlers(svg, page)
+    if sentence in MARKUP and command != "neighbors":  # markup is shown as it was written
+        assert sentence.split()[1 if sentence.startswith("the") else 0] in result.stdout
+
+
+@pytest.mark.parametrize("sentence", HOSTILE + MARKUP)
+def test_json_keeps_the_text_exact(sentence):
+    doc = one(run("scores", sentence), stderr=None)
+    assert doc["sentence"] == sentence
+
+
+def test_hostile_words_and_file_names_are_shown_as_written(tmp_path, hostile_vectors):
+    for args in (["neighbors", "cat", "--k", "20"], ["scores", "the cat [/x] [reverse] :smile:"],
+                 ["vectors", "info"], ["context", "the cat dog", "--token", "cat", "--neighbors", "20"]):
+        result = run(*args, "--vectors", hostile_vectors, "--format", "table", "--html", tmp_path / "v.html",
+                     "--svg", tmp_path / "v.svg")
+        assert result.exit_code == 0, result.stderr
+        no_raw_control(result.stdout, result.stderr)
+        page, svg = (tmp_path / "v.html").read_text(), (tmp_path / "v.svg").read_text()
+        no_raw_control(svg, page)
+        no_links_or_handlers(svg, page)
+        if args[0] in ("neighbors", "context"):
+            assert "[link=javascript:alert(3)]" in result.stdout and "[/x]" in result.stdout
+        if args[0] == "vectors":
+            assert "[bold]vectors\\x1b[31m.txt" in result.stdout  # the file name, escaped, not restyled
+    # an error naming the file: one line, escaped
+    line = fails(run("scores", "zzqx", "--vectors", hostile_vectors))
+    no_raw_control(line)
+
+
+def test_errors_warnings_and_notes_escape_what_they_quote(tmp_path):
+    path = tmp_path / "no\x1b]0;x\x07such.txt"
+    line = fails(run("scores", "cat", "--vectors", path))
+    no_raw_control(line)
+    assert "\\x1b" in line
+    result = run("scores", "the \x1b[2Jzzqq cat")
+    assert result.exit_code == 0
+    no_raw_control(result.stderr)
+    assert result.stderr.startswith("attncli: note: ") and len(result.stderr.splitlines()) == 1
+
+
+def test_a_png_draws_dollar_signs_literally(tmp_path):
+    pytest.importorskip("matplotlib")
+    for sentence in ["the $\\foo$ cat", "the $x^{$ dog", "a $$ \x1b[2J cat"]:
+        result = run("scores", sentence, "--png", tmp_path / "m.png", "--json")
+        assert result.exit_code == 0, result.stderr
+        assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- 3. bounded memory and time
+
+
+def limited(gigabytes: float):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (int(gigabytes * 2**30), int(gigabytes * 2**30)))
+    return apply
+
+
+def test_a_sentence_too_long_for_memory_is_refused_before_the_work(tmp_path):
+    words = ("the earth is like an orange and the river bank " * 600).strip()  # 6,000 tokens
+    for source in ("argument", "stdin"):
+        args = ["scores", words] if source == "argument" else ["scores", "-"]
+        proc = process(*args, input=None if source == "argument" else words.encode(), preexec_fn=limited(3))
+        line = one_error_line(proc.stderr)
+        assert proc.returncode == 1 and proc.stdout == b""
+        assert "--file" in line and "memory" in line and "available" in line
+    # the same text as a document streams, within the same limit
+    (tmp_path / "doc.txt").write_text(words)
+    proc = process("scores", "--file", tmp_path / "doc.txt", preexec_fn=limited(3))
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 6000
+
+
+def test_endless_inputs_are_refused_at_once():
+    for args in (["scores", "--file", "/dev/zero"], ["batch", "/dev/zero"]):
+        fails(run(*args), "not a regular file")
+    proc = process("scores", "-", stdin=open("/dev/zero", "rb"), preexec_fn=limited(4))
+    assert proc.returncode == 1 and "standard input holds more than" in one_error_line(proc.stderr)
+    proc = process("batch", stdin=open("/dev/zero", "rb"), preexec_fn=limited(4))
+    assert proc.returncode == 1 and "standard input holds more than" in one_error_line(proc.stderr)
+
+
+def test_huge_counts_are_capped_at_the_vocabulary(tmp_path):
+    vectors = tmp_path / "v.txt"
+    vectors.write_text("\n".join(f"w{i} {i % 7 + 1} {i % 3 + 1}" for i in range(1500)) + "\n")
+    doc = one(run("neighbors", "w1", "--k", "10000000", "--vectors", vectors))
+    assert len(doc["neighbors"]) == 1499  # every word but itself
+    start = time.monotonic()
+    table = run("neighbors", "w1", "--k", "10000000", "--vectors", vectors, "--format", "table")
+    assert table.exit_code == 0
+    assert "first 1,000 of 1,499 words" in table.stdout
+    assert table.stdout.count("\n") < 1100
+    lines = ok(run("batch", "--vectors", vectors, "--token", "w1", "--neighbors", "10000000",
+                   input="w1 w2\nw3 w1\n"))
+    assert [len(d["neighbors"]) for d in lines] == [1499, 1499]
+    assert time.monotonic() - start < 120  # loose: a bound, not a benchmark
+
+
+def test_a_long_path_is_one_line():
+    for args in (["scores", "cat", "--vectors", "a" * 5000], ["scores", "--file", "b" * 5000],
+                 ["scores", "the cat", "--qkv", "c" * 5000 + ".npz"], ["batch", "d" * 5000]):
+        line = fails(run(*args))
+        assert len(line) < 1400
+
+
+# --------------------------------------------------------------------------- 4. signals and streams
+
+
+def test_ctrl_c_during_batch_with_two_jobs_ends_everything(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 100_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", str(corpus), "--jobs", "2"], stdout=stdout,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while out.stat().st_size < 100_000 and time.monotonic() < deadline:  # the workers are writing
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C: the whole process group
+        start = time.monotonic()
+        status = proc.wait(timeout=20)
+        took = time.monotonic() - start
+    stderr = proc.stderr.read().decode()
+    assert status == 130 and stderr == "attncli: interrupted\n", stderr
+    assert took < 5
+    lines = out.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line)["line"] == n for n, line in enumerate(lines[:-1], start=1))
+    deadline, alive = time.monotonic() + 3, ["?"]
+    while alive and time.monotonic() < deadline:  # multiprocessing's resource tracker ends once its pipe closes
+        alive = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(proc.pid)], capture_output=True,
+                               text=True).stdout.splitlines()
+        time.sleep(0.1)
+    assert alive == []  # no worker left
+
+
+@pytest.mark.parametrize("args", [["scores", SENTENCE, "--json"], ["scores", SENTENCE, "--format", "table"],
+                                  ["batch", "-"], ["batch", "-", "--jobs", "2"], ["scores", "--document"],
+                                  ["vectors", "info"]])
+def test_a_full_stdout_is_one_line_and_exit_1(args):
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([str(ENTRY_POINT), *args], stdout=full, stderr=subprocess.PIPE,
+                              input=(SENTENCE + "\n").encode(), timeout=60)
+    assert proc.returncode == 1
+    assert "No space left on device" in one_error_line(proc.stderr)
+
+
+def test_closed_standard_streams(tmp_path):
+    # stdout closed: an error before any work, and nothing written to whatever takes descriptor 1
+    proc = subprocess.run(["bash", "-c", f'"$0" "$@" >&-', str(ENTRY_POINT), "qkv", "init", "-o",
+                           str(tmp_path / "p.npz")], stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 1 and "standard output is closed" in one_error_line(proc.stderr)
+    assert not (tmp_path / "p.npz").exists()
+    # stderr closed: a run with nothing to report still succeeds
+    proc = subprocess.run(["bash", "-c", f'"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", SENTENCE],
+                          stdout=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["tokens"][1] == "earth"
+    proc = subprocess.run(["bash", "-c", f'"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", ""],
+                          stdout=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == b""
+    # stdin closed: the usual "no input"
+    for args in (["scores"], ["scores", "-"], ["batch"]):
+        proc = subprocess.run(["bash", "-c", f'"$0" "$@" <&-', str(ENTRY_POINT), *args], capture_output=True,
+                              timeout=60)
+        assert proc.returncode == 1 and proc.stdout == b""
+        assert "standard input holds no" in one_error_line(proc.stderr)
+
+
+def test_a_picture_that_cannot_be_written_leaves_stdout_empty(tmp_path):
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # an SVG is larger: EFBIG
+
+    proc = process("scores", SENTENCE, "--json", "--svg", tmp_path / "p.svg", preexec_fn=small_files)
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert "p.svg" in one_error_line(proc.stderr)
+    assert os.listdir(tmp_path) == []  # no temporary file left
+
+
+def test_a_document_that_overflows_writes_nothing():
+    result = run("scores", "--document", "--scale", "1e38", input="the earth is like an orange\n" * 300)
+    fails(result, "overflow")
+
+
+# --------------------------------------------------------------------------- 5. a hostile environment
+
+
+@pytest.mark.parametrize("env", [{"LC_ALL": "C", "PYTHONUTF8": "0", "LANG": "C"}, {"PYTHONIOENCODING": "ascii"},
+                                 {"PYTHONIOENCODING": "latin-1"}])
+def test_a_locale_that_is_not_utf8(env):
+    env = {**env, "PYTHONUTF8": env.get("PYTHONUTF8", "0")}
+    sentence = "Orange is a bright color, café α"
+    proc = process("scores", sentence, "--format", "table", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr
+    proc = process("scores", sentence, "--json", env=env)
+    assert proc.returncode == 0
+    proc.stdout.decode("ascii")  # ASCII with \u escapes: valid under any of these encodings
+    assert json.loads(proc.stdout)["sentence"] == sentence
+    proc = process("context", sentence, "--token", "orange", "--format", "table", env=env)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr
+    proc = process("neighbors", "café", env=env)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["word"] == "café"
+
+
+@pytest.mark.parametrize("args", [
+    [b"scores", b"caf\xe9 orange"], [b"compare", b"caf\xe9 orange", b"an orange", b"--token", b"orange"],
+    [b"neighbors", b"orange", b"--context", b"caf\xe9 orange"], [b"neighbors", b"caf\xe9"],
+    [b"context", b"the orange", b"--token", b"caf\xe9"], [b"explain", b"caf\xe9 orange"],
+    [b"batch", b"-", b"--jsonl", b"--field", b"t\xe9xt"],
+])
+def test_an_argument_that_is_not_utf8_is_one_line(args):
+    proc = subprocess.run([os.fsencode(ENTRY_POINT), *args], capture_output=True, input=b'{"text": "a"}\n', timeout=60,
+                          env={**os.environ, "PYTHONUTF8": "1"})
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert "not valid UTF-8" in one_error_line(proc.stderr)
