@@ -114,7 +114,8 @@ def attend(sentence: str, vectors: Vectors, opts: Options, *, listed: int = 0) -
     T, d_k = Q.shape
     H = opts.heads
     if d_k % H:
-        divisors = [h for h in range(1, d_k + 1) if d_k % h == 0]
+        small = [h for h in range(1, math.isqrt(d_k) + 1) if d_k % h == 0]
+        divisors = sorted({*small, *(d_k // h for h in small)})
         raise InputError(f"--heads {H} does not divide d_k = {d_k}; choose one of {', '.join(map(str, divisors))}")
     scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
     mask = attention.causal_mask(T) if opts.mask == "causal" else None
@@ -256,6 +257,9 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
                 neighbors: int = 5) -> dict:
     """The `compare` document: one token in several sentences, one `context` document each, and
     the cosines between its context vectors beside those between its raw vectors."""
+    k = len(sentences)
+    limits.require(k * k * 2 * 110, f"comparing {k:,} sentences (two {k:,} x {k:,} tables of cosines)",
+                   "compare fewer sentences at a time")
     docs, raw, ctx = [], [], []
     for n, sentence in enumerate(sentences, start=1):
         try:

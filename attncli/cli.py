@@ -149,7 +149,7 @@ class AttncliGroup(click.Group):
             status = ExitStatus.ERROR
         except OSError as e:  # an operating system's refusal that no reader above put in words
             where = f"{e.filename}: " if e.filename else ""
-            _fail(f"{where}{e.strerror or e}")
+            _fail(f"{where}{e.strerror or e}" + _cwd_hint())
             status = ExitStatus.ERROR
         except (_Stopped, click.Abort, KeyboardInterrupt) as e:
             status = getattr(e, "status", ExitStatus.INTERRUPTED)
@@ -167,6 +167,15 @@ class AttncliGroup(click.Group):
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
+
+
+def _cwd_hint() -> str:
+    """A relative path cannot be found from a folder that was deleted under the run."""
+    try:
+        os.getcwd()
+        return ""
+    except OSError:
+        return "; the current folder no longer exists: cd to one that does"
 
 
 def _silence_stdout() -> None:
