@@ -342,20 +342,20 @@ def test_a_full_stdout_is_one_line_and_exit_1(args):
 
 def test_closed_standard_streams(tmp_path):
     # stdout closed: an error before any work, and nothing written to whatever takes descriptor 1
-    proc = subprocess.run(["bash", "-c", f'"$0" "$@" >&-', str(ENTRY_POINT), "qkv", "init", "-o",
+    proc = subprocess.run(["bash", "-c", '"$0" "$@" >&-', str(ENTRY_POINT), "qkv", "init", "-o",
                            str(tmp_path / "p.npz")], stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 1 and "standard output is closed" in one_error_line(proc.stderr)
     assert not (tmp_path / "p.npz").exists()
     # stderr closed: a run with nothing to report still succeeds
-    proc = subprocess.run(["bash", "-c", f'"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", SENTENCE],
+    proc = subprocess.run(["bash", "-c", '"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", SENTENCE],
                           stdout=subprocess.PIPE, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["tokens"][1] == "earth"
-    proc = subprocess.run(["bash", "-c", f'"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", ""],
+    proc = subprocess.run(["bash", "-c", '"$0" "$@" 2>&-', str(ENTRY_POINT), "scores", ""],
                           stdout=subprocess.PIPE, timeout=60)
     assert proc.returncode == 1 and proc.stdout == b""
     # stdin closed: the usual "no input"
     for args in (["scores"], ["scores", "-"], ["batch"]):
-        proc = subprocess.run(["bash", "-c", f'"$0" "$@" <&-', str(ENTRY_POINT), *args], capture_output=True,
+        proc = subprocess.run(["bash", "-c", '"$0" "$@" <&-', str(ENTRY_POINT), *args], capture_output=True,
                               timeout=60)
         assert proc.returncode == 1 and proc.stdout == b""
         assert "standard input holds no" in one_error_line(proc.stderr)
