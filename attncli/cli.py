@@ -681,14 +681,17 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     rows = document_rows(text, vectors, opts, window=window)
     first = next(rows)  # a document with no known word, or scores that overflow, fail here, before any output
     if out.fmt == "json":
-        write = lambda row: sys.stdout.write(_json_line(row))  # noqa: E731
+        def write(row: dict) -> None:
+            sys.stdout.write(_json_line(row))
     else:
         from attncli import render
 
         screen = make_console(sys.stdout, out)
         with _writing_stdout():
             screen.print(render.document_header(visible(where), visible(vectors.name), opts, window))
-        write = lambda row: screen.print(render.document_row(visible_all(row)))  # noqa: E731
+
+        def write(row: dict) -> None:
+            screen.print(render.document_row(visible_all(row)))
     written = 0
     try:
         with _writing_stdout():
@@ -703,8 +706,10 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
 @cli.command(short_help="many sentences, one a line: one JSON result a line, in order")
 @click.argument("input_file", required=False, metavar="[FILE]")
 @click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
-@click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"), help="The field of --jsonl lines to read.")
-@click.option("--token", metavar="WORD", type=TextParam("--token"), help="Give each line's context document for this token instead of scores.")
+@click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
+              help="The field of --jsonl lines to read.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"),
+              help="Give each line's context document for this token instead of scores.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
 @neighbors_option
@@ -781,7 +786,8 @@ def _stderr_console():
 
 @cli.command(short_help="one token's attention, context vector and nearest words")
 @sentence_argument
-@click.option("--token", metavar="WORD", type=TextParam("--token"), help="The token whose attention and context vector to show.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"),
+              help="The token whose attention and context vector to show.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N",
               help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
@@ -820,7 +826,8 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
 
 @cli.command(short_help="one word in several sentences: has context moved its meaning?")
 @click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
-@click.option("--token", metavar="WORD", required=True, type=TextParam("--token"), help="The word to follow through the sentences.")
+@click.option("--token", metavar="WORD", required=True, type=TextParam("--token"),
+              help="The word to follow through the sentences.")
 @neighbors_option
 @vectors_options
 @attention_options
