@@ -115,8 +115,14 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     """Steps I-III for a long sequence, a block of rows at a time, so the T x T matrix never
     exists: a softmax over a row needs only that row. Yields, for each block of rows b:
     (start, top (b, k') positions, their weights (b, k'), Z (b, d) context vectors), with
-    k' <= k and a weight of -1 for a place a row had no candidate to fill; the same numbers,
-    to float32 precision, as weights() and context() on the whole matrix.
+    k' = min(k, T) and a weight of -1 (its position meaningless) for a place a row had no
+    candidate to fill; the same numbers, to float32 precision, as weights() and context()
+    on the whole matrix, and the same top lists as top_attended.
+
+    A block of rows start .. end - 1 computes only the columns its rows may attend to: with
+    a window W, the band j = start - W .. end - 1 + W (b + 2W columns, so a document costs
+    O(T W d), not O(T^2 d)), and each row's top list is drawn from its own 2W + 1; without
+    a window but causal, only j < end.
 
     For speed (the products are the floor): the keys are a scaled copy of X, so that
     X_b (c X)^T = omega_b * c with c = scale / temperature and no pass over the scores
@@ -127,37 +133,60 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     c = scale / temperature
     if not abs(c) < float(np.finfo(X.dtype).max):  # beyond float32: the scores may still be small
         X = X.astype(np.float64)
-    T = len(X)
+    T, d = X.shape
+    if window is not None and window >= T - 1:
+        window = None  # every token is within the window of every other: nothing is masked
+    W = 0 if window is None else window
+    keys = np.zeros((T + 2 * W, d), dtype=X.dtype)  # (T + 2W, d): W rows of zeros either side of c X
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught below, as ScaleError
-        keys = X * np.asarray(c, dtype=X.dtype)  # (T, d)
-    columns = np.arange(T)  # (T,)
+        np.multiply(X, np.asarray(c, dtype=X.dtype), out=keys[W:W + T])
     kk = min(k, T)
     for start in range(0, T, block):
-        rows = np.arange(start, min(start + block, T))  # (b,)
-        with np.errstate(over="ignore", invalid="ignore"):
-            E = X[rows] @ keys.T  # (b, d) @ (d, T) -> (b, T): the scaled scores
+        end = min(start + block, T)
+        rows = np.arange(start, end)  # (b,) the block's rows i
+        lo, hi = (0, end if causal else T) if window is None else (start - W, end + W)
+        columns = np.arange(lo, hi)  # (n,) the columns j it computes; with a window, some outside 0 .. T - 1
+        E = _scaled_scores(X[start:end], keys[lo + W:hi + W])  # (b, n)
         hidden = None
         if causal or window is not None:
-            hidden = np.zeros(E.shape, dtype=bool)  # (b, T)
+            hidden = np.zeros(E.shape, dtype=bool)  # (b, n)
             if causal:
-                hidden |= columns[None, :] > rows[:, None]
+                hidden |= columns[None, :] > rows[:, None]  # j > i
             if window is not None:
-                hidden |= np.abs(columns[None, :] - rows[:, None]) > window
+                hidden |= (columns[None, :] > rows[:, None] + W) | (columns[None, :] < rows[:, None] - W)  # |j - i| > W
+                hidden |= (columns < 0) | (columns >= T)  # outside the document
             E[hidden] = -np.inf
         top_logit = E.max(axis=1, keepdims=True)  # (b, 1)
         if not np.all(np.isfinite(top_logit)):
             raise ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
                              "use a smaller --scale or a larger --temperature")
         E -= top_logit
-        np.exp(E, out=E)  # (b, T), unnormalised weights in [0, 1]
+        np.exp(E, out=E)  # (b, n), unnormalised weights in [0, 1]
         total = E.sum(axis=1, keepdims=True)  # (b, 1)
-        Z = (E @ X) / total  # (b, T) @ (T, d) -> (b, d)
+        inside = slice(max(lo, 0), min(hi, T))  # the columns in the document
+        Z = (E[:, inside.start - lo:inside.stop - lo] @ X[inside]) / total  # (b, n') @ (n', d) -> (b, d)
         if hidden is not None:
             E[hidden] = -1.0  # masked cells rank last
         if not include_self:
-            E[np.arange(len(rows)), rows] = -1.0
-        top, weights_ = _top_k(E, kk)
+            E[np.arange(end - start), rows - lo] = -1.0
+        if window is None:
+            top, weights_ = _top_k(E, min(kk, hi - lo))
+            top += lo  # (b, k'): columns -> positions j
+        else:  # row r's own window, j = i - W .. i + W, is columns r .. r + 2W of E: a top list of 2W + 1
+            own = np.lib.stride_tricks.as_strided(E, (end - start, 2 * W + 1), (E.strides[0] + E.strides[1], E.strides[1]))
+            top, weights_ = _top_k(own.copy(), min(kk, 2 * W + 1))
+            top += (rows - W)[:, None]  # (b, k'): places in the window -> positions j
+        if top.shape[1] < kk:  # fewer columns than k: places nothing can fill
+            top = np.pad(top, ((0, 0), (0, kk - top.shape[1])), constant_values=-1)
+            weights_ = np.pad(weights_, ((0, 0), (0, kk - weights_.shape[1])), constant_values=-1.0)
         yield start, top, np.where(weights_ >= 0, weights_ / total, -1.0), Z
+
+
+def _scaled_scores(X_b: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Steps I and II's scaling at once, for a block of rows against the band of keys it
+    computes: X_b (c X_band)^T = omega_b * c."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught after, as ScaleError
+        return X_b @ keys.T  # (b, d) @ (d, n) -> (b, n)
 
 
 def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
