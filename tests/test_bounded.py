@@ -3,6 +3,8 @@ or written.
 
     1. --window W on a document costs O(T W d): each block of rows computes only its band of
        columns, with the same numbers and ties as the whole matrix under the window mask
+    2. the stream's blocks are sized from the memory available, its O(T d) arrays checked
+    3. an overflowing scale is refused before the first block is yielded
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -11,14 +13,16 @@ kept here as the reference.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attncli import attention
-from clirunner import ok, run
+from attncli import attention, limits
+from attncli.attention import ScaleError
+from clirunner import fails, ok, one, run
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -236,3 +240,182 @@ def test_document_window_on_the_cli(tmp_path):
     assert len(rows) == 20 * len(words)
     for i, r in enumerate(rows):
         assert all(abs(t["index"] - i) <= 3 and t["index"] != i for t in r["top"])
+
+
+# --------------------------------------------------------------------------- 2. the stream's memory
+
+
+def with_memory(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(limits, "available", lambda: n)
+
+
+def test_block_rows_follow_the_memory_available(monkeypatch):
+    X = random_X(3000, 16, seed=4)
+    want = collect(attention.stream(X, 0.25, 1.0, 3))
+    # per row of a block: 3000 cells of float32 scores, int64 positions and masks (16 bytes)
+    with_memory(monkeypatch, 4 * 10 * 16 * 3000 + 1000)
+    starts, top, w, Z = collect(attention.stream(X, 0.25, 1.0, 3))
+    assert starts == list(range(0, 3000, 10))  # 10 rows a block, not 256
+    np.testing.assert_array_equal(top, want[1])
+    np.testing.assert_allclose(w, want[2], rtol=RTOL)  # float32 sums over other blocks of rows
+    np.testing.assert_allclose(Z, want[3], rtol=RTOL, atol=1e-5)
+    with_memory(monkeypatch, 1 << 40)
+    assert collect(attention.stream(X, 0.25, 1.0, 3))[0] == list(range(0, 3000, 256))  # at most 256
+
+
+def test_a_row_that_cannot_fit_is_refused_before_the_first_block(monkeypatch):
+    X = random_X(100_000, 2)
+    with_memory(monkeypatch, 1_200_000)  # the O(T d) arrays fit (1 MB); one row of 100,000 cells does not
+    rows = attention.stream(X, 0.5, 1.0, 3)
+    with pytest.raises(limits.ResourceError, match=r"a block of weights over 100,000 tokens needs about .* --window"):
+        next(rows)
+    # with a window, a row is 2W + 1 cells and a block fits
+    starts = [start for start, *_ in attention.stream(X, 0.5, 1.0, 3, window=5)]
+    assert starts[0] == 0 and starts[-1] + (starts[1] - starts[0]) >= 100_000
+
+
+def test_a_document_too_large_for_memory_yields_nothing(monkeypatch):
+    X = random_X(100_000, 2)
+    with_memory(monkeypatch, 100_000)
+    rows = attention.stream(X, 0.5, 1.0, 3, window=5)
+    with pytest.raises(limits.ResourceError, match=r"a document of 100,000 tokens x 2 dimensions needs about .* split"):
+        next(rows)
+
+
+def test_the_cli_refuses_a_document_too_large_in_one_line(monkeypatch, tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
+    real = limits.available
+    monkeypatch.setattr(limits, "available", lambda: 10_000 if called_from(attention.stream) else real())
+    fails(run("scores", "--file", path, "--json"), "a document of 1,200 tokens x 50 dimensions needs about",
+          "of memory", "split it")
+
+
+def called_from(function) -> bool:
+    """Whether `function` is on the call stack: memory is made short only there."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+# --------------------------------------------------------------------------- 3. overflow before any output
+
+
+def norms_X(T: int = 3000, big_at: int = -1, big: float = 100.0) -> np.ndarray:
+    """Random rows of |x|^2 about 8, and one row of norm `big` (|x|^2 = big^2)."""
+    X = random_X(T, 8, seed=8)
+    X[big_at] = big / np.sqrt(8)
+    return X
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("scale", [1e35, -1e35, 1e306, -1e306])
+def test_overflow_anywhere_is_refused_at_the_first_next(scale, window):
+    """The one row that overflows is the last: the old check would have yielded every block
+    before it. c |x|^2 = 1e35 x 1e4 passes float32's range (c > 0: the row's own score);
+    1e306 is float64 work, 1e306 x 1e4 passes its range."""
+    rows = attention.stream(norms_X(), scale, 1.0, 3, window=window)
+    with pytest.raises(ScaleError, match="overflow.*--scale"):
+        next(rows)
+
+
+def test_overflow_message_is_the_sentence_paths():
+    with pytest.raises(ScaleError) as sentence:
+        attention.weights(np.array([[1e4]]), 1e306, 0.5)
+    with pytest.raises(ScaleError) as document:
+        next(attention.stream(norms_X(), 1e306, 0.5, 3))
+    assert str(document.value) == str(sentence.value)
+
+
+@pytest.mark.parametrize("scale,temperature", [(1e308, 1e-10), (-1e308, 1e-10), (1e300, 1e-300)])
+def test_scale_over_temperature_beyond_float64_is_refused_at_once(scale, temperature):
+    with pytest.raises(ScaleError, match="overflow"):
+        next(attention.stream(random_X(600, 4), scale, temperature, 3))
+
+
+def test_zero_vectors_with_any_scale_are_uniform():
+    """x = 0: every score is 0 whatever the scale, also when scale / temperature overflows."""
+    X = np.zeros((5, 3), dtype=np.float32)
+    _, top, w, Z = collect(attention.stream(X, 1e308, 1e-10, 2))
+    np.testing.assert_allclose(w, 0.2)
+    np.testing.assert_array_equal(Z, 0)
+    assert top.tolist() == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
+
+
+def test_just_inside_the_range_works_and_matches_the_sentence_path():
+    X = norms_X(400)
+    sq = float((X.astype(np.float64) ** 2).sum(axis=1).max())
+    for c in (0.5 * F32_MAX / sq, -0.5 * F32_MAX / sq, 1e300 / sq):  # float32, and float64 work
+        check_against_whole(X, c, 1.0, 3, 64, causal=False, window=None, include_self=False)
+        check_against_whole(X, c, 1.0, 3, 64, causal=True, window=3, include_self=True)
+    with pytest.raises(ScaleError):
+        next(attention.stream(X, 2 * F32_MAX / sq, 1.0, 3))
+
+
+def test_every_scale_refuses_at_the_first_next_or_never():
+    """Over a sweep of scales across both ranges' edges, either the first next() raises, or
+    every block comes out finite: never rows and then an error."""
+    X = norms_X(700, big_at=350, big=1e3)
+    outcomes = set()
+    for e in np.arange(28.0, 40.0, 0.25).tolist() + np.arange(295.0, 308.0, 0.5).tolist():
+        for sign in (1, -1):
+            rows = attention.stream(X, sign * 10.0 ** e, 1.0, 3, window=None if e % 1 else 20, block=64)
+            try:
+                first = next(rows)
+            except ScaleError:
+                outcomes.add("refused")
+                continue
+            for _, _, w, Z in [first, *rows]:
+                assert np.all(np.isfinite(w)) and np.all(np.isfinite(Z))
+            outcomes.add("computed")
+    assert outcomes == {"refused", "computed"}
+
+
+def test_context_sums_beyond_float32_are_computed_in_float64():
+    """|x| near float32's largest: the scores fit at a tiny scale, but sum_j e_ij x_j over a
+    row of equal weights would not; the stream works in float64 then, as the sentence path."""
+    X = np.zeros((40, 2), dtype=np.float32)
+    X[:, 0] = 3e38
+    X[:, 1] = np.arange(40)
+    c = 2e-38  # c |x|^2 = 1.8e39 x 2e-38 = 36: no overflow
+    check_against_whole(X, c, 1.0, 3, 16, causal=False, window=None, include_self=False, rtol=1e-9)
+    check_against_whole(X, c, 1.0, 3, 16, causal=False, window=4, include_self=False, rtol=1e-9)
+
+
+@pytest.fixture
+def big_last_word(tmp_path) -> tuple[Path, Path]:
+    """Vectors where one word is far longer than the rest, and a document that ends with it."""
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("4 2\nfoo 1 0\nbar 0 1\nbaz 1 1\nhuge 1e19 0\n", encoding="utf-8")
+    doc = tmp_path / "doc.txt"
+    doc.write_text("foo bar baz " * 400 + "huge\n", encoding="utf-8")
+    return vectors, doc
+
+
+def test_cli_document_overflow_writes_nothing(big_last_word, tmp_path):
+    vectors, doc = big_last_word
+    # |huge|^2 = 1e38: with the default scale 1/sqrt(2) it fits; with --scale 10 it overflows, in row 1200 only
+    rows = ok(run("scores", "--file", doc, "--vectors", vectors, "--json"))
+    assert len(rows) == 1201
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "10"), "overflow", "--scale")
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--format", "table", "--scale", "10"), "overflow")
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--temperature", "0.01"), "overflow",
+          "--temperature")
+    glove_doc = tmp_path / "glove.txt"
+    glove_doc.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "1e38"), "overflow")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "-1e38", "--window", "2"), "overflow")
+
+
+def test_cli_document_of_vectors_near_float32_max(tmp_path):
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("3 2\nfoo 3e38 0\nbar 3e38 1\nbaz 3e38 2\n", encoding="utf-8")
+    doc = tmp_path / "doc.txt"
+    doc.write_text("foo bar baz foo bar baz\n", encoding="utf-8")
+    rows = ok(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "1e-80"))
+    sentence = one(run("scores", "foo bar baz foo bar baz", "--vectors", vectors, "--json", "--scale", "1e-80"))
+    assert [[t["index"] for t in r["top"]] for r in rows] == [[t["index"] for t in top] for top in sentence["top"]]
+    assert all(math.isfinite(v) for r in rows for v in r["context"])
