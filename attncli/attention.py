@@ -24,11 +24,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli import limits
 from attncli.errors import AttncliError
 
 
 class ScaleError(AttncliError):
     """The scale and temperature make the scaled scores overflow to infinity."""
+
+
+def _overflow(scale: float, temperature: float) -> ScaleError:
+    return ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
+                      "use a smaller --scale or a larger --temperature")
 
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -89,10 +95,7 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
         c = scale / temperature
         logits = omega * c if np.isfinite(c) else omega * scale / temperature  # (T, T)
     if not np.all(np.isfinite(logits)):
-        raise ScaleError(
-            f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
-            "use a smaller --scale or a larger --temperature"
-        )
+        raise _overflow(scale, temperature)
     if mask is not None:
         logits = np.where(mask, -np.inf, logits)  # (T, T); no row is all masked: i may attend to i
     return softmax(logits)  # (T, T)
@@ -115,49 +118,128 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     """Steps I-III for a long sequence, a block of rows at a time, so the T x T matrix never
     exists: a softmax over a row needs only that row. Yields, for each block of rows b:
     (start, top (b, k') positions, their weights (b, k'), Z (b, d) context vectors), with
-    k' <= k and a weight of -1 for a place a row had no candidate to fill; the same numbers,
-    to float32 precision, as weights() and context() on the whole matrix.
+    k' = min(k, T) and a weight of -1 (its position meaningless) for a place a row had no
+    candidate to fill; the same numbers, to float32 precision, as weights() and context()
+    on the whole matrix, and the same top lists as top_attended.
+
+    A block of rows start .. end - 1 computes only the columns its rows may attend to: with
+    a window W, the band j = start - W .. end - 1 + W (b + 2W columns, so a document costs
+    O(T W d), not O(T^2 d)), and each row's top list is drawn from its own 2W + 1; without
+    a window but causal, only j < end. A block holds at most `block` rows, fewer when
+    memory is short, never below one.
+
+    Before the first block, so that nothing is written for a run that cannot finish, the
+    O(T d) arrays are checked against the memory available and the scaled scores for
+    overflow: with c = scale / temperature, row i holds its own score c |x_i|^2, and no
+    score is larger in size than c max_i |x_i|^2 (Cauchy-Schwarz: |x_i . x_j| <= |x_i| |x_j|),
+    so for c > 0 the scores overflow iff c max_i |x_i|^2 does; for c < 0 that refuses
+    whatever might overflow, as weights() refuses any overflowing cell.
 
     For speed (the products are the floor): the keys are a scaled copy of X, so that
-    X_b (c X)^T = omega_b * c with c = scale / temperature and no pass over the scores
-    (numpy's X @ X.T would also take a slower symmetric path); exp() runs in place; the
-    context vectors are normalised after the product, as (E V) / sum(E), rather than E.
+    X_b (c X)^T = omega_b * c with no pass over the scores (numpy's X @ X.T would also
+    take a slower symmetric path); exp() runs in place; the context vectors are normalised
+    after the product, as (E V) / sum(E), rather than E.
     """
     X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
+    T, d = X.shape
+    if window is not None and window >= T - 1:
+        window = None  # every token is within the window of every other: nothing is masked
+    W = 0 if window is None else window
     c = scale / temperature
-    if not abs(c) < float(np.finfo(X.dtype).max):  # beyond float32: the scores may still be small
-        X = X.astype(np.float64)
-    T = len(X)
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught below, as ScaleError
-        keys = X * np.asarray(c, dtype=X.dtype)  # (T, d)
-    columns = np.arange(T)  # (T,)
+    sq = _largest_square_norm(X)  # max_i |x_i|^2
+    dtype = _working_dtype(X, c, sq, T if window is None else min(T, block) + 2 * W)
+    # the keys (T + 2W, d), X itself when it must be widened, a check of the keys (T, d) bool
+    need = (T + 2 * W) * d * dtype.itemsize + (0 if X.dtype == dtype else T * d * dtype.itemsize) + T * d
+    limits.require(need, f"a document of {T:,} tokens x {d} dimensions", "split it into shorter documents")
+    reach = sq and sq * (abs(c) if np.isfinite(c) else abs(scale) / temperature)  # Python floats: inf, never a warning
+    if not reach * (1 + (d + 2) * float(np.finfo(dtype).eps)) <= float(np.finfo(dtype).max):  # room for rounding
+        raise _overflow(scale, temperature)
+    X = X.astype(dtype, copy=False)
+    keys = np.zeros((T + 2 * W, d), dtype=dtype)  # (T + 2W, d): W rows of zeros either side of c X
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(c):
+            np.multiply(X, c, out=keys[W:W + T])
+        else:  # scale / temperature overflows: the formula's own order, as weights() does
+            np.divide(np.multiply(X, scale, out=keys[W:W + T]), temperature, out=keys[W:W + T])
+    if not np.all(np.isfinite(keys[W:W + T])):
+        raise _overflow(scale, temperature)
+    b = _block_rows(T, window, block, dtype)
     kk = min(k, T)
-    for start in range(0, T, block):
-        rows = np.arange(start, min(start + block, T))  # (b,)
-        with np.errstate(over="ignore", invalid="ignore"):
-            E = X[rows] @ keys.T  # (b, d) @ (d, T) -> (b, T): the scaled scores
+    for start in range(0, T, b):
+        end = min(start + b, T)
+        rows = np.arange(start, end)  # (b,) the block's rows i
+        lo, hi = (0, end if causal else T) if window is None else (start - W, end + W)
+        columns = np.arange(lo, hi)  # (n,) the columns j it computes; with a window, some outside 0 .. T - 1
+        E = _scaled_scores(X[start:end], keys[lo + W:hi + W])  # (b, n)
         hidden = None
         if causal or window is not None:
-            hidden = np.zeros(E.shape, dtype=bool)  # (b, T)
+            hidden = np.zeros(E.shape, dtype=bool)  # (b, n)
             if causal:
-                hidden |= columns[None, :] > rows[:, None]
+                hidden |= columns[None, :] > rows[:, None]  # j > i
             if window is not None:
-                hidden |= np.abs(columns[None, :] - rows[:, None]) > window
+                hidden |= (columns[None, :] > rows[:, None] + W) | (columns[None, :] < rows[:, None] - W)  # |j - i| > W
+                hidden |= (columns < 0) | (columns >= T)  # outside the document
             E[hidden] = -np.inf
         top_logit = E.max(axis=1, keepdims=True)  # (b, 1)
-        if not np.all(np.isfinite(top_logit)):
-            raise ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
-                             "use a smaller --scale or a larger --temperature")
-        E -= top_logit
-        np.exp(E, out=E)  # (b, T), unnormalised weights in [0, 1]
+        if not np.all(np.isfinite(top_logit)):  # a safety net: the check before the first block catches it
+            raise _overflow(scale, temperature)
+        with np.errstate(over="ignore"):  # a score far below its row's maximum may reach -inf: weight 0
+            E -= top_logit
+        np.exp(E, out=E)  # (b, n), unnormalised weights in [0, 1]
         total = E.sum(axis=1, keepdims=True)  # (b, 1)
-        Z = (E @ X) / total  # (b, T) @ (T, d) -> (b, d)
+        inside = slice(max(lo, 0), min(hi, T))  # the columns in the document
+        Z = (E[:, inside.start - lo:inside.stop - lo] @ X[inside]) / total  # (b, n') @ (n', d) -> (b, d)
         if hidden is not None:
             E[hidden] = -1.0  # masked cells rank last
         if not include_self:
-            E[np.arange(len(rows)), rows] = -1.0
-        top, weights_ = _top_k(E, kk)
+            E[np.arange(end - start), rows - lo] = -1.0
+        if window is None:
+            top, weights_ = _top_k(E, min(kk, hi - lo))
+            top += lo  # (b, k'): columns -> positions j
+        else:  # row r's own window, j = i - W .. i + W, is columns r .. r + 2W of E: a top list of 2W + 1
+            own = np.lib.stride_tricks.as_strided(E, (end - start, 2 * W + 1), (E.strides[0] + E.strides[1], E.strides[1]))
+            top, weights_ = _top_k(own.copy(), min(kk, 2 * W + 1))
+            top += (rows - W)[:, None]  # (b, k'): places in the window -> positions j
+        if top.shape[1] < kk:  # fewer columns than k: places nothing can fill
+            top = np.pad(top, ((0, 0), (0, kk - top.shape[1])), constant_values=-1)
+            weights_ = np.pad(weights_, ((0, 0), (0, kk - weights_.shape[1])), constant_values=-1.0)
         yield start, top, np.where(weights_ >= 0, weights_ / total, -1.0), Z
+
+
+def _scaled_scores(X_b: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Steps I and II's scaling at once, for a block of rows against the band of keys it
+    computes: X_b (c X_band)^T = omega_b * c."""
+    with np.errstate(over="ignore", invalid="ignore"):  # checked before the first block
+        return X_b @ keys.T  # (b, d) @ (d, n) -> (b, n)
+
+
+def _working_dtype(X: np.ndarray, c: float, sq: float, n: int) -> np.dtype:
+    """float32, the vectors' own, unless the numbers leave its range, and then float64: a c
+    beyond it (or below its smallest normal), or a context sum over n columns, at most
+    n max_j |x_j| = n sqrt(sq), that could overflow it."""
+    f32 = np.finfo(np.float32)
+    if X.dtype != np.float32 or not (c == 0 or float(f32.tiny) <= abs(c) < float(f32.max)):
+        return np.dtype(np.float64)
+    return np.dtype(np.float32 if n * np.sqrt(sq) < float(f32.max) / 2 else np.float64)
+
+
+def _largest_square_norm(X: np.ndarray, chunk: int = 1 << 16) -> float:
+    """max_i |x_i|^2 in float64, a chunk of rows at a time (no (T, d) float64 copy)."""
+    most = 0.0
+    for start in range(0, len(X), chunk):
+        part = np.asarray(X[start:start + chunk], dtype=np.float64)  # (chunk, d)
+        most = max(most, float(np.einsum("ij,ij->i", part, part).max(initial=0.0)))
+    return most
+
+
+def _block_rows(T: int, window: int | None, block: int, dtype: np.dtype) -> int:
+    """Rows a block may hold, so that its arrays take at most a quarter of the memory
+    available: per cell, the scores in `dtype`, argpartition's int64 positions and the masks."""
+    cell = dtype.itemsize + 8 + 4
+    n = T if window is None else min(T, block) + 2 * window  # the widest row of a block
+    b = max(1, min(block, limits.available() // 4 // (cell * n)))
+    limits.require(b * cell * n, f"a block of weights over {n:,} tokens", "give --window W, or split the document")
+    return b
 
 
 def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

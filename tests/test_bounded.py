@@ -1,0 +1,421 @@
+"""Inputs that declare a size are bounded before anything of that size is computed, allocated
+or written.
+
+    1. --window W on a document costs O(T W d): each block of rows computes only its band of
+       columns, with the same numbers and ties as the whole matrix under the window mask
+    2. the stream's blocks are sized from the memory available, its O(T d) arrays checked
+    3. an overflowing scale is refused before the first block is yielded
+
+Numbers are checked against the whole-matrix path (attention.scores, weights, context,
+top_attended) and against the stream as it was before the band (full rows, then masked),
+kept here as the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli import attention, limits
+from attncli.attention import ScaleError
+from clirunner import fails, ok, one, run
+
+# A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+ENTRY_POINT = Path(sys.executable).parent / "attncli"
+RTOL = 1e-4  # float32 against float64, as stream promises
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def random_X(T: int, d: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)
+
+
+def collect(gen):
+    """stream's blocks, concatenated: starts, top (T, k'), weights (T, k'), Z (T, d)."""
+    blocks = list(gen)
+    return ([b[0] for b in blocks], np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]),
+            np.concatenate([b[3] for b in blocks]))
+
+
+def mask_of(T: int, causal: bool, window: int | None) -> np.ndarray | None:
+    mask = attention.causal_mask(T) if causal else None
+    if window is not None:
+        w = attention.window_mask(T, window)
+        mask = w if mask is None else mask | w
+    return mask
+
+
+def whole_matrix(X, scale, temperature, k, *, causal=False, window=None, include_self=False):
+    """The sentence path on the whole T x T matrix: weights (T, T), top lists, Z (T, d)."""
+    T = len(X)
+    mask = mask_of(T, causal, window)
+    alpha = attention.weights(attention.scores(X.astype(np.float64)), scale, temperature, mask)
+    Z = attention.context(alpha, X)
+    tops = [attention.top_attended(alpha[i], k, None if include_self else i, None if mask is None else mask[i])
+            for i in range(T)]
+    return alpha, tops, Z
+
+
+def full_rows_stream(X, scale, temperature, k, *, causal=False, window=None, include_self=False, block=256):
+    """The stream before the band: every block computes all T columns, then masks them."""
+    X = np.asarray(X)
+    c = scale / temperature
+    if not abs(c) < float(np.finfo(X.dtype).max):
+        X = X.astype(np.float64)
+    T = len(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        keys = X * np.asarray(c, dtype=X.dtype)
+    columns = np.arange(T)
+    kk = min(k, T)
+    for start in range(0, T, block):
+        rows = np.arange(start, min(start + block, T))
+        E = X[rows] @ keys.T
+        hidden = None
+        if causal or window is not None:
+            hidden = np.zeros(E.shape, dtype=bool)
+            if causal:
+                hidden |= columns[None, :] > rows[:, None]
+            if window is not None:
+                hidden |= np.abs(columns[None, :] - rows[:, None]) > window
+            E[hidden] = -np.inf
+        E -= E.max(axis=1, keepdims=True)
+        np.exp(E, out=E)
+        total = E.sum(axis=1, keepdims=True)
+        Z = (E @ X) / total
+        if hidden is not None:
+            E[hidden] = -1.0
+        if not include_self:
+            E[np.arange(len(rows)), rows] = -1.0
+        top, w = attention._top_k(E, kk)
+        yield start, top, np.where(w >= 0, w / total, -1.0), Z
+
+
+def check_against_whole(X, scale, temperature, k, block, *, causal, window, include_self, rtol=RTOL):
+    T, d = X.shape
+    alpha, tops, Z = whole_matrix(X, scale, temperature, k, causal=causal, window=window, include_self=include_self)
+    starts, top, w, Zs = collect(attention.stream(X, scale, temperature, k, causal=causal, window=window,
+                                                  include_self=include_self, block=block))
+    kk = min(k, T)
+    assert starts == list(range(0, T, block))
+    assert top.shape == w.shape == (T, kk) and Zs.shape == (T, d)
+    np.testing.assert_allclose(Zs, Z, rtol=rtol, atol=1e-5)
+    for i in range(T):
+        filled = w[i] >= 0
+        assert filled.tolist() == [n < len(tops[i]) for n in range(kk)], (i, w[i], tops[i])  # filled first
+        assert np.all(w[i][~filled] == -1.0)
+        assert top[i][filled].tolist() == tops[i], (i, top[i], tops[i])
+        np.testing.assert_allclose(w[i][filled], alpha[i, tops[i]], rtol=rtol, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- 1. the window's band
+
+
+@pytest.mark.parametrize("include_self", [False, True], ids=["no-self", "self"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,W", [(1, 1), (2, 1), (3, 1), (3, 2), (9, 1), (9, 3), (9, 7), (9, 8), (9, 20),
+                                 (40, 2), (40, 5), (300, 1), (300, 5), (300, 31), (300, 298), (300, 299)])
+def test_band_equals_whole_matrix_with_window_mask(T, W, causal, include_self):
+    X = random_X(T, 8, seed=T + W)
+    for k in (3, 12):  # 12 > 2W + 1 for the small windows: places nothing can fill
+        for block in (1, 7, 256):
+            check_against_whole(X, attention.default_scale(8), 1.0, k, block, causal=causal, window=W,
+                                include_self=include_self)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_no_window_equals_whole_matrix(causal):
+    X = random_X(200, 8, seed=3)
+    for block in (1, 13, 256):
+        check_against_whole(X, 0.4, 1.3, 4, block, causal=causal, window=None, include_self=False)
+
+
+@pytest.mark.parametrize("include_self", [False, True], ids=["no-self", "self"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("window", [None, 1, 4, 60, 500])
+def test_band_gives_what_full_rows_gave(causal, window, include_self):
+    """The same top lists and, to float32 rounding, the same weights and context vectors as
+    the stream computing all T columns of every row."""
+    X = random_X(500, 16, seed=5)
+    for block in (1, 64, 256):
+        kw = dict(causal=causal, window=window, include_self=include_self, block=block)
+        _, top, w, Z = collect(attention.stream(X, 0.25, 1.0, 5, **kw))
+        _, top0, w0, Z0 = collect(full_rows_stream(X, 0.25, 1.0, 5, **kw))
+        filled = w0 >= 0
+        np.testing.assert_array_equal(w >= 0, filled)
+        np.testing.assert_array_equal(np.where(filled, top, -1), np.where(filled, top0, -1))
+        np.testing.assert_allclose(w, w0, rtol=1e-5, atol=1e-12)
+        np.testing.assert_allclose(Z, Z0, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_band_ties_go_to_the_earlier_position(causal):
+    """Repeated vectors tie exactly: among equal weights the earlier position comes first, in a
+    window as in the whole matrix."""
+    words = random_X(3, 4, seed=1)
+    X = words[np.random.default_rng(2).integers(0, 3, size=120)]  # (120, 4), each row one of 3 vectors
+    for W in (1, 3, 10):
+        for block in (1, 16, 256):
+            check_against_whole(X, 0.5, 1.0, 4, block, causal=causal, window=W, include_self=False)
+    X = np.ones((30, 4), dtype=np.float32)  # every weight of a row the same
+    check_against_whole(X, 1.0, 1.0, 3, 8, causal=causal, window=4, include_self=True)
+
+
+def counted(monkeypatch) -> list[tuple[int, int]]:
+    """The shape (b, n) of every block of scores the stream computes."""
+    shapes = []
+    real = attention._scaled_scores
+
+    def counting(X_b, keys):
+        shapes.append((len(X_b), len(keys)))
+        return real(X_b, keys)
+
+    monkeypatch.setattr(attention, "_scaled_scores", counting)
+    return shapes
+
+
+@pytest.mark.parametrize("W", [1, 5, 40])
+def test_window_computes_only_its_band(monkeypatch, W):
+    """O(T W d): the cells computed are at most T (b + 2W), never T x T."""
+    shapes = counted(monkeypatch)
+    tops = []
+    real_top_k = attention._top_k
+    monkeypatch.setattr(attention, "_top_k", lambda E, k: tops.append(E.shape) or real_top_k(E, k))
+    T, block = 20_000, 256
+    for _ in attention.stream(random_X(T, 4), 0.5, 1.0, 3, window=W, block=block):
+        pass
+    assert sum(b for b, _ in shapes) == T
+    assert all(n == b + 2 * W for b, n in shapes)  # the block's rows and W either side
+    assert sum(b * n for b, n in shapes) <= T * (block + 2 * W)
+    assert all(n == 2 * W + 1 for _, n in tops)  # each row's top list is drawn from its own window
+
+
+def test_causal_without_window_stops_at_the_block(monkeypatch):
+    shapes = counted(monkeypatch)
+    T = 1000
+    for _ in attention.stream(random_X(T, 4), 0.5, 1.0, 3, causal=True, block=100):
+        pass
+    assert [n for _, n in shapes] == list(range(100, T + 1, 100))  # columns 0 .. end - 1
+    shapes.clear()
+    for _ in attention.stream(random_X(T, 4), 0.5, 1.0, 3, block=100):
+        pass
+    assert [n for _, n in shapes] == [T] * 10
+
+
+def test_200000_tokens_window_5_completes():
+    T, W = 200_000, 5
+    X = random_X(T, 16, seed=11)
+    scale = attention.default_scale(16)
+    rows, checked = 0, 0
+    for start, top, w, Z in attention.stream(X, scale, 1.0, 3, window=W):
+        rows += len(Z)
+        if start in (0, 99_840, T - T % 256):  # the first, a middle and the last block: by hand
+            for r in (0, len(Z) - 1):
+                i = start + r
+                j = np.arange(max(0, i - W), min(T, i + W + 1))
+                logits = X[j].astype(np.float64) @ X[i].astype(np.float64) * scale
+                e = np.exp(logits - logits.max())
+                alpha = e / e.sum()
+                np.testing.assert_allclose(Z[r], alpha @ X[j], rtol=RTOL, atol=1e-5)
+                order = sorted((jj for jj in j if jj != i), key=lambda jj: (-alpha[jj - j[0]], jj))[:3]
+                assert top[r].tolist() == order
+                checked += 1
+    assert rows == T and checked == 6
+
+
+def test_document_window_on_the_cli(tmp_path):
+    """`scores --file --window` through the CLI: each row within its window, as the whole matrix."""
+    path = tmp_path / "doc.txt"
+    words = "the cat sat on the mat and the dog ran to the door of a house by the sea".split()
+    path.write_text(" ".join(words * 20) + "\n", encoding="utf-8")
+    rows = ok(run("scores", "--file", path, "--json", "--window", "3"))
+    assert len(rows) == 20 * len(words)
+    for i, r in enumerate(rows):
+        assert all(abs(t["index"] - i) <= 3 and t["index"] != i for t in r["top"])
+
+
+# --------------------------------------------------------------------------- 2. the stream's memory
+
+
+def with_memory(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(limits, "available", lambda: n)
+
+
+def test_block_rows_follow_the_memory_available(monkeypatch):
+    X = random_X(3000, 16, seed=4)
+    want = collect(attention.stream(X, 0.25, 1.0, 3))
+    # per row of a block: 3000 cells of float32 scores, int64 positions and masks (16 bytes)
+    with_memory(monkeypatch, 4 * 10 * 16 * 3000 + 1000)
+    starts, top, w, Z = collect(attention.stream(X, 0.25, 1.0, 3))
+    assert starts == list(range(0, 3000, 10))  # 10 rows a block, not 256
+    np.testing.assert_array_equal(top, want[1])
+    np.testing.assert_allclose(w, want[2], rtol=RTOL)  # float32 sums over other blocks of rows
+    np.testing.assert_allclose(Z, want[3], rtol=RTOL, atol=1e-5)
+    with_memory(monkeypatch, 1 << 40)
+    assert collect(attention.stream(X, 0.25, 1.0, 3))[0] == list(range(0, 3000, 256))  # at most 256
+
+
+def test_a_row_that_cannot_fit_is_refused_before_the_first_block(monkeypatch):
+    X = random_X(100_000, 2)
+    with_memory(monkeypatch, 1_200_000)  # the O(T d) arrays fit (1 MB); one row of 100,000 cells does not
+    rows = attention.stream(X, 0.5, 1.0, 3)
+    with pytest.raises(limits.ResourceError, match=r"a block of weights over 100,000 tokens needs about .* --window"):
+        next(rows)
+    # with a window, a row is 2W + 1 cells and a block fits
+    starts = [start for start, *_ in attention.stream(X, 0.5, 1.0, 3, window=5)]
+    assert starts[0] == 0 and starts[-1] + (starts[1] - starts[0]) >= 100_000
+
+
+def test_a_document_too_large_for_memory_yields_nothing(monkeypatch):
+    X = random_X(100_000, 2)
+    with_memory(monkeypatch, 100_000)
+    rows = attention.stream(X, 0.5, 1.0, 3, window=5)
+    with pytest.raises(limits.ResourceError, match=r"a document of 100,000 tokens x 2 dimensions needs about .* split"):
+        next(rows)
+
+
+def test_the_cli_refuses_a_document_too_large_in_one_line(monkeypatch, tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
+    real = limits.available
+    monkeypatch.setattr(limits, "available", lambda: 10_000 if called_from(attention.stream) else real())
+    fails(run("scores", "--file", path, "--json"), "a document of 1,200 tokens x 50 dimensions needs about",
+          "of memory", "split it")
+
+
+def called_from(function) -> bool:
+    """Whether `function` is on the call stack: memory is made short only there."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+# --------------------------------------------------------------------------- 3. overflow before any output
+
+
+def norms_X(T: int = 3000, big_at: int = -1, big: float = 100.0) -> np.ndarray:
+    """Random rows of |x|^2 about 8, and one row of norm `big` (|x|^2 = big^2)."""
+    X = random_X(T, 8, seed=8)
+    X[big_at] = big / np.sqrt(8)
+    return X
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("scale", [1e35, -1e35, 1e306, -1e306])
+def test_overflow_anywhere_is_refused_at_the_first_next(scale, window):
+    """The one row that overflows is the last: the old check would have yielded every block
+    before it. c |x|^2 = 1e35 x 1e4 passes float32's range (c > 0: the row's own score);
+    1e306 is float64 work, 1e306 x 1e4 passes its range."""
+    rows = attention.stream(norms_X(), scale, 1.0, 3, window=window)
+    with pytest.raises(ScaleError, match="overflow.*--scale"):
+        next(rows)
+
+
+def test_overflow_message_is_the_sentence_paths():
+    with pytest.raises(ScaleError) as sentence:
+        attention.weights(np.array([[1e4]]), 1e306, 0.5)
+    with pytest.raises(ScaleError) as document:
+        next(attention.stream(norms_X(), 1e306, 0.5, 3))
+    assert str(document.value) == str(sentence.value)
+
+
+@pytest.mark.parametrize("scale,temperature", [(1e308, 1e-10), (-1e308, 1e-10), (1e300, 1e-300)])
+def test_scale_over_temperature_beyond_float64_is_refused_at_once(scale, temperature):
+    with pytest.raises(ScaleError, match="overflow"):
+        next(attention.stream(random_X(600, 4), scale, temperature, 3))
+
+
+def test_zero_vectors_with_any_scale_are_uniform():
+    """x = 0: every score is 0 whatever the scale, also when scale / temperature overflows."""
+    X = np.zeros((5, 3), dtype=np.float32)
+    _, top, w, Z = collect(attention.stream(X, 1e308, 1e-10, 2))
+    np.testing.assert_allclose(w, 0.2)
+    np.testing.assert_array_equal(Z, 0)
+    assert top.tolist() == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
+
+
+def test_just_inside_the_range_works_and_matches_the_sentence_path():
+    X = norms_X(400)
+    sq = float((X.astype(np.float64) ** 2).sum(axis=1).max())
+    for c in (0.5 * F32_MAX / sq, -0.5 * F32_MAX / sq, 1e300 / sq):  # float32, and float64 work
+        check_against_whole(X, c, 1.0, 3, 64, causal=False, window=None, include_self=False)
+        check_against_whole(X, c, 1.0, 3, 64, causal=True, window=3, include_self=True)
+    with pytest.raises(ScaleError):
+        next(attention.stream(X, 2 * F32_MAX / sq, 1.0, 3))
+
+
+def test_every_scale_refuses_at_the_first_next_or_never():
+    """Over a sweep of scales across both ranges' edges, either the first next() raises, or
+    every block comes out finite: never rows and then an error."""
+    X = norms_X(700, big_at=350, big=1e3)
+    outcomes = set()
+    for e in np.arange(28.0, 40.0, 0.25).tolist() + np.arange(295.0, 308.0, 0.5).tolist():
+        for sign in (1, -1):
+            rows = attention.stream(X, sign * 10.0 ** e, 1.0, 3, window=None if e % 1 else 20, block=64)
+            try:
+                first = next(rows)
+            except ScaleError:
+                outcomes.add("refused")
+                continue
+            for _, _, w, Z in [first, *rows]:
+                assert np.all(np.isfinite(w)) and np.all(np.isfinite(Z))
+            outcomes.add("computed")
+    assert outcomes == {"refused", "computed"}
+
+
+def test_context_sums_beyond_float32_are_computed_in_float64():
+    """|x| near float32's largest: the scores fit at a tiny scale, but sum_j e_ij x_j over a
+    row of equal weights would not; the stream works in float64 then, as the sentence path."""
+    X = np.zeros((40, 2), dtype=np.float32)
+    X[:, 0] = 3e38
+    X[:, 1] = np.arange(40)
+    c = 2e-38  # c |x|^2 = 1.8e39 x 2e-38 = 36: no overflow
+    check_against_whole(X, c, 1.0, 3, 16, causal=False, window=None, include_self=False, rtol=1e-9)
+    check_against_whole(X, c, 1.0, 3, 16, causal=False, window=4, include_self=False, rtol=1e-9)
+
+
+@pytest.fixture
+def big_last_word(tmp_path) -> tuple[Path, Path]:
+    """Vectors where one word is far longer than the rest, and a document that ends with it."""
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("4 2\nfoo 1 0\nbar 0 1\nbaz 1 1\nhuge 1e19 0\n", encoding="utf-8")
+    doc = tmp_path / "doc.txt"
+    doc.write_text("foo bar baz " * 400 + "huge\n", encoding="utf-8")
+    return vectors, doc
+
+
+def test_cli_document_overflow_writes_nothing(big_last_word, tmp_path):
+    vectors, doc = big_last_word
+    # |huge|^2 = 1e38: with the default scale 1/sqrt(2) it fits; with --scale 10 it overflows, in row 1200 only
+    rows = ok(run("scores", "--file", doc, "--vectors", vectors, "--json"))
+    assert len(rows) == 1201
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "10"), "overflow", "--scale")
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--format", "table", "--scale", "10"), "overflow")
+    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--temperature", "0.01"), "overflow",
+          "--temperature")
+    glove_doc = tmp_path / "glove.txt"
+    glove_doc.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "1e38"), "overflow")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "-1e38", "--window", "2"), "overflow")
+
+
+def test_cli_document_of_vectors_near_float32_max(tmp_path):
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("3 2\nfoo 3e38 0\nbar 3e38 1\nbaz 3e38 2\n", encoding="utf-8")
+    doc = tmp_path / "doc.txt"
+    doc.write_text("foo bar baz foo bar baz\n", encoding="utf-8")
+    rows = ok(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "1e-80"))
+    sentence = one(run("scores", "foo bar baz foo bar baz", "--vectors", vectors, "--json", "--scale", "1e-80"))
+    assert [[t["index"] for t in r["top"]] for r in rows] == [[t["index"] for t in top] for top in sentence["top"]]
+    assert all(math.isfinite(v) for r in rows for v in r["context"])
