@@ -356,11 +356,12 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
 
 
 def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, window: int | None = None,
-                  block: int = 256):
+                  block: int = 256, progress=None):
     """A whole document as one sequence: per token, in order, {"token", "index", "top",
     "context"}, computed a block of rows at a time (attention.stream), so memory stays
     O(T (d + k)) and rows come out as they are computed. Raw vectors only (identity
-    projections, one head): the point is the long sequence."""
+    projections, one head): the point is the long sequence. progress(rows done, T) is
+    called after each block."""
     if opts.qkv != "identity" or opts.heads != 1:
         raise InputError("a document (--file, --document) takes the raw vectors only: no --qkv or --heads")
     embedded = embed_sentence(text, vectors, opts)
@@ -377,6 +378,8 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
                         for j, w in zip(top[r], weights[r]) if w >= 0],
                 "context": Z[r].astype(np.float64).tolist(),
             }
+        if progress is not None:
+            progress(start + len(Z), len(tokens))
 
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:

@@ -678,8 +678,15 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     if not text.strip():
         raise InputError(f"{where} is empty")
     vectors = load()
-    rows = document_rows(text, vectors, opts, window=window)
-    first = next(rows)  # a document with no known word, or scores that overflow, fail here, before any output
+    # a long document's T x T work takes minutes: a progress bar, unless its rows are drawn on the terminal
+    with _progress("rows", shown=out.fmt == "json") as update:
+        rows = document_rows(text, vectors, opts, window=window, progress=update)
+        first = next(rows)  # no known word, or scores that overflow: an error here, before any output
+        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window)
+
+
+def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) -> None:
+    """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
     if out.fmt == "json":
         def write(row: dict) -> None:
             sys.stdout.write(_json_line(row))
@@ -688,14 +695,14 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
 
         screen = make_console(sys.stdout, out)
         with _writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors.name), opts, window))
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window))
 
         def write(row: dict) -> None:
             screen.print(render.document_row(visible_all(row)))
     written = 0
     try:
         with _writing_stdout():
-            for row in itertools.chain([first], rows):
+            for row in rows:
                 write(row)
                 written += 1
             sys.stdout.flush()
@@ -743,11 +750,11 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
                       trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
                       all_contexts=all_contexts, neighbors=neighbors)
     failed = 0
-    with _line_progress(len(items)) as advance, _writing_stdout():
-        for result in batches.run(items, job, jobs):
+    with _progress("lines") as update, _writing_stdout():
+        for done, result in enumerate(batches.run(items, job, jobs), start=1):
             failed += "error" in result
             sys.stdout.write(_json_line(result))
-            advance()
+            update(done, len(items))
         sys.stdout.flush()
     if failed:
         click.echo(f"attncli: {failed} of {len(items)} lines failed; their objects hold \"error\"", err=True)
@@ -759,25 +766,26 @@ def _read_input(input_file: str | None) -> bytes:
 
 
 @contextlib.contextmanager
-def _line_progress(total: int):
-    """advance() after each line; a progress bar (lines, rate, time left) on a terminal."""
-    if not sys.stderr.isatty():
-        yield lambda: None
+def _progress(unit: str, *, shown: bool = True):
+    """update(done, total) as the work goes; a progress bar (count, rate, time left) on
+    stderr when it is a terminal and `shown`."""
+    if not (shown and sys.stderr.isatty()):
+        yield lambda done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     # redirect_stdout=False: by default rich would route the results on stdout to the terminal
-    with Progress("lines", BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+    with Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                   TimeRemainingColumn(), transient=True, console=_stderr_console(),
                   redirect_stdout=False, redirect_stderr=False) as bar:
-        task = bar.add_task("lines", total=total, rate="")
+        task = bar.add_task(unit, total=None, rate="")
         start = time.monotonic()
 
-        def advance() -> None:
-            done = bar.tasks[0].completed + 1
-            bar.update(task, completed=done, rate=f"{done / max(time.monotonic() - start, 1e-9):,.0f} lines/s")
+        def update(done: int, total: int) -> None:
+            rate = done / max(time.monotonic() - start, 1e-9)
+            bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s")
 
-        yield advance
+        yield update
 
 
 def _stderr_console():

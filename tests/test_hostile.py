@@ -408,3 +408,26 @@ def test_an_argument_that_is_not_utf8_is_one_line(args):
                           env={**os.environ, "PYTHONUTF8": "1"})
     assert proc.returncode == 1 and proc.stdout == b""
     assert "not valid UTF-8" in one_error_line(proc.stderr)
+
+
+def test_a_long_document_shows_its_progress_on_a_terminal(tmp_path):
+    import pty
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text("the earth is like an orange and the river bank " * 100)  # 1,000 tokens
+    primary, secondary = pty.openpty()
+    with open(tmp_path / "out.jsonl", "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "scores", "--file", str(doc)], stdout=stdout, stderr=secondary)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            data = os.read(primary, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    assert proc.wait(timeout=60) == 0
+    assert b"rows" in shown and b"1000/1000" in shown.replace(b"\x1b[32m", b"").replace(b"\x1b[0m", b"")
+    assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 1000
