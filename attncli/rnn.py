@@ -23,6 +23,12 @@ from itertools import accumulate
 import numpy as np
 
 
+def working_bytes(N: int, d: int) -> int:
+    """What influence() holds at once beside the weights: J, a step's Jacobian and their
+    product (N, N) each, and d h_T / d x_t with its factor (N, d) each, in float64."""
+    return (3 * N * N + 2 * N * d) * 8
+
+
 def init_weights(d: int, N: int, seed: int) -> dict[str, np.ndarray]:
     """W_hx (N, d), W_hh (N, N), b_h (N,), drawn in that order uniformly on [-1/sqrt(N),
     1/sqrt(N)] (PyTorch's nn.RNN default), from numpy's PCG64 generator: the same seed gives
