@@ -47,6 +47,10 @@ class Projections:
         if self.kind == "identity":
             X = np.asarray(X, dtype=np.float64)  # (T, d)
             return X, X, X
+        (T, d), d_k = np.shape(X), self.W["W_query"].shape[1]
+        # Q, K, V (T, d_k) each, a bias's sum beside one of them, and X as float64 (T, d)
+        limits.require((4 * T * d_k + T * d) * 8, f"projecting {T:,} tokens to queries, keys and values of d_k = {d_k:,}",
+                       "choose a smaller --d-k, or a shorter sentence")
         QKV = tuple(attention.project(X, self.W[w], self.b.get(b)) for w, b in zip(WEIGHTS, BIASES))
         self.check_finite("the queries, keys and values (X W)", *QKV)
         return QKV

@@ -7,6 +7,8 @@ or written.
     3. an overflowing scale is refused before the first block is yielded
     4. .npz projections and RNN weights: every member's .npy header (dtype, shape), its size
        and the memory it will take are checked before any data is read; FIFOs refused at once
+    5. --d-k and --hidden: the arrays they ask for are checked before they are drawn
+    6. a sentence's queries, keys and values (T x d_k each) are checked before projecting
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -31,6 +33,7 @@ from numpy.lib import format as npy
 
 from attncli import attention, limits, projections, rnn
 from attncli.attention import ScaleError
+from attncli.errors import AttncliError
 from clirunner import CLEAN_ENV, fails, ok, one, run
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -131,7 +134,7 @@ def check_against_whole(X, scale, temperature, k, block, *, causal, window, incl
 @pytest.mark.parametrize("include_self", [False, True], ids=["no-self", "self"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,W", [(1, 1), (2, 1), (3, 1), (3, 2), (9, 1), (9, 3), (9, 7), (9, 8), (9, 20),
-                                 (40, 2), (40, 5), (300, 1), (300, 5), (300, 31), (300, 298), (300, 299)])
+                                 (40, 2), (40, 5), (150, 1), (150, 5), (150, 31), (150, 148), (150, 149)])
 def test_band_equals_whole_matrix_with_window_mask(T, W, causal, include_self):
     X = random_X(T, 8, seed=T + W)
     for k in (3, 12):  # 12 > 2W + 1 for the small windows: places nothing can fill
@@ -662,3 +665,85 @@ def test_npz_errors_are_projection_errors(tmp_path):
     for path in (tmp_path / "nope.npz", tmp_path, Path("/dev/null")):
         with pytest.raises(projections.ProjectionError):
             projections.load(str(path), 4)
+
+
+# --------------------------------------------------------------------------- 5. huge counts
+
+
+HUGE = 100_000_000_000  # 10^11: 3 x 50 x 10^11 x 8 bytes = 120 TB
+
+
+@pytest.mark.parametrize("args", [
+    ("qkv", "init", "--d-k", HUGE, "-o", "{out}"),
+    ("scores", "the cat", "--qkv", "random", "--d-k", HUGE),
+    ("context", "the cat", "--token", "cat", "--qkv", "random", "--d-k", HUGE),
+    ("explain", "the cat", "--qkv", "random", "--d-k", HUGE),
+    ("scores", "the cat", "--qkv", "random", "--d-k", 100_000_000),
+])
+def test_huge_d_k_refused_before_drawing(tmp_path, args):
+    out = tmp_path / "p.npz"
+    line = fails(run(*[str(a).format(out=out) for a in args]), "drawing W_query, W_key, W_value of 50 x",
+                 "needs about", "of memory", "is available", "smaller --d-k")
+    assert ("120.0 TB" in line) == (HUGE in args)
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_init_projections_checks_its_three_arrays(monkeypatch):
+    d, d_k = 20, 1000
+    with_memory(monkeypatch, 3 * d * d_k * 8 - 1)
+    with pytest.raises(limits.ResourceError, match=r"drawing W_query, W_key, W_value of 20 x 1,000 needs about 480\.0 kB"):
+        attention.init_projections(d, d_k, 0)
+    with_memory(monkeypatch, 3 * d * d_k * 8)
+    W = attention.init_projections(d, d_k, 0)
+    assert [a.shape for a in W.values()] == [(d, d_k)] * 3
+
+
+@pytest.mark.parametrize("N", [10_000_000, 1_000_000])
+def test_huge_hidden_refused_before_drawing(N):
+    fails(run("rnn", "the cat", "--hidden", N), f"an RNN of hidden size N = {N:,}", "needs about", "smaller --hidden")
+
+
+def test_init_weights_checks_weights_and_derivatives(monkeypatch):
+    d, N = 50, 400
+    need = (N * N + N * d + N) * 8 + rnn.working_bytes(N, d)
+    with_memory(monkeypatch, need - 1)
+    with pytest.raises(limits.ResourceError, match="an RNN of hidden size N = 400"):
+        rnn.init_weights(d, N, 0)
+    with_memory(monkeypatch, need)
+    assert rnn.init_weights(d, N, 0)["W_hh"].shape == (N, N)
+
+
+# --------------------------------------------------------------------------- 6. queries, keys, values
+
+
+def test_apply_checks_t_by_d_k_before_projecting(monkeypatch):
+    d, d_k, T = 50, 1000, 200
+    proj = projections.Projections("random", attention.init_projections(d, d_k, 0), seed=0)
+    X = random_X(T, d)
+    need = (4 * T * d_k + T * d) * 8  # Q, K, V, a bias's sum; X as float64
+    with_memory(monkeypatch, need - 1)
+    monkeypatch.setattr(attention, "project", lambda *a: pytest.fail("projected before the check"))
+    with pytest.raises(limits.ResourceError, match=r"projecting 200 tokens to queries, keys and values of "
+                                                   r"d_k = 1,000 needs about 6\.5 MB .* shorter sentence"):
+        proj.apply(X)
+    monkeypatch.undo()
+    with_memory(monkeypatch, need)
+    Q, K, V = proj.apply(X)
+    assert Q.shape == K.shape == V.shape == (T, d_k)
+
+
+def test_apply_refusal_on_the_cli(monkeypatch):
+    """Projections that fit, for a sentence whose T x d_k does not: memory is short only
+    while projecting (the README's catalogue runs the real thing, 100,000 tokens)."""
+    real = limits.available
+    monkeypatch.setattr(limits, "available", lambda: 1_000_000 if called_from(projections.Projections.apply) else real())
+    sentence = " ".join(["the cat sat on the mat"] * 40)  # 240 tokens: 240 x 1,000 x 32 bytes = 7.7 MB
+    for command, extra in (("scores", ()), ("context", ("--all",)), ("explain", ())):
+        fails(run(command, sentence, "--qkv", "random", "--d-k", 1000, *extra),
+              "projecting 240 tokens to queries, keys and values of d_k = 1,000 needs about", "shorter sentence")
+    assert one(run("scores", "the cat", "--qkv", "random", "--d-k", 1000))["qkv"]["d_k"] == 1000
+
+
+def test_every_refusal_is_an_attncli_error():
+    assert issubclass(limits.ResourceError, AttncliError) and issubclass(ScaleError, AttncliError)
+    assert issubclass(projections.ProjectionError, AttncliError)
