@@ -266,7 +266,9 @@ def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
     """W_query, W_key, W_value of shape (d, d_k), drawn in that order from Keras's "uniform"
     initializer, the seed's: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
-    so the same seed gives the same numbers on any machine."""
+    so the same seed gives the same numbers on any machine. Refused, before drawing, when
+    the three (d, d_k) float64 arrays cannot fit in memory."""
+    limits.require(3 * d * d_k * 8, f"drawing W_query, W_key, W_value of {d} x {d_k:,}", "choose a smaller --d-k")
     rng = np.random.default_rng(seed)
     return {name: rng.uniform(-0.05, 0.05, size=(d, d_k)) for name in ("W_query", "W_key", "W_value")}
 

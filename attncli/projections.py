@@ -4,20 +4,26 @@ or read from a .npz), and the RNN's weights.
 A projections .npz holds W_query, W_key, W_value of shape (d, d_k), the seed's names, and
 optionally b_query, b_key, b_value of shape (d_k,); an RNN's holds W_hx (N, d), W_hh (N, N)
 and b_h (N,). Both are read with allow_pickle=False: an object array (a pickle) is refused,
-never run.
+never run. A .npz is a zip archive, in which a few kB can declare GBs: every member's .npy
+header (dtype and shape), its size and the memory the arrays will take are checked before
+any of their data is read.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from numpy.lib import format as npy
 
-from attncli import attention
+from attncli import attention, limits, rnn
 from attncli.errors import AttncliError
 
 WEIGHTS = ("W_query", "W_key", "W_value")
@@ -41,6 +47,10 @@ class Projections:
         if self.kind == "identity":
             X = np.asarray(X, dtype=np.float64)  # (T, d)
             return X, X, X
+        (T, d), d_k = np.shape(X), self.W["W_query"].shape[1]
+        # Q, K, V (T, d_k) each, a bias's sum beside one of them, and X as float64 (T, d)
+        limits.require((4 * T * d_k + T * d) * 8, f"projecting {T:,} tokens to queries, keys and values of d_k = {d_k:,}",
+                       "choose a smaller --d-k, or a shorter sentence")
         QKV = tuple(attention.project(X, self.W[w], self.b.get(b)) for w, b in zip(WEIGHTS, BIASES))
         self.check_finite("the queries, keys and values (X W)", *QKV)
         return QKV
@@ -89,64 +99,166 @@ def _load(spec: str, d: int, version: tuple | None) -> Projections:
     return load(spec, d)
 
 
-def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = (), *,
+                expect=None, working=None, what: str = "--qkv",
+                hint: str = "use a file of smaller arrays") -> dict[str, np.ndarray]:
     """The named arrays of a .npz file, as float64, each checked to be real, finite numbers;
-    never unpickled."""
+    never unpickled.
+
+    Nothing of an array's data is read before its member's .npy header has been checked:
+    a numeric dtype, the shape expect(shapes) asks for (given every header's shape; it may
+    refuse a shape of the wrong rank itself), a member size that fits that shape, and the
+    memory the arrays, their float64 copies and working(shapes) bytes more will take. A
+    .npz is a zip archive, so a few kB can declare GBs: the headers are what may be trusted
+    to say how much, once the member sizes agree with them."""
     try:
-        with open(path, "rb") as f:
+        with limits.open_regular(path, what) as f:
             if f.read(4) != b"PK\x03\x04":  # a .npz is a zip archive of .npy files
                 raise ProjectionError(f"{path}: not a .npz file; it needs {', '.join(required)} (numpy.savez writes one)")
-        with warnings.catch_warnings(), np.load(path, allow_pickle=False) as npz:
-            warnings.simplefilter("ignore", SyntaxWarning)  # numpy parses a damaged header as Python
-            arrays = {name: npz[name] for name in npz.files if name in required + optional}
+            _check_directory(f, path)
+            with warnings.catch_warnings(), zipfile.ZipFile(f) as archive:
+                warnings.simplefilter("ignore", SyntaxWarning)  # numpy parses a damaged header as Python
+                warnings.simplefilter("ignore", UserWarning)  # ... or as Python 2's; and duplicate member names
+                members = _members(archive, required + optional)
+                missing = [name for name in required if name not in members]
+                if missing:
+                    raise ProjectionError(f"{path}: lacks {', '.join(missing)}; it needs {', '.join(required)}")
+                headers = {name: _header(archive, info, path, name) for name, info in members.items()}
+                _check_headers(path, members, headers, expect, working, hint)
+                arrays = {name: _read_member(archive, members[name], headers[name]) for name in members}
     except ProjectionError:
         raise
-    except FileNotFoundError:
-        raise ProjectionError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ProjectionError(f"{path}: is a directory, not a .npz file") from None
+    except limits.ResourceError as e:
+        raise ProjectionError(str(e)) from None
     except ValueError as e:
-        if "allow_pickle" in str(e):
-            raise ProjectionError(f"{path}: holds an object array, which would be unpickled; save plain numeric arrays") from None
         raise ProjectionError(f"{path}: not a .npz file of arrays ({e})") from None
     except Exception as e:  # noqa: BLE001: a damaged zip or .npy member raises many kinds (zlib, zipfile, tokenize, ...)
         raise ProjectionError(f"{path}: cannot be read as a .npz file ({type(e).__name__}: {e})") from None
-    missing = [name for name in required if name not in arrays]
-    if missing:
-        raise ProjectionError(f"{path}: lacks {', '.join(missing)}; it needs {', '.join(required)}")
     for name, a in arrays.items():
-        if not isinstance(a, np.ndarray):  # a member that is not a .npy comes back as raw bytes
-            raise ProjectionError(f"{path}: {name} is not a numpy array")
-        if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
-            raise ProjectionError(f"{path}: {name} holds {a.dtype} values, not real numbers")
         if not np.all(np.isfinite(a)):
             raise ProjectionError(f"{path}: {name} holds NaN or infinity")
-    return {name: a.astype(np.float64) for name, a in arrays.items()}
+    return {name: a.astype(np.float64, copy=False) for name, a in arrays.items()}
 
 
-def _check_shapes(path: str | Path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
-    for name, want in shapes.items():
-        if name in arrays and arrays[name].shape != want:
-            raise ProjectionError(f"{path}: {name} has shape {arrays[name].shape}, but these vectors need {want}")
+DIRECTORY_MOST = 16 << 20  # bytes of zip directory: numpy.savez writes about 100 a member
+
+
+def _check_directory(f, path) -> None:
+    """Refuse an archive whose zip directory (its list of members, which zipfile reads whole,
+    at about ten times its size in memory) is larger than a .npz of arrays ever needs."""
+    end = f.seek(0, os.SEEK_END)
+    f.seek(max(0, end - (22 + 0xFFFF)))  # the end record: 22 bytes and a comment of up to 64 kB
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 22:
+        return  # not a zip archive: zipfile says so
+    members, directory = struct.unpack_from("<HI", tail, at + 10)
+    locator = at - 20  # zip64: its end record, found through a locator just before
+    if (members == 0xFFFF or directory == 0xFFFFFFFF) and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        f.seek(struct.unpack_from("<Q", tail, locator + 8)[0])
+        record = f.read(56)
+        if len(record) == 56 and record[:4] == b"PK\x06\x06":
+            members, directory = struct.unpack_from("<QQ", record, 32)
+    if directory > DIRECTORY_MOST:
+        raise ProjectionError(f"{path}: declares a zip directory of {limits.size(directory)} ({members:,} members), "
+                              f"more than a .npz of a few arrays needs ({limits.size(DIRECTORY_MOST)} at most); "
+                              "save only the arrays it needs")
+
+
+def _members(archive: zipfile.ZipFile, names: tuple[str, ...]) -> dict[str, zipfile.ZipInfo]:
+    """The member each wanted array is in, as np.load finds it: NAME itself, else NAME.npy."""
+    infos = {info.filename: info for info in archive.infolist()}  # the last of a repeated name, as zipfile
+    found = {}
+    for name in names:
+        info = infos.get(name) or infos.get(f"{name}.npy")
+        if info is not None:
+            found[name] = info
+    return found
+
+
+def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path, name: str) -> tuple:
+    """(shape, dtype, offset of the data) from a member's .npy header: only its first bytes
+    are decompressed."""
+    with archive.open(info) as member:
+        magic = member.read(npy.MAGIC_LEN)
+        if magic[:len(npy.MAGIC_PREFIX)] != npy.MAGIC_PREFIX or len(magic) < npy.MAGIC_LEN:
+            raise ProjectionError(f"{path}: {name} is not a numpy array")
+        version = (magic[-2], magic[-1])
+        if version == (1, 0):
+            shape, _, dtype = npy.read_array_header_1_0(member)
+        elif version in ((2, 0), (3, 0)):  # 3.0 differs only in UTF-8 field names, which no numeric dtype has
+            shape, _, dtype = npy.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"{name} is of .npy format version {version[0]}.{version[1]}, which numpy does not write")
+        return shape, dtype, member.tell()
+
+
+def _check_headers(path, members: dict, headers: dict, expect, working, hint: str) -> None:
+    """Every check that the headers and the member sizes allow, before any data is read."""
+    for name, (shape, dtype, _) in headers.items():
+        if dtype.hasobject:
+            raise ProjectionError(f"{path}: holds an object array, which would be unpickled; save plain numeric arrays")
+        if not np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.complexfloating):
+            raise ProjectionError(f"{path}: {name} holds {dtype} values, not real numbers")
+        if any(n < 0 for n in shape):
+            raise ValueError(f"{name} has shape {shape}, with a negative length")
+    shapes = {name: header[0] for name, header in headers.items()}
+    for name, want in (expect(shapes) if expect else {}).items():
+        if name in shapes and shapes[name] != want:
+            raise ProjectionError(f"{path}: {name} has shape {shapes[name]}, but these vectors need {want}")
+    counts = {name: math.prod(shape) for name, shape in shapes.items()}
+    need = sum(counts[name] * (dtype.itemsize + (0 if dtype == np.float64 else 8)) for name, (_, dtype, _) in headers.items())
+    need += max(counts.values(), default=0) + (working(shapes) if working else 0)  # isfinite's bools; the caller's
+    limits.require(need, f"{path}: reading {', '.join(headers)} ({sum(counts.values()):,} numbers)", hint)
+    for name, (shape, dtype, offset) in headers.items():
+        data, want = members[name].file_size - offset, counts[name] * dtype.itemsize
+        if data < want:
+            raise ProjectionError(f"{path}: {name} holds {limits.size(data)} of data, less than its shape {shape} of "
+                                  f"{dtype} needs ({limits.size(want)}); the file is cut short or damaged")
+        if data > want + SLACK:
+            raise ProjectionError(f"{path}: {name} declares {limits.size(data)} of data, far more than its shape "
+                                  f"{shape} of {dtype} needs ({limits.size(want)}); the file is damaged or was not "
+                                  "written by numpy.savez")
+
+
+SLACK = 1 << 16  # bytes a member may hold beyond its array (numpy writes none)
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, header: tuple) -> np.ndarray:
+    """The array, once its header has passed: read a chunk at a time into one array."""
+    with archive.open(info) as member:
+        a = npy.read_array(member, allow_pickle=False)
+    if a.shape != header[0] or a.dtype != header[1]:  # numpy read the header as it was checked
+        raise ValueError(f"{info.filename}: its header reads differently the second time")
+    return a
 
 
 def load(path: str, d: int) -> Projections:
     """Projections from a .npz: W_query, W_key, W_value (d, d_k); b_query, b_key, b_value (d_k,)."""
-    arrays = read_arrays(path, WEIGHTS, BIASES)
-    W_query = arrays["W_query"]
-    d_k = W_query.shape[1] if W_query.ndim == 2 and W_query.shape[1] else None
-    if d_k is None:
-        raise ProjectionError(f"{path}: W_query has shape {W_query.shape}, not (d, d_k) = ({d}, d_k)")
-    _check_shapes(path, arrays, {**{w: (d, d_k) for w in WEIGHTS}, **{b: (d_k,) for b in BIASES}})
+
+    def expect(shapes: dict[str, tuple]) -> dict[str, tuple]:
+        W_query = shapes["W_query"]
+        if len(W_query) != 2 or not W_query[1]:
+            raise ProjectionError(f"{path}: W_query has shape {W_query}, not (d, d_k) = ({d}, d_k)")
+        d_k = W_query[1]  # as W_query says: the others must agree
+        return {**{w: (d, d_k) for w in WEIGHTS}, **{b: (d_k,) for b in BIASES}}
+
+    arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
     return Projections("file", {w: arrays[w] for w in WEIGHTS}, {b: arrays[b] for b in BIASES if b in arrays},
                        path=str(path))
 
 
 def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:
-    """The RNN's W_hx (N, d), W_hh (N, N) and b_h (N,) from a .npz."""
-    arrays = read_arrays(path, ("W_hx", "W_hh", "b_h"))
-    N = arrays["W_hh"].shape[0] if arrays["W_hh"].ndim == 2 and arrays["W_hh"].shape[0] else None
-    if N is None:
-        raise ProjectionError(f"{path}: W_hh has shape {arrays['W_hh'].shape}, not (N, N)")
-    _check_shapes(path, arrays, {"W_hx": (N, d), "W_hh": (N, N), "b_h": (N,)})
-    return arrays
+    """The RNN's W_hx (N, d), W_hh (N, N) and b_h (N,) from a .npz; refused, before reading,
+    when they and the run's derivatives (rnn.working_bytes) cannot fit in memory."""
+
+    def expect(shapes: dict[str, tuple]) -> dict[str, tuple]:
+        W_hh = shapes["W_hh"]
+        if len(W_hh) != 2 or not W_hh[0]:
+            raise ProjectionError(f"{path}: W_hh has shape {W_hh}, not (N, N)")
+        N = W_hh[0]  # as W_hh says: the others must agree
+        return {"W_hx": (N, d), "W_hh": (N, N), "b_h": (N,)}
+
+    return read_arrays(path, ("W_hx", "W_hh", "b_h"), expect=expect, what="--weights",
+                       working=lambda shapes: rnn.working_bytes(shapes["W_hh"][0], d),
+                       hint="use weights of a smaller hidden size N")

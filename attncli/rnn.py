@@ -22,11 +22,22 @@ from itertools import accumulate
 
 import numpy as np
 
+from attncli import limits
+
+
+def working_bytes(N: int, d: int) -> int:
+    """What influence() holds at once beside the weights: J, a step's Jacobian and their
+    product (N, N) each, and d h_T / d x_t with its factor (N, d) each, in float64."""
+    return (3 * N * N + 2 * N * d) * 8
+
 
 def init_weights(d: int, N: int, seed: int) -> dict[str, np.ndarray]:
     """W_hx (N, d), W_hh (N, N), b_h (N,), drawn in that order uniformly on [-1/sqrt(N),
     1/sqrt(N)] (PyTorch's nn.RNN default), from numpy's PCG64 generator: the same seed gives
-    the same numbers on any machine."""
+    the same numbers on any machine. Refused, before drawing, when they and the run's
+    derivatives cannot fit in memory."""
+    limits.require((N * N + N * d + N) * 8 + working_bytes(N, d),
+                   f"an RNN of hidden size N = {N:,} (its weights and their derivatives)", "choose a smaller --hidden")
     rng = np.random.default_rng(seed)
     bound = 1.0 / np.sqrt(N)
     return {

@@ -5,6 +5,10 @@ or written.
        columns, with the same numbers and ties as the whole matrix under the window mask
     2. the stream's blocks are sized from the memory available, its O(T d) arrays checked
     3. an overflowing scale is refused before the first block is yielded
+    4. .npz projections and RNN weights: every member's .npy header (dtype, shape), its size
+       and the memory it will take are checked before any data is read; FIFOs refused at once
+    5. --d-k and --hidden: the arrays they ask for are checked before they are drawn
+    6. a sentence's queries, keys and values (T x d_k each) are checked before projecting
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -13,16 +17,24 @@ kept here as the reference.
 
 from __future__ import annotations
 
+import io
 import math
+import os
+import resource
+import struct
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.lib import format as npy
 
-from attncli import attention, limits
+from attncli import attention, limits, projections, rnn
 from attncli.attention import ScaleError
-from clirunner import fails, ok, one, run
+from attncli.errors import AttncliError
+from clirunner import CLEAN_ENV, fails, ok, one, run
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -122,7 +134,7 @@ def check_against_whole(X, scale, temperature, k, block, *, causal, window, incl
 @pytest.mark.parametrize("include_self", [False, True], ids=["no-self", "self"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,W", [(1, 1), (2, 1), (3, 1), (3, 2), (9, 1), (9, 3), (9, 7), (9, 8), (9, 20),
-                                 (40, 2), (40, 5), (300, 1), (300, 5), (300, 31), (300, 298), (300, 299)])
+                                 (40, 2), (40, 5), (150, 1), (150, 5), (150, 31), (150, 148), (150, 149)])
 def test_band_equals_whole_matrix_with_window_mask(T, W, causal, include_self):
     X = random_X(T, 8, seed=T + W)
     for k in (3, 12):  # 12 > 2W + 1 for the small windows: places nothing can fill
@@ -419,3 +431,319 @@ def test_cli_document_of_vectors_near_float32_max(tmp_path):
     sentence = one(run("scores", "foo bar baz foo bar baz", "--vectors", vectors, "--json", "--scale", "1e-80"))
     assert [[t["index"] for t in r["top"]] for r in rows] == [[t["index"] for t in top] for top in sentence["top"]]
     assert all(math.isfinite(v) for r in rows for v in r["context"])
+
+
+# --------------------------------------------------------------------------- 4. .npz files: headers first
+
+
+def npy_header(shape, descr="<f8", version=(1, 0)) -> bytes:
+    buf = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": tuple(shape)}
+    (npy.write_array_header_1_0 if version == (1, 0) else npy.write_array_header_2_0)(buf, header)
+    return buf.getvalue()
+
+
+def write_npz(path: Path, members: dict, method=zipfile.ZIP_DEFLATED, chunk: int = 1 << 20) -> Path:
+    """members: name -> an array, or (shape, descr, data bytes): that header, then that many
+    zero bytes, streamed a chunk at a time so that the test itself stays small in memory."""
+    zeros = bytes(chunk)
+    with zipfile.ZipFile(path, "w", method) as z:
+        for name, member in members.items():
+            with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                if isinstance(member, np.ndarray):
+                    npy.write_array(f, member, allow_pickle=False)
+                    continue
+                shape, descr, data = member
+                f.write(npy_header(shape, descr))
+                while data > 0:
+                    f.write(zeros[:min(chunk, data)])
+                    data -= chunk
+    return path
+
+
+def declared(shape, descr="<f8", data=None) -> tuple:
+    """A member whose header says `shape` and which holds `data` bytes (default: exactly its size)."""
+    return shape, descr, math.prod(shape) * np.dtype(descr).itemsize if data is None else data
+
+
+def three(shape, descr="<f8", data=None) -> dict:
+    return {name: declared(shape, descr, data) for name in projections.WEIGHTS}
+
+
+@pytest.fixture
+def no_data_read(monkeypatch):
+    """Fail if any .npy member's data is read."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("an array's data was read")
+
+    monkeypatch.setattr(npy, "read_array", refuse)
+
+
+BOMB_MB = 16  # zeros each member really holds, deflated to a few kB
+
+
+@pytest.mark.parametrize("name,members,words", [
+    ("square", three((50000, 50000), data=BOMB_MB << 20), ["W_query", "(50000, 50000)", "(50, 50000)"]),
+    ("wide", three((50, 50_000_000), data=BOMB_MB << 20), []),  # the memory check, or the size check
+    ("last_wrong", {"W_query": declared((50, 4)), "W_key": declared((50, 4)),
+                    "W_value": declared((50000, 50000), data=BOMB_MB << 20)}, ["W_value", "(50, 4)"]),
+])
+def test_npz_bomb_refused_before_reading(tmp_path, no_data_read, name, members, words):
+    path = write_npz(tmp_path / f"{name}.npz", members)
+    assert path.stat().st_size < 200_000
+    line = fails(run("scores", "the cat", "--qkv", path), str(path), *words)
+    assert "MemoryError" not in line
+
+
+def limited_run(*args, address_space: int = 2 << 30, timeout: float = 60) -> subprocess.CompletedProcess:
+    """attncli in a process of its own with at most `address_space` bytes of memory."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    return subprocess.run([str(ENTRY_POINT), *map(str, args)], capture_output=True, timeout=timeout, env=env,
+                          preexec_fn=limit)
+
+
+def assert_one_error(result: subprocess.CompletedProcess, *words: str) -> str:
+    stderr = result.stderr.decode()
+    assert result.returncode == 1 and result.stdout == b"", (result.returncode, stderr)
+    assert "Traceback" not in stderr and "MemoryError" not in stderr, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def test_npz_bomb_in_2_gb_of_memory(tmp_path):
+    """Three members of a shape these vectors take, 20 GB each as declared, a few kB each in
+    the file: in 2 GB of address space the refusal is ours, not a MemoryError."""
+    path = write_npz(tmp_path / "bomb.npz", three((50, 50_000_000), data=BOMB_MB << 20))
+    assert_one_error(limited_run("scores", "the cat", "--qkv", path), str(path), "needs about", "of memory")
+    # every byte there: 80 MB of int8 a member, 9 bytes a number once read and made float64
+    honest = write_npz(tmp_path / "honest.npz", three((50, 1_600_000), "|i1"))
+    assert honest.stat().st_size < 2 << 20
+    assert_one_error(limited_run("scores", "the cat", "--qkv", honest), "reading W_query, W_key, W_value",
+                     "(240,000,000 numbers) needs about 2.2 GB", "of memory", "smaller d_k")
+    rnn_bomb = write_npz(tmp_path / "rnn.npz", {"W_hx": declared((200_000, 50), data=1 << 20),
+                                                 "W_hh": declared((200_000, 200_000), data=BOMB_MB << 20),
+                                                 "b_h": declared((200_000,))})
+    assert_one_error(limited_run("rnn", "the cat", "--weights", rnn_bomb), "needs about", "hidden size N")
+
+
+def test_npz_declared_sizes_must_agree_with_the_headers(tmp_path, no_data_read):
+    padded = write_npz(tmp_path / "padded.npz", {**three((50, 4)), "W_key": declared((50, 4), data=(1 << 20))})
+    fails(run("scores", "the cat", "--qkv", padded), str(padded), "W_key declares 1.0 MB of data", "far more",
+          "(50, 4)")
+    short = write_npz(tmp_path / "short.npz", {**three((50, 4)), "W_value": declared((50, 4), data=1000)})
+    fails(run("scores", "the cat", "--qkv", short), str(short), "W_value holds 1.0 kB of data", "(1.6 kB)", "cut short")
+    assert math.prod((50, 4)) * 8 == 1600
+
+
+@pytest.mark.parametrize("descr,words", [
+    ("|O", ["object array"]), ("<c16", ["W_query", "complex"]), ("|b1", ["W_query", "bool"]),
+    ("<U3", ["W_query", "<U3"]), ("|V8", ["W_query", "not real numbers"]), ("<M8[s]", ["W_query", "datetime"]),
+])
+def test_npz_dtypes_refused_from_the_header(tmp_path, no_data_read, descr, words):
+    """Only the header is there: the dtype alone refuses it (an object array is a pickle)."""
+    path = write_npz(tmp_path / "dtype.npz", {**three((50, 4)), "W_query": ((50, 4), descr, 0)})
+    fails(run("scores", "the cat", "--qkv", path), str(path), *words)
+
+
+def test_npz_odd_headers_refused(tmp_path, no_data_read):
+    for name, member, words in [
+        ("negative", ((50, -4), "<f8", 0), ["negative"]),
+        ("rank3", ((50, 4, 1), "<f8", 0), ["W_query has shape (50, 4, 1)"]),
+        ("scalar", ((), "<f8", 8), ["W_query has shape ()"]),
+        ("huge_int", ((10 ** 22, 50), "<f8", 0), ["W_query"]),
+    ]:
+        path = write_npz(tmp_path / f"{name}.npz", {**three((50, 4)), "W_query": member})
+        fails(run("scores", "the cat", "--qkv", path), str(path), *words)
+    version = tmp_path / "version.npz"
+    with zipfile.ZipFile(version, "w") as z:
+        for w in projections.WEIGHTS:
+            z.writestr(f"{w}.npy", b"\x93NUMPY\x09\x00" + b"\x00" * 100)
+    fails(run("scores", "the cat", "--qkv", version), str(version), "version 9.0")
+
+
+def test_npz_rnn_shapes_from_w_hh(tmp_path, no_data_read):
+    N = 7
+    base = {"W_hx": declared((N, 50)), "W_hh": declared((N, N)), "b_h": declared((N,))}
+    for change, words in [({"W_hx": declared((N, 49))}, ["W_hx", "(7, 50)"]),
+                          ({"W_hh": declared((N, N, N))}, ["W_hh", "not (N, N)"]),
+                          ({"b_h": declared((N + 1,))}, ["b_h", "(7,)"]),
+                          ({"W_hx": declared((10 ** 8, 50), data=0), "W_hh": declared((10 ** 8, 10 ** 8), data=0),
+                            "b_h": declared((10 ** 8,), data=0)}, ["needs about", "hidden size N"])]:
+        path = write_npz(tmp_path / "rnn.npz", {**base, **change})
+        fails(run("rnn", "the cat", "--weights", path), str(path), *words)
+
+
+def test_npz_memory_counts_the_arrays_and_their_float64_copies(tmp_path, monkeypatch):
+    W = {w: np.ones((50, 1000), dtype=np.float32) for w in projections.WEIGHTS}  # 150,000 numbers, 600 kB
+    path = write_npz(tmp_path / "f32.npz", W)
+    with_memory(monkeypatch, 150_000 * 8)  # room for the float64 result, not for the float32 read beside it
+    with pytest.raises(projections.ProjectionError, match=r"reading W_query, W_key, W_value \(150,000 numbers\) "
+                                                          r"needs about 1\.9 MB of memory, and 1\.2 MB is available"):
+        projections.load(str(path), 50)
+    with_memory(monkeypatch, 150_000 * 13)
+    proj = projections.load(str(path), 50)
+    assert all(a.dtype == np.float64 and a.shape == (50, 1000) for a in proj.W.values())
+
+
+def test_npz_rnn_memory_counts_the_runs_derivatives(tmp_path, monkeypatch):
+    N = 300
+    path = write_npz(tmp_path / "rnn.npz", {"W_hx": np.ones((N, 50)), "W_hh": np.zeros((N, N)), "b_h": np.ones(N)})
+    arrays = (N * 50 + N * N + N) * 8 + N * N  # float64 read, isfinite's largest
+    with_memory(monkeypatch, arrays + rnn.working_bytes(N, 50) - 1)
+    with pytest.raises(projections.ProjectionError, match="needs about"):
+        projections.load_rnn_weights(str(path), 50)
+    with_memory(monkeypatch, arrays + rnn.working_bytes(N, 50))
+    assert projections.load_rnn_weights(str(path), 50)["W_hh"].shape == (N, N)
+
+
+def test_npz_that_numpy_writes_still_reads(tmp_path):
+    rng = np.random.default_rng(0)
+    W = {"W_query": rng.normal(size=(4, 3)).astype(np.float32),
+         "W_key": np.asfortranarray(rng.normal(size=(4, 3))),
+         "W_value": rng.integers(-5, 5, size=(4, 3)).astype(">i2"),
+         "b_key": rng.normal(size=3).astype(">f8")}
+    for save in (np.savez, np.savez_compressed):
+        path = tmp_path / f"{save.__name__}.npz"
+        save(path, **W)
+        proj = projections.load(str(path), 4)
+        for name, a in {**proj.W, **proj.b}.items():
+            assert a.dtype == np.float64 and np.array_equal(a, W[name].astype(np.float64)), name
+    bare = tmp_path / "bare.npz"  # members named without .npy, as np.load also finds them
+    with zipfile.ZipFile(bare, "w") as z:
+        for name, a in W.items():
+            buf = io.BytesIO()
+            npy.write_array(buf, a)
+            z.writestr(name, buf.getvalue())
+    assert np.array_equal(projections.load(str(bare), 4).W["W_value"], W["W_value"])
+    v2 = tmp_path / "v2.npz"
+    with zipfile.ZipFile(v2, "w") as z:
+        for name, a in W.items():
+            z.writestr(f"{name}.npy", npy_header(a.shape, npy.dtype_to_descr(a.dtype), (2, 0))
+                       + np.ascontiguousarray(a).tobytes())
+    assert np.array_equal(projections.load(str(v2), 4).W["W_query"], W["W_query"])
+
+
+def eocd(members: int, directory: int) -> bytes:
+    """A zip end record declaring `members` members in a directory of `directory` bytes at 0."""
+    return b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, members, members, directory, 0, 0)
+
+
+def test_npz_zip_directory_too_large_refused(tmp_path):
+    path = tmp_path / "directory.npz"
+    path.write_bytes(b"PK\x03\x04" + bytes(100) + eocd(65535, 100 << 20))
+    line = fails(run("scores", "the cat", "--qkv", path), str(path), "declares a zip directory of 104.9 MB",
+                 "65,535 members")
+    assert "save only the arrays it needs" in line
+    zip64 = tmp_path / "zip64.npz"  # the sizes in a zip64 end record, found through its locator
+    record = b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, 10 ** 6, 10 ** 6, 1 << 30, 0)
+    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, 104, 1)
+    zip64.write_bytes(b"PK\x03\x04" + bytes(100) + record + locator + eocd(0xFFFF, 0xFFFFFFFF))
+    fails(run("scores", "the cat", "--qkv", zip64), str(zip64), "1.1 GB", "1,000,000 members")
+    # a real archive of many small members is fine
+    many = write_npz(tmp_path / "many.npz", {**{f"extra{n}": np.zeros(1) for n in range(2000)},
+                                             **{w: np.ones((50, 2)) for w in projections.WEIGHTS}})
+    assert one(run("scores", "the cat", "--qkv", many))["qkv"]["d_k"] == 2
+
+
+@pytest.mark.parametrize("command,option", [("scores", "--qkv"), ("rnn", "--weights"), ("explain", "--qkv")])
+def test_fifo_refused_at_once(tmp_path, command, option):
+    fifo = tmp_path / "weights.npz"
+    os.mkfifo(fifo)
+    result = limited_run(command, "the cat", option, fifo, timeout=30)  # no writer: a read would wait for ever
+    assert_one_error(result, str(fifo), "not a regular file", f"give {option} a regular file")
+    fails(run(command, "the cat", option, fifo), "not a regular file")
+    fails(run(command, "the cat", option, "/dev/zero"), "/dev/zero", "not a regular file")
+
+
+def test_npz_errors_are_projection_errors(tmp_path):
+    for path in (tmp_path / "nope.npz", tmp_path, Path("/dev/null")):
+        with pytest.raises(projections.ProjectionError):
+            projections.load(str(path), 4)
+
+
+# --------------------------------------------------------------------------- 5. huge counts
+
+
+HUGE = 100_000_000_000  # 10^11: 3 x 50 x 10^11 x 8 bytes = 120 TB
+
+
+@pytest.mark.parametrize("args", [
+    ("qkv", "init", "--d-k", HUGE, "-o", "{out}"),
+    ("scores", "the cat", "--qkv", "random", "--d-k", HUGE),
+    ("context", "the cat", "--token", "cat", "--qkv", "random", "--d-k", HUGE),
+    ("explain", "the cat", "--qkv", "random", "--d-k", HUGE),
+    ("scores", "the cat", "--qkv", "random", "--d-k", 100_000_000),
+])
+def test_huge_d_k_refused_before_drawing(tmp_path, args):
+    out = tmp_path / "p.npz"
+    line = fails(run(*[str(a).format(out=out) for a in args]), "drawing W_query, W_key, W_value of 50 x",
+                 "needs about", "of memory", "is available", "smaller --d-k")
+    assert ("120.0 TB" in line) == (HUGE in args)
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_init_projections_checks_its_three_arrays(monkeypatch):
+    d, d_k = 20, 1000
+    with_memory(monkeypatch, 3 * d * d_k * 8 - 1)
+    with pytest.raises(limits.ResourceError, match=r"drawing W_query, W_key, W_value of 20 x 1,000 needs about 480\.0 kB"):
+        attention.init_projections(d, d_k, 0)
+    with_memory(monkeypatch, 3 * d * d_k * 8)
+    W = attention.init_projections(d, d_k, 0)
+    assert [a.shape for a in W.values()] == [(d, d_k)] * 3
+
+
+@pytest.mark.parametrize("N", [10_000_000, 1_000_000])
+def test_huge_hidden_refused_before_drawing(N):
+    fails(run("rnn", "the cat", "--hidden", N), f"an RNN of hidden size N = {N:,}", "needs about", "smaller --hidden")
+
+
+def test_init_weights_checks_weights_and_derivatives(monkeypatch):
+    d, N = 50, 400
+    need = (N * N + N * d + N) * 8 + rnn.working_bytes(N, d)
+    with_memory(monkeypatch, need - 1)
+    with pytest.raises(limits.ResourceError, match="an RNN of hidden size N = 400"):
+        rnn.init_weights(d, N, 0)
+    with_memory(monkeypatch, need)
+    assert rnn.init_weights(d, N, 0)["W_hh"].shape == (N, N)
+
+
+# --------------------------------------------------------------------------- 6. queries, keys, values
+
+
+def test_apply_checks_t_by_d_k_before_projecting(monkeypatch):
+    d, d_k, T = 50, 1000, 200
+    proj = projections.Projections("random", attention.init_projections(d, d_k, 0), seed=0)
+    X = random_X(T, d)
+    need = (4 * T * d_k + T * d) * 8  # Q, K, V, a bias's sum; X as float64
+    with_memory(monkeypatch, need - 1)
+    monkeypatch.setattr(attention, "project", lambda *a: pytest.fail("projected before the check"))
+    with pytest.raises(limits.ResourceError, match=r"projecting 200 tokens to queries, keys and values of "
+                                                   r"d_k = 1,000 needs about 6\.5 MB .* shorter sentence"):
+        proj.apply(X)
+    monkeypatch.undo()
+    with_memory(monkeypatch, need)
+    Q, K, V = proj.apply(X)
+    assert Q.shape == K.shape == V.shape == (T, d_k)
+
+
+def test_apply_refusal_on_the_cli(monkeypatch):
+    """Projections that fit, for a sentence whose T x d_k does not: memory is short only
+    while projecting (the README's catalogue runs the real thing, 100,000 tokens)."""
+    real = limits.available
+    monkeypatch.setattr(limits, "available", lambda: 1_000_000 if called_from(projections.Projections.apply) else real())
+    sentence = " ".join(["the cat sat on the mat"] * 40)  # 240 tokens: 240 x 1,000 x 32 bytes = 7.7 MB
+    for command, extra in (("scores", ()), ("context", ("--all",)), ("explain", ())):
+        fails(run(command, sentence, "--qkv", "random", "--d-k", 1000, *extra),
+              "projecting 240 tokens to queries, keys and values of d_k = 1,000 needs about", "shorter sentence")
+    assert one(run("scores", "the cat", "--qkv", "random", "--d-k", 1000))["qkv"]["d_k"] == 1000
+
+
+def test_every_refusal_is_an_attncli_error():
+    assert issubclass(limits.ResourceError, AttncliError) and issubclass(ScaleError, AttncliError)
+    assert issubclass(projections.ProjectionError, AttncliError)

@@ -4,10 +4,13 @@ Each example runs as written (shlex-split, the leading `attncli` dropped), in a 
 holding the files the rows name, made here as the rows describe them.
 """
 
+import io
 import os
 import pickle
 import re
 import shlex
+import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +51,25 @@ def make_files(folder: Path) -> None:
     np.savez(folder / "shape.npz", W_query=ones, W_key=ones, W_value=np.ones((40, 4)))
     np.savez(folder / "nanproj.npz", W_query=np.full((50, 4), np.nan), W_key=ones, W_value=ones)
     np.savez(folder / "objproj.npz", W_query=np.array([None] * 4, dtype=object), W_key=ones, W_value=ones)
+    # .npy headers that declare more than the file holds, or less
+    weights = ("W_query", "W_key", "W_value")
+    declared_npz(folder / "bigproj.npz", {w: ((50, 10 ** 11), 0) for w in weights})
+    declared_npz(folder / "bigrnn.npz", {"W_hx": ((10 ** 8, 50), 0), "W_hh": ((10 ** 8, 10 ** 8), 0), "b_h": ((10 ** 8,), 0)})
+    declared_npz(folder / "cutshort.npz", {w: ((50, 4), 1000 if w == "W_query" else 1600) for w in weights})
+    declared_npz(folder / "padded.npz", {w: ((50, 4), 10 ** 6 if w == "W_query" else 1600) for w in weights})
+    # a zip end record declaring a 100 MB directory of 65,535 members
+    (folder / "bigdir.npz").write_bytes(b"PK\x03\x04" + bytes(100) + b"PK\x05\x06"
+                                        + struct.pack("<HHHHIIH", 0, 0, 65535, 65535, 100 << 20, 0, 0))
+    (folder / "many.txt").write_text("cat " * 100_000 + "\n", encoding="utf-8")
+
+
+def declared_npz(path: Path, members: dict) -> None:
+    """A .npz whose members hold a float64 .npy header of the shape given, then that many zero bytes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, (shape, data) in members.items():
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+            z.writestr(f"{name}.npy", header.getvalue() + bytes(data))
 
 
 @pytest.fixture(scope="module")
