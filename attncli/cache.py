@@ -46,7 +46,7 @@ import numpy as np
 
 from attncli import __version__, limits
 from attncli.errors import VectorsError
-from attncli.home import expand, home, no_home
+from attncli.home import expand, no_home
 from attncli.limits import ResourceError
 from attncli.vectors import Subwords, Vectors, Vocabulary
 
@@ -108,11 +108,10 @@ def cache_dir() -> Path:
         path = platformdirs.user_cache_dir("attncli")
     except RuntimeError:
         path = "~/.cache/attncli"
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if os.path.isabs(path) and (home() is not None or (os.path.isabs(xdg) and path.startswith(xdg))):
+    if os.path.isabs(path):
         return Path(path)
     start = os.path.expanduser("~")
-    shown = "~" + path[len(start):] if start and path.startswith(start) else path
+    shown = "~" + path[len(start):] if path.startswith(start + os.sep) else path  # start: "~", or HOME's relative path
     raise NoCacheDir(f"there is no cache directory: the vectors cache would be in {shown}, but {no_home()}")
 
 

@@ -97,8 +97,8 @@ def _resolve(spec: str) -> Source:
             raise VectorsError(f"{shortened(spec)}: ~ cannot be expanded without a home directory ({no_home()}); "
                                "give the full path, or set HOME")
         else:
-            raise VectorsError(f"{shortened(spec)}: {head} cannot be expanded: there is no user {head[1:]!r}; "
-                               "give the full path")
+            raise VectorsError(f"{shortened(spec)}: {shortened(head)} cannot be expanded: there is no user "
+                               f"{shortened(head[1:])!r}; give the full path")
     path = Path(expanded)
     if not path.exists() and os.sep not in spec and not spec.lower().endswith(VECTOR_SUFFIXES):
         path = _gensim_data_file(spec)
