@@ -7,40 +7,82 @@ An entry is a few files sharing one path prefix, none of them a pickle:
     PREFIX.offsets.npy  (V + 1,) int64: where each row's word starts in words.txt
     PREFIX.order.npy    (V,) int64: the rows sorted by word, for binary search
     PREFIX.ngrams.npy   (buckets, d) float32: fastText's subword vectors (fastText only)
-    PREFIX.json         metadata: name, words, dim, cased, source, options, files
+    PREFIX.json         metadata: name, words, dim, cased, source, options, files, checksums
 
 The bundled entry is embeddings/glove.6B.50d.100k.*, installed as the package
-attncli.embeddings. Cache entries live in ATTNCLI_CACHE_DIR, or else the platform's user
-cache directory, one folder each, written under a temporary name and renamed into place
-so that no reader ever sees half an entry.
+attncli.embeddings (format version 1, no checksums: its files have committed SHA-256s).
+
+Cache entries live in ATTNCLI_CACHE_DIR, or else the platform's user cache directory, one
+folder each (PREFIX is FOLDER/vectors). A folder is written under a temporary name
+(.tmp-*), its marker file .attncli-entry first, and renamed into place whole, so that no
+reader ever sees half an entry. Only a folder whose marker says attncli made it, under its
+own name, is ever read or removed, and only the file names attncli writes are removed from
+it: the cache directory may hold anything else (ATTNCLI_CACHE_DIR can name a folder of the
+user's), and that is never touched.
+
+Every array is checked for dtype, shape and range before it is used; a cache entry's
+metadata also holds the sizes and modification times of its files and CRC-32 checksums of
+words.txt, offsets.npy, order.npy, the .npy headers and the metadata itself, all verified
+at each load. A damaged entry raises DamagedEntry (load.py converts the source again); an
+entry that is fine but cannot be read now (too many open files, no memory, no permission)
+raises EntryUnreadable and is left as it is.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
-import shutil
+import stat
 import tempfile
 import time
 import warnings
+import zlib
 from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
 
-from attncli import __version__
+from attncli import __version__, limits
 from attncli.errors import VectorsError
+from attncli.home import expand, no_home
+from attncli.limits import ResourceError
 from attncli.vectors import Subwords, Vectors, Vocabulary
 
 FORMAT = "attncli-vectors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a marker in each folder, and checksums verified at each load
+BUNDLED_VERSION = 1  # the bundled entry's format, as committed
 BUNDLED = "glove.6B.50d.100k"
 SUFFIXES = (".npy", ".words.txt", ".offsets.npy", ".order.npy")
+NGRAMS = ".ngrams.npy"
+PREFIX = "vectors"  # a cache entry's files: FOLDER/vectors.npy, FOLDER/vectors.words.txt, ...
+MARKER = ".attncli-entry"  # in every folder attncli makes in the cache directory
+TEMPORARY = ".tmp-"  # the name a folder has while it is written
+OWN_FILES = tuple(PREFIX + s for s in (*SUFFIXES, NGRAMS, ".json"))  # what attncli writes in a folder, with MARKER
+CHECKSUM = "crc32"
+WHOLE = (".words.txt", ".offsets.npy", ".order.npy")  # checksummed whole; of .npy and .ngrams.npy, the header
+META_MOST = 4_000_000  # an entry's metadata is a few hundred bytes
+MARKER_MOST = 4096
+YOUNG = 3600  # seconds: a temporary folder this recent may belong to a run still writing it
 
 
 class DamagedEntry(VectorsError):
     """A cache entry whose files are missing, truncated or changed since they were written."""
+
+
+class EntryUnreadable(VectorsError):
+    """An entry that cannot be read now (too many open files, no memory, no permission):
+    not damage, so the entry is left as it is."""
+
+
+class NoCacheDir(VectorsError):
+    """There is no cache directory: no ATTNCLI_CACHE_DIR, and no home directory to find the
+    platform's user cache directory in."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"{reason}; set HOME or ATTNCLI_CACHE_DIR")
 
 
 def bundled_prefix() -> Path:
@@ -49,170 +91,613 @@ def bundled_prefix() -> Path:
 
 
 def cache_dir() -> Path:
-    """ATTNCLI_CACHE_DIR, or the platform's user cache directory for attncli."""
-    if os.environ.get("ATTNCLI_CACHE_DIR"):
-        return Path(os.environ["ATTNCLI_CACHE_DIR"])
+    """ATTNCLI_CACHE_DIR (a leading ~ expanded), or the platform's user cache directory for
+    attncli; NoCacheDir when neither can be found (no home directory)."""
+    configured = os.environ.get("ATTNCLI_CACHE_DIR")
+    if configured:
+        expanded = expand(configured)
+        if expanded is None:
+            raise NoCacheDir(f"there is no cache directory: ATTNCLI_CACHE_DIR is {configured!r}, and "
+                             f"~ cannot be expanded without a home directory ({no_home()})")
+        return Path(expanded)
     import platformdirs  # only runs that use a cache pay for it
 
-    return Path(platformdirs.user_cache_dir("attncli"))
+    # Without a home directory, platformdirs gives "~/.cache/attncli" as it is (a folder "~"
+    # in the working directory) or, in later versions, raises RuntimeError: never use either.
+    try:
+        path = platformdirs.user_cache_dir("attncli")
+    except RuntimeError:
+        path = "~/.cache/attncli"
+    if os.path.isabs(path):
+        return Path(path)
+    start = os.path.expanduser("~")
+    shown = "~" + path[len(start):] if path.startswith(start + os.sep) else path  # start: "~", or HOME's relative path
+    raise NoCacheDir(f"there is no cache directory: the vectors cache would be in {shown}, but {no_home()}")
 
 
-def entry_dir(source: Path, stat: os.stat_result, options: dict) -> Path:
+def entry_dir(source: Path, stat_: os.stat_result, options: dict) -> Path:
     """The folder of a source's entry. Its name covers everything that changes the vectors:
     the file (path, size, modification time), the options, the entry format."""
-    identity = json.dumps(
-        {"path": str(source.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-         "options": options, "format": FORMAT_VERSION},
-        sort_keys=True,
-    )
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
-    return cache_dir() / f"{source.name[:80]}-{digest}"  # a file name can be longer than a folder name may
+    return cache_dir() / _entry_name(source.name, str(source.resolve()), stat_.st_size, stat_.st_mtime_ns,
+                                     options, FORMAT_VERSION)
+
+
+def _entry_name(name: str, path: str, size: int, mtime_ns: int, options: dict, version: int) -> str:
+    identity = json.dumps({"path": path, "size": size, "mtime_ns": mtime_ns, "options": options, "format": version},
+                          sort_keys=True)
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return f"{name[:80]}-{digest}"  # a file name can be longer than a folder name may
 
 
 def _suffixes(meta: dict) -> list[str]:
-    return list(SUFFIXES) + ([".ngrams.npy"] if meta.get("subwords") else [])
+    return list(SUFFIXES) + ([NGRAMS] if "subwords" in meta else [])
 
 
-def write_entry(prefix: Path, vectors: Vectors, meta: dict, *, mtimes: bool = False) -> dict:
+# --------------------------------------------------------------------------- writing
+
+
+def write_entry(prefix: Path, vectors: Vectors, meta: dict, *, cache_entry: bool = False) -> dict:
     """Write `vectors` as the files of an entry at `prefix`; returns the metadata written.
 
-    With `mtimes`, the metadata records each file's modification time too, so that a file
-    edited by hand later is noticed even when its size stays the same. (The bundled entry
-    does not: a git checkout sets its own times.)"""
+    A cache entry (`cache_entry`) also records each file's modification time and the
+    checksums verified at each load. The bundled entry does not: a git checkout sets its
+    own times, and its files have committed SHA-256s."""
     vocab = vectors.vocab
     np.save(f"{prefix}.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32), allow_pickle=False)
     Path(f"{prefix}.words.txt").write_bytes(bytes(vocab.blob))
     np.save(f"{prefix}.offsets.npy", np.asarray(vocab.offsets, dtype=np.int64), allow_pickle=False)
     np.save(f"{prefix}.order.npy", np.asarray(vocab.order, dtype=np.int64), allow_pickle=False)
     meta = {
-        "format": FORMAT, "version": FORMAT_VERSION, "name": vectors.name, "words": vectors.size,
-        "dim": vectors.dim, "cased": vectors.cased, **meta,
+        "format": FORMAT, "version": FORMAT_VERSION if cache_entry else BUNDLED_VERSION, "name": vectors.name,
+        "words": vectors.size, "dim": vectors.dim, "cased": vectors.cased, **meta,
     }
     if vectors.subwords is not None:
-        np.save(f"{prefix}.ngrams.npy", np.ascontiguousarray(vectors.subwords.matrix, dtype=np.float32), allow_pickle=False)
+        np.save(f"{prefix}{NGRAMS}", np.ascontiguousarray(vectors.subwords.matrix, dtype=np.float32), allow_pickle=False)
         meta["subwords"] = {"min_n": vectors.subwords.min_n, "max_n": vectors.subwords.max_n,
                             "buckets": len(vectors.subwords.matrix)}
     meta["files"] = {s: os.stat(f"{prefix}{s}").st_size for s in _suffixes(meta)}
-    if mtimes:
+    if cache_entry:
         meta["mtimes"] = {s: os.stat(f"{prefix}{s}").st_mtime_ns for s in _suffixes(meta)}
-    Path(f"{prefix}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        meta["checksums"] = {"algorithm": CHECKSUM, **_written_checksums(str(prefix), meta)}
+        meta["checksums"]["metadata"] = _meta_checksum(meta)
+    Path(f"{prefix}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
     return meta
 
 
-def read_entry(prefix: Path, source: str) -> Vectors:
-    """The vectors of the entry at `prefix`, memory-mapped; DamagedEntry when its files do not
-    match what its metadata says."""
-    try:
-        meta = json.loads(Path(f"{prefix}.json").read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
-            raise DamagedEntry(f"{prefix}.json: not an entry of this attncli version")
-        for suffix, size in meta["files"].items():
-            actual = os.stat(f"{prefix}{suffix}").st_size
-            if actual != size:
-                raise DamagedEntry(f"{prefix}{suffix} holds {actual} bytes, not the {size} it was written with")
-        for suffix, mtime in meta.get("mtimes", {}).items():
-            if os.stat(f"{prefix}{suffix}").st_mtime_ns != mtime:
-                raise DamagedEntry(f"{prefix}{suffix} was changed after it was written")
-        V, d = meta["words"], meta["dim"]
-        matrix = _load_array(f"{prefix}.npy", (V, d), np.float32)
-        # the index as plain ndarrays over the same mapped pages: a np.memmap indexed one value
-        # at a time, as a binary search does, takes a much slower path
-        offsets = _load_array(f"{prefix}.offsets.npy", (V + 1,), np.int64).view(np.ndarray)
-        order = _load_array(f"{prefix}.order.npy", (V,), np.int64).view(np.ndarray)
-        blob = (np.memmap(f"{prefix}.words.txt", dtype=np.uint8, mode="r").view(np.ndarray)
-                if meta["files"][".words.txt"] else b"")
-        # cheap checks only: a load must not read the whole index (sizes and times cover the rest)
-        if V and (offsets[0] != 0 or offsets[-1] != len(blob) or not 0 <= order[0] < V or not 0 <= order[-1] < V):
-            raise DamagedEntry(f"{prefix}.offsets.npy or .order.npy does not fit {prefix}.words.txt")
-        subwords = None
-        if meta.get("subwords"):
-            s = meta["subwords"]
-            subwords = Subwords(_load_array(f"{prefix}.ngrams.npy", (s["buckets"], d), np.float32), s["min_n"], s["max_n"])
-    except DamagedEntry:
-        raise
-    except Exception as e:  # noqa: BLE001: numpy's readers raise many kinds on damaged files; all mean the same
-        raise DamagedEntry(f"{prefix}: {type(e).__name__}: {e}") from e
-    if not isinstance(meta.get("name"), str) or not isinstance(meta.get("cased"), bool):
-        raise DamagedEntry(f"{prefix}.json: no name or case")
-    meta["entry"] = str(prefix)
+def _written_checksums(prefix: str, meta: dict) -> dict:
+    """The checksums of the files just written, read back one at a time (a file descriptor
+    each, for a moment: a load maps them all at once, and may run out where a write did not)."""
+    sums = {"files": {}, "headers": {}}
+    for suffix in _suffixes(meta):
+        with open(f"{prefix}{suffix}", "rb") as f:
+            if suffix in WHOLE:
+                value = 0
+                while chunk := f.read(1 << 20):
+                    value = _crc(chunk, value)
+                sums["files"][suffix] = _hex(value)
+            else:
+                sums["headers"][suffix] = _hex(_crc(f.read(_npy_header(f, f"{prefix}{suffix}")[3])))
+    return sums
+
+
+def _crc(data, value: int = 0) -> int:
+    return zlib.crc32(data, value)
+
+
+def _hex(value: int) -> str:
+    return f"{value:08x}"
+
+
+def _meta_checksum(meta: dict) -> str:
+    """The checksum of the metadata itself, all but this checksum, as canonical JSON."""
+    rest = {**meta, "checksums": {k: v for k, v in meta["checksums"].items() if k != "metadata"}}
+    return _hex(_crc(json.dumps(rest, sort_keys=True, ensure_ascii=True, separators=(",", ":")).encode("ascii")))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_entry(prefix: Path, source: str, *, bundled: bool = False) -> Vectors:
+    """The vectors of the entry at `prefix`, memory-mapped. DamagedEntry when its files do not
+    match what its metadata says; EntryUnreadable when they cannot be read now.
+
+    The bundled entry (`bundled`) has no modification times or checksums to verify, and
+    may be reached through symbolic links (a packager's choice); the range checks apply."""
+    prefix = str(prefix)
+    meta = _read_meta(prefix, bundled=bundled)
+    for suffix in _suffixes(meta):
+        st = _stat(f"{prefix}{suffix}", follow=bundled)
+        if st.st_size != meta["files"][suffix]:
+            raise DamagedEntry(f"{prefix}{suffix} holds {st.st_size} bytes, not the {meta['files'][suffix]} "
+                               "it was written with")
+        if not bundled and st.st_mtime_ns != meta["mtimes"][suffix]:
+            raise DamagedEntry(f"{prefix}{suffix} was changed after it was written")
+    arrays, sums = _read_arrays(prefix, meta, bundled=bundled)
+    if not bundled:
+        for group in ("files", "headers"):
+            for suffix, value in sums[group].items():
+                if meta["checksums"][group][suffix] != value:
+                    part = "" if group == "files" else "'s header"
+                    raise DamagedEntry(f"{prefix}{suffix}{part} was changed after it was written (its checksum differs)")
+    matrix, offsets, order, blob, ngrams = arrays
+    V = meta["words"]
+    _check_index(prefix, V, offsets, order, blob)
+    subwords = None
+    if "subwords" in meta:
+        s = meta["subwords"]
+        subwords = Subwords(ngrams, s["min_n"], s["max_n"])
+    meta["entry"] = prefix
     return Vectors(meta["name"], Vocabulary(blob, offsets, order), matrix, meta["cased"], source, subwords, meta)
 
 
-def _load_array(path: str, shape: tuple, dtype) -> np.ndarray:
-    with warnings.catch_warnings():  # numpy parses a damaged header as Python and may warn of it
-        warnings.simplefilter("ignore", SyntaxWarning)
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    if array.shape != shape or array.dtype != dtype:
-        raise DamagedEntry(f"{path} holds a {array.dtype} array of shape {array.shape}, not {np.dtype(dtype)} {shape}")
-    return array
+def _check_index(prefix: str, V: int, offsets: np.ndarray, order: np.ndarray, blob) -> None:
+    """The word index, whole: offsets from 0 to the end of words.txt, never decreasing; every
+    row of order within [0, V). A binary search over anything else reads out of bounds."""
+    if offsets[0] != 0 or offsets[-1] != len(blob) or (V and not bool(np.all(offsets[1:] >= offsets[:-1]))):
+        raise DamagedEntry(f"{prefix}.offsets.npy does not fit {prefix}.words.txt "
+                           "(it must start at 0, never decrease, and end at the file's size)")
+    if V and (int(order.min()) < 0 or int(order.max()) >= V):
+        raise DamagedEntry(f"{prefix}.order.npy holds rows outside [0, {V})")
+
+
+def _read_arrays(prefix: str, meta: dict, *, bundled: bool):
+    """((matrix, offsets, order, words, ngrams), checksums) of an entry's files, each mapped
+    after its header was checked against the metadata."""
+    V, d = meta["words"], meta["dim"]
+    follow = bundled
+    crc = (lambda data, value=0: 0) if bundled else _crc  # the bundled entry has no checksums to compare
+    headers, whole = {}, {}
+    matrix, headers[".npy"] = _map_npy(f"{prefix}.npy", (V, d), np.float32, follow)
+    # the index as plain ndarrays over the same mapped pages: a np.memmap indexed one value
+    # at a time, as a binary search does, takes a much slower path
+    offsets, head = _map_npy(f"{prefix}.offsets.npy", (V + 1,), np.int64, follow)
+    offsets = offsets.view(np.ndarray)
+    whole[".offsets.npy"] = _hex(crc(offsets, crc(head)))
+    order, head = _map_npy(f"{prefix}.order.npy", (V,), np.int64, follow)
+    order = order.view(np.ndarray)
+    whole[".order.npy"] = _hex(crc(order, crc(head)))
+    blob = _map_bytes(f"{prefix}.words.txt", meta["files"][".words.txt"], follow)
+    whole[".words.txt"] = _hex(crc(blob))
+    ngrams = None
+    if "subwords" in meta:
+        ngrams, headers[NGRAMS] = _map_npy(f"{prefix}{NGRAMS}", (meta["subwords"]["buckets"], d), np.float32, follow)
+    sums = {"files": whole, "headers": {k: _hex(crc(v)) for k, v in headers.items()}}
+    return (matrix, offsets, order, blob, ngrams), sums
+
+
+def _unreadable(path: str, e: BaseException) -> EntryUnreadable:
+    why = getattr(e, "strerror", None) or ("not enough memory" if isinstance(e, MemoryError) else str(e))
+    return EntryUnreadable(f"{path}: cannot be read: {why}; the cache entry was left as it is")
+
+
+def _stat(path: str, *, follow: bool) -> os.stat_result:
+    """stat (lstat unless `follow`) of an entry file: missing or not a regular file is damage,
+    any other error (EACCES, ENOMEM) is not."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise DamagedEntry(f"{path} is missing") from None
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise DamagedEntry(f"{path} is a symbolic link, not a file attncli wrote")
+    if not stat.S_ISREG(st.st_mode):
+        raise DamagedEntry(f"{path} is not a regular file")
+    return st
+
+
+def _open(path: str, *, follow: bool):
+    """An entry file opened for reading, only if it is a regular file (a FIFO in its place
+    would hang the open): limits.open_regular, its refusals sorted into damage or not."""
+    _stat(path, follow=follow)
+    try:
+        return limits.open_regular(path, "a cache entry file")
+    except ResourceError as e:
+        _stat(path, follow=follow)  # gone, or replaced by a FIFO, since: DamagedEntry
+        raise EntryUnreadable(f"{e}; the cache entry was left as it is") from None  # EMFILE, EACCES, ...
+
+
+def _read_small(path: str, most: int, *, follow: bool) -> bytes:
+    with _open(path, follow=follow) as f:
+        try:
+            n = os.fstat(f.fileno()).st_size
+            if n > most:
+                raise DamagedEntry(f"{path} holds {limits.size(n)}, more than the {limits.size(most)} it ever holds")
+            return f.read(n + 1)
+        except OSError as e:
+            raise _unreadable(path, e) from None
+
+
+def _content_error(path: str, e: BaseException) -> VectorsError:
+    """An exception while parsing a file: an OSError with an errno (EIO, ENOMEM) or a
+    MemoryError is the machine's; anything else is the content's."""
+    if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno is not None):
+        return _unreadable(path, e)
+    return DamagedEntry(f"{path}: {type(e).__name__}: {e}")
+
+
+def _npy_header(f, path: str) -> tuple[tuple, bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, header length) of the .npy file open as `f`, which is
+    left at its start (ahead of the data)."""
+    try:
+        with warnings.catch_warnings():  # numpy parses a damaged header as Python and may warn of it
+            warnings.simplefilter("ignore", SyntaxWarning)
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                found, fortran, descr = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                found, fortran, descr = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"a .npy file of version {version}, which attncli never writes")
+        start = f.tell()
+        f.seek(0)
+    except Exception as e:  # noqa: BLE001: numpy's header parser raises many kinds on damaged files
+        raise _content_error(path, e) from None
+    return found, fortran, descr, start
+
+
+def _map_npy(path: str, shape: tuple, dtype, follow: bool) -> tuple[np.ndarray, bytes]:
+    """(the array of a .npy file, memory-mapped, its header bytes), once its header says
+    `dtype` and `shape` and the file holds exactly that."""
+    with _open(path, follow=follow) as f:
+        found, fortran, descr, start = _npy_header(f, path)
+        try:
+            size = os.fstat(f.fileno()).st_size
+        except OSError as e:
+            raise _unreadable(path, e) from None
+        if found != shape or descr != np.dtype(dtype) or fortran:
+            order = "Fortran-order " if fortran else ""
+            raise DamagedEntry(f"{path} holds a {order}{descr} array of shape {found}, not {np.dtype(dtype)} {shape}")
+        need = start + int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+        if size != need:
+            raise DamagedEntry(f"{path} holds {size} bytes, not the {need} its header needs")
+        try:
+            header = f.read(start)
+            if need == start:
+                return np.zeros(shape, dtype), header
+            return np.memmap(f, dtype=dtype, mode="r", offset=start, shape=shape), header
+        except Exception as e:  # noqa: BLE001
+            raise _content_error(path, e) from None
+
+
+def _map_bytes(path: str, size: int, follow: bool):
+    """The bytes of words.txt, memory-mapped (b"" when empty)."""
+    with _open(path, follow=follow) as f:
+        try:
+            if os.fstat(f.fileno()).st_size != size:
+                raise DamagedEntry(f"{path} changed size while it was read")
+            if not size:
+                return b""
+            return np.memmap(f, dtype=np.uint8, mode="r", shape=(size,)).view(np.ndarray)
+        except DamagedEntry:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise _content_error(path, e) from None
+
+
+# --------------------------------------------------------------------------- the metadata
+
+
+def _read_meta(prefix: str, *, bundled: bool) -> dict:
+    """The metadata of the entry at `prefix`, every field of the type and range it is written
+    with (and, for a cache entry, unchanged since: its own checksum), else DamagedEntry."""
+    path = f"{prefix}.json"
+    data = _read_small(path, META_MOST, follow=bundled)
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError; deep nesting a RecursionError
+        raise DamagedEntry(f"{path} is not valid JSON ({type(e).__name__})") from None
+    _check_meta(meta, path, bundled)
+    return meta
+
+
+def _is_int(x, least: int | None = 0) -> bool:
+    return type(x) is int and (least is None or x >= least)
+
+
+def _check_meta(meta, path: str, bundled: bool) -> None:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise DamagedEntry(f"{path}: {what}")
+
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+             type(None): "null"}
+    need(isinstance(meta, dict), f"holds {kinds.get(type(meta), 'something')} in JSON, not an object")
+    version = BUNDLED_VERSION if bundled else FORMAT_VERSION
+    need(meta.get("format") == FORMAT and _is_int(meta.get("version")) and meta["version"] == version,
+         f"not an entry of this attncli version (format {FORMAT} {version})")
+    if not bundled:
+        sums = meta.get("checksums")
+        need(isinstance(sums, dict) and sums.get("algorithm") == CHECKSUM and isinstance(sums.get("metadata"), str),
+             "no checksums")
+        try:
+            expected = _meta_checksum(meta)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise DamagedEntry(f"{path}: {type(e).__name__}: {e}") from None
+        need(sums["metadata"] == expected, "was changed after it was written (its checksum differs)")
+    need(isinstance(meta.get("name"), str), "no name")
+    need(_is_int(meta.get("words")) and _is_int(meta.get("dim")), "'words' and 'dim' are not counts")
+    need(isinstance(meta.get("cased"), bool), "'cased' is not true or false")
+    if "subwords" in meta:
+        s = meta["subwords"]
+        need(isinstance(s, dict) and _is_int(s.get("min_n"), None) and _is_int(s.get("max_n"), None)
+             and _is_int(s.get("buckets"), 1), "'subwords' is not min_n, max_n and buckets")
+    suffixes = set(_suffixes(meta))
+    files_ = meta.get("files")
+    need(isinstance(files_, dict) and set(files_) == suffixes and all(_is_int(v) for v in files_.values()),
+         f"'files' does not give the sizes of {', '.join(sorted(suffixes))}")
+    need(isinstance(meta.get("source"), dict), "no source")
+    need(isinstance(meta.get("options"), dict), "no options")
+    if bundled:
+        return
+    mtimes = meta.get("mtimes")
+    need(isinstance(mtimes, dict) and set(mtimes) == suffixes and all(_is_int(v, None) for v in mtimes.values()),
+         "'mtimes' does not give the times of its files")
+    heads = {".npy"} | ({NGRAMS} & suffixes)
+    for group, names in (("files", set(WHOLE)), ("headers", heads)):
+        got = sums.get(group)
+        need(isinstance(got, dict) and set(got) == names and all(isinstance(v, str) for v in got.values()),
+             f"'checksums' lacks its {group}")
+    src = meta["source"]
+    need(isinstance(src.get("path"), str) and _is_int(src.get("size")) and _is_int(src.get("mtime_ns"), None)
+         and isinstance(src.get("format"), str) and isinstance(src.get("compression"), (str, type(None))),
+         "'source' is not a path, size, time and format")
+    need(meta["options"].get("limit") is None or _is_int(meta["options"].get("limit"), 1), "'limit' is not a count")
+    need(isinstance(meta.get("created"), str) and isinstance(meta.get("created_by"), str),
+         "'created' or 'created_by' is not a string")
 
 
 def read_bundled() -> Vectors:
-    return read_entry(bundled_prefix(), "bundled")
+    return read_entry(bundled_prefix(), "bundled", bundled=True)
+
+
+# --------------------------------------------------------------------------- folders attncli made
+
+
+def _marker_doc(folder: str, temporary: str) -> dict:
+    return {"made_by": "attncli", "kind": "cache-entry", "folder": folder, "temporary": temporary,
+            "created_by": f"attncli {__version__}"}
+
+
+def _marker(folder: Path) -> dict | None:
+    """The marker of `folder` (a folder, not a link to one), None when it has none that
+    attncli wrote; EntryUnreadable when it cannot be read now."""
+    path = folder / MARKER
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise _unreadable(str(path), e) from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MOST:
+        return None
+    try:
+        doc = json.loads(_read_small(str(path), MARKER_MOST, follow=False).decode("utf-8"))
+    except DamagedEntry:
+        return None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("made_by") != "attncli" or doc.get("kind") != "cache-entry":
+        return None
+    return doc
+
+
+def _kind(folder: Path) -> str | None:
+    """"entry" for a cache entry folder attncli made, "temporary" for a folder it was writing
+    one in, None for anything else (a link, a file, a folder of someone else's)."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    doc = _marker(folder)
+    if doc is None:
+        return None
+    if doc.get("folder") == folder.name:
+        return "entry"
+    if folder.name.startswith(TEMPORARY) and doc.get("temporary") == folder.name:
+        return "temporary"
+    return None
+
+
+def _legacy(folder: Path) -> bool:
+    """Whether `folder` is an entry of format 1 (attncli 0.2.0 and before, no marker): its
+    name ends in the digest of the source its metadata names, which only attncli computes."""
+    try:
+        meta = json.loads(_read_small(str(folder / f"{PREFIX}.json"), META_MOST, follow=False).decode("utf-8"))
+        src = meta["source"]
+        if meta.get("format") != FORMAT or type(meta.get("version")) is not int or meta["version"] != 1:
+            return False
+        name = _entry_name("", src["path"], src["size"], src["mtime_ns"], meta["options"], 1)
+    except (VectorsError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        return False
+    return isinstance(src["path"], str) and folder.name.endswith(name) and len(folder.name) <= len(name) + 80
+
+
+def _write_marker(folder: Path, entry: str) -> None:
+    with open(folder / MARKER, "x", encoding="utf-8") as f:
+        f.write(json.dumps(_marker_doc(entry, folder.name), ensure_ascii=True) + "\n")
+
+
+def _remove_own(folder: Path) -> tuple[int, list[str]]:
+    """Unlink the file names attncli writes in a folder (its marker last), then remove the
+    folder if that left it empty. Returns (bytes freed, names left in it). A link or FIFO in
+    place of a file is unlinked, never what it points to; nothing else is touched."""
+    freed = 0
+    for name in (*OWN_FILES, MARKER):
+        path = folder / name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            continue  # attncli never makes a folder inside one
+        os.unlink(path)
+        freed += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    try:
+        os.rmdir(folder)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(folder):
+            raise
+        return freed, sorted(os.listdir(folder))
+    return freed, []
+
+
+def _own_bytes(folder: Path) -> int:
+    total = 0
+    for name in (*OWN_FILES, MARKER):
+        try:
+            st = os.lstat(folder / name)
+        except OSError:
+            continue
+        total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
+
+
+def _last_written(folder: Path) -> float:
+    times = []
+    for path in (folder, *(folder / n for n in (*OWN_FILES, MARKER))):
+        try:
+            times.append(os.lstat(path).st_mtime)
+        except OSError:
+            pass
+    return max(times)
+
+
+def _children(root: Path) -> list[Path]:
+    if not os.path.isdir(root):  # not there yet, or under a file: nothing in it
+        return []
+    try:
+        return sorted(root / name for name in os.listdir(root))
+    except OSError as e:
+        raise VectorsError(f"{root}: the cache directory cannot be read: {e.strerror or e}") from None
 
 
 def read_cached(folder: Path, source: str) -> Vectors | None:
-    """The cached vectors in `folder`, None when there is no entry. A damaged entry raises
-    DamagedEntry; remove_entry then lets it be converted again."""
-    if not folder.exists():
+    """The cached vectors in `folder`, None when there is no entry. A damaged entry (or a
+    folder there that attncli did not make) raises DamagedEntry; remove_entry then lets it
+    be converted again."""
+    try:
+        st = os.lstat(folder)
+    except (FileNotFoundError, NotADirectoryError):  # no entry, or no cache directory (a file in its way)
         return None
-    if not (folder / "vectors.json").exists():  # entries are renamed into place whole: this one was tampered with
-        raise DamagedEntry(f"{folder} has no vectors.json")
-    return read_entry(folder / "vectors", source)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:  # a cache directory no entry can be written in (store says so)
+            return None
+        raise _unreadable(str(folder), e) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise DamagedEntry(f"{folder} is a symbolic link, not a folder attncli made")
+    if _kind(folder) != "entry":
+        raise DamagedEntry(f"{folder} has no {MARKER} marker of attncli's")
+    return read_entry(folder / PREFIX, source)
 
 
 def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
-    """Write an entry under a temporary name beside `folder`, then rename it into place.
+    """Write an entry under a temporary name beside `folder`, its marker first, then rename
+    it into place.
 
     Two processes converting the same source both succeed: the second rename finds the
     folder there, and that process keeps the first one's entry. Raises OSError when the
-    cache directory cannot be written.
+    cache directory cannot be written; whatever fails, no temporary folder is left.
     """
     folder.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=folder.parent))
+    placed = False
     try:
-        write_entry(temporary / "vectors", vectors, {**meta, "created_by": f"attncli {__version__}",
-                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                    mtimes=True)
+        _write_marker(temporary, folder.name)
+        write_entry(temporary / PREFIX, vectors, {**meta, "created_by": f"attncli {__version__}",
+                                                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                    cache_entry=True)
         try:
             os.rename(temporary, folder)
+            placed = True
         except OSError:
-            if not (folder / "vectors.json").exists():
+            if _kind(folder) != "entry":
                 raise
     finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        if not placed:
+            _discard(temporary)
     return folder
 
 
-def remove_entry(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
+def _discard(temporary: Path) -> None:
+    """Remove this process's own temporary folder: only the names it writes."""
+    try:
+        _remove_own(temporary)
+    except OSError:
+        pass  # its marker stays, if it could not be removed: a later clear takes it
+
+
+def remove_entry(folder: Path) -> str | None:
+    """Remove a damaged entry before it is converted again: only what attncli wrote in it, and
+    only when its marker shows attncli made the folder; a symbolic link in its place is
+    removed, never what it points to. Returns None once the folder is gone, else why it was
+    left."""
+    try:
+        st = os.lstat(folder)
+        if stat.S_ISLNK(st.st_mode):
+            os.unlink(folder)
+            return None
+        if _kind(folder) != "entry":
+            return f"it has no {MARKER} marker, so it is not a folder attncli made"
+        _, left = _remove_own(folder)
+    except FileNotFoundError:
+        return None
+    except (OSError, VectorsError) as e:
+        return f"it could not be removed: {getattr(e, 'strerror', None) or e}"
+    return f"it holds files attncli did not write: {', '.join(left[:5])}" if left else None
 
 
 def entries() -> list[dict]:
-    """Every cache entry: its folder, metadata and size on disk, the newest first."""
+    """Every cache entry (a folder attncli's marker names): its folder, size on disk,
+    metadata when that is sound, and `damaged` (None, or what is wrong), the newest first."""
     found = []
-    root = cache_dir()
-    for folder in sorted(root.iterdir()) if root.is_dir() else []:
-        meta_file = folder / "vectors.json"
-        if folder.name.startswith(".tmp-") or not meta_file.is_file():
+    for folder in _children(cache_dir()):
+        if _kind(folder) != "entry":
             continue
+        entry = {"path": str(folder), "bytes": _own_bytes(folder), "damaged": None}
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            meta = {}
-        size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-        found.append({"path": str(folder), "bytes": size, **meta})
-    return sorted(found, key=lambda e: e.get("created", ""), reverse=True)
+            meta = _read_meta(str(folder / PREFIX), bundled=False)
+            entry.update({k: v for k, v in meta.items() if k not in entry})
+            read_entry(folder / PREFIX, "")  # every check a load makes
+        except DamagedEntry as e:
+            entry["damaged"] = str(e)
+        found.append(entry)
+    return sorted(found, key=lambda e: e.get("created") or "", reverse=True)
 
 
-def clear() -> tuple[int, int]:
-    """Remove every cache entry (and any temporary folder left by an interrupted run);
-    returns (entries removed, bytes freed)."""
-    root = cache_dir()
-    count = freed = 0
-    for folder in root.iterdir() if root.is_dir() else []:
-        if folder.is_dir() and ((folder / "vectors.json").exists() or folder.name.startswith(".tmp-")):
-            freed += sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            count += not folder.name.startswith(".tmp-")
-            shutil.rmtree(folder, ignore_errors=True)
-    return count, freed
+def clear() -> dict:
+    """Remove every cache entry and every temporary folder an interrupted run left (an hour
+    old or more), only what attncli wrote in them. Returns {"removed": entries removed,
+    "bytes": bytes freed, "kept": [{"path", "reason"}] of what was left and why, "links":
+    [{"path", "target"}] of symbolic links to entries, removed without touching their
+    targets}."""
+    result = {"removed": 0, "bytes": 0, "kept": [], "links": []}
+    now = time.time()
+    for path in _children(cache_dir()):
+        try:
+            if os.path.islink(path):
+                if os.path.isdir(path) and _marker(path) is not None:  # a link to an entry elsewhere
+                    target = os.readlink(path)
+                    os.unlink(path)
+                    result["links"].append({"path": str(path), "target": target})
+                continue
+            kind = _kind(path) or ("entry" if path.is_dir() and _legacy(path) else None)
+            if kind is None:
+                continue  # not attncli's
+            if kind == "temporary" and now - _last_written(path) < YOUNG:
+                minutes = max(int((now - _last_written(path)) // 60), 0)
+                result["kept"].append({"path": str(path), "reason": f"a run may still be writing it (written "
+                                       f"{minutes} min ago); it is removed once it is an hour old"})
+                continue
+            freed, left = _remove_own(path)
+        except (OSError, VectorsError) as e:
+            result["kept"].append({"path": str(path), "reason": f"cannot be removed: {getattr(e, 'strerror', None) or e}"})
+            continue
+        result["bytes"] += freed
+        result["removed"] += kind == "entry"
+        if left:
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            result["kept"].append({"path": str(path), "reason": f"holds files attncli did not write: {shown}"})
+    return result

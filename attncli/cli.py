@@ -959,7 +959,9 @@ def convert(source, load, out):
 @output_options
 def list_(out):
     """Every cache entry: its source, words, dimension and size on disk. "stale" means the
-    source has changed or gone since, so the entry will not be used again.
+    source has changed or gone since, so the entry will not be used again; "damaged" says
+    what is wrong with an entry whose files changed after they were written (its source is
+    converted again on its next use).
 
     \b
     Examples:
@@ -974,15 +976,17 @@ def list_(out):
 
 
 def _entry_doc(entry: dict) -> dict:
-    source = entry.get("source") or {}
+    # a damaged entry's metadata may be anything, or nothing: only fields of the right type are shown
+    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
     try:
         st = os.stat(source.get("path", ""))
         stale = (st.st_size, st.st_mtime_ns) != (source.get("size"), source.get("mtime_ns"))
-    except OSError:
+    except (OSError, TypeError, ValueError):
         stale = True
     return {"path": entry["path"], "name": entry.get("name"), "words": entry.get("words"), "dim": entry.get("dim"),
-            "bytes": entry["bytes"], "source": source.get("path"), "limit": (entry.get("options") or {}).get("limit"),
-            "created": entry.get("created"), "stale": stale}
+            "bytes": entry["bytes"], "source": source.get("path"), "limit": options.get("limit"),
+            "created": entry.get("created"), "stale": stale, "damaged": entry.get("damaged")}
 
 
 @vectors.command(short_help="remove every cache entry")
@@ -990,12 +994,22 @@ def _entry_doc(entry: dict) -> dict:
 def clear(out):
     """Remove every cache entry; a source is read again on its next use.
 
+    Only folders attncli made (each holds its marker file, .attncli-entry) are touched, and
+    only the files attncli wrote in them: anything else in the cache directory, or added to
+    an entry, is left as it is, and said so ("kept"). A temporary folder less than an hour
+    old may belong to a run still writing it, and is kept too.
+
     \b
     Example:
       attncli vectors clear
     """
-    removed, freed = cache.clear()
-    emit([{"removed": removed, "bytes": freed, "cache_dir": str(cache.cache_dir())}], out, "cleared_view")
+    done = cache.clear()
+    for kept in done["kept"]:
+        _warn(f"{kept['path']}: left as it is: {kept['reason']}")
+    for link in done["links"]:
+        _warn(f"{link['path']}: a symbolic link to {link['target']}, removed; what it points to was left as it is")
+    emit([{"removed": done["removed"], "bytes": done["bytes"], "cache_dir": str(cache.cache_dir()),
+           "kept": done["kept"], "links": done["links"]}], out, "cleared_view")
 
 
 @cli.command(short_help="walk a sentence through every step of attention")

@@ -31,17 +31,30 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
 
     src = sources.resolve(os.fspath(source))
     options = {"limit": limit, "unicode_errors": sources.UNICODE_ERRORS}
-    folder = cache.entry_dir(src.path, src.stat, options) if use_cache else None
+    folder = None
+    if use_cache:
+        try:
+            folder = cache.entry_dir(src.path, src.stat, options)
+        except cache.NoCacheDir as e:
+            warn(f"{e.reason}; going on without the vectors cache (set HOME or ATTNCLI_CACHE_DIR to keep one)")
     if folder is not None:
         try:
             cached = cache.read_cached(folder, str(src.path))
             if cached is not None:
                 return cached
-        except cache.DamagedEntry as e:
-            warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
-            cache.remove_entry(folder)
-    fmt = sources.detect(src)
-    vectors = sources.read(src, fmt, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+        except cache.DamagedEntry as e:  # damage only: an entry that cannot be read now (EMFILE) is an error
+            left = cache.remove_entry(folder)
+            if left is None:
+                warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
+            else:
+                warn(f"the cache entry for {src.path} is damaged ({e}), and {folder} was left as it is: {left}; "
+                     "going on without the vectors cache (remove that folder to let it be written again)")
+                folder = None
+    try:
+        fmt = sources.detect(src)
+        vectors = sources.read(src, fmt, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+    except OSError as e:  # too many open files, no memory for a pipe or a thread: not the file's fault
+        raise VectorsError(f"{src.path}: cannot be read: {e.strerror or e}") from None
     meta = {"source": {"path": str(src.path.resolve()), "size": src.stat.st_size,
                        "mtime_ns": src.stat.st_mtime_ns, "format": fmt.kind, "compression": fmt.compression},
             "options": options}
@@ -49,8 +62,15 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     if folder is not None:
         try:
             cache.store(folder, vectors, meta)
-            vectors.meta = cache.read_cached(folder, str(src.path)).meta
         except (OSError, VectorsError) as e:
             warn(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e}); "
                  "going on without it (set ATTNCLI_CACHE_DIR to a writable directory)")
+            return vectors
+        try:
+            written = cache.read_cached(folder, str(src.path))
+        except VectorsError as e:
+            warn(f"the cache entry {folder} was written but cannot be read back ({e}); going on without it")
+            return vectors
+        if written is not None:
+            vectors.meta = written.meta
     return vectors

@@ -417,13 +417,19 @@ def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
-    table = Table(title=f"cache entries in {doc['cache_dir']}")
+    from attncli.visible import visible
+
+    table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
     for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"), ("", "left")):
         table.add_column(name, justify=justify)
     for e in doc["entries"]:
-        limit = f" (first {e['limit']:,})" if e["limit"] else ""
-        table.add_row(f"{e['source']}{limit}", f"{e['words']:,}", str(e["dim"]), _megabytes(e["bytes"]),
-                      "stale" if e["stale"] else "")
+        # Text, never markup: paths and reasons come from files; a damaged entry may lack any field
+        limit = f" (first {e['limit']:,})" if isinstance(e.get("limit"), int) else ""
+        source = visible(e["source"]) if isinstance(e.get("source"), str) else visible(e["path"])
+        words = f"{e['words']:,}" if isinstance(e.get("words"), int) else "?"
+        dim = str(e["dim"]) if isinstance(e.get("dim"), int) else "?"
+        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else ""
+        table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
     return table
 
 

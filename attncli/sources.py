@@ -20,6 +20,7 @@ import logging
 import os
 import stat
 import struct
+import sys
 import threading
 import zlib
 from collections.abc import Callable
@@ -28,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.errors import VectorsError
+from attncli.errors import AttncliError, VectorsError
+from attncli.limits import read_file
+from attncli.home import expand, home, no_home
 from attncli.vectors import Subwords, Vectors, Vocabulary
 
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
@@ -58,52 +61,96 @@ class Format:
 def gensim_data_dir() -> Path:
     # gensim.downloader's own rule, repeated so that finding a downloaded model does not
     # import gensim (a second of start-up): GENSIM_DATA_DIR, or else ~/gensim-data.
-    return Path(os.environ.get("GENSIM_DATA_DIR") or Path.home() / "gensim-data")
+    if os.environ.get("GENSIM_DATA_DIR"):
+        return Path(os.environ["GENSIM_DATA_DIR"])
+    base = home()
+    if base is None:
+        raise VectorsError(f"gensim-data models are kept in GENSIM_DATA_DIR or ~/gensim-data, and {no_home()}; "
+                           "set GENSIM_DATA_DIR or HOME")
+    return base / "gensim-data"
+
+
+def shortened(text: str, most: int = 200) -> str:
+    """A path for a message: a very long one shown by its start and end."""
+    return text if len(text) <= most else f"{text[:most // 2]}...{text[-most // 4:]} ({len(text):,} characters)"
 
 
 def resolve(spec: str) -> Source:
     """The local regular file a SOURCE names; VectorsError for anything else."""
     if "://" in spec:
-        raise VectorsError(f"{spec}: only local files are read; download it first and give its path")
-    path = Path(spec).expanduser()
+        raise VectorsError(f"{shortened(spec)}: only local files are read; download it first and give its path")
+    try:
+        return _resolve(spec)
+    except OSError as e:  # a name too long, a loop of links, an I/O error: whatever stat or listing meets
+        raise VectorsError(f"{shortened(spec)}: cannot be read: {e.strerror or e}") from None
+    except ValueError as e:  # an embedded NUL
+        raise VectorsError(f"{shortened(spec)}: not a usable path: {e}") from None
+
+
+def _resolve(spec: str) -> Source:
+    expanded = expand(spec)
+    if expanded is None:
+        head = spec.split(os.sep, 1)[0]
+        if head != "~" and os.path.lexists(spec):
+            expanded = spec  # a file named "~name" in this folder, with no user "name" to expand
+        elif head == "~":
+            raise VectorsError(f"{shortened(spec)}: ~ cannot be expanded without a home directory ({no_home()}); "
+                               "give the full path, or set HOME")
+        else:
+            raise VectorsError(f"{shortened(spec)}: {shortened(head)} cannot be expanded: there is no user "
+                               f"{shortened(head[1:])!r}; give the full path")
+    path = Path(expanded)
     if not path.exists() and os.sep not in spec and not spec.lower().endswith(VECTOR_SUFFIXES):
         path = _gensim_data_file(spec)
+    shown = shortened(str(path))
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise VectorsError(f"{path}: no such file; give --vectors a word vectors file, a downloaded gensim-data name, "
+        raise VectorsError(f"{shown}: no such file; give --vectors a word vectors file, a downloaded gensim-data name, "
                            "or leave it out for the bundled vectors") from None
     except OSError as e:
-        raise VectorsError(f"{path}: cannot be read: {e.strerror}") from None
+        raise VectorsError(f"{shown}: cannot be read: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise VectorsError(f"{path}: is a directory; give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: is a directory; give --vectors a word vectors file")
     if not stat.S_ISREG(st.st_mode):
-        raise VectorsError(f"{path}: not a regular file (a device, FIFO or socket); give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: not a regular file (a device, FIFO or socket); give --vectors a word vectors file")
     if not os.access(path, os.R_OK):
-        raise VectorsError(f"{path}: permission denied")
+        raise VectorsError(f"{shown}: permission denied")
     return Source(path, spec, st)
 
 
 def _gensim_data_file(name: str) -> Path:
     """The file gensim.downloader keeps for a model: BASE/NAME/NAME.gz. attncli never
     downloads (no network at run time); when it is missing, say how to get it."""
-    base = gensim_data_dir()
+    try:
+        base = gensim_data_dir()
+    except VectorsError as e:
+        raise VectorsError(f"{shortened(name)}: no such file, and no folder to look for a gensim-data model of that "
+                           f"name in: {e}") from None
     folder = base / name
     found = sorted(p for p in folder.glob(f"{name}*") if p.is_file()) if folder.is_dir() else []
     if found:
         return next((p for p in found if p.name == f"{name}.gz"), found[0])
     size = ""
     try:  # gensim keeps its catalogue here once it has fetched it
-        catalogue = json.loads((base / "information.json").read_text(encoding="utf-8"))
+        catalogue = json.loads(read_file(base / "information.json", "the gensim-data catalogue", most=64 << 20))
         entry = {**catalogue.get("models", {}), **catalogue.get("corpora", {})}.get(name)
         if entry and entry.get("file_size"):
             size = f" ({entry['file_size'] / 1e6:,.0f} MB)"
-    except (OSError, ValueError, AttributeError):
+    except (AttncliError, OSError, ValueError, AttributeError, TypeError, RecursionError):
         pass
     raise VectorsError(
         f"{name}: no such file, and no gensim-data model of that name in {base}; if it is one, "
         f"download it once{size} with: python -m gensim.downloader --download {name}"
     )
+
+
+def _read_error(path: Path, compression: str | None, e: BaseException) -> VectorsError:
+    """What an exception while reading a file means: an OSError with an errno (too many open
+    files, an I/O error) is the machine's; any other (zlib, gzip, bz2, EOF) the data's."""
+    if isinstance(e, OSError) and e.errno is not None:
+        return VectorsError(f"{path}: cannot be read: {e.strerror or e}")
+    return VectorsError(f"{path}: the {compression} data is corrupt: {e}")
 
 
 def _decompressed(raw, compression: str | None):
@@ -152,7 +199,7 @@ def detect(source: Source) -> Format:
             first = f.readline(1 << 20)
             rest = f.read(CHUNK)
     except (OSError, EOFError, zlib.error) as e:
-        raise VectorsError(f"{path}: the {compression} data is corrupt: {e}") from None
+        raise _read_error(path, compression, e) from None
     if not first:
         raise VectorsError(f"{path}: is empty, not a word vectors file")
     if first[:1] == b"\x80" and first[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
@@ -210,12 +257,28 @@ def _check_finite(path: Path, words: list[str], matrix: np.ndarray, block: int =
                            + (f" ({len(bad)} words in all)" if len(bad) > 1 else ""))
 
 
+def _import_gensim() -> None:
+    """Import gensim, with or without a home directory. smart_open, which gensim imports,
+    expands ~/.ssh/config as it is imported, and Path.expanduser raises RuntimeError when
+    there is no home directory (HOME unset, no passwd entry): that import alone is given a
+    HOME that does not exist. The path is used only for ssh:// URLs, which attncli never opens."""
+    if "gensim.models" in sys.modules or not os.path.expanduser("~").startswith("~"):
+        import gensim.models  # noqa: F401
+        return
+    os.environ["HOME"] = "/nonexistent"
+    try:
+        import gensim.models  # noqa: F401
+    finally:
+        del os.environ["HOME"]
+
+
 def _read_pickle(source: Source, trust_pickle: bool, limit: int | None):
     if not trust_pickle:
         raise VectorsError(
             f"{source.path}: a gensim model file is a Python pickle, and loading one runs whatever code "
             "it holds; give --trust-pickle only if you trust where it came from"
         )
+    _import_gensim()
     from gensim.models import KeyedVectors
     from gensim.utils import SaveLoad
 
@@ -241,6 +304,7 @@ def _from_keyed_vectors(kv, limit: int | None):
 
 
 def _read_fasttext(source: Source, limit: int | None, progress: Progress | None):
+    _import_gensim()
     from gensim.models.fasttext import load_facebook_vectors
 
     # gensim reads the matrix with numpy.fromfile, which needs a real file: give it one by
@@ -315,7 +379,7 @@ def _words_held(source: Source, fmt: Format) -> int:
                 lines += chunk.count(b"\n")
                 size += len(chunk)
     except (OSError, EOFError, zlib.error) as e:
-        raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {e}") from None
+        raise _read_error(source.path, fmt.compression, e) from None
     return size // (4 * fmt.dim + 2) if fmt.kind == "word2vec-binary" else lines
 
 
@@ -334,6 +398,7 @@ def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple
 
 
 def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Progress | None, warn: Warn):
+    _import_gensim()
     from gensim.models import KeyedVectors
 
     prefix, done_before, size = b"", 0, source.stat.st_size
@@ -341,7 +406,7 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         try:
             fmt.count, fmt.dim = _glove_size(source, fmt, progress)
         except (OSError, EOFError, zlib.error) as e:
-            raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {e}") from None
+            raise _read_error(source.path, fmt.compression, e) from None
         prefix = f"{fmt.count} {fmt.dim}\n".encode()  # gensim's one-pass reader wants a word2vec header
         done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
@@ -356,11 +421,11 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:
         feed.finish()
         if feed.error:
-            raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {feed.error}") from None
+            raise _read_error(source.path, fmt.compression, feed.error) from None
         raise VectorsError(_explain(source, fmt, feed, e)) from e
     feed.finish()
     if feed.error:
-        raise VectorsError(f"{source.path}: the {fmt.compression} data is corrupt: {feed.error}")
+        raise _read_error(source.path, fmt.compression, feed.error)
     if feed.bad_line:  # gensim broadcasts a row of one value to the whole row, silently
         raise VectorsError(_wrong_length(source, fmt, feed))
     words, matrix, subwords = _from_keyed_vectors(kv, None)

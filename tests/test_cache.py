@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,9 @@ pytestmark = [
 ]
 
 INFO_KEYS = {"name", "words", "dim", "cased", "subwords", "source", "format", "cache_entry", "load_seconds"}
-LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale"}
+LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale", "damaged"}
 ENTRY_FILES = (".npy", ".words.txt", ".offsets.npy", ".order.npy", ".json")
+NOTHING_CLEARED = {"removed": 0, "bytes": 0, "kept": [], "links": []}
 ATTNCLI = Path(sys.executable).with_name("attncli")  # the installed entry point of this environment
 
 WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
@@ -293,7 +295,7 @@ def test_an_unwritable_cache_dir_is_a_warning_and_the_run_goes_on(unwritable, so
     one_warning(result.stderr, "cannot write")
     assert (info["words"], info["dim"], info["cache_entry"]) == (len(WORDS), 4, None)
     assert ok(run("vectors", "list", "--json")) == []
-    assert one(run("vectors", "clear", "--json")) == {"removed": 0, "bytes": 0, "cache_dir": str(unwritable)}
+    assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(unwritable)}
     assert not unwritable.exists()
 
 
@@ -480,24 +482,49 @@ def test_vectors_list(cache, source, tmp_path):
     assert stale == {("v.txt", None): True, ("v.txt", 2): True, ("other.txt", None): True}
 
 
+def killed_run(cache: Path, path: Path, *, hours: float = 2) -> Path:
+    """The temporary folder a conversion killed half way leaves, its files `hours` old."""
+    code = f"""
+        import os, numpy as np, attncli
+        from attncli import cache
+        def killed(prefix, vectors, meta, **kw):
+            np.save(f"{{prefix}}.npy", np.asarray(vectors.matrix))  # some files written, then SIGKILL
+            os._exit(9)
+        cache.write_entry = killed
+        attncli.load_vectors({str(path)!r})
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=subprocess_env(cache), timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 9, proc.stderr
+    [leftover] = temporaries(cache)
+    then = time.time() - hours * 3600
+    for p in [*leftover.iterdir(), leftover]:
+        os.utime(p, (then, then), follow_symlinks=False)
+    return leftover
+
+
 def test_vectors_clear(cache, source, tmp_path):
     path, _ = source
-    assert one(run("vectors", "clear", "--json")) == {"removed": 0, "bytes": 0, "cache_dir": str(cache)}
+    assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}
+    leftover = killed_run(cache, path)  # what a killed run leaves: attncli's marker and a file
+    leftover_bytes = sum(f.stat().st_size for f in leftover.iterdir())
+    assert sorted(p.name for p in leftover.iterdir()) == [".attncli-entry", "vectors.npy"]
     load_vectors(path)
     load_vectors(path, limit=3)
     listed = ok(run("vectors", "list", "--json"))
     total = sum(d["bytes"] for d in listed)
-    leftover = cache / ".tmp-killed"  # what a killed run leaves
-    leftover.mkdir()
-    (leftover / "vectors.npy").write_bytes(b"x" * 100)
+    lookalike = cache / ".tmp-killed"  # named like a temporary folder, but not attncli's: kept
+    lookalike.mkdir()
+    (lookalike / "vectors.npy").write_bytes(b"x" * 100)
     unrelated = cache / "notes"  # not an entry: kept
     unrelated.mkdir()
     (unrelated / "keep.txt").write_text("mine\n")
 
     doc = one(run("vectors", "clear", "--json"))
-    assert doc == {"removed": 2, "bytes": total + 100, "cache_dir": str(cache)}
-    assert [p.name for p in cache.iterdir()] == ["notes"]
+    assert doc == {**NOTHING_CLEARED, "removed": 2, "bytes": total + leftover_bytes, "cache_dir": str(cache)}
+    assert sorted(p.name for p in cache.iterdir()) == [".tmp-killed", "notes"]
     assert (unrelated / "keep.txt").read_text() == "mine\n"
+    assert (lookalike / "vectors.npy").read_bytes() == b"x" * 100
     assert run("vectors", "list", "--json").stdout == ""
     assert one(run("vectors", "clear", "--json"))["removed"] == 0
     assert load_vectors(path).size == len(WORDS)  # converted again after a clear
@@ -507,5 +534,5 @@ def test_vectors_clear(cache, source, tmp_path):
 def test_vectors_list_and_clear_without_a_cache_dir(cache):
     assert not cache.exists()
     assert run("vectors", "list", "--json").stdout == ""
-    assert one(run("vectors", "clear", "--json")) == {"removed": 0, "bytes": 0, "cache_dir": str(cache)}
+    assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}
     assert not cache.exists()

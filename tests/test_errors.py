@@ -1,7 +1,10 @@
 """The README's error catalogue is true: every row's example gives its exit status and message.
 
 Each example runs as written (shlex-split, the leading `attncli` dropped), in a folder
-holding the files the rows name, made here as the rows describe them.
+holding the files the rows name, made here as the rows describe them. An example may start
+with VAR=value assignments (the run's environment), and `{a*300}` in one stands for 300
+letters a. One that is a shell command line (with `;`, for ulimit) runs in bash, with the
+installed attncli of this environment first on PATH.
 """
 
 import io
@@ -10,6 +13,8 @@ import pickle
 import re
 import shlex
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -46,6 +51,7 @@ def make_files(folder: Path) -> None:
     for name, data in texts.items():
         (folder / name).write_bytes(data)
     (folder / "folder").mkdir()
+    (folder / "good.txt").write_bytes(b"2 2\ncat 1 0\ndog 0 1\n")
     ones = np.ones((50, 4))
     np.savez(folder / "nokey.npz", W_query=ones)
     np.savez(folder / "shape.npz", W_query=ones, W_key=ones, W_value=np.ones((40, 4)))
@@ -87,16 +93,29 @@ def test_the_catalogue_has_every_row():
 @pytest.mark.parametrize("message,status,example", ROWS, ids=[example for _, _, example in ROWS])
 def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status, example):
     monkeypatch.chdir(folder)
-    words = shlex.split(example)
-    assert words[0] == "attncli"
-    args, stdin = words[1:], None
-    if "<" in args:  # `attncli scores - < FILE`
-        at = args.index("<")
-        stdin, args = (folder / args[at + 1]).read_bytes(), args[:at]
-    result = run(*args, input=stdin)
-    assert result.exit_code == status, (example, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), result.stderr
+    example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
+    if ";" in example:
+        env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "PYTHONWARNINGS")}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        proc = subprocess.run(["bash", "-c", example], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        status_, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        words = shlex.split(example)
+        env = {}
+        while "=" in words[0] and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+        assert words[0] == "attncli"
+        args, stdin = words[1:], None
+        if "<" in args:  # `attncli scores - < FILE`
+            at = args.index("<")
+            stdin, args = (folder / args[at + 1]).read_bytes(), args[:at]
+        result = run(*args, input=stdin, env=env)
+        status_, stdout, stderr = result.exit_code, result.stdout, result.stderr
+    assert status_ == status, (example, stderr)
+    assert stdout == ""
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), stderr
     assert message in lines[0], (message, lines[0])
     assert not [p for p in os.listdir(folder) if p.startswith((".tmp-", ".attncli-"))]

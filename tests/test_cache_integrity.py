@@ -1,0 +1,968 @@
+"""The cache keeps to what is attncli's, notices what changed, and tells damage from a machine
+that cannot read.
+
+1. clear (and every removal of an entry or a temporary folder) touches only folders attncli
+   marked, only the file names it writes, never follows a link, spares a young temporary;
+2. an entry edited with its sizes and times kept is noticed by its checksums, converted
+   again, and gives the numbers of a fresh load; every array is range-checked, the bundled
+   entry's too;
+3. every entry file is read only if it is a regular file (a FIFO never hangs a run), the
+   metadata with a size cap, and metadata of any wrong shape is damage;
+4. `vectors list` lists a damaged entry as damaged;
+5. too few file descriptors: a good entry is kept (same inode, same time) and used later,
+   a failed write leaves nothing;
+6. no home directory: no cache, a warning, one-line errors; never a folder named ~;
+7. a path too long for the system is a one-line error.
+
+Where the environment matters (HOME, the uid, ulimit -n, FIFOs) the installed entry point
+runs as a subprocess, with a timeout so that a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import pwd
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli import cache as cache_module
+from attncli import load_vectors
+from attncli.errors import VectorsError
+from clirunner import fails, ok, one, one_warning, run, words_of
+
+pytestmark = [pytest.mark.usefixtures("cache"), pytest.mark.filterwarnings("error::RuntimeWarning")]
+
+ATTNCLI = Path(sys.executable).with_name("attncli")  # the installed entry point of this environment
+WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
+OWN = ["vectors.npy", "vectors.words.txt", "vectors.offsets.npy", "vectors.order.npy", "vectors.json",
+       ".attncli-entry"]
+LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale", "damaged"}
+NOBODY = 54321  # a uid with no passwd entry
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
+    return (np.random.default_rng(seed).integers(-256, 256, size=(n, d)) / 64).astype(np.float32)
+
+
+def write_text(path: Path, words, M) -> Path:
+    lines = [f"{M.shape[0]} {M.shape[1]}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def source(tmp_path):
+    M = matrix(len(WORDS), 4, seed=1)
+    return write_text(tmp_path / "v.txt", WORDS, M), M
+
+
+def entry_of(path: Path, **kw) -> Path:
+    """The entry folder of `path`, converted now."""
+    return Path(load_vectors(path, **kw).meta["entry"]).parent
+
+
+def same_as_fresh(vectors, path: Path) -> None:
+    fresh = load_vectors(path, use_cache=False)
+    assert words_of(vectors) == words_of(fresh)
+    np.testing.assert_array_equal(np.asarray(vectors.matrix), fresh.matrix)
+    for i, word in enumerate(words_of(fresh)):
+        assert vectors.vocab.find(word) == i
+
+
+def temporaries(folder: Path) -> list[Path]:
+    return sorted(folder.glob(".tmp-*")) if folder.exists() else []
+
+
+def tree(root: Path) -> dict[str, bytes | str]:
+    """Every path under root (links not followed): file contents, link targets, "dir"."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "-> " + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def keep_times(path: Path, edit) -> None:
+    """Apply `edit`, then give the file its old modification time back."""
+    st = os.stat(path)
+    edit()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def env_for(cache: Path | None, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "PYTHONWARNINGS")}
+    if cache is not None:
+        env["ATTNCLI_CACHE_DIR"] = str(cache)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def attncli(*args, env: dict, timeout: float = 60, preexec_fn=None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ATTNCLI), *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout,
+                          preexec_fn=preexec_fn, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: "), proc.stderr
+    for word in words:
+        assert word.lower() in lines[0].lower(), (word, lines[0])
+    return lines[0]
+
+
+def killed_run(cache: Path, path: Path, *, hours: float) -> Path:
+    """The temporary folder of a conversion killed half way, its files `hours` old."""
+    code = f"""
+        import os, numpy as np, attncli
+        from attncli import cache
+        def killed(prefix, vectors, meta, **kw):
+            np.save(f"{{prefix}}.npy", np.asarray(vectors.matrix))
+            os._exit(9)
+        cache.write_entry = killed
+        attncli.load_vectors({str(path)!r})
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 9, proc.stderr
+    [leftover] = temporaries(cache)
+    then = time.time() - hours * 3600
+    for p in [*leftover.iterdir(), leftover]:
+        os.utime(p, (then, then), follow_symlinks=False)
+    return leftover
+
+
+# --------------------------------------------------------------------------- 1. only what attncli made
+
+
+def users_things(root: Path, outside: Path) -> None:
+    """What a user's folder holds, ATTNCLI_CACHE_DIR pointed at it by mistake."""
+    (root / "myproject").mkdir(parents=True)
+    (root / "myproject" / "thesis.tex").write_text("\\documentclass{article}\n")
+    (root / ".tmp-notes").mkdir()
+    (root / ".tmp-notes" / "todo.txt").write_text("write chapter 3\n")
+    (root / ".tmp-empty").mkdir()  # named like a temporary folder, empty: still not attncli's
+    (root / "notes.txt").write_text("mine\n")
+    lookalike = root / "v.txt-0123456789abcdef0123"  # named like an entry, generic file names inside
+    lookalike.mkdir()
+    (lookalike / "vectors.json").write_text('{"format": "attncli-vectors", "version": 2}\n')
+    (lookalike / "vectors.npy").write_bytes(b"not attncli's")
+    forged = root / "forged"  # a marker that names another folder proves nothing
+    forged.mkdir()
+    (forged / ".attncli-entry").write_text(json.dumps({"made_by": "attncli", "kind": "cache-entry",
+                                                        "folder": "elsewhere", "temporary": ".tmp-x"}))
+    (forged / "vectors.npy").write_bytes(b"data")
+    (outside / "precious").mkdir(parents=True)
+    (outside / "precious" / "vectors.npy").write_bytes(b"precious data")
+    (root / "link-to-precious").symlink_to(outside / "precious")
+    (root / "link-to-file").symlink_to(outside / "precious" / "vectors.npy")
+
+
+def test_clear_in_a_users_folder_removes_only_attncli_entries(cache, source, tmp_path):
+    path, _ = source
+    outside = tmp_path / "outside"
+    users_things(cache, outside)
+    before, outside_before = tree(cache), tree(outside)
+    entries = [entry_of(path), entry_of(path, limit=3)]
+    sizes = sum(sum(f.stat().st_size for f in e.iterdir()) for e in entries)
+    assert sorted(p.name for p in entries[0].iterdir()) == sorted(OWN)
+
+    result = run("vectors", "clear", "--json")
+    doc = one(result)
+    assert doc == {"removed": 2, "bytes": sizes, "cache_dir": str(cache), "kept": [], "links": []}
+    assert tree(cache) == before  # every file of the user's, as it was
+    assert tree(outside) == outside_before
+    assert not any(e.exists() for e in entries)
+    assert one(run("vectors", "clear", "--json"))["removed"] == 0 and tree(cache) == before
+    assert run("vectors", "list", "--json").stdout == ""  # none of the user's folders is an entry
+
+
+def test_clear_leaves_what_was_added_to_an_entry_and_says_so(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / "mynote.txt").write_text("keep me\n")
+    (entry / "sub").mkdir()
+    (entry / "sub" / "vectors.npy").write_bytes(b"also mine")
+    (entry / "vectors.npy.bak").write_bytes(b"mine too")
+
+    result = run("vectors", "clear", "--json")
+    doc = one(result, stderr=None)
+    one_warning(result.stderr, str(entry), "left as it is", "mynote.txt", "sub", "vectors.npy.bak")
+    assert doc["removed"] == 1
+    assert doc["kept"] == [{"path": str(entry), "reason": "holds files attncli did not write: "
+                                                          "mynote.txt, sub, vectors.npy.bak"}]
+    assert sorted(p.name for p in entry.iterdir()) == ["mynote.txt", "sub", "vectors.npy.bak"]
+    assert (entry / "sub" / "vectors.npy").read_bytes() == b"also mine"
+    # the folder is no entry now, and in the way of its source's entry: a warning, never a removal
+    warnings = []
+    v = load_vectors(path, warn=warnings.append)
+    assert len(warnings) == 1 and "left as it is" in warnings[0] and "without the vectors cache" in warnings[0]
+    same_as_fresh(v, path)
+    assert sorted(p.name for p in entry.iterdir()) == ["mynote.txt", "sub", "vectors.npy.bak"]
+
+
+def test_a_link_in_place_of_an_entry_is_unlinked_never_followed(cache, source, tmp_path):
+    path, _ = source
+    entry = entry_of(path)
+    moved = tmp_path / "moved-entry"
+    shutil.move(entry, moved)
+    (moved / "mine.txt").write_text("mine\n")
+    entry.symlink_to(moved)
+    kept = tree(moved)
+
+    result = run("vectors", "clear", "--json")
+    doc = one(result, stderr=None)
+    one_warning(result.stderr, str(entry), "symbolic link", str(moved))
+    assert doc["links"] == [{"path": str(entry), "target": str(moved)}] and doc["removed"] == 0
+    assert not os.path.lexists(entry) and tree(moved) == kept
+
+    # a load finding a link where its entry goes: the link goes, the target stays, a new entry comes
+    entry.symlink_to(moved)
+    warnings = []
+    v = load_vectors(path, warn=warnings.append)
+    assert len(warnings) == 1 and "symbolic link" in warnings[0] and "converting it again" in warnings[0]
+    same_as_fresh(v, path)
+    assert entry.is_dir() and not entry.is_symlink() and tree(moved) == kept
+
+
+def test_a_damaged_entry_is_removed_only_as_far_as_attncli_wrote_it(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / "vectors.order.npy").unlink()  # damage
+    (entry / "notes.txt").write_text("mine\n")  # and a file of the user's
+    result = run("vectors", "info", "--vectors", path, "--json")
+    doc = one(result, stderr=None)
+    one_warning(result.stderr, "damaged", "left as it is", "notes.txt", "without the vectors cache")
+    assert doc["words"] == len(WORDS) and doc["cache_entry"] is None
+    assert sorted(p.name for p in entry.iterdir()) == ["notes.txt"]
+    assert (entry / "notes.txt").read_text() == "mine\n" and temporaries(cache) == []
+
+
+def test_a_folder_without_the_marker_is_never_removed(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / ".attncli-entry").unlink()  # all of an entry's files but the proof attncli made them
+    before = tree(entry)
+    for _ in range(2):
+        warnings = []
+        v = load_vectors(path, warn=warnings.append)
+        same_as_fresh(v, path)
+        assert len(warnings) == 1 and "no .attncli-entry marker" in warnings[0] and "left as it is" in warnings[0]
+        assert "entry" not in v.meta and tree(entry) == before
+    assert one(run("vectors", "clear", "--json"))["removed"] == 0 and tree(entry) == before
+    assert run("vectors", "list", "--json").stdout == ""
+
+
+@pytest.mark.parametrize("marker", [
+    "not json", "[]", '"attncli"', '{"made_by": "someone", "kind": "cache-entry", "folder": "NAME"}',
+    '{"made_by": "attncli", "kind": "cache-entry", "folder": "other"}', "[" * 50000,
+])
+def test_a_marker_attncli_did_not_write_proves_nothing(cache, source, marker):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / ".attncli-entry").write_text(marker.replace("NAME", entry.name))
+    before = tree(entry)
+    assert run("vectors", "list", "--json").stdout == ""
+    assert one(run("vectors", "clear", "--json"))["removed"] == 0
+    assert tree(entry) == before
+
+
+def test_a_young_temporary_folder_is_left_an_old_one_removed(cache, source):
+    path, _ = source
+    young = killed_run(cache, path, hours=0.2)
+    assert sorted(p.name for p in young.iterdir()) == [".attncli-entry", "vectors.npy"]
+    result = run("vectors", "clear", "--json")
+    doc = one(result, stderr=None)
+    one_warning(result.stderr, str(young), "may still be writing")
+    assert doc["removed"] == 0 and doc["bytes"] == 0
+    assert [k["path"] for k in doc["kept"]] == [str(young)] and young.exists()
+
+    size = sum(p.stat().st_size for p in young.iterdir())
+    then = time.time() - 2 * 3600
+    for p in [*young.iterdir(), young]:
+        os.utime(p, (then, then))
+    doc = one(run("vectors", "clear", "--json"))
+    assert doc == {"removed": 0, "bytes": size, "cache_dir": str(cache), "kept": [], "links": []}
+    assert not young.exists()
+
+
+def test_an_entry_of_format_1_is_cleared_by_its_digest(cache, source, tmp_path):
+    path, M = source
+    st = path.stat()
+    options = {"limit": None, "unicode_errors": "replace"}
+    real = str(path.resolve())
+    name = cache_module._entry_name(path.name, real, st.st_size, st.st_mtime_ns, options, 1)
+    old = cache / name  # as attncli 0.2.0 wrote it: no marker, format 1
+    old.mkdir(parents=True)
+    v = load_vectors(path, use_cache=False)
+    cache_module.write_entry(old / "vectors", v, {"source": {"path": real, "size": st.st_size,
+                                                              "mtime_ns": st.st_mtime_ns}, "options": options})
+    assert json.loads((old / "vectors.json").read_text())["version"] == 1
+    fake = cache / "v.txt-00000000000000000000"  # the same metadata under a name that is not its digest
+    shutil.copytree(old, fake)
+    doc = one(run("vectors", "clear", "--json"))
+    assert doc["removed"] == 1 and not old.exists() and fake.exists()
+
+
+# --------------------------------------------------------------------------- 2. edits that keep size and time
+
+
+def swap_two_words(entry: Path):
+    f = entry / "vectors.words.txt"
+    data = f.read_bytes()
+    edited = data.replace(b"the\nearth\n", b"earth\nthe\n", 1)
+    assert edited != data and len(edited) == len(data)
+    keep_times(f, lambda: f.write_bytes(edited))
+
+
+def swap_last_two_words(entry: Path):
+    f = entry / "vectors.words.txt"
+    data = f.read_bytes()
+    edited = data.replace("café\n東京\n".encode(), "東京\ncafé\n".encode(), 1)
+    assert edited != data and len(edited) == len(data)
+    keep_times(f, lambda: f.write_bytes(edited))
+
+
+def edit_order(entry: Path):
+    f = entry / "vectors.order.npy"
+    a = np.load(f)
+    a[[0, 1]] = a[[1, 0]]
+    keep_times(f, lambda: np.save(f, a))
+
+
+def order_out_of_range(entry: Path):
+    f = entry / "vectors.order.npy"
+    a = np.load(f)
+    a[3] = 10**12
+    keep_times(f, lambda: np.save(f, a))
+
+
+def edit_offsets(entry: Path):
+    f = entry / "vectors.offsets.npy"
+    a = np.load(f)
+    a[2] += 1
+    keep_times(f, lambda: np.save(f, a))
+
+
+def another_dimension(entry: Path):
+    """vectors.npy replaced by a matrix of another dimension, the metadata edited to match."""
+    f, m = entry / "vectors.npy", entry / "vectors.json"
+    np.save(f, np.zeros((len(WORDS), 2), np.float32))
+    meta = json.loads(m.read_text())
+    meta["dim"] = 2
+    meta["files"][".npy"] = f.stat().st_size
+    meta["mtimes"][".npy"] = f.stat().st_mtime_ns
+    m.write_text(json.dumps(meta))
+
+
+def another_dimension_checksums_too(entry: Path):
+    """The same, and the metadata's own checksum recomputed: the header checksum still differs."""
+    another_dimension(entry)
+    m = entry / "vectors.json"
+    meta = json.loads(m.read_text())
+    meta["checksums"]["metadata"] = cache_module._meta_checksum(meta)
+    m.write_text(json.dumps(meta))
+
+
+def npy_header_fortran(entry: Path):
+    f = entry / "vectors.npy"
+    data = f.read_bytes()
+    edited = data.replace(b"'fortran_order': False", b"'fortran_order': True ", 1)
+    assert edited != data and len(edited) == len(data)
+    keep_times(f, lambda: f.write_bytes(edited))
+
+
+def flip_cased(entry: Path):
+    m = entry / "vectors.json"
+    meta = json.loads(m.read_text())
+    meta["cased"] = not meta["cased"]
+    keep_times(m, lambda: m.write_text(json.dumps(meta, indent=1)))
+
+
+def old_version(entry: Path):
+    m = entry / "vectors.json"
+    meta = json.loads(m.read_text())
+    meta["version"] = 1
+    m.write_text(json.dumps(meta))
+
+
+TAMPER = {
+    "two words swapped": swap_two_words,
+    "two words of other lengths swapped": swap_last_two_words,
+    "order.npy edited": edit_order,
+    "order.npy out of range": order_out_of_range,
+    "offsets.npy edited": edit_offsets,
+    ".npy of another dimension, metadata edited": another_dimension,
+    ".npy of another dimension, metadata and its checksum edited": another_dimension_checksums_too,
+    ".npy header edited": npy_header_fortran,
+    "cased flipped in the metadata": flip_cased,
+    "an entry of format 1": old_version,
+}
+
+
+@pytest.mark.parametrize("tamper", list(TAMPER))
+def test_a_tampered_entry_is_noticed_reconverted_and_gives_the_fresh_numbers(cache, source, tamper):
+    path, _ = source
+    entry = entry_of(path)
+    TAMPER[tamper](entry)
+
+    listed = ok(run("vectors", "list", "--json"))
+    assert len(listed) == 1 and str(entry) in listed[0]["damaged"]
+
+    result = run("vectors", "info", "--vectors", path, "--json")
+    doc = one(result, stderr=None)
+    one_warning(result.stderr, "cache entry", str(path), "damaged", "converting it again")
+    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(WORDS), 4, str(entry / "vectors"))
+
+    warnings = []
+    again = load_vectors(path, warn=warnings.append)
+    assert warnings == [] and isinstance(again.matrix, np.memmap)
+    same_as_fresh(again, path)
+    assert ok(run("vectors", "list", "--json"))[0]["damaged"] is None
+    assert [p.name for p in cache.iterdir()] == [entry.name] and temporaries(cache) == []
+
+
+def test_rows_of_the_matrix_are_trusted_as_documented(cache, source):
+    path, M = source
+    entry = entry_of(path)
+    f = entry / "vectors.npy"
+    data = bytearray(f.read_bytes())
+    data[-4:] = np.float32(7.5).tobytes()  # the last value of the last row
+    keep_times(f, lambda: f.write_bytes(bytes(data)))
+    warnings = []
+    v = load_vectors(path, warn=warnings.append)
+    assert warnings == [] and float(v.matrix[-1, -1]) == 7.5  # not hashed: read as it is
+
+
+def test_the_metadata_holds_checksums_of_what_a_load_verifies(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    meta = json.loads((entry / "vectors.json").read_text())
+    assert meta["version"] == cache_module.FORMAT_VERSION == 2
+    sums = meta["checksums"]
+    assert sums["algorithm"] == "crc32"
+    for suffix in (".words.txt", ".offsets.npy", ".order.npy"):
+        assert sums["files"][suffix] == f"{zlib.crc32((entry / f'vectors{suffix}').read_bytes()):08x}"
+    data = (entry / "vectors.npy").read_bytes()
+    header = data[: len(data) - len(WORDS) * 4 * 4]
+    assert sums["headers"] == {".npy": f"{zlib.crc32(header):08x}"}
+    marker = json.loads((entry / ".attncli-entry").read_text())
+    assert marker["made_by"] == "attncli" and marker["kind"] == "cache-entry" and marker["folder"] == entry.name
+    assert marker["temporary"].startswith(".tmp-")
+
+
+@pytest.fixture
+def bundled_copy(tmp_path) -> Path:
+    """The bundled entry's files, copied: their range checks, without touching the committed ones."""
+    src = cache_module.bundled_prefix()
+    for suffix in (*cache_module.SUFFIXES, ".json"):
+        shutil.copyfile(f"{src}{suffix}", tmp_path / f"b{suffix}")
+    return tmp_path / "b"
+
+
+def _bundled_edit(prefix: Path, suffix: str, change) -> None:
+    f = Path(f"{prefix}{suffix}")
+    a = np.load(f)
+    change(a)
+    np.save(f, a)
+
+
+BUNDLED_DAMAGE = {
+    "order value V": (".order.npy", lambda a: a.__setitem__(5, 100_000), "outside [0, 100000)"),
+    "order value -1": (".order.npy", lambda a: a.__setitem__(-1, -1), "outside"),
+    "offsets decreasing": (".offsets.npy", lambda a: a.__setitem__(500, 0), "never decrease"),
+    "offsets start": (".offsets.npy", lambda a: a.__setitem__(0, 1), "start at 0"),
+    "offsets end": (".offsets.npy", lambda a: a.__setitem__(-1, a[-1] - 1), "end at the file's size"),
+}
+
+
+@pytest.mark.parametrize("damage", list(BUNDLED_DAMAGE))
+def test_the_bundled_entry_is_range_checked(bundled_copy, damage):
+    assert cache_module.read_entry(bundled_copy, "bundled", bundled=True).size == 100_000
+    suffix, change, words = BUNDLED_DAMAGE[damage]
+    _bundled_edit(bundled_copy, suffix, change)
+    with pytest.raises(cache_module.DamagedEntry, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        cache_module.read_entry(bundled_copy, "bundled", bundled=True)
+
+
+@pytest.mark.parametrize("edit", ["order int32", "order 2-d", "matrix float64", "offsets short"])
+def test_the_bundled_entry_is_checked_for_dtype_and_shape(bundled_copy, edit):
+    f = {"order int32": ".order.npy", "order 2-d": ".order.npy", "matrix float64": ".npy",
+         "offsets short": ".offsets.npy"}[edit]
+    path = Path(f"{bundled_copy}{f}")
+    a = np.load(path)
+    a = {"order int32": lambda: a.astype(np.int32), "order 2-d": lambda: a.reshape(-1, 2),
+         "matrix float64": lambda: a.astype(np.float64), "offsets short": lambda: a[:-1]}[edit]()
+    np.save(path, a)
+    meta = json.loads(Path(f"{bundled_copy}.json").read_text())
+    meta["files"][f] = path.stat().st_size  # sizes made to match: the header check is what refuses
+    Path(f"{bundled_copy}.json").write_text(json.dumps(meta))
+    with pytest.raises(cache_module.DamagedEntry, match="holds a"):
+        cache_module.read_entry(bundled_copy, "bundled", bundled=True)
+
+
+def test_the_bundled_entry_has_no_checksums_and_is_unchanged():
+    prefix = cache_module.bundled_prefix()
+    meta = json.loads(Path(f"{prefix}.json").read_text())
+    assert meta["version"] == cache_module.BUNDLED_VERSION == 1 and "checksums" not in meta
+    readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text()
+    for suffix in (*cache_module.SUFFIXES, ".json"):
+        digest = hashlib.sha256(Path(f"{prefix}{suffix}").read_bytes()).hexdigest()
+        assert digest in readme, suffix
+    v = cache_module.read_bundled()
+    assert v.size == 100_000 and v.vocab.find("orange") is not None
+
+
+# --------------------------------------------------------------------------- 3. regular files, bounded metadata
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_a_fifo_in_place_of_any_entry_file_never_hangs(cache, source, name):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / name).unlink()
+    os.mkfifo(entry / name)
+    env = env_for(cache)
+    listed = attncli("vectors", "list", "--json", env=env, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    proc = attncli("vectors", "info", "--vectors", path, "--json", env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["words"] == len(WORDS)
+    [warning] = proc.stderr.splitlines()
+    assert warning.startswith("attncli: warning: the cache entry for") and "damaged" in warning
+    if name == ".attncli-entry":  # without its proof the folder is not attncli's: left, FIFO and all
+        assert listed.stdout == "" and "left as it is" in warning and info["cache_entry"] is None
+        assert stat.S_ISFIFO(os.lstat(entry / name).st_mode)
+    else:
+        assert json.loads(listed.stdout)["damaged"].endswith("is not a regular file")
+        assert "not a regular file" in warning and info["cache_entry"] == str(entry / "vectors")
+        assert stat.S_ISREG(os.lstat(entry / name).st_mode)  # the FIFO was unlinked, the entry rewritten
+        proc = attncli("vectors", "info", "--vectors", path, "--json", env=env, timeout=30)
+        assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_clear_unlinks_a_fifo_among_attncli_files_without_opening_it(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / "vectors.npy").unlink()
+    os.mkfifo(entry / "vectors.npy")
+    proc = attncli("vectors", "clear", "--json", env=env_for(cache), timeout=30)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["removed"] == 1 and not entry.exists()
+
+
+def test_a_huge_sparse_metadata_file_is_refused_unread(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    with open(entry / "vectors.json", "r+b") as f:
+        f.truncate(3 << 30)  # 3 GB of nothing, in no disk space
+    code = f"""
+        import resource, json, attncli
+        warnings = []
+        v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
+        print(json.dumps({{"rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "warnings": warnings,
+                          "words": v.size}}))
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["words"] == len(WORDS) and got["rss"] < 400_000  # kB: the file was never read
+    [warning] = got["warnings"]
+    assert "vectors.json holds 3.2 GB" in warning and "converting it again" in warning
+    assert (entry / "vectors.json").stat().st_size < 10_000
+
+
+def _deep(meta):
+    return "[" * 100_000 + "]" * 100_000
+
+
+def _set(key, value):
+    def edit(meta):
+        meta[key] = value
+        return json.dumps(meta)
+    return edit
+
+
+def _set_in(key, inner, value):
+    def edit(meta):
+        meta[key][inner] = value
+        return json.dumps(meta)
+    return edit
+
+
+METADATA = {
+    "not JSON": lambda meta: "{not json",
+    "not UTF-8": lambda meta: b"\xff\xfe{}",
+    "a list": lambda meta: "[1, 2]",
+    "a string": lambda meta: '"vectors"',
+    "a number": lambda meta: "42",
+    "null": lambda meta: "null",
+    "deeply nested": _deep,
+    "a huge integer": lambda meta: '{"words": ' + "9" * 5000 + "}",
+    "created not a string": _set("created", 5),
+    "words not an int": _set("words", "9"),
+    "words a bool": _set("words", True),
+    "dim a float": _set("dim", 4.0),
+    "words negative": _set("words", -1),
+    "cased a string": _set("cased", "yes"),
+    "name a number": _set("name", 7),
+    "files a list": _set("files", []),
+    "files with another name": _set("files", {"/../x": 1}),
+    "mtimes of strings": _set_in("mtimes", ".npy", "yesterday"),
+    "checksums a string": _set("checksums", "crc32"),
+    "source a string": _set("source", "/v.txt"),
+    "source path a number": _set_in("source", "path", 5),
+    "limit a string": _set_in("options", "limit", "all"),
+    "subwords a list": _set("subwords", []),
+    "version a bool": _set("version", True),
+}
+
+
+@pytest.mark.parametrize("checksum", ["kept", "recomputed"])
+@pytest.mark.parametrize("spoil", list(METADATA))
+def test_metadata_of_any_wrong_shape_is_damage_listed_and_rebuilt(cache, source, spoil, checksum):
+    path, _ = source
+    entry = entry_of(path)
+    m = entry / "vectors.json"
+    meta = json.loads(m.read_text())
+    text = METADATA[spoil](meta)
+    if checksum == "recomputed":  # the metadata's own checksum made to match: the field checks must refuse it
+        try:
+            edited = json.loads(text)
+            edited["checksums"]["metadata"] = cache_module._meta_checksum(edited)
+            text = json.dumps(edited)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            pytest.skip("no checksum to recompute in this metadata")
+    m.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+    for fmt in ("json", "table"):
+        result = run("vectors", "list", "--format", fmt)
+        assert result.exit_code == 0 and result.stderr == ""
+    [doc] = ok(run("vectors", "list", "--json"))
+    assert set(doc) == LIST_KEYS and doc["path"] == str(entry)
+    assert isinstance(doc["damaged"], str) and str(m) in doc["damaged"]
+    assert "damaged" in run("vectors", "list", "--format", "table").stdout
+
+    result = run("vectors", "info", "--vectors", path, "--json")
+    one_warning(result.stderr, "damaged", "converting it again")
+    assert one(result, stderr=None)["cache_entry"] == str(entry / "vectors")
+    warnings = []
+    same_as_fresh(load_vectors(path, warn=warnings.append), path)
+    assert warnings == []
+
+
+# --------------------------------------------------------------------------- 4. vectors list
+
+
+def test_list_shows_good_and_damaged_entries_side_by_side(cache, source, tmp_path):
+    path, _ = source
+    good, bad = entry_of(path), entry_of(path, limit=3)
+    (bad / "vectors.json").write_text("[]")
+    (cache / "not-an-entry").mkdir()
+    (cache / "not-an-entry" / "vectors.json").write_text("{}")
+    docs = {d["path"]: d for d in ok(run("vectors", "list", "--json"))}
+    assert set(docs) == {str(good), str(bad)}
+    assert docs[str(good)]["damaged"] is None and docs[str(good)]["words"] == len(WORDS)
+    assert docs[str(bad)]["damaged"] == f"{bad}/vectors.json: holds an array in JSON, not an object"
+    assert docs[str(bad)]["words"] is None and docs[str(bad)]["stale"] is True
+    table = run("vectors", "list", "--format", "table")
+    assert table.exit_code == 0 and "damaged" in table.stdout and "v.txt" in table.stdout
+
+
+def test_list_never_builds_markup_from_a_path(cache, tmp_path):
+    odd = tmp_path / "[bold red]odd[italic] \x1b[31m"
+    odd.mkdir()
+    path = write_text(odd / "v.txt", ["cat", "dog"], matrix(2, 3))
+    load_vectors(path)
+    table = run("vectors", "list", "--format", "table", env={"COLUMNS": "400"})
+    assert table.exit_code == 0 and "[bold red]odd[italic]" in table.stdout and "\x1b" not in table.stdout
+
+
+# --------------------------------------------------------------------------- 5. file descriptors
+
+
+def limit_files(n: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
+def identity(entry: Path) -> dict:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(entry.iterdir())}
+
+
+@pytest.mark.parametrize("files", [5, 6, 7])
+def test_too_few_file_descriptors_keep_the_good_entry(cache, source, files):
+    path, _ = source
+    entry = entry_of(path)
+    before = identity(entry)
+    env = env_for(cache)
+    for args in (["vectors", "info", "--vectors", path, "--json"], ["scores", "the earth", "--vectors", path]):
+        proc = attncli(*args, env=env, preexec_fn=limit_files(files), timeout=30)
+        one_error(proc, "too many open files")
+        assert identity(entry) == before  # not damaged, not removed, not rewritten
+        assert [p.name for p in cache.iterdir()] == [entry.name]
+    proc = attncli("vectors", "info", "--vectors", path, "--json", env=env, timeout=30)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["cache_entry"] == str(entry / "vectors")  # the same entry, used
+    assert identity(entry) == before
+
+
+@pytest.mark.parametrize("where", ["before the marker", "after the matrix", "before the checksums"])
+def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, where):
+    path, M = source
+    code = f"""
+        import json, os, attncli, numpy as np
+        from attncli import cache
+        held = []
+        def exhaust():
+            while True:
+                try:
+                    held.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    return
+        where = {where!r}
+        if where == "before the marker":
+            real_marker = cache._write_marker
+            def marker(*a):
+                exhaust(); return real_marker(*a)
+            cache._write_marker = marker
+        elif where == "after the matrix":
+            real_save = np.save
+            calls = []
+            def save(*a, **kw):
+                calls.append(1)
+                if len(calls) == 2:
+                    exhaust()
+                return real_save(*a, **kw)
+            cache.np.save = save
+        else:
+            real_sums = cache._written_checksums
+            def sums(*a):
+                exhaust(); return real_sums(*a)
+            cache._written_checksums = sums
+        warnings = []
+        v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
+        for fd in held:
+            os.close(fd)
+        print(json.dumps({{"warnings": warnings, "entry": v.meta.get("entry"), "matrix": v.matrix.tolist()}}))
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    [warning] = got["warnings"]
+    assert "cannot write the vectors cache" in warning and "Too many open files" in warning
+    assert got["entry"] is None
+    np.testing.assert_array_equal(np.array(got["matrix"], dtype=np.float32), M)
+    assert list(cache.iterdir()) == []  # no half entry, no temporary folder
+    same_as_fresh(load_vectors(path), path)  # and the next run writes it whole
+    assert len(list(cache.iterdir())) == 1
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EACCES, errno.EIO])
+def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, code):
+    path, _ = source
+    entry = entry_of(path)
+    before = identity(entry)
+    real = cache_module.limits.open_regular
+
+    def failing(p, what):
+        if str(p).endswith("vectors.offsets.npy"):
+            from attncli.limits import ResourceError
+            raise ResourceError(f"{p}: cannot be read: {os.strerror(code)}")
+        return real(p, what)
+
+    monkeypatch.setattr(cache_module.limits, "open_regular", failing)
+    with pytest.raises(VectorsError, match=os.strerror(code)) as raised:
+        load_vectors(path)
+    assert not isinstance(raised.value, cache_module.DamagedEntry)
+    fails(run("vectors", "info", "--vectors", path), os.strerror(code), "left as it is")
+    assert identity(entry) == before
+    monkeypatch.setattr(cache_module.limits, "open_regular", real)
+    assert load_vectors(path).meta["entry"] == str(entry / "vectors")
+
+
+def test_a_mapping_error_of_the_machine_is_no_damage(cache, source, monkeypatch):
+    path, _ = source
+    entry = entry_of(path)
+    before = identity(entry)
+
+    def no_memory(*a, **kw):
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(cache_module.np, "memmap", no_memory)
+    fails(run("vectors", "info", "--vectors", path), "Cannot allocate memory", "left as it is")
+    assert identity(entry) == before
+
+
+# --------------------------------------------------------------------------- 6. no home directory
+
+
+def _no_passwd_entry() -> bool:
+    try:
+        pwd.getpwuid(NOBODY)
+    except KeyError:
+        return True
+    return False
+
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not _no_passwd_entry(),
+                                reason="runs as a uid with no passwd entry, which needs root")
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def nobody_command() -> tuple[list[str], object]:
+    """(a prefix, a preexec_fn) that run attncli as uid NOBODY: setpriv where there is one (an
+    interpreter under a folder only root may enter is still started by it), else setuid in the
+    child."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"], None
+    return [], as_nobody
+
+
+@pytest.fixture
+def open_folder():
+    """A folder uid NOBODY can read and write (pytest's own are root's alone), removed after."""
+    folder = Path(tempfile.mkdtemp(prefix="attncli-nohome-"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@needs_root
+def test_without_a_home_directory(open_folder):
+    vectors = write_text(open_folder / "v.txt", WORDS, matrix(len(WORDS), 4, seed=1))
+    vectors.chmod(0o644)
+    work = open_folder / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    env = env_for(None, HOME=None, ATTNCLI_CACHE_DIR=None, XDG_CACHE_HOME=None, GENSIM_DATA_DIR=None)
+
+    prefix, preexec = nobody_command()
+
+    def nobody(*args, **extra):
+        return subprocess.run([*prefix, str(ATTNCLI), *map(str, args)], capture_output=True, text=True,
+                              env={**env, **extra}, preexec_fn=preexec, cwd=work, timeout=60,
+                              stdin=subprocess.DEVNULL)
+
+    try:
+        started = nobody("--version")
+    except PermissionError:
+        pytest.skip(f"uid {NOBODY} cannot start this environment's Python")
+    if started.returncode != 0:
+        pytest.skip(f"uid {NOBODY} cannot start this environment's Python: {started.stderr[-200:]}")
+
+    proc = nobody("vectors", "info", "--vectors", vectors, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["words"] == len(WORDS) and json.loads(proc.stdout)["cache_entry"] is None
+    [warning] = proc.stderr.splitlines()
+    assert warning.startswith("attncli: warning: there is no cache directory")
+    for words in ("~/.cache/attncli", "HOME is not set", f"user {NOBODY}", "set HOME or ATTNCLI_CACHE_DIR"):
+        assert words in warning, (words, warning)
+
+    proc = nobody("scores", "the earth", "--vectors", vectors, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["tokens"] == ["the", "earth"]
+    proc = nobody("vectors", "convert", vectors)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 2 and "could not be cached" in proc.stderr
+    for command in ("list", "clear"):
+        one_error(nobody("vectors", command), "there is no cache directory", "HOME", "ATTNCLI_CACHE_DIR")
+    one_error(nobody("scores", "cat", "--vectors", "glove-wiki-gigaword-50"), "glove-wiki-gigaword-50",
+              "GENSIM_DATA_DIR", "HOME")
+    one_error(nobody("scores", "cat", "--vectors", "~/x.txt"), "~/x.txt", "~ cannot be expanded",
+              "without a home directory")
+    one_error(nobody("vectors", "list", ATTNCLI_CACHE_DIR="~/cache"), "there is no cache directory",
+              "ATTNCLI_CACHE_DIR is '~/cache'")
+    proc = nobody("scores", "the cat", "--json")  # the bundled vectors need no home
+    assert proc.returncode == 0 and proc.stderr == ""
+
+    cache = open_folder / "cache"  # a cache directory of its own: no home needed
+    proc = nobody("vectors", "convert", vectors, "--json", ATTNCLI_CACHE_DIR=str(cache))
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["cache_entry"].startswith(str(cache))
+    proc = nobody("vectors", "list", "--json", ATTNCLI_CACHE_DIR=str(cache))
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1
+
+    assert list(work.iterdir()) == []  # no folder named "~", nor anything else, where it ran
+    assert not (open_folder / "~").exists()
+
+
+def test_a_relative_home_is_no_home(cache, source, monkeypatch):
+    path, _ = source
+    monkeypatch.setenv("HOME", "relative/home")
+    fails(run("scores", "cat", "--vectors", "~/v.txt"), "~ cannot be expanded", "HOME is 'relative/home'")
+    fails(run("vectors", "list", env={"ATTNCLI_CACHE_DIR": "~/cache"}), "there is no cache directory")
+    fails(run("scores", "cat", "--vectors", "glove-fake-42", env={"GENSIM_DATA_DIR": None}), "GENSIM_DATA_DIR")
+    monkeypatch.setenv("HOME", str(path.parent))
+    assert one(run("vectors", "info", "--vectors", "~/v.txt", "--json"))["words"] == len(WORDS)
+    monkeypatch.setenv("ATTNCLI_CACHE_DIR", "~/cache")  # ~ in ATTNCLI_CACHE_DIR is the home directory
+    assert one(run("vectors", "convert", "~/v.txt", "--json"))["cache_entry"].startswith(str(path.parent / "cache"))
+
+
+# --------------------------------------------------------------------------- 7. paths the system refuses
+
+
+@pytest.mark.parametrize("spec", [
+    "a" * 5000,
+    "a" * 300,
+    "/tmp/" + "a" * 5000 + ".txt",
+    "/tmp/" + "a/" * 3000 + "v.txt",
+    "~" + "a" * 5000,
+    "~/" + "a" * 5000,
+])
+def test_a_path_too_long_is_one_line(cache, spec):
+    line = fails(run("scores", "cat", "--vectors", spec))
+    assert len(line) < 600
+    assert "too long" in line or "no user" in line or "no such file" in line
+    with pytest.raises(VectorsError):
+        load_vectors(spec)
+    assert not cache.exists()
+
+
+def test_an_embedded_nul_is_one_error(cache):
+    with pytest.raises(VectorsError, match="not a usable path"):
+        load_vectors("v\x00.txt")
+
+
+def test_a_cache_dir_too_long_is_a_warning(cache, source, monkeypatch):
+    path, _ = source
+    monkeypatch.setenv("ATTNCLI_CACHE_DIR", str(cache / ("c" * 300)))
+    result = run("vectors", "info", "--vectors", path, "--json")
+    one_warning(result.stderr, "cannot write the vectors cache", "File name too long")
+    assert one(result, stderr=None)["cache_entry"] is None
+    assert ok(run("vectors", "list", "--json")) == []
