@@ -84,10 +84,11 @@ def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int 
 
 def cell_bytes(heads: int, listed: int) -> int:
     """Memory one cell of a sentence's T x T matrices takes at a run's peak, measured with
-    `scores --json` (T = 1,000 and 2,000): Steps I and II hold about six float64 arrays per
-    head and two more for the means; every number a document lists costs about 100 bytes
-    more, as a Python float in a list and then as JSON text."""
-    return 8 * (6 * heads + 2) + 110 * listed
+    `scores --json` and `explain --json` (T = 1,000 to 2,000: 552 and 441 bytes a cell with
+    one head): Steps I and II hold about six float64 arrays per head and two more for the
+    means; every number a document lists costs about 120 bytes more, as a Python float in
+    a list and then as JSON text. The estimate is kept a little above what was measured."""
+    return 8 * (6 * heads + 2) + 130 * listed
 
 
 def embed_fitting(sentence: str, vectors: Vectors, opts: Options, per_cell: int) -> Embedded:
@@ -108,15 +109,15 @@ def attend(sentence: str, vectors: Vectors, opts: Options, *, listed: int = 0) -
     """One sentence through every step. `listed`: how many numbers per cell of the T x T
     matrices the caller will write out (a scores document: 2 + 2 H); with the arrays'
     own, that is checked against the memory available before anything T x T is made."""
-    embedded = embed_fitting(sentence, vectors, opts, cell_bytes(opts.heads, listed))
     proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
-    Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
-    T, d_k = Q.shape
-    H = opts.heads
-    if d_k % H:
+    d_k, H = proj.describe(vectors.dim)["d_k"], opts.heads
+    if d_k % H:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
         small = [h for h in range(1, math.isqrt(d_k) + 1) if d_k % h == 0]
         divisors = sorted({*small, *(d_k // h for h in small)})
         raise InputError(f"--heads {H} does not divide d_k = {d_k}; choose one of {', '.join(map(str, divisors))}")
+    embedded = embed_fitting(sentence, vectors, opts, cell_bytes(H, listed))
+    Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
+    T = len(Q)
     scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
     mask = attention.causal_mask(T) if opts.mask == "causal" else None
     Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H) each
@@ -304,7 +305,7 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
                 index: int | None = None) -> dict:
     """The `explain` document: every intermediate matrix under `steps` (those of the heads with
     a leading H axis); with a token, its row of each under `row`."""
-    att = attend(sentence, vectors, opts, listed=3 * opts.heads)
+    att = attend(sentence, vectors, opts, listed=3 * opts.heads + 1)  # and the scaled scores' own array
     with np.errstate(over="ignore"):
         scaled = att.scores * att.scale / opts.temperature  # (H, T, T), before the mask
     steps = {

@@ -63,6 +63,8 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
             items.append((number, None, f"no {field_name!r} field (--field chooses another)"))
         elif not isinstance(record[field_name], str) or not record[field_name].strip():
             items.append((number, None, f"the {field_name!r} field is not a sentence (a non-empty string)"))
+        elif any("\ud800" <= c <= "\udfff" for c in record[field_name]):  # a lone \ud800 escape: no character
+            items.append((number, None, f"the {field_name!r} field holds a lone surrogate escape, which is not text"))
         else:
             items.append((number, record[field_name], None))
     return items

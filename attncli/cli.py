@@ -12,6 +12,7 @@ import io
 import itertools
 import math
 import os
+import signal
 import stat
 import sys
 import time
@@ -35,6 +36,7 @@ class ExitStatus(IntEnum):
     ERROR = 1  # bad input, unreadable vectors: the message says what to do
     USAGE = 2  # options or arguments click could not accept
     INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+    TERMINATED = 143  # SIGTERM (kill), as a shell reports it
     BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
 
 
@@ -56,9 +58,14 @@ class OutputError(AttncliError):
 
 @contextlib.contextmanager
 def _writing_stdout():
-    """Writes to stdout inside: a failure other than a closed pipe is one OutputError."""
+    """Writes to stdout inside, flushed at the end: a failure other than a closed pipe is one
+    OutputError. Flushed twice: a write that the kernel cuts short (a file-size limit,
+    ulimit -f) leaves the rest in Python's buffer without an error, and only the next
+    flush, writing the rest, meets the error."""
     try:
         yield
+        sys.stdout.flush()
+        sys.stdout.flush()
     except BrokenPipeError:
         raise
     except OSError as e:
@@ -86,9 +93,15 @@ def _standard_streams() -> bool:
         sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
     if closed["stdout"]:
         sys.stdout = open(1, "w", closefd=False)  # /dev/null: nothing is written, but nothing fails
+    if isinstance(getattr(sys.stdout, "buffer", None), io.FileIO):
+        # PYTHONUNBUFFERED=1 writes text straight to the file, and a write the kernel cuts
+        # short (ulimit -f) then loses the rest without an error; a buffer writes all or fails
+        stdout = sys.stdout
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(stdout.buffer), encoding=stdout.encoding,
+                                      errors=stdout.errors, line_buffering=stdout.line_buffering)
     for stream in (sys.stdout, sys.stderr):
         # a locale that is not UTF-8 (LC_ALL=C, PYTHONIOENCODING=ascii): tables degrade to
-        # escapes rather than fail; JSON is written as ASCII with \u escapes (see _json_line)
+        # escapes rather than fail; JSON is written as ASCII with \u escapes (see _write_json)
         if not _utf8(stream) and hasattr(stream, "reconfigure"):
             with contextlib.suppress(ValueError, OSError):
                 stream.reconfigure(errors="backslashreplace")
@@ -99,8 +112,17 @@ def _utf8(stream) -> bool:
     return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
 
 
-def _json_line(doc: dict) -> str:
-    return to_json(doc, ascii_only=not _utf8(sys.stdout)) + "\n"
+def _write_json(doc: dict) -> None:
+    """A document as one line of JSON on stdout: UTF-8; ASCII with \\u escapes where stdout
+    is not UTF-8, or where the document holds a file name that is not UTF-8 (its bytes kept
+    as \\udcXX escapes, which Python's json and os.fsencode turn back into them)."""
+    line = to_json(doc, ascii_only=not _utf8(sys.stdout))
+    if not line.isascii():
+        try:
+            line.encode("utf-8")  # strict, whatever stdout's own error handler would let through
+        except UnicodeEncodeError:
+            line = to_json(doc, ascii_only=True)
+    sys.stdout.write(line + "\n")
 
 
 class _Stopped(Exception):
@@ -111,6 +133,16 @@ class _Stopped(Exception):
         self.status = status
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the run is, so that it ends as Ctrl-C does: cleanly, workers and
+    temporary files included. A BaseException, so no `except Exception` mistakes it for a
+    reader's failure."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated
+
+
 class AttncliGroup(click.Group):
     """A click group whose every failure is one line on stderr and an ExitStatus."""
 
@@ -119,11 +151,15 @@ class AttncliGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise _Stopped(ExitStatus.INTERRUPTED) from None
+        except _Terminated:
+            raise _Stopped(ExitStatus.TERMINATED) from None
         except BrokenPipeError:
             raise _Stopped(ExitStatus.BROKEN_PIPE) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         stdout_closed = _standard_streams()
+        with contextlib.suppress(ValueError):  # not the main thread (an embedding program): leave it
+            signal.signal(signal.SIGTERM, _terminate)
         try:
             if stdout_closed:
                 raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
@@ -157,7 +193,8 @@ class AttncliGroup(click.Group):
                 _silence_stdout()
             else:
                 # on a terminal, first end the line that holds the echoed ^C
-                click.echo(("\n" if sys.stderr.isatty() else "") + "attncli: interrupted", err=True)
+                said = "terminated" if status == ExitStatus.TERMINATED else "interrupted"
+                click.echo(("\n" if sys.stderr.isatty() else "") + f"attncli: {said}", err=True)
         except Exception as e:  # noqa: BLE001: a bug; still one line, unless ATTNCLI_DEBUG asks for the traceback
             if os.environ.get("ATTNCLI_DEBUG"):
                 raise
@@ -320,6 +357,8 @@ def _output_path(kind: str, suffixes: tuple[str, ...] = ()):
             raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; --{kind} writes {kind.upper()}",
                                      ctx, param)
         folder = path.parent if str(path.parent) else Path(".")
+        if not path.is_absolute() and _cwd_hint():
+            raise click.BadParameter(f"{value}: cannot be written{_cwd_hint()}", ctx, param)
         if not folder.is_dir():
             raise click.BadParameter(f"{value}: the folder {folder} does not exist", ctx, param)
         problem = _not_replaceable(path)
@@ -337,21 +376,41 @@ _INPUTS = {"vectors_source": "--vectors", "qkv": "--qkv", "weights_file": "--wei
            "input_file": "FILE", "source": "SOURCE"}
 
 
-def _refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
-    """An output that is the same file as an input (the --vectors file given to --html, say),
-    as standard input or output, or as another output, would destroy it: refuse before work."""
-    ctx = click.get_current_context()
-    inputs = []
+def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, str]]]:
+    """What the run reads: (label, stat) of each input file and of a standard stream that is
+    a file; and (label, path prefix) of the files read beside them: a gensim model's side
+    files (model.kv.vectors.npy), the bundled vectors, the cache folder."""
+    files, prefixes = [], []
     for name, label in _INPUTS.items():
         value = ctx.params.get(name)
-        if isinstance(value, str) and value not in ("identity", "random", "-"):
-            with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
-                inputs.append((f"{label} {value}", os.stat(Path(value).expanduser())))
-    for fd, label in ((0, "standard input"), (1, "standard output")):
+        if not isinstance(value, str) or value in ("identity", "random", "-"):
+            continue
+        path = Path(value)
+        if name in ("vectors_source", "source"):
+            from attncli import sources
+
+            with contextlib.suppress(AttncliError):  # a gensim-data name: the file it names
+                path = sources.resolve(value).path
+            prefixes.append((f"{label} {value}", os.path.realpath(path) + "."))
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
+            files.append((f"{label} {value}", os.stat(path.expanduser())))
+    if "vectors_source" in ctx.params and ctx.params["vectors_source"] is None:
+        prefixes.append(("the bundled vectors", os.path.realpath(cache.bundled_prefix()) + "."))
+    with contextlib.suppress(AttncliError, OSError):
+        prefixes.append(("attncli's cache folder", os.path.join(os.path.realpath(cache.cache_dir()), "")))
+    for fd, label in ((0, "standard input"), (1, "standard output"), (2, "standard error")):
         with contextlib.suppress(OSError):
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode):
-                inputs.append((label, st))
+                files.append((label, st))
+    return files, prefixes
+
+
+def _refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
+    """An output that is the same file as an input (the --vectors file given to --html, say),
+    one of the files read beside it, a standard stream, or another output would destroy it:
+    refuse before any work."""
+    files, prefixes = _read_by_this_run(click.get_current_context())
     written: dict[str, str] = {}
     for option, path in outputs.items():
         if path is None:
@@ -360,11 +419,15 @@ def _refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
         if real in written:
             raise click.UsageError(f"{option} {path} is the same file as {written[real]}; give each its own path")
         written[real] = f"{option} {path}"
+        for label, prefix in prefixes:
+            if real.startswith(prefix):
+                raise click.UsageError(f"{option} {path} is among the files of {label}, which it would overwrite; "
+                                       "give another path")
         try:
             st = os.stat(path)
         except OSError:
             continue  # not there yet: no input can be it
-        for label, other in inputs:
+        for label, other in files:
             if os.path.samestat(st, other):
                 raise click.UsageError(f"{option} {path} is the same file as {label}, which it would overwrite; "
                                        "give another path")
@@ -499,7 +562,7 @@ def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
             for doc in docs:
                 # a line a write: one huge write to a pipe whose reader has gone can end half
                 # done with no error raised, where small ones raise BrokenPipeError
-                sys.stdout.write(_json_line(doc))
+                _write_json(doc)
             sys.stdout.flush()
 
 
@@ -508,8 +571,19 @@ def make_console(file, out: Output | None = None, **settings):
     emoji codes (a word "[/x]" or ":smile:" stays as it is), nothing is re-coloured."""
     from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
 
-    return Console(file=file, markup=False, emoji=False, highlight=False,
-                   no_color=True if out is not None and out.no_color else None, **settings)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own exits with status 1; a closed pipe is attncli's quiet 141, as for JSON
+            self.quiet = True
+            raise BrokenPipeError
+
+    screen = _Console(file=file, markup=False, emoji=False, highlight=False,
+                      no_color=True if out is not None and out.no_color else None, **settings)
+    screen.width = min(screen.width, MAX_WIDTH)  # COLUMNS=10**20 would overflow rich, 10**8 stall it
+    return screen
+
+
+MAX_WIDTH = 1000  # columns: wider than any terminal, and a table laid out in it still fits in memory
 
 
 class _Screen(io.StringIO):
@@ -689,7 +763,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) 
     """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
     if out.fmt == "json":
         def write(row: dict) -> None:
-            sys.stdout.write(_json_line(row))
+            _write_json(row)
     else:
         from attncli import render
 
@@ -753,7 +827,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     with _progress("lines") as update, _writing_stdout():
         for done, result in enumerate(batches.run(items, job, jobs), start=1):
             failed += "error" in result
-            sys.stdout.write(_json_line(result))
+            _write_json(result)
             update(done, len(items))
         sys.stdout.flush()
     if failed:

@@ -74,7 +74,9 @@ def available() -> int:
 
 
 def size(n: float) -> str:
-    """A byte count for people: 1.2 GB, 340 MB, 12 kB."""
+    """A byte count for people: 1.2 GB, 340 MB, 12 kB (and 3.2e+26 bytes past petabytes)."""
+    if n >= 1e15:
+        return f"{n:.1e} bytes"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"

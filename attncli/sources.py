@@ -289,7 +289,11 @@ def _read_pickle(source: Source, trust_pickle: bool, limit: int | None):
     kv = getattr(obj, "wv", obj)
     if not isinstance(kv, KeyedVectors):
         raise VectorsError(f"{source.path}: holds a {type(obj).__name__}, not word vectors")
-    return _from_keyed_vectors(kv, limit)
+    try:
+        return _from_keyed_vectors(kv, limit)
+    except Exception as e:  # noqa: BLE001: an unpickled object's parts (its side files) can be anything
+        raise VectorsError(f"{source.path}: a gensim model whose vectors cannot be read "
+                           f"({type(e).__name__}: {e}); is a side file (.npy beside it) damaged?") from e
 
 
 def _from_keyed_vectors(kv, limit: int | None):
