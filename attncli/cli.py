@@ -579,11 +579,12 @@ def make_console(file, out: Output | None = None, **settings):
 
     screen = _Console(file=file, markup=False, emoji=False, highlight=False,
                       no_color=True if out is not None and out.no_color else None, **settings)
-    screen.width = min(screen.width, MAX_WIDTH)  # COLUMNS=10**20 would overflow rich, 10**8 stall it
+    # COLUMNS=10**20 would overflow rich, 10**8 stall it, and 0 draw nothing at all
+    screen.width = min(max(screen.width, MIN_WIDTH), MAX_WIDTH)
     return screen
 
 
-MAX_WIDTH = 1000  # columns: wider than any terminal, and a table laid out in it still fits in memory
+MIN_WIDTH, MAX_WIDTH = 20, 1000  # columns: narrower draws nothing useful; wider than any terminal
 
 
 class _Screen(io.StringIO):

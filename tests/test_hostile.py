@@ -431,3 +431,121 @@ def test_a_long_document_shows_its_progress_on_a_terminal(tmp_path):
     assert proc.wait(timeout=60) == 0
     assert b"rows" in shown and b"1000/1000" in shown.replace(b"\x1b[32m", b"").replace(b"\x1b[0m", b"")
     assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 1000
+
+
+# --------------------------------------------------------------------------- found by a second attack
+
+
+def test_outputs_onto_files_read_beside_the_named_input_are_refused(tmp_path, monkeypatch):
+    from attncli import cache
+
+    data = tmp_path / "gensim-data"
+    (data / "fakemodel").mkdir(parents=True)
+    model = data / "fakemodel" / "fakemodel.gz"
+    model.write_bytes(b"not read")
+    monkeypatch.setenv("GENSIM_DATA_DIR", str(data))
+    fails(run("qkv", "init", "-o", model, "--force", "--vectors", "fakemodel"), "same file", "--vectors", code=2)
+    side = tmp_path / "model.kv.vectors.npy"  # gensim keeps a model's large arrays beside it
+    side.write_bytes(b"side")
+    (tmp_path / "model.kv").write_bytes(b"\x80\x04pickle")
+    fails(run("qkv", "init", "-o", side, "--force", "--vectors", tmp_path / "model.kv"), "among the files", code=2)
+    bundled = Path(f"{cache.bundled_prefix()}.words.txt")
+    fails(run("qkv", "init", "-o", bundled, "--force"), "among the files of the bundled vectors", code=2)
+    cache_folder = tmp_path / "cache"
+    cache_folder.mkdir()
+    fails(run("qkv", "init", "-o", cache_folder / "x.npz", env={"ATTNCLI_CACHE_DIR": str(cache_folder)}),
+          "cache folder", code=2)
+    assert model.read_bytes() == b"not read" and side.read_bytes() == b"side"
+    assert not (cache_folder / "x.npz").exists()
+
+
+def test_an_output_that_is_standard_error_is_refused(tmp_path):
+    target = tmp_path / "out.svg"
+    target.write_text("keep")
+    with open(target, "ab") as stderr:
+        proc = subprocess.run([str(ENTRY_POINT), "scores", SENTENCE, "--svg", str(target)], stdout=subprocess.PIPE,
+                              stderr=stderr, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert target.read_text().startswith("keep") and "standard error" in target.read_text()
+
+
+def test_a_lone_surrogate_in_a_jsonl_field_is_that_lines_error():
+    result = run("batch", "--jsonl", input='{"text": "the cat"}\n{"text": "the \\ud800 cat"}\n{"text": "a dog"}\n')
+    assert result.exit_code == 1 and result.stderr == 'attncli: 1 of 3 lines failed; their objects hold "error"\n'
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [d["line"] for d in lines] == [1, 2, 3]
+    assert "error" in lines[1] and "surrogate" in lines[1]["error"] and lines[2]["tokens"] == ["a", "dog"]
+
+
+def test_json_naming_a_file_that_is_not_utf8_stays_valid_utf8(tmp_path):
+    name = os.fsencode(tmp_path) + b"/v\xe9.txt"
+    with open(name, "w") as f:
+        f.write("the 1 0\ncat 0 1\n")
+    for args in ([b"scores", b"the cat", b"--vectors", name], [b"qkv", b"init", b"-o", name[:-4] + b".npz", b"--force"]):
+        for env in ({"PYTHONUTF8": "1"}, {"PYTHONUTF8": "0", "LC_ALL": "C"}):
+            proc = subprocess.run([os.fsencode(ENTRY_POINT), *args, b"--json"], capture_output=True, timeout=60,
+                                  env={**os.environ, **env, "ATTNCLI_CACHE_DIR": str(tmp_path / "cache")})
+            assert proc.returncode == 0, proc.stderr
+            doc = json.loads(proc.stdout.decode("utf-8"))  # strict UTF-8
+            named = doc.get("path") or doc["vectors"]["name"]
+            assert os.fsencode(named).endswith((b"v\xe9.txt", b"v\xe9.npz"))  # the bytes, back from \udce9
+
+
+def test_heads_beyond_d_k_is_the_divisor_error():
+    fails(run("scores", "the cat", "--heads", "4294967296"), "does not divide d_k = 50")
+
+
+def test_a_table_into_a_closed_pipe_is_the_quiet_141(tmp_path):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("the earth is like an orange " * 4000)
+    for args in (["scores", "--file", doc, "--format", "table"], ["neighbors", "the", "--k", "1000", "--format", "table"]):
+        proc = subprocess.Popen([str(ENTRY_POINT), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.readline()
+        proc.stdout.close()  # as `| head -1`
+        assert proc.wait(timeout=60) == 141
+        assert proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_file_size_limit_on_stdout_is_an_error_not_a_cut_file(tmp_path, unbuffered):
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {"PYTHONUNBUFFERED": unbuffered} if unbuffered else {}
+    for args in (["scores", "the cat sat on the mat", "--json"], ["batch", "-"]):
+        with open(tmp_path / "out.json", "wb") as stdout:
+            proc = subprocess.run([str(ENTRY_POINT), *args], stdout=stdout, stderr=subprocess.PIPE, input=b"the cat\n" * 50,
+                                  preexec_fn=small_files, timeout=60, env={**os.environ, **env})
+        assert proc.returncode == 1 and "File too large" in one_error_line(proc.stderr)
+
+
+def test_sigterm_ends_batch_as_ctrl_c_does(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 100_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", str(corpus), "--jobs", "2"], stdout=stdout,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while out.stat().st_size < 100_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=20) == 143
+    assert proc.stderr.read() == b"attncli: terminated\n"
+
+
+@pytest.mark.parametrize("columns", ["99999999999999999999", "100000000", "0", "5"])
+def test_any_columns_setting_draws_a_table(columns):
+    for args in (["explain", "the cat", "--format", "table"], ["scores", SENTENCE, "--format", "table"]):
+        result = run(*args, env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.stderr
+        assert max(len(line) for line in result.stdout.splitlines()) <= 1000
+
+
+def test_an_output_in_a_deleted_folder_is_named(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && "$0" scores "the cat" --svg x.svg',
+                           str(ENTRY_POINT)], capture_output=True, timeout=60)
+    assert proc.returncode == 2 and "x.svg" in one_error_line(proc.stderr)
+    assert "no longer exists" in proc.stderr.decode()
