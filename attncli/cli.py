@@ -410,6 +410,8 @@ def _refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
     """An output that is the same file as an input (the --vectors file given to --html, say),
     one of the files read beside it, a standard stream, or another output would destroy it:
     refuse before any work."""
+    if not any(outputs.values()):
+        return  # nothing to write: the common case pays nothing (no stat, no platformdirs)
     files, prefixes = _read_by_this_run(click.get_current_context())
     written: dict[str, str] = {}
     for option, path in outputs.items():
