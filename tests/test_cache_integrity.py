@@ -836,10 +836,6 @@ def _no_passwd_entry() -> bool:
     return False
 
 
-needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not _no_passwd_entry(),
-                                reason="runs as a uid with no passwd entry, which needs root")
-
-
 def as_nobody():
     os.setgroups([])
     os.setgid(NOBODY)
@@ -865,8 +861,21 @@ def open_folder():
     shutil.rmtree(folder)
 
 
-@needs_root
-def test_without_a_home_directory(open_folder):
+# Where no uid without a passwd entry can start this environment's Python (a virtual
+# environment in a folder only root may enter, as in CI), the same run as root with the
+# passwd lookup failing as it fails for such a uid.
+NO_PASSWD = ("import pwd, sys\n"
+             "def _no_entry(uid):\n    raise KeyError(f'getpwuid(): uid not found: {uid}')\n"
+             "pwd.getpwuid = _no_entry\n"
+             "sys.argv[0] = 'attncli'\n"
+             "from attncli.cli import main\n"
+             "main()\n")
+
+
+@pytest.mark.parametrize("how", ["uid", "lookup"])
+def test_without_a_home_directory(open_folder, how):
+    if how == "uid" and not (hasattr(os, "geteuid") and os.geteuid() == 0 and _no_passwd_entry()):
+        pytest.skip("runs as a uid with no passwd entry, which needs root")
     vectors = write_text(open_folder / "v.txt", WORDS, matrix(len(WORDS), 4, seed=1))
     vectors.chmod(0o644)
     work = open_folder / "work"
@@ -874,10 +883,12 @@ def test_without_a_home_directory(open_folder):
     work.chmod(0o777)
     env = env_for(None, HOME=None, ATTNCLI_CACHE_DIR=None, XDG_CACHE_HOME=None, GENSIM_DATA_DIR=None)
 
-    prefix, preexec = nobody_command()
+    prefix, preexec = nobody_command() if how == "uid" else ([sys.executable, "-c", NO_PASSWD], None)
+    program = [str(ATTNCLI)] if how == "uid" else []
+    uid = NOBODY if how == "uid" else os.getuid()
 
     def nobody(*args, **extra):
-        return subprocess.run([*prefix, str(ATTNCLI), *map(str, args)], capture_output=True, text=True,
+        return subprocess.run([*prefix, *program, *map(str, args)], capture_output=True, text=True,
                               env={**env, **extra}, preexec_fn=preexec, cwd=work, timeout=60,
                               stdin=subprocess.DEVNULL)
 
@@ -893,7 +904,7 @@ def test_without_a_home_directory(open_folder):
     assert json.loads(proc.stdout)["words"] == len(WORDS) and json.loads(proc.stdout)["cache_entry"] is None
     [warning] = proc.stderr.splitlines()
     assert warning.startswith("attncli: warning: there is no cache directory")
-    for words in ("~/.cache/attncli", "HOME is not set", f"user {NOBODY}", "set HOME or ATTNCLI_CACHE_DIR"):
+    for words in ("~/.cache/attncli", "HOME is not set", f"user {uid}", "set HOME or ATTNCLI_CACHE_DIR"):
         assert words in warning, (words, warning)
 
     proc = nobody("scores", "the earth", "--vectors", vectors, "--json")
