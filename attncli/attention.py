@@ -145,13 +145,15 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     if window is not None and window >= T - 1:
         window = None  # every token is within the window of every other: nothing is masked
     W = 0 if window is None else window
-    c = scale / temperature
+    with np.errstate(over="ignore"):  # an infinite ratio is refused just below, as an overflow
+        c = np.float64(scale) / np.float64(temperature)
     sq = _largest_square_norm(X)  # max_i |x_i|^2
     dtype = _working_dtype(X, c, sq, T if window is None else min(T, block) + 2 * W)
     # the keys (T + 2W, d), X itself when it must be widened, a check of the keys (T, d) bool
     need = (T + 2 * W) * d * dtype.itemsize + (0 if X.dtype == dtype else T * d * dtype.itemsize) + T * d
     limits.require(need, f"a document of {T:,} tokens x {d} dimensions", "split it into shorter documents")
-    reach = sq and sq * (abs(c) if np.isfinite(c) else abs(scale) / temperature)  # Python floats: inf, never a warning
+    with np.errstate(over="ignore"):  # inf: refused just below
+        reach = sq and sq * (abs(c) if np.isfinite(c) else abs(np.float64(scale)) / np.float64(temperature))
     if not reach * (1 + (d + 2) * float(np.finfo(dtype).eps)) <= float(np.finfo(dtype).max):  # room for rounding
         raise _overflow(scale, temperature)
     X = X.astype(dtype, copy=False)

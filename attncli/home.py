@@ -16,6 +16,8 @@ from pathlib import Path
 def home() -> Path | None:
     """The home directory as os.path.expanduser finds it (HOME, else the passwd entry of this
     uid), or None when that is no absolute path."""
+    if os.environ.get("HOME") == "":  # expanduser would make "~/x" into "/x"
+        return None
     expanded = os.path.expanduser("~")
     return Path(expanded) if os.path.isabs(expanded) else None
 

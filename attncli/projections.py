@@ -134,10 +134,12 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
         raise ProjectionError(f"{path}: not a .npz file of arrays ({e})") from None
     except Exception as e:  # noqa: BLE001: a damaged zip or .npy member raises many kinds (zlib, zipfile, tokenize, ...)
         raise ProjectionError(f"{path}: cannot be read as a .npz file ({type(e).__name__}: {e})") from None
+    with np.errstate(over="ignore"):  # a longdouble beyond float64's range becomes infinity, refused below
+        arrays = {name: a.astype(np.float64, copy=False) for name, a in arrays.items()}
     for name, a in arrays.items():
         if not np.all(np.isfinite(a)):
-            raise ProjectionError(f"{path}: {name} holds NaN or infinity")
-    return {name: a.astype(np.float64, copy=False) for name, a in arrays.items()}
+            raise ProjectionError(f"{path}: {name} holds NaN or infinity (or numbers beyond float64's range)")
+    return arrays
 
 
 DIRECTORY_MOST = 16 << 20  # bytes of zip directory: numpy.savez writes about 100 a member

@@ -419,7 +419,8 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
                  text_dim=None if binary else fmt.dim, header_line=fmt.kind == "word2vec-text")
     feed.start()
     try:
-        with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
+        # a value beyond float32 becomes infinity as gensim casts it, named by word below, not warned of
+        with _Ticker(lambda: done_before + feed.position, done_before + size, progress), np.errstate(over="ignore"):
             kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
                                                    unicode_errors=UNICODE_ERRORS)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:

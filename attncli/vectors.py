@@ -224,7 +224,10 @@ def embed(tokens: Iterable[str], vectors: Vectors, *, oov: str = "skip", most: i
                 continue
             row, lookup = np.zeros(vectors.dim, np.float32), "zero"
         if not np.all(np.isfinite(row)):
-            raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or leave the word out")
+            cached = "; if the file is fine, its cache entry is damaged: attncli vectors clear removes it" \
+                if vectors.meta.get("entry") and vectors.source != "bundled" else ""
+            raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or "
+                             f"leave the word out{cached}")
         if most is not None and len(kept) >= most:
             raise TooManyTokens(most)
         kept.append(token)

@@ -549,3 +549,29 @@ def test_an_output_in_a_deleted_folder_is_named(tmp_path):
                            str(ENTRY_POINT)], capture_output=True, timeout=60)
     assert proc.returncode == 2 and "x.svg" in one_error_line(proc.stderr)
     assert "no longer exists" in proc.stderr.decode()
+
+
+# --------------------------------------------------------------------------- found by a third attack
+
+
+def test_numbers_beyond_float64_or_float32_are_one_line_not_warnings(tmp_path):
+    big = np.finfo(np.longdouble).max / 2
+    if not np.isinf(np.float64(big)):
+        pytest.skip("this platform's longdouble is float64")
+    with open(tmp_path / "ld.npz", "wb") as f:
+        np.savez(f, **{n: np.full((50, 4), big, dtype=np.longdouble) for n in ("W_query", "W_key", "W_value")})
+    fails(run("scores", "the cat", "--qkv", tmp_path / "ld.npz"), "beyond float64")
+    (tmp_path / "v.txt").write_text("cat 3e39 1 1\ndog 1 1 1\n")
+    fails(run("scores", "cat dog", "--vectors", tmp_path / "v.txt"), "'cat' holds NaN or infinity")
+
+
+@pytest.mark.parametrize("temperature", ["5e-324", "1e-320"])
+def test_a_tiny_temperature_on_a_document_is_one_line(temperature):
+    fails(run("scores", "--document", "--temperature", temperature, input="the earth is like an orange\n"), "overflow")
+
+
+def test_an_empty_home_is_no_home(tmp_path):
+    env = {"HOME": "", "GENSIM_DATA_DIR": None, "ATTNCLI_CACHE_DIR": None, "XDG_CACHE_HOME": None}
+    fails(run("scores", "cat", "--vectors", "~/v.txt", env=env), "~ cannot be expanded", "HOME is empty")
+    fails(run("scores", "cat", "--vectors", "glove-fake-42", env=env), "GENSIM_DATA_DIR")
+    fails(run("vectors", "list", env={**env, "ATTNCLI_CACHE_DIR": "~/cache"}), "there is no cache directory")
