@@ -9,6 +9,8 @@ or written.
        and the memory it will take are checked before any data is read; FIFOs refused at once
     5. --d-k and --hidden: the arrays they ask for are checked before they are drawn
     6. a sentence's queries, keys and values (T x d_k each) are checked before projecting
+    7. embed keeps a row code per token and gathers X once: the same X, tokens, lookups, oov
+       and errors as a numpy row per token, in a few pointers a token beside X
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -24,6 +26,7 @@ import resource
 import struct
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -31,9 +34,12 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import attention, limits, projections, rnn
+from attncli import attention, limits, load_vectors, projections, rnn
+from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, InputError
+from attncli.tokenize import iter_tokens
+from attncli.vectors import Embedded, Subwords, TooManyTokens, Vectors, Vocabulary, embed
 from clirunner import CLEAN_ENV, fails, ok, one, run
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -45,6 +51,11 @@ F32_MAX = float(np.finfo(np.float32).max)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def glove_vectors():
+    return load_vectors()
 
 
 def random_X(T: int, d: int = 8, seed: int = 0) -> np.ndarray:
@@ -747,3 +758,141 @@ def test_apply_refusal_on_the_cli(monkeypatch):
 def test_every_refusal_is_an_attncli_error():
     assert issubclass(limits.ResourceError, AttncliError) and issubclass(ScaleError, AttncliError)
     assert issubclass(projections.ProjectionError, AttncliError)
+
+
+# --------------------------------------------------------------------------- 7. embed: rows, then one gather
+
+
+def per_token_embed(tokens, vectors, *, oov="skip", most=None):
+    """embed as it was: a numpy row per token, then np.stack; the reference for the compact path."""
+    kept, rows, lookups, missing, first = [], [], [], [], []
+    for token in tokens:
+        if len(first) <= 10:
+            first.append(token)
+        found = vectors.row(token)
+        word = None if found is None else token
+        if found is not None:
+            row, lookup = np.asarray(vectors.matrix[found]), "word"
+        elif vectors.subwords is not None and (row := vectors.subwords.vector(token)) is not None:
+            word, lookup = token, "subwords"
+        else:
+            missing.append(token)
+            if oov == "error":
+                raise InputError(f"no vector for {token!r} in {vectors.name}; use --oov skip or --oov zero to go on without it")
+            if oov == "skip":
+                continue
+            row, lookup = np.zeros(vectors.dim, np.float32), "zero"
+        if not np.all(np.isfinite(row)):
+            cached = "; if the file is fine, its cache entry is damaged: attncli vectors clear removes it" \
+                if vectors.meta.get("entry") and vectors.source != "bundled" else ""
+            raise InputError(f"the vector of {word!r} in {vectors.name} holds NaN or infinity; fix the file or "
+                             f"leave the word out{cached}")
+        if most is not None and len(kept) >= most:
+            raise TooManyTokens(most)
+        kept.append(token)
+        rows.append(row)
+        lookups.append(lookup)
+    if not kept:
+        shown = " ".join(first[:10]) + (" …" if len(first) > 10 else "")
+        raise InputError(f"none of the tokens ({shown}) has a vector in {vectors.name}; try other words or --vectors")
+    return Embedded(kept, np.stack(rows), lookups, missing)
+
+
+def outcome(embed_function, tokens, vectors, **kw):
+    """What an embed gives: its four fields, or the exception's type and message."""
+    try:
+        e = embed_function(iter(tokens), vectors, **kw)
+    except AttncliError as error:
+        return type(error), str(error)
+    assert e.X.flags.c_contiguous
+    return e.tokens, e.X.dtype, e.X.shape, e.X.tobytes(), e.lookups, e.oov
+
+
+def tiny_vectors(*, subwords: bool, cased: bool = False, nan: bool = False, d: int = 6, seed: int = 0) -> Vectors:
+    """40 random words and, for fastText, 97 buckets of n-grams of 4 and 5 characters (a word of
+    one character has no n-gram: with subwords, such a word is still out of vocabulary)."""
+    rng = np.random.default_rng(seed)
+    words = sorted({"".join(rng.choice(list("abcdefgh"), size=rng.integers(2, 6))) for _ in range(60)})[:40]
+    if cased:
+        words = [w.capitalize() if n % 3 == 0 else w for n, w in enumerate(words)]
+    matrix = rng.standard_normal((len(words), d)).astype(np.float32)
+    if nan:
+        matrix[7, 2] = np.nan
+    grams = Subwords(rng.standard_normal((97, d)).astype(np.float32), 4, 5) if subwords else None
+    return Vectors("tiny", Vocabulary.from_words(words), matrix, cased, subwords=grams)
+
+
+def random_sentence(vectors: Vectors, rng, n: int) -> list[str]:
+    """Words of the vocabulary (some capitalised), unknown words, and one-letter unknown words."""
+    words = [vectors.vocab.word(i) for i in range(vectors.size)]
+    pool = words + [w.upper() for w in words[:5]] + ["zz", "qqqq", "xyzzy", "héllo", "q", "ü", "x"]
+    return [str(w) for w in rng.choice(pool, size=n)]
+
+
+@pytest.mark.parametrize("cached", [vectors_module.CACHED_TOKENS, 3, 0], ids=["cache", "small-cache", "no-cache"])
+@pytest.mark.parametrize("kind", ["glove", "glove-cased", "fasttext", "nan"])
+def test_embed_equals_the_per_token_path(monkeypatch, kind, cached):
+    """X, tokens, lookups and oov, bit for bit, or the same error at the same token: for each
+    policy, with and without a bound on the tokens kept, whether lookups are cached or not."""
+    monkeypatch.setattr(vectors_module, "CACHED_TOKENS", cached)
+    vectors = tiny_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
+    rng = np.random.default_rng(len(kind) + cached)
+    seen = set()
+    for n in [1, 2, 3, 10, 50, 300] * 6:
+        tokens = random_sentence(vectors, rng, n)
+        for oov in ("skip", "zero", "error"):
+            for most in (None, 1, n // 2, n):
+                want = outcome(per_token_embed, tokens, vectors, oov=oov, most=most)
+                assert outcome(embed, tokens, vectors, oov=oov, most=most) == want, (tokens, oov, most)
+                seen.add(want[0] if isinstance(want[0], type) else tuple(sorted(set(want[4]))))
+    # every lookup and every error came up: the comparison covered them
+    assert InputError in seen and ("word",) in {s[:1] for s in seen if isinstance(s, tuple)}
+    if kind == "fasttext":
+        assert any("subwords" in s and "zero" in s for s in seen if isinstance(s, tuple))
+    if kind != "nan":
+        assert TooManyTokens in seen
+
+
+def test_embed_of_a_bundled_document_equals_the_per_token_path(glove_vectors):
+    """A few thousand tokens of a real text, known and unknown words, under every policy."""
+    words = [glove_vectors.vocab.word(r) for r in range(0, 100_000, 37)] + ["zzqx", "qqzx", "xxyyzz"]
+    tokens = [str(w) for w in np.random.default_rng(3).choice(words, size=5000)]
+    for oov in ("skip", "zero"):
+        want = outcome(per_token_embed, tokens, glove_vectors, oov=oov)
+        assert outcome(embed, tokens, glove_vectors, oov=oov) == want
+        assert outcome(embed, tokens, glove_vectors, oov=oov, most=4000) == (TooManyTokens, "more than 4,000 tokens have vectors")
+
+
+def test_embed_stops_at_most_without_looking_further(glove_vectors):
+    """TooManyTokens as the count passes `most`: the tokens after it are never drawn."""
+    drawn = []
+
+    def endless():
+        while True:
+            drawn.append(1)
+            yield "the"
+
+    with pytest.raises(TooManyTokens, match="more than 1,000 tokens"):
+        embed(endless(), glove_vectors, most=1000)
+    assert len(drawn) == 1001
+
+
+def test_embed_memory_is_a_few_pointers_a_token_beside_x(glove_vectors):
+    """Beside X (T, d) float32, a token costs its places in `tokens` and `lookups` and its row
+    code: about 24 bytes, where a numpy row per token cost several hundred; repeated words
+    share one string."""
+    words = [w for w in map(glove_vectors.vocab.word, range(100, 6100)) if w.isascii() and w.isalpha()]
+    text = " ".join(str(w) for w in np.random.default_rng(5).choice(words, size=200_000))
+    tokens = iter_tokens(text)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        e = embed(tokens, glove_vectors)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    T = len(e.tokens)
+    assert T == 200_000 and e.X.dtype == np.float32 and e.X.shape == (T, 50)
+    beside = (peak - before - e.X.nbytes) / T
+    assert beside < 64, beside  # the old path: about 800
+    assert len({id(t) for t in e.tokens}) == len(set(e.tokens))  # one string per distinct word
