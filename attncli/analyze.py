@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,16 +71,17 @@ class Attention:
         return self.weights.mean(axis=0)  # (T, T); each row still sums to 1
 
 
-def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None) -> Embedded:
+def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None,
+                   list_missing: bool = True) -> Embedded:
     """The sentence's tokens, split as the vectors were made, and their vectors X (T, d);
-    TooManyTokens past `most` tokens with vectors."""
+    TooManyTokens past `most` tokens with vectors; `list_missing` as embed's."""
     if not sentence.strip():
         raise InputError("the sentence is empty; give some words")
     tokens = (t for t in iter_tokens(sentence, lowercase=not vectors.cased) if opts.keep_punct or not is_punctuation(t))
     first = next(tokens, None)
     if first is None:
         raise InputError("the sentence holds only punctuation, which is left out; --keep-punct keeps it")
-    return embed(itertools.chain([first], tokens), vectors, oov=opts.oov, most=most)
+    return embed(itertools.chain([first], tokens), vectors, oov=opts.oov, most=most, list_missing=list_missing)
 
 
 def cell_bytes(heads: int, listed: int) -> int:
@@ -356,16 +358,63 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
     }
 
 
+# The longest document scored without --window. Its T x T scores, T^2 = 1.6e11 cells, take
+# half an hour to hours: the stream computes 2e7 to 8e7 cells a second on the 2 cores it was
+# measured on (d = 50; the fewer, the more else runs there), so 33 minutes to 2.2 hours,
+# while 200,000 tokens, a quarter of the cells, run to the end in 8 to 35 minutes with a
+# progress bar. A run of --window W is bounded by the same cells, T (256 + 2W) of them:
+# never reached by a window of a sensible size, only by one so wide that the run is the
+# T x T one again.
+LONGEST_WITHOUT_WINDOW = 400_000
+
+
+def document_token_bytes(d: int, *, subwords: bool = False) -> int:
+    """Memory a token of a document takes at its run's peak: its vector in X, float32 (4 d),
+    the stream's scaled copy of it (4 d) and that copy's finite check (d); its places in
+    `tokens` and `lookups` and its row code while X is gathered (24); its string, unless an
+    earlier token of the same word shares it (at most 64 for a word); with fastText, a
+    subword mean of its own (4 d). For d = 50 that is 538; measured (tracemalloc, to the
+    first block) on 1,000,000 tokens of bundled words: 468 bytes a token drawn from 15,000
+    words, 483 from 88,000, whose strings the lookup cache cannot all share."""
+    return 9 * d + 24 + 64 + (4 * d if subwords else 0)
+
+
+def document_most_tokens(window: int | None, block: int = 256) -> int:
+    """The longest document whose scores take at most LONGEST_WITHOUT_WINDOW^2 cells: a
+    block of rows computes T columns each without a window, and the block + 2W of its band
+    with one (T x T again when that is T or more)."""
+    cells = LONGEST_WITHOUT_WINDOW ** 2
+    if window is None or block + 2 * window >= LONGEST_WITHOUT_WINDOW:
+        return LONGEST_WITHOUT_WINDOW
+    return cells // (block + 2 * window)
+
+
 def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, window: int | None = None,
                   block: int = 256, progress=None):
     """A whole document as one sequence: per token, in order, {"token", "index", "top",
     "context"}, computed a block of rows at a time (attention.stream), so memory stays
     O(T (d + k)) and rows come out as they are computed. Raw vectors only (identity
     projections, one head): the point is the long sequence. progress(rows done, T) is
-    called after each block."""
+    called after each block.
+
+    Before the first row, while its tokens are counted, a document is refused once its
+    O(T d) arrays cannot fit in the memory available (document_token_bytes a token), or
+    once its scores would take hours (document_most_tokens): the count stops there, so
+    nothing of an enormous text is looked up beyond it."""
     if opts.qkv != "identity" or opts.heads != 1:
         raise InputError("a document (--file, --document) takes the raw vectors only: no --qkv or --heads")
-    embedded = embed_sentence(text, vectors, opts)
+    room = max(limits.available() - sys.getsizeof(text), 0)  # the tokenizer makes a copy of the text
+    per_token = document_token_bytes(vectors.dim, subwords=vectors.subwords is not None)
+    by_memory, by_time = room // per_token, document_most_tokens(window, block)
+    try:
+        embedded = embed_sentence(text, vectors, opts, most=min(by_memory, by_time), list_missing=False)
+    except TooManyTokens as e:
+        if e.most == by_time and by_time <= by_memory:
+            raise _too_long(by_time, window, block) from None
+        raise limits.ResourceError(
+            f"the document holds more than {e.most:,} tokens with vectors, and at {per_token:,} bytes a token (its "
+            f"vectors, their copies for the stream, its tokens) they need more than the {limits.size(room)} of "
+            "memory available; split it into shorter documents") from None
     tokens, X = embedded.tokens, embedded.X  # X: (T, d) float32
     scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale
     for start, top, weights, Z in attention.stream(X, scale, opts.temperature, opts.top_k, block=block,
@@ -381,6 +430,17 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
             }
         if progress is not None:
             progress(start + len(Z), len(tokens))
+
+
+def _too_long(most: int, window: int | None, block: int) -> limits.ResourceError:
+    if window is None:
+        return limits.ResourceError(
+            f"a document of more than {most:,} tokens without --window: its T x T scores would take half an hour "
+            f"to hours (more than {most * most:.2g} cells); give --window W, or split it")
+    band = min(block + 2 * window, most)
+    return limits.ResourceError(
+        f"a document of more than {most:,} tokens with --window {window:,}: its scores would take half an hour "
+        f"to hours (more than {most * band:.2g} cells, {band:,} a token); give a smaller --window, or split it")
 
 
 def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> list[dict]:

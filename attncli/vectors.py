@@ -210,11 +210,14 @@ class TooManyTokens(InputError):
 CACHED_TOKENS = 1 << 16
 
 
-def embed(tokens: Iterable[str], vectors: Vectors, *, oov: str = "skip", most: int | None = None) -> Embedded:
+def embed(tokens: Iterable[str], vectors: Vectors, *, oov: str = "skip", most: int | None = None,
+          list_missing: bool = True) -> Embedded:
     """Look up each token: in the vocabulary, else (fastText) from its subwords. Still without
     a vector: "skip" leaves it out, "zero" gives it a zero vector (it stays among the tokens),
     "error" refuses the sentence. More than `most` tokens kept: TooManyTokens, raised as soon
-    as the count passes it, so an enormous text is never looked up whole.
+    as the count passes it, so an enormous text is never looked up whole. `list_missing`
+    False leaves `oov` empty, for a caller that never shows it: a document of millions of
+    unknown tokens would otherwise hold them all.
 
     A token costs a few pointers while the text is read: its row of the matrix goes into an
     int64 array (a vector not in the matrix, a subword mean or the zero vector, into a small
@@ -235,7 +238,8 @@ def embed(tokens: Iterable[str], vectors: Vectors, *, oov: str = "skip", most: i
                 seen[token] = hit
         token, code, lookup = hit
         if lookup is None or lookup == "zero":
-            missing.append(token)
+            if list_missing:
+                missing.append(token)
             if lookup is None:
                 continue
         if most is not None and len(kept) >= most:

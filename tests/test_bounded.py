@@ -11,6 +11,8 @@ or written.
     6. a sentence's queries, keys and values (T x d_k each) are checked before projecting
     7. embed keeps a row code per token and gathers X once: the same X, tokens, lookups, oov
        and errors as a numpy row per token, in a few pointers a token beside X
+    8. a document's tokens are counted against the memory its O(T d) arrays take and, without
+       a window (or with one as wide), against hours of T x T work: refused before the stream
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -34,7 +36,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import attention, limits, load_vectors, projections, rnn
+from attncli import analyze, attention, limits, load_vectors, projections, rnn
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError
@@ -896,3 +898,137 @@ def test_embed_memory_is_a_few_pointers_a_token_beside_x(glove_vectors):
     beside = (peak - before - e.X.nbytes) / T
     assert beside < 64, beside  # the old path: about 800
     assert len({id(t) for t in e.tokens}) == len(set(e.tokens))  # one string per distinct word
+
+
+# --------------------------------------------------------------------------- 8. a document's T, before the work
+
+
+def bundled_text(vectors, n: int, seed: int = 0) -> str:
+    words = [w for w in map(vectors.vocab.word, range(200, 3200)) if w.isascii() and w.isalpha() and len(w) > 1]
+    return " ".join(str(w) for w in np.random.default_rng(seed).choice(words, size=n))
+
+
+def no_stream(monkeypatch) -> None:
+    monkeypatch.setattr(attention, "stream", lambda *a, **k: pytest.fail("the stream started"))
+
+
+def test_document_token_bytes_counts_x_the_streams_copies_and_the_tokens():
+    d = 50
+    assert analyze.document_token_bytes(d) == 4 * d + 4 * d + d + 24 + 64  # X, keys, their check, pointers, a string
+    assert analyze.document_token_bytes(d, subwords=True) == analyze.document_token_bytes(d) + 4 * d
+
+
+def test_document_token_bytes_is_at_least_what_a_document_takes(glove_vectors):
+    """tracemalloc's peak from before the count to the first block, a token at a time: within
+    the estimate the count stops by (the stream's blocks aside, sized from what is left)."""
+    text = bundled_text(glove_vectors, 100_000, seed=2)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rows = analyze.document_rows(text, glove_vectors, analyze.Options(), window=5, block=16)
+        next(rows)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_token = (peak - before) / 100_000
+    assert 0.75 * analyze.document_token_bytes(50) < per_token <= analyze.document_token_bytes(50), per_token
+
+
+def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, glove_vectors):
+    per_token = analyze.document_token_bytes(50)
+    text = bundled_text(glove_vectors, 1000)
+    room = 600 * per_token  # the count stops at 600 tokens
+    monkeypatch.setattr(limits, "available", lambda: room + sys.getsizeof(text))
+    drawn = []
+    real = analyze.embed_sentence
+    monkeypatch.setattr(analyze, "embed_sentence", lambda *a, **k: drawn.append(k["most"]) or real(*a, **k))
+    no_stream(monkeypatch)
+    with pytest.raises(limits.ResourceError) as refused:
+        next(analyze.document_rows(text, glove_vectors, analyze.Options(), window=5))
+    assert drawn == [600]
+    assert str(refused.value) == (
+        f"the document holds more than 600 tokens with vectors, and at {per_token} bytes a token (its vectors, their "
+        f"copies for the stream, its tokens) they need more than the {limits.size(room)} of memory available; "
+        "split it into shorter documents")
+    monkeypatch.undo()
+    monkeypatch.setattr(limits, "available", lambda: room + sys.getsizeof(text))
+    rows = list(analyze.document_rows(bundled_text(glove_vectors, 600), glove_vectors, analyze.Options(), window=5))
+    assert len(rows) == 600  # as many as fit: computed
+
+
+def test_document_too_large_for_memory_on_the_cli(monkeypatch, tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")  # 1,200 tokens
+    real = limits.available
+    room = 1000 * analyze.document_token_bytes(50)
+    monkeypatch.setattr(limits, "available", lambda: room if called_from(analyze.document_rows) else real())
+    for extra in (("--json",), ("--json", "--window", "3"), ("--format", "table")):
+        fails(run("scores", "--file", path, *extra), "the document holds more than", "tokens with vectors",
+              "538 bytes a token", "of memory available", "split it into shorter documents")
+
+
+def test_document_too_large_for_memory_under_a_real_limit(tmp_path, glove_vectors):
+    """In 500 MB of address space (some 320 MB of it free once started: 600,000 tokens), 1,000,000
+    tokens do not fit: one line, while counting, with no MemoryError (the count stops before X
+    is gathered, so the run never nears the limit)."""
+    path = tmp_path / "doc.txt"
+    path.write_text(bundled_text(glove_vectors, 1_000_000), encoding="utf-8")
+    result = limited_run("scores", "--file", path, "--json", "--window", "5", address_space=500 << 20)
+    assert_one_error(result, "the document holds more than", "of memory available", "split it")
+
+
+def test_document_words_without_vectors_are_not_listed(glove_vectors):
+    """A document never shows its unknown tokens: millions of them are not held."""
+    text = "the zzqx cat qqzx " * 50
+    e = analyze.embed_sentence(text, glove_vectors, analyze.Options(), list_missing=False)
+    full = analyze.embed_sentence(text, glove_vectors, analyze.Options())
+    assert e.oov == [] and len(full.oov) == 100
+    assert e.tokens == full.tokens and e.lookups == full.lookups and np.array_equal(e.X, full.X)
+    z = analyze.embed_sentence(text, glove_vectors, analyze.Options(oov="zero"), list_missing=False)
+    assert z.oov == [] and z.lookups.count("zero") == 100 and not z.X[1].any()
+
+
+def test_the_time_cap_is_the_constant_squared():
+    cap = analyze.LONGEST_WITHOUT_WINDOW
+    assert cap == 400_000
+    assert analyze.document_most_tokens(None) == cap
+    assert analyze.document_most_tokens(5) == cap * cap // 266  # a block of 256 rows and 5 either side
+    assert analyze.document_most_tokens(5) > 100 * 10 ** 6  # more tokens than a run can hold: no cap in practice
+    assert analyze.document_most_tokens(cap) == analyze.document_most_tokens(10 ** 9) == cap  # T x T again
+
+
+def test_document_too_long_without_window_is_refused_before_the_work(monkeypatch, glove_vectors):
+    monkeypatch.setattr(analyze, "LONGEST_WITHOUT_WINDOW", 1000)
+    long = bundled_text(glove_vectors, 1001)
+    opts = analyze.Options()
+    with monkeypatch.context() as m:
+        no_stream(m)
+        with pytest.raises(limits.ResourceError) as refused:
+            next(analyze.document_rows(long, glove_vectors, opts))
+    assert str(refused.value) == ("a document of more than 1,000 tokens without --window: its T x T scores would "
+                                  "take half an hour to hours (more than 1e+06 cells); give --window W, or split it")
+    with monkeypatch.context() as m:
+        no_stream(m)
+        with pytest.raises(limits.ResourceError, match="1,000 tokens without --window"):
+            next(analyze.document_rows(long, glove_vectors, analyze.Options(mask="causal")))
+    assert len(list(analyze.document_rows(bundled_text(glove_vectors, 1000), glove_vectors, opts))) == 1000
+    # a window computes T (block + 2W) cells: 1e6 // (16 + 6) tokens
+    assert len(list(analyze.document_rows(long, glove_vectors, opts, window=3, block=16))) == 1001
+    with pytest.raises(limits.ResourceError) as refused:
+        next(analyze.document_rows(bundled_text(glove_vectors, 10 ** 6 // 22 + 1), glove_vectors, opts, window=3, block=16))
+    assert str(refused.value) == ("a document of more than 45,454 tokens with --window 3: its scores would take "
+                                  "half an hour to hours (more than 1e+06 cells, 22 a token); give a smaller "
+                                  "--window, or split it")
+
+
+def test_document_too_long_on_the_cli(monkeypatch, tmp_path):
+    monkeypatch.setattr(analyze, "LONGEST_WITHOUT_WINDOW", 1000)
+    path = tmp_path / "doc.txt"
+    path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")  # 1,200 tokens
+    for extra in (("--json",), ("--json", "--mask", "causal"), ()):
+        fails(run("scores", "--file", path, *extra), "a document of more than 1,000 tokens without --window",
+              "would take half an hour to hours", "give --window W, or split it")
+    fails(run("scores", "--document", "--json", input=path.read_bytes()), "more than 1,000 tokens without --window")
+    assert len(ok(run("scores", "--file", path, "--json", "--window", "3"))) == 1200  # 1e6 // 262 = 3,816 tokens
+    fails(run("scores", "--file", path, "--json", "--window", "5000"),
+          "a document of more than 1,000 tokens with --window 5,000", "give a smaller --window, or split it")
