@@ -125,32 +125,46 @@ def open_regular(path: str | os.PathLike, what: str):
 
 
 def read_file(path: str | os.PathLike, what: str, *, most: int | None = None) -> bytes:
-    """The bytes of a regular file, refused before reading when larger than `most` (default:
-    what memory can hold a few copies of, as decoding and splitting make them)."""
+    """The bytes of a regular file, to its end, refused when larger than `most` (default:
+    what memory can hold a few copies of, as decoding and splitting make them): before
+    reading when its size says so, else as soon as it holds more. A file's size is only a
+    hint: /proc files are regular and of size 0, and a file may grow while it is read."""
+    most = _input_limit() if most is None else most
     with open_regular(path, what) as f:
         n = os.fstat(f.fileno()).st_size
         _check_input_size(n, str(path), most)
-        return f.read(n + 1)
+        try:
+            first = f.read(n + 1)  # all of a file its size describes, in one read
+            if len(first) <= n:
+                return first
+            return _read_to_end(f, str(path), most, first=first)
+        except OSError as e:
+            raise ResourceError(f"{path}: cannot be read: {e.strerror or e}") from None
 
 
 def read_stream(stream, where: str, *, most: int | None = None, chunk: int = 1 << 20) -> bytes:
     """All of a stream (standard input), a chunk at a time, stopping with an error once it
     holds more than `most` bytes: an endless stream (/dev/zero) must not take all memory."""
     most = _input_limit() if most is None else most
-    parts, total = [], 0
+    try:
+        return _read_to_end(stream, where, most, chunk=chunk)
+    except OSError as e:
+        if e.errno == errno.EBADF:
+            return b""  # a closed standard input holds nothing
+        raise
+
+
+def _read_to_end(f, where: str, most: int, *, first: bytes = b"", chunk: int = 1 << 20) -> bytes:
+    """`first` and the rest of `f`, a chunk at a time, refused once more than `most` bytes."""
+    parts, total = [first], len(first)
     while True:
-        try:
-            data = stream.read(chunk)
-        except OSError as e:
-            if e.errno == errno.EBADF:
-                return b""  # a closed standard input holds nothing
-            raise
-        if not data:
-            return b"".join(parts)
-        total += len(data)
         if total > most:
             raise ResourceError(f"{where} holds more than {size(most)}, more than this run can take in memory "
                                 "(a few copies of the text are made); give a smaller input, or split it")
+        data = f.read(chunk)
+        if not data:
+            return b"".join(parts)
+        total += len(data)
         parts.append(data)
 
 

@@ -13,6 +13,7 @@ or written.
        and errors as a numpy row per token, in a few pointers a token beside X
     8. a document's tokens are counted against the memory its O(T d) arrays take and, without
        a window (or with one as wide), against hours of T x T work: refused before the stream
+    9. a file is read to its end, whatever its size said (/proc files say 0), to the same cap
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -1032,3 +1033,76 @@ def test_document_too_long_on_the_cli(monkeypatch, tmp_path):
     assert len(ok(run("scores", "--file", path, "--json", "--window", "3"))) == 1200  # 1e6 // 262 = 3,816 tokens
     fails(run("scores", "--file", path, "--json", "--window", "5000"),
           "a document of more than 1,000 tokens with --window 5,000", "give a smaller --window, or split it")
+
+
+# --------------------------------------------------------------------------- 9. files read to their end
+
+
+def test_a_proc_file_is_read_whole():
+    """/proc files are regular and say they hold 0 bytes: read to the end, not st_size + 1."""
+    assert os.stat("/proc/self/status").st_size == 0
+    data = limits.read_file("/proc/self/status", "--file")
+    assert data.startswith(b"Name:") and b"\nThreads:" in data and data.endswith(b"\n") and len(data) > 500
+    with open("/proc/self/status", "rb") as f:
+        assert len(data.splitlines()) == len(f.read().splitlines())
+
+
+def test_a_proc_file_as_a_document(tmp_path):
+    rows = ok(run("scores", "--file", "/proc/self/status", "--json", "--window", "2"))
+    tokens = [r["token"] for r in rows]
+    assert len(tokens) > 30 and {"name", "state", "threads"} <= set(tokens), tokens[:20]
+
+
+def test_a_file_longer_than_its_size_says_is_refused_past_the_cap(monkeypatch):
+    with pytest.raises(limits.ResourceError, match=r"^/proc/self/status holds more than 100 bytes, more than this "
+                                                   r"run can take in memory .* give a smaller input, or split it$"):
+        limits.read_file("/proc/self/status", "--file", most=100)
+    monkeypatch.setattr(limits, "available", lambda: 1000)  # a tenth of it, at least 1 MB: the default cap
+    assert len(limits.read_file("/proc/self/status", "--file")) > 500
+
+
+def test_a_file_that_grows_while_read(tmp_path, monkeypatch):
+    """The size at open is a hint: what is there when it is read is read, to the cap."""
+    path = tmp_path / "growing.txt"
+    real = os.fstat
+
+    def smaller(fd):  # the size stat gave before the file grew to 3 MB
+        st = real(fd)
+        return os.stat_result((st.st_mode, *st[1:6], 10, *st[7:]))
+
+    path.write_bytes(b"y" * (3 << 20))
+    monkeypatch.setattr(limits.os, "fstat", smaller)
+    assert limits.read_file(path, "--file") == b"y" * (3 << 20)
+    with pytest.raises(limits.ResourceError, match="holds more than 2.1 MB"):
+        limits.read_file(path, "--file", most=2 << 20)
+
+
+def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypatch):
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"z" * 5000)
+    monkeypatch.setattr(limits, "_read_to_end", lambda *a, **k: pytest.fail("read"))
+    with pytest.raises(limits.ResourceError, match=r"big.txt holds 5.0 kB, more than this run can take in memory"):
+        limits.read_file(path, "--file", most=4999)
+    real_open = limits.open_regular
+
+    class Reads:
+        def __init__(self, f):
+            self.f, self.sizes = f, []
+
+        def read(self, n=-1):
+            self.sizes.append(n)
+            return self.f.read(n)
+
+        def fileno(self):
+            return self.f.fileno()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    opened = []
+    monkeypatch.setattr(limits, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
+    assert limits.read_file(path, "--file", most=5000) == b"z" * 5000
+    assert opened[0].sizes == [5001]  # a file its size describes: one read
