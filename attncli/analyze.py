@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -403,7 +402,7 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
     nothing of an enormous text is looked up beyond it."""
     if opts.qkv != "identity" or opts.heads != 1:
         raise InputError("a document (--file, --document) takes the raw vectors only: no --qkv or --heads")
-    room = max(limits.available() - sys.getsizeof(text), 0)  # the tokenizer makes a copy of the text
+    room = limits.available()
     per_token = document_token_bytes(vectors.dim, subwords=vectors.subwords is not None)
     by_memory, by_time = room // per_token, document_most_tokens(window, block)
     try:

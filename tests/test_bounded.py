@@ -939,7 +939,7 @@ def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, gl
     per_token = analyze.document_token_bytes(50)
     text = bundled_text(glove_vectors, 1000)
     room = 600 * per_token  # the count stops at 600 tokens
-    monkeypatch.setattr(limits, "available", lambda: room + sys.getsizeof(text))
+    monkeypatch.setattr(limits, "available", lambda: room)
     drawn = []
     real = analyze.embed_sentence
     monkeypatch.setattr(analyze, "embed_sentence", lambda *a, **k: drawn.append(k["most"]) or real(*a, **k))
@@ -952,7 +952,7 @@ def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, gl
         f"copies for the stream, its tokens) they need more than the {limits.size(room)} of memory available; "
         "split it into shorter documents")
     monkeypatch.undo()
-    monkeypatch.setattr(limits, "available", lambda: room + sys.getsizeof(text))
+    monkeypatch.setattr(limits, "available", lambda: room)
     rows = list(analyze.document_rows(bundled_text(glove_vectors, 600), glove_vectors, analyze.Options(), window=5))
     assert len(rows) == 600  # as many as fit: computed
 

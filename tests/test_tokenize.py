@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from attncli.tokenize import is_punctuation, tokenize
+from attncli import tokenize as tokenize_module
+from attncli.tokenize import is_punctuation, iter_tokens, tokenize
 
 
 @pytest.mark.parametrize(
@@ -33,3 +36,52 @@ def test_case_is_kept_for_cased_vectors():
 @pytest.mark.parametrize("token,punct", [(",", True), ("--", True), ("...", True), ("'s", False), ("n't", False), ("3.5", False), ("é", False)])
 def test_is_punctuation(token, punct):
     assert is_punctuation(token) is punct
+
+
+def whole_text_tokens(text: str, lowercase: bool = True) -> list[str]:
+    """The rules over the whole text at once, as iter_tokens ran them before it took pieces."""
+    for pattern, replacement in tokenize_module._RULES:
+        text = pattern.sub(replacement, text)
+    tokens = []
+    for chunk in text.split():
+        match = tokenize_module._FINAL_PERIOD.match(chunk)
+        tokens += [match.group(1), "."] if match and not tokenize_module._ABBREVIATION.match(chunk) else [chunk]
+    return [t.lower() if lowercase else t for t in tokens]
+
+
+# what the rules look at: quotes, clitics, colons and commas beside digits, dots, dashes, spaces of all kinds
+TRICKY = st.lists(st.sampled_from(list("ab'tnsdm:,.-0123?\"(") + ["n't", "'s", "...", "\u2019", "\u2026", "\u2014",
+                                                                   " ", "\n", "\t", "\u00a0", "\u2003", "\x1c", "U.S."]),
+                  max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(TRICKY, max_size=8), piece=st.integers(1, 12))
+def test_pieces_give_the_tokens_of_the_whole_text(parts, piece):
+    text = "".join(parts)
+    before = tokenize_module.PIECE
+    tokenize_module.PIECE = piece  # pieces of a few characters: a cut after nearly every space
+    try:
+        assert tokenize(text) == whole_text_tokens(text)
+        assert tokenize(text, lowercase=False) == whole_text_tokens(text, lowercase=False)
+        assert "".join(tokenize_module._pieces(text)) == text
+    finally:
+        tokenize_module.PIECE = before
+
+
+def test_a_long_text_is_tokenized_a_piece_at_a_time(monkeypatch):
+    """The first token of 100 MB comes at once: the rules never run over the whole text."""
+    seen = []
+    real = tokenize_module._RULES[0][0]
+
+    class Counting:
+        def sub(self, replacement, text):
+            seen.append(len(text))
+            return real.sub(replacement, text)
+
+    monkeypatch.setattr(tokenize_module, "_RULES", [(Counting(), tokenize_module._RULES[0][1]),
+                                                    *tokenize_module._RULES[1:]])
+    text = "The earth's core, 10:30 \u2019tis... " * 3_000_000  # 102 MB
+    tokens = iter_tokens(text)
+    assert [next(tokens) for _ in range(4)] == ["the", "earth", "'s", "core"]
+    assert len(seen) == 1 and tokenize_module.PIECE < seen[0] < tokenize_module.PIECE + 40  # to the next space
