@@ -19,6 +19,7 @@ from attncli.errors import AttncliError, InputError, TokenError
 from attncli.tokenize import is_punctuation, iter_tokens, tokenize
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, embed
+from attncli.visible import json_safe
 
 
 @dataclass(frozen=True)
@@ -160,11 +161,12 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
     attended, for every head under `heads` and, at the top, their mean (with one head, its own)."""
     att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads)
     T = len(att.tokens)
+    mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     return {
         **_common("scores", sentence, vectors, att, opts),
         "scores": att.mean_scores.tolist(),
-        "weights": att.mean_weights.tolist(),
-        "top": [_top(att, att.mean_weights, i, opts) for i in range(T)],
+        "weights": mean.tolist(),
+        "top": [_top(att, mean, i, opts) for i in range(T)],
         "heads": [
             {"scores": om.tolist(), "weights": al.tolist(), "top": [_top(att, al, i, opts) for i in range(T)]}
             for om, al in zip(att.scores, att.weights)
@@ -451,5 +453,6 @@ def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> li
 
 def to_json(doc: dict, *, ascii_only: bool = False) -> str:
     """A document as one line of JSON; NaN or infinity would be a bug, so refuse them.
-    `ascii_only` writes every other character as a \\u escape, for a stream that is not UTF-8."""
-    return json.dumps(doc, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"))
+    `ascii_only` writes every other character as a \\u escape, for a stream that is not UTF-8;
+    either way, characters a terminal would act on are escapes too (visible.json_safe)."""
+    return json_safe(json.dumps(doc, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":")))

@@ -22,6 +22,8 @@ rounding beyond that of the float32 vectors they start from.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from attncli import limits
@@ -285,4 +287,5 @@ def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None, masked
     positions (weight 0 by construction) are left out too.
     """
     order = np.argsort(-alpha_i, kind="stable")  # (T,)
-    return [int(j) for j in order if j != exclude and (masked is None or not masked[j])][:k]
+    kept = (int(j) for j in order if j != exclude and (masked is None or not masked[j]))
+    return list(itertools.islice(kept, k))  # stops at k: a long row is not walked in Python

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -74,11 +75,17 @@ _job: Job | None = None
 _vectors = None
 
 
-def _start(job: Job) -> None:
-    """Load the vectors once per process."""
+def _start(job: Job, worker: bool = False) -> None:
+    """Load the vectors once per process. A worker first leaves the terminal's process
+    group: a Ctrl-C or a `kill` of the job then reaches only the parent, which ends the
+    workers itself. A worker killed by the group's signal while it waits for a line would
+    die holding the task queue's lock, and the parent's Pool.terminate would wait for that
+    lock for ever."""
     global _job, _vectors
     from attncli.load import load_vectors
 
+    if worker:
+        os.setpgrp()
     _job, _vectors = job, load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 
@@ -103,13 +110,13 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
         _start(job)
         yield from map(_one, items)
         return
-    # Ctrl-C reaches every process of the terminal's group: the workers ignore it (started
-    # with SIGINT ignored, which a new process keeps), and only this process stops, ending
-    # them as it leaves the `with` (Pool.terminate), so no worker is left and none prints a
-    # traceback of its own.
+    # Ctrl-C reaches every process of the terminal's group: the workers start with SIGINT
+    # ignored (a new process keeps that) until they leave the group (_start), and only this
+    # process stops, ending them as it leaves the `with` (Pool.terminate), so no worker is
+    # left and none prints a traceback of its own.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job,))
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
     finally:
         signal.signal(signal.SIGINT, previous)
     with pool:

@@ -113,16 +113,10 @@ def _utf8(stream) -> bool:
 
 
 def _write_json(doc: dict) -> None:
-    """A document as one line of JSON on stdout: UTF-8; ASCII with \\u escapes where stdout
-    is not UTF-8, or where the document holds a file name that is not UTF-8 (its bytes kept
-    as \\udcXX escapes, which Python's json and os.fsencode turn back into them)."""
-    line = to_json(doc, ascii_only=not _utf8(sys.stdout))
-    if not line.isascii():
-        try:
-            line.encode("utf-8")  # strict, whatever stdout's own error handler would let through
-        except UnicodeEncodeError:
-            line = to_json(doc, ascii_only=True)
-    sys.stdout.write(line + "\n")
+    """A document as one line of JSON on stdout: UTF-8, or ASCII with \\u escapes where stdout
+    is not UTF-8. A file name that is not UTF-8 keeps its bytes as \\udcXX escapes, which
+    Python's json and os.fsencode turn back into them."""
+    sys.stdout.write(to_json(doc, ascii_only=not _utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
 
 
 class _Stopped(Exception):

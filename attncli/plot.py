@@ -92,6 +92,7 @@ def heatmaps(docs: list[dict], file) -> None:
     with warnings.catch_warnings():  # a word in a script the font lacks is drawn as boxes, not warned of
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
+        warnings.filterwarnings("ignore", message="Tight layout not applied")  # a very long sentence: drawn as it fits
         fig.tight_layout()
         fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)

@@ -7,6 +7,7 @@ table shows is exactly what `--format json` prints.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 from rich.columns import Columns
@@ -90,9 +91,13 @@ def _describe(doc: dict) -> Text:
     return text
 
 
-def _top_line(token: str, top: list[dict], tokens: list[str]) -> Text:
-    """"token → other 0.123, ..."; a token that occurs more than once carries its position."""
-    repeated = {t for t in tokens if tokens.count(t) > 1}
+def repeated(tokens: list[str]) -> set[str]:
+    """The tokens that occur more than once: their mentions carry their position."""
+    return {t for t, n in Counter(tokens).items() if n > 1}
+
+
+def _top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
+    """"token → other 0.123, ..."; a token among `repeated` carries its position."""
 
     def name(t: dict) -> str:
         return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
@@ -176,7 +181,8 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
                                 width=width, max_tokens=max_tokens)[0] for h, head in enumerate(doc["heads"])]
         parts.append(Columns([Group(*h) for h in heads]))
     parts.append(Text("\ntop attended (by weight α):", style="bold"))
-    parts += [_top_line(f"{i} {token}" if heat is None else token, top, tokens)
+    twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
+    parts += [_top_line(f"{i} {token}" if heat is None else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
     return Group(*parts)
 
@@ -248,7 +254,7 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     parts: list[RenderableType] = [Text(f"{token!r} in {k} sentences", style="bold")]
     for label, d in zip(labels, docs):
         line = Text(f"{label} {d['sentence']}\n", style="bold")
-        line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], d["tokens"]))
+        line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
         parts.append(line)
     cosines = Table(title="cosine between the sentences' vectors of " + repr(token))
     cosines.add_column("")
@@ -297,7 +303,7 @@ def document_header(name: str, vectors: str, opts, window: int | None) -> Text:
 
 def document_row(row: dict) -> Text:
     line = Text(f"{row['index']} ", style="dim")
-    line.append_text(_top_line(row["token"], row["top"], []))
+    line.append_text(_top_line(row["token"], row["top"], set()))
     return line
 
 

@@ -200,9 +200,11 @@ def test_text_from_outside_reaches_no_terminal_svg_or_html_raw(tmp_path, command
 
 
 @pytest.mark.parametrize("sentence", HOSTILE + MARKUP)
-def test_json_keeps_the_text_exact(sentence):
-    doc = one(run("scores", sentence), stderr=None)
+def test_json_keeps_the_text_exact_and_sends_no_control_raw(sentence):
+    result = run("scores", sentence)
+    doc = one(result, stderr=None)
     assert doc["sentence"] == sentence
+    no_raw_control(result.stdout)  # JSON escapes C0 itself; the C1 controls and bidi overrides too, here
 
 
 def test_hostile_words_and_file_names_are_shown_as_written(tmp_path, hostile_vectors):
@@ -324,7 +326,8 @@ def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, 
     assert lines[-1] == b"" and all(json.loads(line)["line"] == n for n, line in enumerate(lines[:-1], start=1))
     deadline, alive = time.monotonic() + 3, ["?"]
     while alive and time.monotonic() < deadline:  # multiprocessing's resource tracker ends once its pipe closes
-        alive = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(proc.pid)], capture_output=True,
+        # by session: the workers leave the process group (see batch._start), never the session
+        alive = subprocess.run(["ps", "-o", "pid=,args=", "-s", str(proc.pid)], capture_output=True,
                                text=True).stdout.splitlines()
         alive = [line for line in alive if "<defunct>" not in line]  # ended, waiting to be reaped by init
         time.sleep(0.1)
@@ -562,3 +565,32 @@ def test_an_empty_home_is_no_home(tmp_path):
     fails(run("scores", "cat", "--vectors", "~/v.txt", env=env), "~ cannot be expanded", "HOME is empty")
     fails(run("scores", "cat", "--vectors", "glove-fake-42", env=env), "GENSIM_DATA_DIR")
     fails(run("vectors", "list", env={**env, "ATTNCLI_CACHE_DIR": "~/cache"}), "there is no cache directory")
+
+
+# --------------------------------------------------------------------------- found by a fourth attack
+
+
+def test_json_escapes_what_a_terminal_would_act_on_and_reads_back_exact():
+    from attncli.analyze import to_json
+
+    doc = {"t": "a\u202eb\x9bc\u2066d\u200be\ufefff\U000e0041g é 😀 \udce9"}
+    line = to_json(doc)
+    assert json.loads(line) == doc
+    assert all(c not in line for c in "\u202e\x9b\u2066\u200b\ufeff\U000e0041\udce9")
+    assert "é 😀" in line  # ordinary text stays as it is
+    line.encode("utf-8")  # strict: a lone surrogate is an escape, not a byte
+
+
+def test_a_long_sentence_takes_the_mean_of_its_heads_once(monkeypatch):
+    from attncli import analyze
+
+    calls = []
+    mean = analyze.Attention.mean_weights
+
+    def counted(self):
+        calls.append(1)
+        return mean.fget(self)
+
+    monkeypatch.setattr(analyze.Attention, "mean_weights", property(counted))
+    doc = one(run("scores", " ".join(["the cat sat on a mat"] * 20)))
+    assert len(doc["top"]) == 120 and len(calls) == 1  # not once a row: O(T^3) for a long sentence
