@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import pytest
 from attncli import cache as cache_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
+from test_cache_integrity import killed_run  # one killed run for both files
 
 
 pytestmark = [
@@ -482,31 +482,10 @@ def test_vectors_list(cache, source, tmp_path):
     assert stale == {("v.txt", None): True, ("v.txt", 2): True, ("other.txt", None): True}
 
 
-def killed_run(cache: Path, path: Path, *, hours: float = 2) -> Path:
-    """The temporary folder a conversion killed half way leaves, its files `hours` old."""
-    code = f"""
-        import os, numpy as np, attncli
-        from attncli import cache
-        def killed(prefix, vectors, meta, **kw):
-            np.save(f"{{prefix}}.npy", np.asarray(vectors.matrix))  # some files written, then SIGKILL
-            os._exit(9)
-        cache.write_entry = killed
-        attncli.load_vectors({str(path)!r})
-    """
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=subprocess_env(cache), timeout=60, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 9, proc.stderr
-    [leftover] = temporaries(cache)
-    then = time.time() - hours * 3600
-    for p in [*leftover.iterdir(), leftover]:
-        os.utime(p, (then, then), follow_symlinks=False)
-    return leftover
-
-
 def test_vectors_clear(cache, source, tmp_path):
     path, _ = source
     assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}
-    leftover = killed_run(cache, path)  # what a killed run leaves: attncli's marker and a file
+    leftover = killed_run(cache, path, hours=2)  # what a killed run leaves: attncli's marker and a file
     leftover_bytes = sum(f.stat().st_size for f in leftover.iterdir())
     assert sorted(p.name for p in leftover.iterdir()) == [".attncli-entry", "vectors.npy"]
     load_vectors(path)
