@@ -336,20 +336,20 @@ def test_an_entry_of_format_1_is_cleared_by_its_digest(cache, source, tmp_path):
 # --------------------------------------------------------------------------- 2. edits that keep size and time
 
 
-def swap_two_words(entry: Path):
-    f = entry / "vectors.words.txt"
+def replace_same_size(f: Path, old: bytes, new: bytes) -> None:
+    """An edit by hand that keeps the file's size and modification time."""
     data = f.read_bytes()
-    edited = data.replace(b"the\nearth\n", b"earth\nthe\n", 1)
+    edited = data.replace(old, new, 1)
     assert edited != data and len(edited) == len(data)
     keep_times(f, lambda: f.write_bytes(edited))
+
+
+def swap_two_words(entry: Path):
+    replace_same_size(entry / "vectors.words.txt", b"the\nearth\n", b"earth\nthe\n")
 
 
 def swap_last_two_words(entry: Path):
-    f = entry / "vectors.words.txt"
-    data = f.read_bytes()
-    edited = data.replace("café\n東京\n".encode(), "東京\ncafé\n".encode(), 1)
-    assert edited != data and len(edited) == len(data)
-    keep_times(f, lambda: f.write_bytes(edited))
+    replace_same_size(entry / "vectors.words.txt", "café\n東京\n".encode(), "東京\ncafé\n".encode())
 
 
 def edit_order(entry: Path):
@@ -394,11 +394,7 @@ def another_dimension_checksums_too(entry: Path):
 
 
 def npy_header_fortran(entry: Path):
-    f = entry / "vectors.npy"
-    data = f.read_bytes()
-    edited = data.replace(b"'fortran_order': False", b"'fortran_order': True ", 1)
-    assert edited != data and len(edited) == len(data)
-    keep_times(f, lambda: f.write_bytes(edited))
+    replace_same_size(entry / "vectors.npy", b"'fortran_order': False", b"'fortran_order': True ")
 
 
 def flip_cased(entry: Path):
