@@ -21,6 +21,7 @@ import pytest
 
 import attncli
 import attncli.cli
+import attncli.cli.options
 from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
 from attncli import load_vectors
 
@@ -837,7 +838,7 @@ def _interrupt(*args, **kwargs):
 
 
 def test_ctrl_c(monkeypatch):
-    monkeypatch.setattr(attncli.cli, "load_vectors", _interrupt)
+    monkeypatch.setattr(attncli.cli.options, "load_vectors", _interrupt)
     result = run("scores", "cat dog")
     assert result.exit_code == 130
     assert result.stdout == ""
@@ -845,7 +846,7 @@ def test_ctrl_c(monkeypatch):
 
 
 def test_ctrl_c_is_one_line(monkeypatch):
-    monkeypatch.setattr(attncli.cli, "load_vectors", _interrupt)
+    monkeypatch.setattr(attncli.cli.options, "load_vectors", _interrupt)
     result = run("context", "cat dog", "--all")
     assert result.exit_code == 130
     assert result.stderr == "attncli: interrupted\n"

@@ -58,7 +58,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attncli import batch, cache, projections
-from attncli.cli import cli, decode
+from attncli.cli import cli
+from attncli.cli.inputs import decode
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 from attncli.tokenize import tokenize

@@ -1,0 +1,173 @@
+"""The command line: parse, load, compute, render, and map errors to one-line messages.
+
+Only click code lives in this package; the work is done by analyze (attention over a
+sentence), vectors (loading) and render (tables and JSON). This module holds the group,
+the exit statuses and the one place that turns every failure into a line on stderr;
+options.py the shared options, inputs.py reading sentences, output.py writing results;
+then one module for each family of commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import sys
+from enum import IntEnum
+
+import click
+from attncli import __version__
+from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, utf8
+from attncli.errors import AttncliError
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1  # bad input, unreadable vectors: the message says what to do
+    USAGE = 2  # options or arguments click could not accept
+    INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+    TERMINATED = 143  # SIGTERM (kill), as a shell reports it
+    BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
+
+
+def _standard_streams() -> bool:
+    """Give a closed descriptor 0, 1 or 2 /dev/null, so that no file this run opens takes its
+    number (and stdout's writes land in it); returns whether stdout was closed.
+
+    Python sets sys.stdin, sys.stdout or sys.stderr to None when its descriptor was closed
+    at start-up; a closed stdin then reads as empty, and a closed stderr swallows notes."""
+    closed = {name: getattr(sys, name) is None for name in ("stdin", "stdout", "stderr")}
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if closed["stdin"]:
+        sys.stdin = open(0, "r", closefd=False)
+    if closed["stderr"]:
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    if closed["stdout"]:
+        sys.stdout = open(1, "w", closefd=False)  # /dev/null: nothing is written, but nothing fails
+    if isinstance(getattr(sys.stdout, "buffer", None), io.FileIO):
+        # PYTHONUNBUFFERED=1 writes text straight to the file, and a write the kernel cuts
+        # short (ulimit -f) then loses the rest without an error; a buffer writes all or fails
+        stdout = sys.stdout
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(stdout.buffer), encoding=stdout.encoding,
+                                      errors=stdout.errors, line_buffering=stdout.line_buffering)
+    for stream in (sys.stdout, sys.stderr):
+        # a locale that is not UTF-8 (LC_ALL=C, PYTHONIOENCODING=ascii): tables degrade to
+        # escapes rather than fail; JSON is written as ASCII with \u escapes (see write_json)
+        if not utf8(stream) and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")
+    return closed["stdout"]
+
+
+class _Stopped(Exception):
+    """Ctrl-C or a closed stdout, carried past click (which would print a blank line for the
+    one and exit 0 for the other) to AttncliGroup.main."""
+
+    def __init__(self, status: ExitStatus):
+        self.status = status
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the run is, so that it ends as Ctrl-C does: cleanly, workers and
+    temporary files included. A BaseException, so no `except Exception` mistakes it for a
+    reader's failure."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated
+
+
+class AttncliGroup(click.Group):
+    """A click group whose every failure is one line on stderr and an ExitStatus."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Stopped(ExitStatus.INTERRUPTED) from None
+        except _Terminated:
+            raise _Stopped(ExitStatus.TERMINATED) from None
+        except BrokenPipeError:
+            raise _Stopped(ExitStatus.BROKEN_PIPE) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        stdout_closed = _standard_streams()
+        with contextlib.suppress(ValueError):  # not the main thread (an embedding program): leave it
+            signal.signal(signal.SIGTERM, _terminate)
+        try:
+            if stdout_closed:
+                raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
+            rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
+            status = rv if isinstance(rv, int) else ExitStatus.OK
+        except click.exceptions.NoArgsIsHelpError as e:  # a bare `attncli`
+            click.echo(e.ctx.get_help(), err=True)
+            status = ExitStatus.USAGE
+        except click.UsageError as e:
+            where = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+            fail(e.format_message() + where)
+            status = ExitStatus.USAGE
+        except click.ClickException as e:
+            fail(e.format_message())
+            status = e.exit_code
+        except AttncliError as e:
+            if isinstance(e, OutputError):
+                silence_stdout()  # what is still buffered would fail again at exit
+            fail(str(e))
+            status = ExitStatus.ERROR
+        except MemoryError:
+            fail("out of memory; give a shorter input (a long text with --file, which streams it)")
+            status = ExitStatus.ERROR
+        except OSError as e:  # an operating system's refusal that no reader above put in words
+            where = f"{e.filename}: " if e.filename else ""
+            fail(f"{where}{e.strerror or e}" + cwd_hint())
+            status = ExitStatus.ERROR
+        except (_Stopped, click.Abort, KeyboardInterrupt) as e:
+            status = getattr(e, "status", ExitStatus.INTERRUPTED)
+            if status == ExitStatus.BROKEN_PIPE:
+                silence_stdout()
+            else:
+                # on a terminal, first end the line that holds the echoed ^C
+                said = "terminated" if status == ExitStatus.TERMINATED else "interrupted"
+                click.echo(("\n" if sys.stderr.isatty() else "") + f"attncli: {said}", err=True)
+        except Exception as e:  # noqa: BLE001: a bug; still one line, unless ATTNCLI_DEBUG asks for the traceback
+            if os.environ.get("ATTNCLI_DEBUG"):
+                raise
+            fail(f"internal error ({type(e).__name__}: {e}); please report it, with the command that caused it "
+                  "(ATTNCLI_DEBUG=1 shows where it happened)")
+            status = ExitStatus.ERROR
+        if standalone_mode:
+            sys.exit(int(status))
+        return int(status)
+
+
+@click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             short_help="see self-attention between the words of a sentence")
+@click.version_option(__version__, "-V", "--version", prog_name="attncli")
+def cli():
+    """See self-attention on real text: the dot-product attention scores, softmax weights
+    and context vectors between the tokens of a sentence, over pretrained word vectors.
+
+    \b
+    Examples:
+      attncli scores "The earth is like an orange"
+      attncli context "The earth is like an orange" --token orange
+      attncli scores "The earth is like an orange" | jq '.weights'
+    """
+
+
+# the commands, each in the module of its family; imported here, after the group they join
+from attncli.cli import corpus, qkv, rnn, sentence, vectors  # noqa: E402
+
+for _command in (sentence.scores, corpus.batch, sentence.context, sentence.compare, sentence.neighbors,
+                 vectors.vectors, sentence.explain, rnn.rnn, qkv.qkv):
+    cli.add_command(_command)
+
+main = cli

@@ -1,0 +1,64 @@
+"""batch: a corpus, one sentence a line, through the same documents, in order."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from attncli.cli import ExitStatus
+from attncli.cli.inputs import read_input
+from attncli.cli.options import TextParam, attention_options, neighbors_option, vectors_options
+from attncli.cli.output import progress, write_json, writing_stdout
+from attncli.errors import InputError
+
+
+@click.command(short_help="many sentences, one a line: one JSON result a line, in order")
+@click.argument("input_file", required=False, metavar="[FILE]")
+@click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
+@click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
+              help="The field of --jsonl lines to read.")
+@click.option("--token", metavar="WORD", type=TextParam("--token"),
+              help="Give each line's context document for this token instead of scores.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
+@click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
+@neighbors_option
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
+                   "keeps input order.")
+@vectors_options
+@attention_options
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, load, opts):
+    """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
+    JSON object a line. Out: JSON Lines, one object per input line in input order, the
+    `scores` document (or, with --token, the `context` one) plus `line`, the input line
+    number from 1. A bad line gives {"line", "error"} and the run goes on; at the end, a
+    count of them on stderr, and exit status 1 if there was any.
+
+    \b
+    Examples:
+      attncli batch corpus.txt > results.jsonl
+      attncli batch corpus.jsonl --jsonl --field body --token orange --jobs 2
+      cat corpus.txt | attncli batch --scale 1 | jq -c '.top[0]'
+    """
+    from attncli import batch as batches
+
+    data = read_input(input_file)
+    items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
+    if not items:
+        raise InputError(f"{input_file or 'standard input'} holds no lines")
+    jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
+    vectors = load()  # here, once: converts and caches a new source before workers start
+    job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                      trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
+                      all_contexts=all_contexts, neighbors=neighbors)
+    failed = 0
+    with progress("lines") as update, writing_stdout():
+        for done, result in enumerate(batches.run(items, job, jobs), start=1):
+            failed += "error" in result
+            write_json(result)
+            update(done, len(items))
+        sys.stdout.flush()
+    if failed:
+        click.echo(f"attncli: {failed} of {len(items)} lines failed; their objects hold \"error\"", err=True)
+        return ExitStatus.ERROR

@@ -1,0 +1,282 @@
+"""The options more than one command takes, each defined once, and the checks made on them
+before any work: parameter types, the vectors, attention and output options, and the
+outputs that must not overwrite an input."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import stat
+import sys
+from pathlib import Path
+
+import click
+from attncli import cache
+from attncli.analyze import Options
+from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
+from attncli.errors import AttncliError, InputError
+from attncli.load import load_vectors
+
+
+class FiniteFloat(click.ParamType):
+    """A float that is finite, and above zero when `positive`."""
+
+    name = "float"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.positive and x <= 0:
+            self.fail(f"{value!r} must be above 0", param, ctx)
+        return x
+
+
+def with_options(wrapper, options):
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def vectors_options(f=None, *, source_option: bool = True):
+    """--vectors / --limit / --trust-pickle, packed into `load`: a function that loads the
+    vectors (with a progress bar on a terminal), called once the input has been read."""
+    if f is None:
+        return functools.partial(vectors_options, source_option=source_option)
+
+    @functools.wraps(f)
+    def wrapper(*args, limit, trust_pickle, **kwargs):
+        def load(source):
+            if not sys.stderr.isatty():
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn)
+            from attncli import render  # rich: see emit
+
+            with render.LoadProgress() as progress:
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+
+        if source_option:
+            source = kwargs.pop("vectors_source")
+            bound = functools.partial(load, source)
+            bound.limit, bound.trust_pickle = limit, trust_pickle  # for commands that start workers
+            return f(*args, load=bound, **kwargs)
+        return f(*args, load=load, **kwargs)
+
+    options = [
+        click.option("--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+                     help="Word vectors: a word2vec (text or binary), GloVe or fastText (.vec, .bin) file, "
+                          "also .gz or .bz2; a gensim .kv/.model file (with --trust-pickle); or a downloaded "
+                          "gensim-data name. Read once, then cached. Default: the bundled GloVe 6B 50d."),
+    ] if source_option else []
+    options += [
+        click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
+        click.option("--trust-pickle", is_flag=True,
+                     help="Allow a gensim .kv/.model file: it is a Python pickle, and loading it runs its code."),
+    ]
+    return with_options(wrapper, options)
+
+
+# options that more than one decorator or command takes, defined once
+keep_punct_option = click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
+
+
+oov_option = click.option(
+    "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+    help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
+
+
+neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
+                                help="How many nearest vocabulary words to list.")
+
+
+def attention_options(f):
+    """The options of every command that computes attention, packed into one Options."""
+
+    @functools.wraps(f)
+    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask, **kwargs):
+        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask)
+        return f(*args, opts=opts, **kwargs)
+
+    options = [
+        click.option("--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
+                     help="Query, key and value projections: none (the raw vectors), drawn at random "
+                          "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
+        click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
+                     help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
+        click.option("--heads", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
+        click.option("--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
+                     help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
+        click.option("--scale", type=FiniteFloat(), default=None,
+                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
+                          "1 gives plain softmax(q_i . k_j)."),
+        click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
+                     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
+        click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="How many top-attended tokens to list per token."),
+        click.option("--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
+        keep_punct_option,
+        oov_option,
+    ]
+    return with_options(wrapper, options)
+
+
+def output_path(kind: str, suffixes: tuple[str, ...] = ()):
+    """A click callback: a path to write to, checked before any work is done: its suffix, its
+    folder, and that what is there now (if anything) is a regular file attncli may replace."""
+
+    def check(ctx, param, value):
+        if value is None:
+            return None
+        path = Path(value)
+        if suffixes and path.suffix.lower() not in suffixes:
+            raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; --{kind} writes {kind.upper()}",
+                                     ctx, param)
+        folder = path.parent if str(path.parent) else Path(".")
+        if not path.is_absolute() and cwd_hint():
+            raise click.BadParameter(f"{value}: cannot be written{cwd_hint()}", ctx, param)
+        if not folder.is_dir():
+            raise click.BadParameter(f"{value}: the folder {folder} does not exist", ctx, param)
+        problem = not_replaceable(path)
+        if problem:
+            raise click.BadParameter(f"{value} {problem}; give another path", ctx, param)
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise click.BadParameter(f"{value}: cannot be written here", ctx, param)
+        return path
+
+    return check
+
+
+# the parameters whose value can name a file the run reads, with how a message names them
+_INPUTS = {"vectors_source": "--vectors", "qkv": "--qkv", "weights_file": "--weights", "document_file": "--file",
+           "input_file": "FILE", "source": "SOURCE"}
+
+
+def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, str]]]:
+    """What the run reads: (label, stat) of each input file and of a standard stream that is
+    a file; and (label, path prefix) of the files read beside them: a gensim model's side
+    files (model.kv.vectors.npy), the bundled vectors, the cache folder."""
+    files, prefixes = [], []
+    for name, label in _INPUTS.items():
+        value = ctx.params.get(name)
+        if not isinstance(value, str) or value in ("identity", "random", "-"):
+            continue
+        path = Path(value)
+        if name in ("vectors_source", "source"):
+            from attncli import sources
+
+            with contextlib.suppress(AttncliError):  # a gensim-data name: the file it names
+                path = sources.resolve(value).path
+            prefixes.append((f"{label} {value}", os.path.realpath(path) + "."))
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
+            files.append((f"{label} {value}", os.stat(path.expanduser())))
+    if "vectors_source" in ctx.params and ctx.params["vectors_source"] is None:
+        prefixes.append(("the bundled vectors", os.path.realpath(cache.bundled_prefix()) + "."))
+    with contextlib.suppress(AttncliError, OSError):
+        prefixes.append(("attncli's cache folder", os.path.join(os.path.realpath(cache.cache_dir()), "")))
+    for fd, label in ((0, "standard input"), (1, "standard output"), (2, "standard error")):
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode):
+                files.append((label, st))
+    return files, prefixes
+
+
+def refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
+    """An output that is the same file as an input (the --vectors file given to --html, say),
+    one of the files read beside it, a standard stream, or another output would destroy it:
+    refuse before any work."""
+    if not any(outputs.values()):
+        return  # nothing to write: the common case pays nothing (no stat, no platformdirs)
+    files, prefixes = _read_by_this_run(click.get_current_context())
+    written: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in written:
+            raise click.UsageError(f"{option} {path} is the same file as {written[real]}; give each its own path")
+        written[real] = f"{option} {path}"
+        for label, prefix in prefixes:
+            if real.startswith(prefix):
+                raise click.UsageError(f"{option} {path} is among the files of {label}, which it would overwrite; "
+                                       "give another path")
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # not there yet: no input can be it
+        for label, other in files:
+            if os.path.samestat(st, other):
+                raise click.UsageError(f"{option} {path} is the same file as {label}, which it would overwrite; "
+                                       "give another path")
+
+
+png_option = click.option(
+    "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
+    help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
+
+
+def output_options(f):
+    """--format / --json / --no-color / --svg / --html (and --png, where a command has it),
+    resolved once into an Output."""
+
+    @functools.wraps(f)
+    def wrapper(*args, fmt, as_json, no_color, svg, html, **kwargs):
+        if as_json and fmt == "table":
+            raise click.UsageError("--json and --format table ask for different outputs; give one of them")
+        fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
+        png = kwargs.pop("png", None)
+        refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
+        if png:
+            from attncli import plot
+
+            plot.require()  # a missing extra is an error before any output, not after it
+        return f(*args, out=Output(fmt, no_color, svg, html, png), **kwargs)
+
+    options = [
+        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
+                     help="table (colored, for a terminal) or json (one JSON document per result, a line each). "
+                          "Default: table when stdout is a terminal, json when it is not."),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
+        click.option("--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
+                     metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
+        click.option("--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
+                     metavar="FILE.html", help="Also write the table view to an HTML page."),
+    ]
+    return with_options(wrapper, options)
+
+
+class TextParam(click.ParamType):
+    """Text given as an argument: UTF-8, whatever the locale. Python decodes arguments with
+    the locale's encoding, keeping the bytes it cannot decode as surrogates; under LC_ALL=C
+    a UTF-8 "café" arrives so, and is decoded here; bytes that are not UTF-8 are an error."""
+
+    name = "text"
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str) or not any("\udc80" <= c <= "\udcff" for c in value):
+            return value
+        try:
+            data = value.encode(sys.getfilesystemencoding(), "surrogateescape")
+            return data.decode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{self.what} is not valid UTF-8; give UTF-8 text") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"{self.what} is not valid UTF-8: byte 0x{data[e.start]:02x} at position {e.start} "
+                             "cannot be decoded; give UTF-8 text") from None
+
+
+sentence_argument = click.argument("sentence", required=False, type=TextParam("the sentence"))

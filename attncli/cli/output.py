@@ -1,0 +1,254 @@
+"""What a run writes: one-line messages on stderr, JSON and tables on stdout, the pictures
+(SVG, HTML, PNG) written whole or not at all, and progress bars."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from attncli.analyze import to_json
+from attncli.errors import AttncliError, InputError
+from attncli.visible import visible, visible_all
+
+
+def one_line(message: str, most: int = 1200) -> str:
+    """One line for stderr: white space run together, control characters written out (a
+    message can hold a path or a word from a file), and a message too long for a person
+    shortened in its middle, keeping the end that says what to do."""
+    line = visible(" ".join(message.split()))
+    return line if len(line) <= most else f"{line[: most * 2 // 3]} … {line[-most // 3:]}"
+
+
+def fail(message: str) -> None:
+    click.echo(f"attncli: error: {one_line(message)}", err=True)
+
+
+class OutputError(AttncliError):
+    """Standard output cannot be written (a full disk, a closed descriptor)."""
+
+
+@contextlib.contextmanager
+def writing_stdout():
+    """Writes to stdout inside, flushed at the end: a failure other than a closed pipe is one
+    OutputError. Flushed twice: a write that the kernel cuts short (a file-size limit,
+    ulimit -f) leaves the rest in Python's buffer without an error, and only the next
+    flush, writing the rest, meets the error."""
+    try:
+        yield
+        sys.stdout.flush()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
+def utf8(stream) -> bool:
+    return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def write_json(doc: dict) -> None:
+    """A document as one line of JSON on stdout: UTF-8, or ASCII with \\u escapes where stdout
+    is not UTF-8. A file name that is not UTF-8 keeps its bytes as \\udcXX escapes, which
+    Python's json and os.fsencode turn back into them."""
+    sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
+
+
+def cwd_hint() -> str:
+    """A relative path cannot be found from a folder that was deleted under the run."""
+    try:
+        os.getcwd()
+        return ""
+    except OSError:
+        return "; the current folder no longer exists: cd to one that does"
+
+
+def silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (tests): nothing will be flushed to it
+
+
+def warn(message: str) -> None:
+    click.echo(f"attncli: warning: {one_line(message)}", err=True)
+
+
+@dataclass(frozen=True)
+class Output:
+    fmt: str  # "table" or "json"
+    no_color: bool
+    svg: Path | None = None  # the table view, exported
+    html: Path | None = None
+    png: Path | None = None  # a matplotlib heatmap
+
+
+def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
+    """The pictures asked for first, each written whole or not at all, then stdout: JSON
+    Lines, or each document drawn by render.`view` (a rule between documents). So a picture
+    that cannot be written leaves stdout untouched."""
+    if out.png:
+        from attncli import plot  # matplotlib: an optional extra, imported only for --png
+
+        write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
+    if out.fmt == "table" or out.svg or out.html:
+        _draw(docs, out, view, view_args)
+    if out.fmt == "json":
+        with writing_stdout():
+            for doc in docs:
+                # a line a write: one huge write to a pipe whose reader has gone can end half
+                # done with no error raised, where small ones raise BrokenPipeError
+                write_json(doc)
+            sys.stdout.flush()
+
+
+def make_console(file, out: Output | None = None, **settings):
+    """A rich console as every view of the tool is drawn on: no text is read as markup or
+    emoji codes (a word "[/x]" or ":smile:" stays as it is), nothing is re-coloured."""
+    from rich.console import Console  # rich costs a tenth of a run's start-up, which JSON output need not pay
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own exits with status 1; a closed pipe is attncli's quiet 141, as for JSON
+            self.quiet = True
+            raise BrokenPipeError
+
+    screen = _Console(file=file, markup=False, emoji=False, highlight=False,
+                      no_color=True if out is not None and out.no_color else None, **settings)
+    # COLUMNS=10**20 would overflow rich, 10**8 stall it, and 0 draw nothing at all
+    screen.width = min(max(screen.width, MIN_WIDTH), MAX_WIDTH)
+    return screen
+
+
+MIN_WIDTH, MAX_WIDTH = 20, 1000  # columns: narrower draws nothing useful; wider than any terminal
+
+
+class _Screen(io.StringIO):
+    """A table held until the pictures are written, reporting the encoding of the stdout it
+    stands for, so that rich chooses the same boxes and characters as it would there."""
+
+    def __init__(self, encoding: str):
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+
+def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
+    """Draw the documents, their text from outside made visible (visible_all); write the
+    SVG and HTML pictures; then, for a table, stdout."""
+    from attncli import render
+
+    exporting = bool(out.svg or out.html)
+    if out.fmt == "table":
+        screen = make_console(sys.stdout, out)
+        drawn = screen if not exporting else make_console(
+            _Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
+            force_terminal=screen.is_terminal, record=True)
+    else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
+        screen, drawn = None, make_console(io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
+                                      record=True)
+    draw = getattr(render, view)
+    with writing_stdout():
+        for k, doc in enumerate(visible_all(docs)):
+            if len(docs) > 1:
+                drawn.rule(doc.get("sentence", ""))
+            drawn.print(draw(doc, width=drawn.width, **view_args))
+            if k < len(docs) - 1:
+                drawn.print()
+    title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
+    if out.svg:
+        write_whole(out.svg, lambda f: f.write(drawn.export_svg(title=title, clear=False).encode("utf-8")))
+    if out.html:
+        write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
+    if screen is not None:
+        with writing_stdout():
+            if drawn is not screen:
+                sys.stdout.write(drawn.file.getvalue())
+            sys.stdout.flush()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def not_replaceable(path: Path) -> str | None:
+    """Why attncli will not replace `path`: only a regular file (or nothing) may be replaced,
+    never a device, FIFO, socket or directory, even with --force."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be written: {e.strerror or e}"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a device, FIFO or socket), which attncli never replaces"
+    return None
+
+
+def write_whole(path: Path, write) -> None:
+    """write(binary file) into a temporary file beside `path` (beside its target, when it is
+    a symlink, so the link stays), then rename it into place."""
+    import tempfile
+
+    target = Path(os.path.realpath(path))
+    problem = not_replaceable(target)
+    if problem:
+        raise InputError(f"{path}: {problem}; give another path")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".attncli-", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(temporary, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
+        os.replace(temporary, target)
+    except OSError as e:
+        Path(temporary).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def progress(unit: str, *, shown: bool = True):
+    """update(done, total) as the work goes; a progress bar (count, rate, time left) on
+    stderr when it is a terminal and `shown`."""
+    if not (shown and sys.stderr.isatty()):
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    # redirect_stdout=False: by default rich would route the results on stdout to the terminal
+    with Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                  TimeRemainingColumn(), transient=True, console=stderr_console(),
+                  redirect_stdout=False, redirect_stderr=False) as bar:
+        task = bar.add_task(unit, total=None, rate="")
+        start = time.monotonic()
+
+        def update(done: int, total: int) -> None:
+            rate = done / max(time.monotonic() - start, 1e-9)
+            bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s")
+
+        yield update
+
+
+def stderr_console():
+    return make_console(sys.stderr)

@@ -1,0 +1,226 @@
+"""The commands over a sentence (or a document): scores, context, compare, neighbors, explain."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import click
+from attncli import limits
+from attncli.analyze import compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, scores_doc
+from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
+from attncli.cli.options import (TextParam, attention_options, neighbors_option, output_options, png_option,
+                                 sentence_argument, vectors_options)
+from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.errors import AttncliError, InputError
+from attncli.visible import visible, visible_all
+
+
+@click.command(short_help="attention weights between every pair of tokens, as a heatmap")
+@sentence_argument
+@click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
+              help="Draw the table for the first N tokens only (JSON always holds them all).")
+@click.option("--file", "document_file", type=click.Path(dir_okay=False), metavar="DOC.txt",
+              help="Treat this whole text file as one sequence: per token, its top attended and context "
+                   "vector, streamed as computed, in memory that grows with T, not T x T.")
+@click.option("--document", is_flag=True, help="The same for standard input, read whole as one sequence.")
+@click.option("--window", type=click.IntRange(min=1), metavar="W",
+              help="With --file or --document: attend only within W tokens either side.")
+@vectors_options
+@attention_options
+@png_option
+@output_options
+def scores(sentence, raw, max_tokens, document_file, document, window, load, opts, out):
+    """Attention between every pair of tokens of SENTENCE: a T x T table.
+
+    Step I scores every pair by the dot product of their word vectors; Step II turns each
+    row into weights that sum to 1 with softmax(scores * scale / temperature). The table
+    shows the weights (or, with --raw, the scores) colored as a heatmap, then each token's
+    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input.
+
+    \b
+    Examples:
+      attncli scores "The earth is like an orange"
+      attncli scores "The earth is like an orange" --raw
+      attncli scores "The earth is like an orange" | jq '.weights'
+      attncli scores --scale 1 < sentences.txt
+    """
+    if document_file or document:
+        return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
+    if window:
+        raise click.UsageError("--window needs a document: --file DOC.txt or --document")
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
+    emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens)
+
+
+def score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out) -> None:
+    """scores --file / --document: one long sequence, streamed a row at a time."""
+    if sentence is not None:
+        raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
+    if document_file and document:
+        raise click.UsageError("give --file or --document (standard input), not both")
+    drawn = [name for name, given in (("--png", out.png), ("--svg", out.svg), ("--html", out.html), ("--raw", raw),
+                                       ("--max-tokens", max_tokens)) if given]
+    if drawn:
+        raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
+    where = document_file or "standard input"
+    data = limits.read_file(document_file, "--file") if document_file else read_stdin()
+    text = decode(data, where)
+    if not text.strip():
+        raise InputError(f"{where} is empty")
+    vectors = load()
+    # a long document's T x T work takes minutes: a progress bar, unless its rows are drawn on the terminal
+    with progress("rows", shown=out.fmt == "json") as update:
+        rows = document_rows(text, vectors, opts, window=window, progress=update)
+        first = next(rows)  # no known word, or scores that overflow: an error here, before any output
+        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window)
+
+
+def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) -> None:
+    """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
+    if out.fmt == "json":
+        def write(row: dict) -> None:
+            write_json(row)
+    else:
+        from attncli import render
+
+        screen = make_console(sys.stdout, out)
+        with writing_stdout():
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window))
+
+        def write(row: dict) -> None:
+            screen.print(render.document_row(visible_all(row)))
+    written = 0
+    try:
+        with writing_stdout():
+            for row in rows:
+                write(row)
+                written += 1
+            sys.stdout.flush()
+    except AttncliError as e:  # a stream can fail midway only where no check could foresee it
+        raise type(e)(f"{e} (the output stopped after {written:,} rows; it is incomplete)") from None
+
+
+@click.command(short_help="one token's attention, context vector and nearest words")
+@sentence_argument
+@click.option("--token", metavar="WORD", type=TextParam("--token"),
+              help="The token whose attention and context vector to show.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N",
+              help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
+@click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
+@neighbors_option
+@vectors_options
+@attention_options
+@png_option
+@output_options
+def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
+    """One token's attention over SENTENCE and its context vector.
+
+    Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
+    the token's weights. Shown: the token's weights ranked, its context vector, and the
+    vocabulary words nearest (cosine) to the context vector beside those nearest to the
+    token's own vector, to see whether context moved its meaning. SENTENCE absent or "-":
+    one sentence per line of standard input.
+
+    \b
+    Examples:
+      attncli context "The earth is like an orange" --token orange
+      echo "Orange is a bright color" | attncli context --token orange --format json
+      attncli context "the cat saw the dog" --token the --index 3
+      attncli context "The earth is like an orange" --all
+    """
+    if token is None and index is None and not all_contexts:
+        raise click.UsageError("say which token: --token WORD (or --index N), or --all for every token")
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(
+        sentences,
+        lambda text: context_doc(text, vectors, opts, token=token, index=index,
+                                 all_contexts=all_contexts, neighbors=neighbors),
+    )
+    emit(docs, out, "context_view")
+
+
+@click.command(short_help="one word in several sentences: has context moved its meaning?")
+@click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
+@click.option("--token", metavar="WORD", required=True, type=TextParam("--token"),
+              help="The word to follow through the sentences.")
+@neighbors_option
+@vectors_options
+@attention_options
+@png_option
+@output_options
+def compare(sentences, token, neighbors, load, opts, out):
+    """The same word in two or more sentences: in each, what it attends to and its context
+    vector; between them, the cosine of the context vectors beside the cosine of the raw
+    vectors (1 for the same word); and the words nearest each, the moved ones marked.
+
+    With raw pretrained vectors and no learned projections the context vectors of one word
+    stay close whatever the sentence: attention alone, untrained, barely moves a meaning.
+    That is why the trainable form learns W_Q, W_K and W_V.
+
+    \b
+    Examples:
+      attncli compare "The earth is like an orange" "Orange is a bright color" --token orange
+      attncli compare "I sat on the bank" "The bank raised rates" "A river bank" --token bank --json
+    """
+    if len(sentences) < 2:
+        raise click.UsageError(f"compare needs two sentences or more, and got {len(sentences)}")
+    for n, text in enumerate(sentences, start=1):
+        if not text.strip():
+            raise InputError(f"sentence {n} is empty")
+    vectors = load()
+    doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors)
+    emit([doc], out, "compare_view")
+
+
+@click.command(short_help="the vocabulary words nearest a word, or its context vector")
+@click.argument("word", type=TextParam("WORD"))
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
+@click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
+              help="Use WORD's context vector in SENTENCE instead of its own vector.")
+@vectors_options
+@attention_options
+@output_options
+def neighbors(word, k, sentence, load, opts, out):
+    """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
+    vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
+    vocabulary is compared.
+
+    \b
+    Examples:
+      attncli neighbors orange
+      attncli neighbors orange --context "The earth is like an orange" --k 5
+    """
+    vectors = load()
+    emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
+
+
+@click.command(short_help="walk a sentence through every step of attention")
+@sentence_argument
+@click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
+@vectors_options
+@attention_options
+@png_option
+@output_options
+def explain(sentence, token, index, load, opts, out):
+    """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
+    the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
+    Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
+    one token's row through each step, as the seed's worked example follows "orange".
+    --format json gives every matrix under "steps".
+
+    \b
+    Examples:
+      attncli explain "The earth is like an orange"
+      attncli explain "The earth is like an orange" --qkv random --seed 0 --heads 2 --mask causal
+      attncli explain "The earth is like an orange" --token orange --json | jq '.row.weights'
+    """
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
+    emit(docs, out, "explain_view")

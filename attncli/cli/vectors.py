@@ -1,0 +1,137 @@
+"""vectors info, convert, list and clear: the sources and the cache."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+from attncli import cache
+from attncli.cli.options import output_options, vectors_options
+from attncli.cli.output import emit, warn
+from attncli.errors import VectorsError
+
+
+@click.group()
+def vectors():
+    """Word vectors: what a source holds, and the cache that makes its second load fast.
+
+    The first load of a source reads it through gensim (slowly, once) and writes a cache
+    entry: the matrix as a .npy file that later runs memory-map, and the words in a form
+    searched without building a dictionary. ATTNCLI_CACHE_DIR sets where entries go.
+
+    \b
+    Examples:
+      attncli vectors info
+      attncli vectors convert ~/vectors/glove.840B.300d.txt
+      attncli vectors info --vectors glove-wiki-gigaword-300
+      attncli vectors list
+      attncli vectors clear
+    """
+
+
+def _info(vectors, seconds: float) -> dict:
+    meta = vectors.meta
+    return {
+        "name": vectors.name, "words": vectors.size, "dim": vectors.dim, "cased": vectors.cased,
+        "subwords": vectors.subwords is not None, "source": vectors.source,
+        "format": (meta.get("source") or {}).get("format", "attncli-vectors"),
+        "cache_entry": meta.get("entry"),
+        "load_seconds": round(seconds, 4),
+    }
+
+
+@vectors.command(short_help="what a vectors source holds, and how long it took to load")
+@vectors_options
+@output_options
+def info(load, out):
+    """Name, words, dimension, case, source and cache entry of the vectors, and the time
+    this load took (the first load of a source includes reading and caching it).
+
+    \b
+    Examples:
+      attncli vectors info
+      attncli vectors info --vectors GoogleNews-vectors-negative300.bin
+      attncli vectors info --vectors vectors.txt --limit 50000 --json
+    """
+    start = time.perf_counter()
+    vectors = load()
+    emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
+
+
+@vectors.command(short_help="read a source once and cache it")
+@click.argument("source")
+@vectors_options(source_option=False)
+@output_options
+def convert(source, load, out):
+    """Read SOURCE (any --vectors source) and write its cache entry now, so that the first
+    real run is fast too. An entry already there is kept.
+
+    \b
+    Examples:
+      attncli vectors convert ~/vectors/glove.840B.300d.txt
+      attncli vectors convert cc.en.300.bin
+      attncli vectors convert my-model.kv --trust-pickle
+    """
+    start = time.perf_counter()
+    vectors = load(source)
+    if not vectors.meta.get("entry"):
+        raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
+    emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
+
+
+@vectors.command(name="list", short_help="the cache entries and their sizes")
+@output_options
+def list_(out):
+    """Every cache entry: its source, words, dimension and size on disk. "stale" means the
+    source has changed or gone since, so the entry will not be used again; "damaged" says
+    what is wrong with an entry whose files changed after they were written (its source is
+    converted again on its next use).
+
+    \b
+    Examples:
+      attncli vectors list
+      attncli vectors list --json | jq -s 'map(.bytes) | add'
+    """
+    docs = [_entry_doc(entry) for entry in cache.entries()]
+    if out.fmt == "json":
+        emit(docs, out, "")
+    else:
+        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view")
+
+
+def _entry_doc(entry: dict) -> dict:
+    # a damaged entry's metadata may be anything, or nothing: only fields of the right type are shown
+    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
+    try:
+        st = os.stat(source.get("path", ""))
+        stale = (st.st_size, st.st_mtime_ns) != (source.get("size"), source.get("mtime_ns"))
+    except (OSError, TypeError, ValueError):
+        stale = True
+    return {"path": entry["path"], "name": entry.get("name"), "words": entry.get("words"), "dim": entry.get("dim"),
+            "bytes": entry["bytes"], "source": source.get("path"), "limit": options.get("limit"),
+            "created": entry.get("created"), "stale": stale, "damaged": entry.get("damaged")}
+
+
+@vectors.command(short_help="remove every cache entry")
+@output_options
+def clear(out):
+    """Remove every cache entry; a source is read again on its next use.
+
+    Only folders attncli made (each holds its marker file, .attncli-entry) are touched, and
+    only the files attncli wrote in them: anything else in the cache directory, or added to
+    an entry, is left as it is, and said so ("kept"). A temporary folder less than an hour
+    old may belong to a run still writing it, and is kept too.
+
+    \b
+    Example:
+      attncli vectors clear
+    """
+    done = cache.clear()
+    for kept in done["kept"]:
+        warn(f"{kept['path']}: left as it is: {kept['reason']}")
+    for link in done["links"]:
+        warn(f"{link['path']}: a symbolic link to {link['target']}, removed; what it points to was left as it is")
+    emit([{"removed": done["removed"], "bytes": done["bytes"], "cache_dir": str(cache.cache_dir()),
+           "kept": done["kept"], "links": done["links"]}], out, "cleared_view")
