@@ -331,12 +331,18 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
 
 
 def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weights: dict[str, np.ndarray],
-            origin: dict) -> dict:
+            origin: dict, warn=None) -> dict:
     """The `rnn` document: the seed's fold over the sentence (each state, and how strongly each
     input still moves the last one), beside the last token's attention over the same inputs.
-    `origin` says where the weights came from: {"seed": S} or {"path": P}."""
+    `origin` says where the weights came from: {"seed": S} or {"path": P}; warn(message) is
+    told when the derivatives will take long."""
     embedded = embed_fitting(sentence, vectors, opts, cell_bytes(1, 0))
     X = embedded.X  # (T, d)
+    (T, d), N = X.shape, len(weights["b_h"])
+    seconds = rnn.influence_seconds(T, N, d)
+    if warn is not None and seconds > LONG_SECONDS:
+        warn(f"the exact derivatives of an RNN of hidden size {N:,} over {T:,} tokens take about "
+             f"{seconds:,.0f} s here (Ctrl-C stops the run)")
     H = rnn.states(X, weights["W_hx"], weights["W_hh"], weights["b_h"])  # (T, N)
     with np.errstate(over="ignore", invalid="ignore"):
         influence = rnn.influence(H, weights["W_hx"], weights["W_hh"])  # (T,)
@@ -358,6 +364,9 @@ def rnn_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, weigh
         "attention": last.tolist(),
     }
 
+
+# A computation expected to take longer than this is announced on stderr before it starts.
+LONG_SECONDS = 10
 
 # The longest document scored without --window. Its T x T scores, T^2 = 1.6e11 cells, take
 # half an hour to hours: the stream computes 2e7 to 8e7 cells a second on the 2 cores it was

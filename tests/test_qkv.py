@@ -746,6 +746,7 @@ def test_bad_attention_options_are_usage_errors(command, args, words):
     (["--hidden", "0"], ["--hidden"]),
     (["--seed", "-1"], ["--seed"]),
     (["--hidden", "-3"], ["--hidden"]),
+    (["--hidden", "4097"], ["--hidden", "4096"]),
 ])
 def test_bad_rnn_options_are_usage_errors(args, words):
     fails(run("rnn", SENTENCE, *args), *words, code=2)
@@ -933,8 +934,9 @@ def test_rnn_states_is_the_seeds_reduce(seed):
     close(H, loop_rnn(X, W_hx, W_hh, b_h), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("order", ["influence", "_influence_forward", "_influence_backward"])
 @pytest.mark.parametrize("seed", range(4))
-def test_rnn_influence_is_the_norm_of_a_finite_difference_jacobian(seed):
+def test_rnn_influence_is_the_norm_of_a_finite_difference_jacobian(seed, order):
     rng = np.random.default_rng(100 + seed)
     T, d, N = int(rng.integers(1, 6)), 3, 4
     X = rng.normal(size=(T, d))
@@ -943,7 +945,7 @@ def test_rnn_influence_is_the_norm_of_a_finite_difference_jacobian(seed):
     def last_state(X):
         return functools.reduce(lambda h, x: np.tanh(W_hx @ x + W_hh @ h + b_h), X, np.zeros(N))
 
-    got = rnn.influence(rnn.states(X, W_hx, W_hh, b_h), W_hx, W_hh)
+    got = getattr(rnn, order)(rnn.states(X, W_hx, W_hh, b_h), W_hx, W_hh)
     assert got.shape == (T,)
     eps = 1e-6
     for i in range(T):
@@ -954,6 +956,36 @@ def test_rnn_influence_is_the_norm_of_a_finite_difference_jacobian(seed):
             minus[i, a] -= eps
             J[:, a] = (last_state(plus) - last_state(minus)) / (2 * eps)
         assert got[i] == pytest.approx(math.sqrt(math.fsum(float(v) ** 2 for v in J.ravel())), rel=1e-5)
+
+
+@pytest.mark.parametrize("T,N,d", [(1, 3, 2), (6, 32, 50), (3, 300, 50), (40, 8, 5)])
+def test_rnn_influence_orders_agree_and_the_cheaper_runs(T, N, d, monkeypatch):
+    rng = np.random.default_rng(T * N)
+    weights = rnn.init_weights(d, N, 1)
+    H = rnn.states(rng.normal(size=(T, d)), **weights)
+    forward = rnn._influence_forward(H, weights["W_hx"], weights["W_hh"])
+    backward = rnn._influence_backward(H, weights["W_hx"], weights["W_hh"])
+    close(forward, backward, rtol=1e-12, atol=0)
+    cheaper = min((rnn._forward_flops(T, N, d), "_influence_forward"), (rnn._backward_flops(T, N, d), "_influence_backward"))
+    ran = []
+    for name in ("_influence_forward", "_influence_backward"):
+        monkeypatch.setattr(rnn, name, lambda *a, name=name, f=getattr(rnn, name): ran.append(name) or f(*a))
+    rnn.influence(H, weights["W_hx"], weights["W_hh"])
+    assert ran == [cheaper[1]]
+    assert rnn.influence_seconds(T, N, d) == cheaper[0] / rnn.FLOPS
+
+
+def test_rnn_says_how_long_its_derivatives_take(monkeypatch):
+    from attncli import analyze
+
+    monkeypatch.setattr(analyze, "LONG_SECONDS", 0)
+    result = run("rnn", SENTENCE, "--hidden", "7", "--json")
+    assert result.exit_code == 0
+    seconds = rnn.influence_seconds(6, 7, 50)
+    assert result.stderr == (f"attncli: warning: the exact derivatives of an RNN of hidden size 7 over 6 tokens take "
+                             f"about {seconds:,.0f} s here (Ctrl-C stops the run)\n")
+    monkeypatch.setattr(analyze, "LONG_SECONDS", 10)
+    assert run("rnn", SENTENCE, "--hidden", "7", "--json").stderr == ""
 
 
 def test_rnn_document(glove):

@@ -8,13 +8,16 @@ from attncli import rnn as recurrent  # `rnn` is the command below
 from attncli.analyze import Options, rnn_doc
 from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import keep_punct_option, oov_option, output_options, sentence_argument, vectors_options
-from attncli.cli.output import emit
+from attncli.cli.output import emit, warn
+
+# The largest --hidden: its weights take 134 MB and a sentence's derivatives a second or two.
+MOST_HIDDEN = 4096
 
 
 @click.command(short_help="the recurrent network attention replaced, beside attention")
 @sentence_argument
-@click.option("--hidden", type=click.IntRange(min=1), metavar="N",
-              help="Size N of the hidden state. Default: 32, or what --weights holds.")
+@click.option("--hidden", type=click.IntRange(min=1, max=MOST_HIDDEN), metavar="N",
+              help=f"Size N of the hidden state, at most {MOST_HIDDEN:,}. Default: 32, or what --weights holds.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the RNN's random weights (uniform on ±1/sqrt(N), as PyTorch's nn.RNN).")
 @click.option("--weights", "weights_file", type=click.Path(dir_okay=True), metavar="FILE.npz",
@@ -45,5 +48,5 @@ def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
         weights = recurrent.init_weights(vectors.dim, hidden or 32, seed)
     opts = Options(keep_punct=keep_punct, oov=oov)
     origin = {"path": weights_file} if weights_file else {"seed": seed}
-    docs = compute_all(sentences, lambda text: rnn_doc(text, vectors, opts, weights=weights, origin=origin))
+    docs = compute_all(sentences, lambda text: rnn_doc(text, vectors, opts, weights=weights, origin=origin, warn=warn))
     emit(docs, out, "rnn_view")
