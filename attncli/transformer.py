@@ -1,0 +1,140 @@
+"""A trained BERT-family encoder's forward pass in numpy, its attention computed by attention.py.
+
+Devlin et al., "BERT" (2018), on the Transformer of Vaswani et al. (2017). For word pieces
+w_1 .. w_T (with [CLS] first and [SEP] last):
+
+    X_0 = LayerNorm(E_word[w] + E_position[0 .. T-1] + E_type[0])
+
+and each layer l = 1 .. L maps X_{l-1} to X_l:
+
+    Q, K, V = X W_Q + b_Q, X W_K + b_K, X W_V + b_V              project
+    per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head))      split_heads, scores, weights
+                Z_h     = alpha_h V_h                            context
+    A   = merge(Z_1 .. Z_H) W_O + b_O                            merge_heads, project
+    X'  = LayerNorm(X + A)
+    X_l = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+
+The attention is exactly Steps I-III of attention.py, over the layer's learned W_Q, W_K,
+W_V instead of the raw word vectors: nothing of it is written a second time here. This
+file is written by hand rather than run through torch because it is the tool's subject: a
+reader can hold it against the formulas above, line by line.
+
+Dimensions: T word pieces, D the hidden size, H heads of d_head = D / H, F the feed-forward
+size, L layers. Weights are stored as a Linear layer stores them, (out, in); `W` below is
+their transpose, (in, out). Arithmetic is float64 throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli import attention
+
+
+@dataclass(frozen=True)
+class Config:
+    """The sizes of a model, as its config.json gives them."""
+
+    layers: int  # L
+    heads: int  # H
+    hidden: int  # D
+    intermediate: int  # F
+    max_positions: int
+    type_vocab_size: int
+    vocab_size: int
+    layer_norm_eps: float
+    activation: str  # "gelu" (exact, with erf) or "gelu_tanh" (the tanh approximation)
+
+    @property
+    def d_head(self) -> int:
+        return self.hidden // self.heads
+
+
+def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """Each row to mean 0 and variance 1 (the population variance), then scaled and shifted."""
+    mean = X.mean(axis=-1, keepdims=True)  # (T, 1)
+    var = ((X - mean) ** 2).mean(axis=-1, keepdims=True)  # (T, 1)
+    return (X - mean) / np.sqrt(var + eps) * gamma + beta  # (T, D)
+
+
+def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
+    """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)); or its tanh approximation."""
+    if activation == "gelu_tanh":
+        return 0.5 * X * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (X + 0.044715 * X**3)))
+    from scipy.special import erf  # scipy comes with gensim; numpy has no erf
+
+    return 0.5 * X * (1.0 + erf(X / np.sqrt(2.0)))
+
+
+def _dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
+    """X W + b of the Linear layer `name`: attention.project, with W the stored weight transposed."""
+    return attention.project(X, weights[f"{name}.weight"].T, weights[f"{name}.bias"])
+
+
+def _norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
+    return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.layer_norm_eps)
+
+
+def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
+    """X_0: each piece's word embedding, plus its position's, plus token type 0's; normalised."""
+    T = len(ids)
+    E = (weights["embeddings.word_embeddings.weight"][ids].astype(np.float64)  # (T, D)
+         + weights["embeddings.position_embeddings.weight"][:T]  # (T, D)
+         + weights["embeddings.token_type_embeddings.weight"][0])  # (D,)
+    return _norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
+
+
+def attend(X: np.ndarray, weights: dict, l: int, config: Config) -> dict[str, np.ndarray]:
+    """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
+    scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head); and the
+    attention's output A = merge(Z) W_O + b_O (T, D)."""
+    p = f"encoder.layer.{l}.attention"
+    Q = _dense(X, weights, f"{p}.self.query")  # (T, D)
+    K = _dense(X, weights, f"{p}.self.key")  # (T, D)
+    V = _dense(X, weights, f"{p}.self.value")  # (T, D)
+    Qh, Kh, Vh = (attention.split_heads(M, config.heads) for M in (Q, K, V))  # (H, T, d_head) each
+    omega = attention.scores(Qh, Kh)  # (H, T, T)
+    alpha = attention.weights(omega, attention.default_scale(config.d_head))  # (H, T, T)
+    Z = attention.context(alpha, Vh)  # (H, T, d_head)
+    A = _dense(attention.merge_heads(Z), weights, f"{p}.output.dense")  # (T, D)
+    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": Z, "A": A}
+
+
+def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
+    """GELU(X W_1 + b_1) W_2 + b_2, row by row."""
+    inner = gelu(_dense(X, weights, f"encoder.layer.{l}.intermediate.dense"), config.activation)  # (T, F)
+    return _dense(inner, weights, f"encoder.layer.{l}.output.dense")  # (T, D)
+
+
+def layer(X: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, and the steps of its attention."""
+    steps = attend(X, weights, l, config)
+    X1 = _norm(X + steps["A"], weights, f"encoder.layer.{l}.attention.output.LayerNorm", config)  # (T, D)
+    X2 = _norm(X1 + feed_forward(X1, weights, l, config), weights, f"encoder.layer.{l}.output.LayerNorm", config)
+    return X2, steps  # (T, D)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What a forward pass gives: every layer's hidden states and attention weights, and the
+    steps of the layers asked to keep them."""
+
+    hidden: np.ndarray  # (L + 1, T, D): X_0 .. X_L
+    weights: np.ndarray  # (L, H, T, T): alpha of every layer and head
+    steps: dict[int, dict[str, np.ndarray]]  # layer index (from 0) -> its attention's steps
+
+
+def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
+    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
+    in `keep` (indices from 0)."""
+    X = embed(np.asarray(ids), weights, config)  # (T, D)
+    hidden, alphas, kept = [X], [], {}
+    for l in range(config.layers):
+        X, steps = layer(X, weights, l, config)
+        hidden.append(X)
+        alphas.append(steps["weights"])
+        if l in keep:
+            kept[l] = steps
+    return Pass(np.stack(hidden), np.stack(alphas), kept)  # (L + 1, T, D), (L, H, T, T)

