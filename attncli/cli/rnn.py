@@ -24,11 +24,12 @@ from attncli.cli.output import emit
 @oov_option
 @output_options
 def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
-    """The seed's RNN, reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0),
-    folded over SENTENCE from h0 = 0: each state's norm, and how strongly each input still
-    moves the final state (the Frobenius norm of d h_T / d x_i, exact, by the chain rule),
-    beside the last token's attention over the same inputs. The RNN's influence fades with
-    distance, step by step; attention reaches every position in one step.
+    """An Elman RNN, h_t = tanh(W_hx x_t + W_hh h_(t-1) + b_h), folded over SENTENCE from
+    h0 = 0 as reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0): each
+    state's norm, and how strongly each input still moves the final state (the Frobenius
+    norm of d h_T / d x_i, exact, by the chain rule), beside the last token's attention
+    over the same inputs. The RNN's influence fades with distance, step by step; attention
+    reaches every position in one step.
 
     \b
     Examples:

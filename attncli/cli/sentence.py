@@ -211,7 +211,7 @@ def explain(sentence, token, index, load, opts, out):
     """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
     the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
     Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
-    one token's row through each step, as the seed's worked example follows "orange".
+    one token's row through each step.
     --format json gives every matrix under "steps".
 
     \b
