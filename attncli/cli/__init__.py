@@ -19,6 +19,7 @@ from enum import IntEnum
 import click
 from attncli import __version__
 from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, utf8
+from attncli.cli.sections import Group
 from attncli.errors import AttncliError
 
 
@@ -85,7 +86,7 @@ def _terminate(signum, frame):
     raise _Terminated
 
 
-class AttncliGroup(click.Group):
+class AttncliGroup(Group):
     """A click group whose every failure is one line on stderr and an ExitStatus."""
 
     def invoke(self, ctx):

@@ -16,6 +16,7 @@ import click
 from attncli import cache
 from attncli.analyze import Options
 from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
+from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 
@@ -70,25 +71,25 @@ def vectors_options(f=None, *, source_option: bool = True):
         return f(*args, load=load, **kwargs)
 
     options = [
-        click.option("--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+        option("vectors", "--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
                      help="Word vectors: a word2vec (text or binary), GloVe or fastText (.vec, .bin) file, "
                           "also .gz or .bz2; a gensim .kv/.model file (with --trust-pickle); or a downloaded "
                           "gensim-data name. Read once, then cached. Default: the bundled GloVe 6B 50d."),
     ] if source_option else []
     options += [
-        click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
-        click.option("--trust-pickle", is_flag=True,
+        option("vectors", "--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
+        option("vectors", "--trust-pickle", is_flag=True,
                      help="Allow a gensim .kv/.model file: it is a Python pickle, and loading it runs its code."),
     ]
     return with_options(wrapper, options)
 
 
 # options that more than one decorator or command takes, defined once
-keep_punct_option = click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
+keep_punct_option = option("tokens", "--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
 
 
-oov_option = click.option(
-    "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+oov_option = option(
+    "tokens", "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
     help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
 
 
@@ -105,25 +106,25 @@ def attention_options(f):
         return f(*args, opts=opts, **kwargs)
 
     options = [
-        click.option("--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
+        option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
                      help="Query, key and value projections: none (the raw vectors), drawn at random "
                           "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
-        click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
+        option("attention", "--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
                      help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
-        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+        option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
-        click.option("--heads", type=click.IntRange(min=1), default=1, show_default=True,
+        option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
-        click.option("--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
+        option("attention", "--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
                      help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
-        click.option("--scale", type=FiniteFloat(), default=None,
+        option("attention", "--scale", type=FiniteFloat(), default=None,
                      help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
                           "1 gives plain softmax(q_i . k_j)."),
-        click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
+        option("attention", "--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
                      help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
-        click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True,
                      help="How many top-attended tokens to list per token."),
-        click.option("--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
+        option("attention", "--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
         keep_punct_option,
         oov_option,
     ]
@@ -220,8 +221,8 @@ def refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
                                        "give another path")
 
 
-png_option = click.option(
-    "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
+png_option = option(
+    "output", "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
     help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
@@ -243,14 +244,14 @@ def output_options(f):
         return f(*args, out=Output(fmt, no_color, svg, html, png), **kwargs)
 
     options = [
-        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
+        option("output", "--format", "fmt", type=click.Choice(["table", "json"]), default=None,
                      help="table (colored, for a terminal) or json (one JSON document per result, a line each). "
                           "Default: table when stdout is a terminal, json when it is not."),
-        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
-        click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
-        click.option("--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
+        option("output", "--json", "as_json", is_flag=True, help="Same as --format json."),
+        option("output", "--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
+        option("output", "--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
-        click.option("--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
+        option("output", "--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
                      metavar="FILE.html", help="Also write the table view to an HTML page."),
     ]
     return with_options(wrapper, options)

@@ -9,9 +9,10 @@ from attncli.analyze import Options, rnn_doc
 from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import keep_punct_option, oov_option, output_options, sentence_argument, vectors_options
 from attncli.cli.output import emit
+from attncli.cli.sections import Command
 
 
-@click.command(short_help="the recurrent network attention replaced, beside attention")
+@click.command(cls=Command, short_help="the recurrent network attention replaced, beside attention")
 @sentence_argument
 @click.option("--hidden", type=click.IntRange(min=1), metavar="N",
               help="Size N of the hidden state. Default: 32, or what --weights holds.")

@@ -12,11 +12,12 @@ from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
 from attncli.cli.options import (TextParam, attention_options, neighbors_option, output_options, png_option,
                                  sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
 from attncli.visible import visible, visible_all
 
 
-@click.command(short_help="attention weights between every pair of tokens, as a heatmap")
+@click.command(cls=Command, short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
 @click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
@@ -104,7 +105,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) 
         raise type(e)(f"{e} (the output stopped after {written:,} rows; it is incomplete)") from None
 
 
-@click.command(short_help="one token's attention, context vector and nearest words")
+@click.command(cls=Command, short_help="one token's attention, context vector and nearest words")
 @sentence_argument
 @click.option("--token", metavar="WORD", type=TextParam("--token"),
               help="The token whose attention and context vector to show.")
@@ -144,7 +145,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     emit(docs, out, "context_view")
 
 
-@click.command(short_help="one word in several sentences: has context moved its meaning?")
+@click.command(cls=Command, short_help="one word in several sentences: has context moved its meaning?")
 @click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
 @click.option("--token", metavar="WORD", required=True, type=TextParam("--token"),
               help="The word to follow through the sentences.")
@@ -177,7 +178,7 @@ def compare(sentences, token, neighbors, load, opts, out):
     emit([doc], out, "compare_view")
 
 
-@click.command(short_help="the vocabulary words nearest a word, or its context vector")
+@click.command(cls=Command, short_help="the vocabulary words nearest a word, or its context vector")
 @click.argument("word", type=TextParam("WORD"))
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
 @click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
@@ -199,7 +200,7 @@ def neighbors(word, k, sentence, load, opts, out):
     emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
 
 
-@click.command(short_help="walk a sentence through every step of attention")
+@click.command(cls=Command, short_help="walk a sentence through every step of attention")
 @sentence_argument
 @click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")

@@ -9,10 +9,11 @@ import click
 from attncli import cache
 from attncli.cli.options import output_options, vectors_options
 from attncli.cli.output import emit, warn
+from attncli.cli.sections import Group
 from attncli.errors import VectorsError
 
 
-@click.group()
+@click.group(cls=Group)
 def vectors():
     """Word vectors: what a source holds, and the cache that makes its second load fast.
 
