@@ -97,38 +97,62 @@ neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), defau
                                 help="How many nearest vocabulary words to list.")
 
 
-def attention_options(f):
-    """The options of every command that computes attention, packed into one Options."""
-
-    @functools.wraps(f)
-    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask, **kwargs):
-        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask)
-        return f(*args, opts=opts, **kwargs)
+def attention_options(f=None, *, top: bool = True, projections: bool = True):
+    """The options of every command that computes attention, packed into one Options.
+    Without `top`, no --top-k and --include-self (a command that lists no top-attended
+    tokens); without `projections`, no --qkv, --d-k and --seed (one that needs the raw
+    vectors): a command takes only the options it uses."""
+    if f is None:
+        return functools.partial(attention_options, top=top, projections=projections)
 
     options = [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
-                     help="Query, key and value projections: none (the raw vectors), drawn at random "
-                          "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
+               help="Query, key and value projections: none (the raw vectors), drawn at random "
+                    "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
         option("attention", "--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
-                     help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
+               help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
         option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
+               help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
+    ] if projections else []
+    options += [
         option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
+               help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
         option("attention", "--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
-                     help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
+               help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
         option("attention", "--scale", type=FiniteFloat(), default=None,
-                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
-                          "1 gives plain softmax(q_i . k_j)."),
+               help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
+                    "1 gives plain softmax(q_i . k_j)."),
         option("attention", "--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
-                     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
-        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="How many top-attended tokens to list per token."),
-        option("attention", "--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
-        keep_punct_option,
-        oov_option,
+               help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
     ]
+    options += [
+        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+               help="How many top-attended tokens to list per token."),
+        option("attention", "--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
+    ] if top else []
+    options += [keep_punct_option, oov_option]
+    names = [name for name in _OPTIONS_FIELDS if top or name not in ("top_k", "include_self")
+             if projections or name not in ("qkv", "d_k", "seed")]
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        opts = Options(**{name: kwargs.pop(name) for name in names})  # the others keep Options' defaults
+        return f(*args, opts=opts, **kwargs)
+
     return with_options(wrapper, options)
+
+
+_OPTIONS_FIELDS = ("scale", "temperature", "top_k", "include_self", "keep_punct", "oov", "qkv", "d_k", "seed", "heads",
+                   "mask")
+
+
+def given_options(ctx: click.Context, names) -> list[str]:
+    """The options among `names` (parameter names) given on the command line, as a user
+    writes them (--heads), in the command's order."""
+    from click.core import ParameterSource
+
+    return [param.opts[0] for param in ctx.command.params if param.name in names
+            and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)]
 
 
 def output_path(kind: str, suffixes: tuple[str, ...] = ()):

@@ -9,8 +9,8 @@ import click
 from attncli import limits
 from attncli.analyze import compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, scores_doc
 from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
-from attncli.cli.options import (TextParam, attention_options, neighbors_option, output_options, png_option,
-                                 sentence_argument, vectors_options)
+from attncli.cli.options import (TextParam, attention_options, given_options, neighbors_option, output_options,
+                                 png_option, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -184,18 +184,25 @@ def compare(sentences, token, neighbors, load, opts, out):
 @click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
               help="Use WORD's context vector in SENTENCE instead of its own vector.")
 @vectors_options
-@attention_options
+@attention_options(top=False, projections=False)
 @output_options
 def neighbors(word, k, sentence, load, opts, out):
     """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
     vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
-    vocabulary is compared.
+    vocabulary is compared. The attention and token options shape the context vector, so
+    they need --context; it is a mix of word vectors only without projections, so there is
+    no --qkv.
 
     \b
     Examples:
       attncli neighbors orange
       attncli neighbors orange --context "The earth is like an orange" --k 5
     """
+    if sentence is None:
+        unused = given_options(click.get_current_context(), ("heads", "mask", "scale", "temperature", "keep_punct", "oov"))
+        if unused:
+            raise click.UsageError(f"{unused[0]} needs --context SENTENCE: without it, neighbors uses WORD's own "
+                                   "vector, and no sentence is read or attended")
     vectors = load()
     emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
 
@@ -205,7 +212,7 @@ def neighbors(word, k, sentence, load, opts, out):
 @click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @vectors_options
-@attention_options
+@attention_options(top=False)
 @png_option
 @output_options
 def explain(sentence, token, index, load, opts, out):
