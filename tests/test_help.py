@@ -10,7 +10,7 @@ import pytest
 
 from attncli.cli import cli
 from attncli.cli.sections import Command, Group
-from clirunner import run
+from clirunner import fails, run
 
 HEADING = re.compile(r"^(\w[\w ]*):$")
 
@@ -68,3 +68,16 @@ def test_the_help_of_every_section_starts_in_one_column():
     help_text = run("scores", "--help").stdout
     columns = {len(m.group(1)) for m in re.finditer(r"^(  -\S.*?\S {2,})\S", help_text, flags=re.M)}
     assert len(columns) == 1, columns
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) or "attncli" for p in COMMANDS])
+def test_help_command_gives_what_help_option_gives(path):
+    by_option, by_command = run(*path, "--help"), run("help", *path)
+    assert by_command.exit_code == by_option.exit_code == 0
+    assert by_command.stdout == by_option.stdout and by_command.stderr == ""
+
+
+@pytest.mark.parametrize("args,hint", [(["nosuch"], "'attncli --help'"), (["vectors", "nosuch"], "'attncli vectors --help'"),
+                                       (["scores", "nosuch"], "'attncli scores --help'")])
+def test_help_of_no_such_command_is_a_usage_error(args, hint):
+    fails(run("help", *args), "No such command 'nosuch'", hint, code=2)
