@@ -41,6 +41,23 @@ class FiniteFloat(click.ParamType):
         return x
 
 
+def complete_path(ctx, param, incomplete):
+    """Shell completion of a path: the shell completes file names itself (a "file" item), as
+    for a click.Path, without click.Path's checks, which would change what a bad value says."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def complete_qkv(ctx, param, incomplete):
+    """--qkv: its words identity and random, or a path. The path item comes first: bash's
+    script empties the words already given when it meets one."""
+    from click.shell_completion import CompletionItem
+
+    return complete_path(ctx, param, incomplete) + [CompletionItem(word) for word in ("identity", "random")
+                                                    if word.startswith(incomplete)]
+
+
 def with_options(wrapper, options):
     for option in reversed(options):
         wrapper = option(wrapper)
@@ -72,6 +89,7 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     options = [
         option("vectors", "--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+               shell_complete=complete_path,  # a file, or a gensim-data name, which no shell can list
                      help="Word vectors: a word2vec (text or binary), GloVe or fastText (.vec, .bin) file, "
                           "also .gz or .bz2; a gensim .kv/.model file (with --trust-pickle); or a downloaded "
                           "gensim-data name. Read once, then cached. Default: the bundled GloVe 6B 50d."),
@@ -107,6 +125,7 @@ def attention_options(f=None, *, top: bool = True, projections: bool = True):
 
     options = [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
+               shell_complete=complete_qkv,
                help="Query, key and value projections: none (the raw vectors), drawn at random "
                     "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
         option("attention", "--d-k", "d_k", type=click.IntRange(min=1), metavar="N",

@@ -7,7 +7,7 @@ import time
 
 import click
 from attncli import cache
-from attncli.cli.options import output_options, vectors_options
+from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli.output import emit, warn
 from attncli.cli.sections import Group
 from attncli.errors import VectorsError
@@ -61,7 +61,7 @@ def info(load, out):
 
 
 @vectors.command(short_help="read a source once and cache it")
-@click.argument("source")
+@click.argument("source", shell_complete=complete_path)
 @vectors_options(source_option=False)
 @output_options
 def convert(source, load, out):
