@@ -70,3 +70,31 @@ def test_clear_of_an_empty_cache_does_not_ask(tmp_path):
     env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache")}
     status, out, err, _ = ptys.run(["vectors", "clear", "--json"], on_tty=("stdin",), env=env)
     assert status == 0 and err == b"" and json.loads(out)["removed"] == 0
+
+
+# --------------------------------------------------------------------------- progress bars
+
+CORPUS = "".join(f"the cat sat on mat number {n}\n" for n in range(40)).encode()
+BAR = "━"
+
+
+def test_batch_writes_no_bar_among_its_results_on_one_terminal():
+    status, _, _, screen = ptys.run(["batch"], on_tty=("stdout", "stderr"), input=CORPUS)
+    assert status == 0
+    lines = ptys.plain(screen).splitlines()
+    assert BAR not in screen and "lines" not in ptys.plain(screen).replace('"line"', "")
+    assert [json.loads(line)["line"] for line in lines] == list(range(1, 41))
+
+
+def test_batch_shows_its_bar_when_the_results_go_elsewhere():
+    status, out, _, screen = ptys.run(["batch"], on_tty=("stderr",), input=CORPUS)
+    assert status == 0 and len(out.splitlines()) == 40
+    assert BAR in screen and "lines" in ptys.plain(screen)
+
+
+def test_a_document_writes_no_bar_among_its_rows_on_one_terminal(tmp_path):
+    (tmp_path / "doc.txt").write_bytes(CORPUS)
+    status, _, _, screen = ptys.run(["scores", "--file", tmp_path / "doc.txt", "--json"], on_tty=("stdout", "stderr"))
+    assert status == 0
+    rows = [json.loads(line) for line in ptys.plain(screen).splitlines()]
+    assert BAR not in screen and len(rows) == 40 * 7 and rows[0]["index"] == 0

@@ -227,11 +227,24 @@ def write_whole(path: Path, write) -> None:
         raise
 
 
+def same_terminal(one, other) -> bool:
+    """Whether two streams are the same terminal (the same device, however opened): what
+    is drawn on the one lands among the lines of the other."""
+    try:
+        if not (one.isatty() and other.isatty()):
+            return False
+        a, b = os.fstat(one.fileno()), os.fstat(other.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or not a file (tests)
+        return False
+    return os.path.samestat(a, b) or a.st_rdev == b.st_rdev
+
+
 @contextlib.contextmanager
 def progress(unit: str, *, shown: bool = True):
     """update(done, total) as the work goes; a progress bar (count, rate, time left) on
-    stderr when it is a terminal and `shown`."""
-    if not (shown and sys.stderr.isatty()):
+    stderr when it is a terminal and `shown`, unless stdout is that same terminal: the
+    bar would be drawn among the results as they are written."""
+    if not (shown and sys.stderr.isatty()) or same_terminal(sys.stdout, sys.stderr):
         yield lambda done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
