@@ -4,6 +4,7 @@ pseudo-terminal (tests/ptys.py): it asks before `vectors clear` removes anything
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -98,3 +99,73 @@ def test_a_document_writes_no_bar_among_its_rows_on_one_terminal(tmp_path):
     assert status == 0
     rows = [json.loads(line) for line in ptys.plain(screen).splitlines()]
     assert BAR not in screen and len(rows) == 40 * 7 and rows[0]["index"] == 0
+
+
+# --------------------------------------------------------------------------- JSON for a person
+
+SENTENCE = "The earth is like an orange"
+HOSTILE = "the \x1b]0;owned\x07cat \x1b[2J sat \u202eon \x9b31m the\u200b mat \u2028 [bold]x[/bold]"
+
+
+def piped(*args, input=None) -> list[dict]:
+    result = run(*args, input=input)
+    assert result.exit_code == 0, result.stderr
+    assert all(line.startswith("{") for line in result.stdout.splitlines())
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def documents(text: str) -> list[dict]:
+    """Every JSON document in `text`, one after another (as jq reads them)."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+    return docs
+
+
+@pytest.mark.parametrize("args", [["scores", SENTENCE], ["context", SENTENCE, "--token", "orange"],
+                                  ["explain", SENTENCE, "--token", "orange"], ["neighbors", "orange"]])
+def test_json_on_a_terminal_is_laid_out_and_coloured(args):
+    status, _, err, screen = ptys.run([*args, "--json"], on_tty=("stdout",))
+    assert status == 0, err
+    text = ptys.plain(screen)
+    assert "\x1b[" in screen  # coloured
+    assert text.startswith('{\n  "command": ') and text.count("\n") > 10
+    assert documents(text) == piped(*args, "--json")  # the same document as piped, to the last digit
+
+
+def test_json_on_a_terminal_lays_a_matrix_out_a_row_a_line():
+    status, _, _, screen = ptys.run(["scores", SENTENCE, "--json"], on_tty=("stdout",))
+    lines = ptys.plain(screen).splitlines()
+    at = lines.index('  "weights": [')
+    rows = lines[at + 1:at + 7]
+    assert [json.loads(row.rstrip(",")) for row in rows] == piped("scores", SENTENCE, "--json")[0]["weights"]
+
+
+@pytest.mark.parametrize("env,flag", [({"NO_COLOR": "1"}, []), ({}, ["--no-color"]), ({"TERM": "dumb"}, [])])
+def test_json_on_a_terminal_without_colours_has_no_escape_sequence(env, flag):
+    status, _, _, screen = ptys.run(["scores", SENTENCE, "--json", *flag], on_tty=("stdout",), env=env)
+    assert status == 0 and "\x1b" not in screen
+    assert documents(screen.replace("\r", "")) == piped("scores", SENTENCE, "--json")
+
+
+def test_several_sentences_on_a_terminal_are_one_document_after_another():
+    status, _, _, screen = ptys.run(["scores", "--json"], on_tty=("stdout",),
+                                    input=b"the cat\nthe dog sat\n")
+    assert status == 0
+    assert documents(ptys.plain(screen)) == piped("scores", "--json", input="the cat\nthe dog sat\n")
+
+
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"PYTHONIOENCODING": "ascii"}])
+def test_json_on_a_terminal_carries_no_character_a_terminal_acts_on(env):
+    from attncli.visible import JSON_UNSAFE
+
+    args = ["scores", HOSTILE, "--json", "--keep-punct", "--oov", "zero"]
+    status, _, err, screen = ptys.run(args, on_tty=("stdout",), env=env)
+    assert status == 0, err
+    painted = re.sub(r"\x1b\[[0-9;]*m", "", screen)  # the colours attncli itself writes, and nothing else
+    assert not [c for c in painted if (ord(c) < 32 and c not in "\r\n") or JSON_UNSAFE.match(c)], painted[:400]
+    assert documents(painted.replace("\r", ""))[0]["sentence"] == HOSTILE  # exact, through the escapes
+    if "PYTHONIOENCODING" in env:
+        assert screen.isascii()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import stat
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import click
 from attncli.analyze import to_json
 from attncli.errors import AttncliError, InputError
-from attncli.visible import visible, visible_all
+from attncli.visible import json_safe, visible, visible_all
 
 
 def one_line(message: str, most: int = 1200) -> str:
@@ -61,6 +62,35 @@ def write_json(doc: dict) -> None:
     sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
 
 
+def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
+    """A document as JSON laid out for a person reading a terminal: an object a key a line,
+    indented by two; an object or list that holds only numbers, strings and the like on one
+    line, so that a matrix is a row a line. The same characters are escapes as in to_json
+    (a terminal acts on none of them), and it is valid JSON: `jq` reads it as it reads the
+    one-line form."""
+
+    def dump(value) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only, allow_nan=False)
+
+    def flat(value) -> bool:
+        return not isinstance(value, (dict, list, tuple))
+
+    def layout(value, depth: int) -> str:
+        pad, inner = "  " * depth, "  " * (depth + 1)
+        if isinstance(value, dict):
+            if all(flat(v) for v in value.values()):
+                return "{" + ", ".join(f"{dump(str(k))}: {dump(v)}" for k, v in value.items()) + "}"
+            items = (f"{inner}{dump(str(k))}: {layout(v, depth + 1)}" for k, v in value.items())
+            return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+        if isinstance(value, (list, tuple)):
+            if all(flat(v) for v in value):
+                return "[" + ", ".join(map(dump, value)) + "]"
+            return "[\n" + ",\n".join(f"{inner}{layout(v, depth + 1)}" for v in value) + f"\n{pad}]"
+        return dump(value)
+
+    return json_safe(layout(doc, 0))
+
+
 def cwd_hint() -> str:
     """A relative path cannot be found from a folder that was deleted under the run."""
     try:
@@ -102,13 +132,36 @@ def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
         _draw(docs, out, view, view_args)
-    if out.fmt == "json":
+    if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
+        screen = make_console(sys.stdout, out)
+        with writing_stdout():
+            sys.stdout.write(_json_screen(docs, screen))
+    elif out.fmt == "json":  # the contract: one document a line
         with writing_stdout():
             for doc in docs:
                 # a line a write: one huge write to a pipe whose reader has gone can end half
                 # done with no error raised, where small ones raise BrokenPipeError
                 write_json(doc)
             sys.stdout.flush()
+
+
+MOST_PAINTED = 1 << 20  # characters of JSON coloured; beyond, rich would take seconds for a screenful's worth
+
+
+def _json_screen(docs: list[dict], screen) -> str:
+    """The documents as pretty_json, coloured for `screen` as rich colours JSON, unless it
+    has no colours (NO_COLOR, --no-color, TERM=dumb): then without any escape sequence."""
+    text = "".join(pretty_json(doc, ascii_only=not utf8(sys.stdout)) + "\n" for doc in docs)
+    if screen.no_color or screen.color_system is None or len(text) > MOST_PAINTED:
+        return text
+    from rich.highlighter import JSONHighlighter
+    from rich.text import Text
+
+    painted = make_console(_Screen(screen.encoding), width=screen.width, color_system=screen.color_system,
+                           force_terminal=True)
+    # soft_wrap: no line is cut or wrapped by rich; the terminal wraps a long one itself
+    painted.print(JSONHighlighter()(Text(text, end="")), soft_wrap=True)
+    return painted.file.getvalue()
 
 
 def make_console(file, out: Output | None = None, **settings):
