@@ -72,11 +72,13 @@ def start(args, *, on_tty=("stdin", "stdout", "stderr"), input: bytes | None = N
           cwd=None) -> Terminal:
     """Start `attncli args` with the streams in `on_tty` on a new terminal of rows x cols,
     its controlling terminal (as a pager reading keys from /dev/tty needs); stdin, when a
-    pipe, is given `input`."""
+    pipe, is given `input`. `env` adds to the environment (a value None unsets), in which
+    ATTNCLI_PAGER is empty (no pager) unless it gives one."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     full_env = {k: v for k, v in os.environ.items() if k not in QUIET}
-    full_env.update({"TERM": "xterm-256color", **(env or {})})
+    full_env.update({"TERM": "xterm-256color", "ATTNCLI_PAGER": "", **(env or {})})  # no pager unless asked for
+    full_env = {k: v for k, v in full_env.items() if v is not None}  # None: unset
     pipe = subprocess.PIPE
     streams = {name: (slave if name in on_tty else pipe) for name in ("stdin", "stdout", "stderr")}
     if "stdin" not in on_tty and input is None:

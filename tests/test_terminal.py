@@ -1,10 +1,15 @@
 """What attncli does when a person is at a terminal, checked with real processes on a
-pseudo-terminal (tests/ptys.py): it asks before `vectors clear` removes anything."""
+pseudo-terminal (tests/ptys.py): it asks before `vectors clear` removes anything, draws no
+progress bar among its results, lays JSON out for reading, and pages what does not fit."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
+import sys
+import time
 
 import pytest
 
@@ -169,3 +174,139 @@ def test_json_on_a_terminal_carries_no_character_a_terminal_acts_on(env):
     assert documents(painted.replace("\r", ""))[0]["sentence"] == HOSTILE  # exact, through the escapes
     if "PYTHONIOENCODING" in env:
         assert screen.isascii()
+
+
+# --------------------------------------------------------------------------- the pager
+
+TALL = ["explain", SENTENCE, "--token", "orange"]  # 90-odd lines
+SHORT = ["scores", "the cat"]
+
+RECORDER = """
+import json, os, sys
+data = sys.stdin.buffer.read()
+with open(sys.argv[1], "wb") as f:
+    f.write(data)
+with open(sys.argv[1] + ".json", "w") as f:
+    json.dump({"LESS": os.environ.get("LESS"), "svg": os.path.exists(sys.argv[2]) if sys.argv[2:] else None,
+               "tty": os.isatty(1)}, f)
+"""
+
+
+@pytest.fixture()
+def recorder(tmp_path):
+    """A pager that keeps what it is given: (its command line, a function giving what it
+    got or None when it never ran, and what it saw of its environment)."""
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER, encoding="utf-8")
+    out = tmp_path / "paged.txt"
+
+    def got():
+        if not out.exists():
+            return None, None
+        return out.read_bytes().decode(), json.loads(out.with_name("paged.txt.json").read_text())
+
+    return shlex.join([sys.executable, str(script), str(out)]), got
+
+
+def test_output_taller_than_the_terminal_goes_through_the_pager(recorder):
+    line, got = recorder
+    status, _, err, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=24)
+    paged, seen = got()
+    assert status == 0 and err == b""
+    assert paged is not None and "\x1b[" in paged  # with its colours
+    assert ptys.plain(paged).count("\n") > 24 and "the tokens' word vectors X" in ptys.plain(paged)
+    assert seen == {"LESS": "FRX", "svg": None, "tty": True}  # less's options, when LESS is unset
+    assert ptys.plain(screen).strip() == ""  # nothing written beside the pager
+
+
+def test_output_that_fits_is_written_directly(recorder):
+    line, got = recorder
+    status, _, _, screen = ptys.run(SHORT, on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=40)
+    assert status == 0 and got() == (None, None)
+    assert "the" in ptys.plain(screen) and "cat" in ptys.plain(screen)
+
+
+def test_json_taller_than_the_terminal_goes_through_the_pager(recorder):
+    line, got = recorder
+    status, _, _, _ = ptys.run(["scores", SENTENCE, "--json"], on_tty=("stdout",), env={"ATTNCLI_PAGER": line})
+    paged, _ = got()
+    assert status == 0 and documents(ptys.plain(paged)) == piped("scores", SENTENCE, "--json")
+
+
+def test_lines_sets_the_height(recorder):
+    line, got = recorder
+    status, *_ = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line, "LINES": "500"}, rows=24)
+    assert status == 0 and got() == (None, None)
+
+
+@pytest.mark.parametrize("env", [
+    {"ATTNCLI_PAGER": None, "PAGER": "{line}"},  # PAGER when ATTNCLI_PAGER is unset
+    {"ATTNCLI_PAGER": "{line}", "PAGER": "cat"},  # ATTNCLI_PAGER first
+    {"ATTNCLI_PAGER": "{line}", "LESS": "S"},  # a LESS of one's own is kept
+])
+def test_the_pager_comes_from_the_environment(recorder, env):
+    line, got = recorder
+    status, *_ = ptys.run(TALL, on_tty=("stdout",), env={k: v.format(line=line) for k, v in env.items()
+                                                         if v is not None} | {k: None for k, v in env.items() if v is None})
+    paged, seen = got()
+    assert status == 0 and paged is not None
+    assert seen["LESS"] == env.get("LESS", "FRX")
+
+
+@pytest.mark.parametrize("env,flag", [
+    ({"ATTNCLI_PAGER": "", "PAGER": "{line}"}, []),  # an empty ATTNCLI_PAGER: none
+    ({"ATTNCLI_PAGER": None, "PAGER": "cat"}, []),  # PAGER=cat: none
+    ({"ATTNCLI_PAGER": None, "PAGER": ""}, []),
+    ({"ATTNCLI_PAGER": "{line}"}, ["--no-pager"]),
+])
+def test_no_pager(recorder, env, flag):
+    line, got = recorder
+    env = {k: None if v is None else v.format(line=line) for k, v in env.items()}
+    status, _, _, screen = ptys.run([*TALL, *flag], on_tty=("stdout",), env=env)
+    assert status == 0 and got() == (None, None)
+    assert ptys.plain(screen).count("\n") > 24  # all of it, on the terminal
+
+
+def test_never_a_pager_when_stdout_is_not_a_terminal(recorder):
+    line, got = recorder
+    status, out, _, _ = ptys.run([*TALL, "--format", "table"], on_tty=("stdin", "stderr"), env={"ATTNCLI_PAGER": line})
+    assert status == 0 and got() == (None, None) and out.decode().count("\n") > 24
+
+
+def test_pictures_are_written_before_the_pager_runs(recorder, tmp_path):
+    line, got = recorder
+    svg = tmp_path / "x.svg"
+    status, *_ = ptys.run([*TALL, "--svg", svg], on_tty=("stdout",), env={"ATTNCLI_PAGER": f"{line} {shlex.quote(str(svg))}"})
+    paged, seen = got()
+    assert status == 0 and seen["svg"] is True and svg.read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize("pager", ["no-such-pager-anywhere", "'unbalanced", "/"])
+def test_a_pager_that_cannot_run_is_a_warning_and_the_text_is_written(pager):
+    status, _, err, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": pager})
+    lines = err.decode().splitlines()
+    assert status == 0
+    assert len(lines) == 1 and lines[0].startswith("attncli: warning: cannot run the pager"), lines
+    assert ptys.plain(screen).count("\n") > 24 and "Traceback" not in screen
+
+
+def test_a_pager_quit_early_is_no_error(tmp_path):
+    quits = shlex.join([sys.executable, "-c", "import sys; sys.stdin.buffer.read(10)"])
+    status, _, err, screen = ptys.run(["explain", SENTENCE, "--json"], on_tty=("stdout",),
+                                      env={"ATTNCLI_PAGER": quits})
+    assert status == 0 and err == b"" and "Broken" not in screen and "Traceback" not in screen
+
+
+@pytest.mark.skipif(shutil.which("less") is None, reason="no less")
+def test_less_by_default_and_q_quits_it():
+    terminal = ptys.start(TALL, on_tty=("stdin", "stdout", "stderr"), env={"ATTNCLI_PAGER": None, "PAGER": None},
+                          rows=24)
+    terminal.wait_for("the tokens' word vectors X")  # less shows the first screen, and waits
+    assert terminal.proc.poll() is None
+    terminal.type(b"\x03")  # Ctrl-C is less's while it runs: attncli goes on waiting
+    time.sleep(0.5)
+    assert terminal.proc.poll() is None
+    terminal.type(b"q")
+    status, _, _, screen = terminal.finish(timeout=60)
+    assert status == 0
+    assert "Traceback" not in screen and "Broken pipe" not in screen and "error" not in ptys.plain(screen)

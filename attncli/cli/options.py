@@ -274,7 +274,7 @@ def output_options(f):
     resolved once into an Output."""
 
     @functools.wraps(f)
-    def wrapper(*args, fmt, as_json, no_color, svg, html, **kwargs):
+    def wrapper(*args, fmt, as_json, no_color, no_pager, svg, html, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
@@ -284,14 +284,17 @@ def output_options(f):
             from attncli import plot
 
             plot.require()  # a missing extra is an error before any output, not after it
-        return f(*args, out=Output(fmt, no_color, svg, html, png), **kwargs)
+        return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager), **kwargs)
 
     options = [
         option("output", "--format", "fmt", type=click.Choice(["table", "json"]), default=None,
                      help="table (colored, for a terminal) or json (one JSON document per result, a line each). "
                           "Default: table when stdout is a terminal, json when it is not."),
         option("output", "--json", "as_json", is_flag=True, help="Same as --format json."),
-        option("output", "--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
+        option("output", "--no-color", is_flag=True, help="No colours in tables or JSON (setting NO_COLOR does the same)."),
+        option("output", "--no-pager", is_flag=True,
+               help="Write to the terminal directly, even what does not fit on it (by default that goes through "
+                    "ATTNCLI_PAGER, PAGER or less). A pipe or a file is never paged."),
         option("output", "--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
         option("output", "--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),

@@ -120,6 +120,7 @@ class Output:
     svg: Path | None = None  # the table view, exported
     html: Path | None = None
     png: Path | None = None  # a matplotlib heatmap
+    pager: bool = True  # through the pager, on a terminal, what does not fit on it (see pager.py)
 
 
 def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
@@ -134,8 +135,7 @@ def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
         _draw(docs, out, view, view_args)
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
         screen = make_console(sys.stdout, out)
-        with writing_stdout():
-            sys.stdout.write(_json_screen(docs, screen))
+        _show(_json_screen(docs, screen), screen, out)
     elif out.fmt == "json":  # the contract: one document a line
         with writing_stdout():
             for doc in docs:
@@ -204,11 +204,12 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     from attncli import render
 
     exporting = bool(out.svg or out.html)
+    paging = out.pager and sys.stdout.isatty()  # drawn whole first, to see whether it fits
     if out.fmt == "table":
         screen = make_console(sys.stdout, out)
-        drawn = screen if not exporting else make_console(
+        drawn = screen if not (exporting or paging) else make_console(
             _Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
-            force_terminal=screen.is_terminal, record=True)
+            force_terminal=screen.is_terminal, record=exporting)
     else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
         screen, drawn = None, make_console(io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
                                       record=True)
@@ -226,10 +227,26 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     if out.html:
         write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
     if screen is not None:
+        if drawn is not screen and paging:
+            _show(drawn.file.getvalue(), screen, out)
+            return
         with writing_stdout():
             if drawn is not screen:
                 sys.stdout.write(drawn.file.getvalue())
             sys.stdout.flush()
+
+
+def _show(text: str, screen, out: Output) -> None:
+    """Text drawn for the terminal stdout is: through the pager when it does not fit there
+    (and paging is on), else written."""
+    from attncli.cli import pager
+
+    line = pager.command() if out.pager else None
+    if line and not pager.fits(text, screen.width, screen.height) and pager.page(text, line, warn):
+        return
+    with writing_stdout():
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def _umask() -> int:
