@@ -81,3 +81,10 @@ def test_help_command_gives_what_help_option_gives(path):
                                        (["scores", "nosuch"], "'attncli scores --help'")])
 def test_help_of_no_such_command_is_a_usage_error(args, hint):
     fails(run("help", *args), "No such command 'nosuch'", hint, code=2)
+
+
+def test_every_command_has_a_whole_line_in_the_list_of_commands():
+    for path, command in tree():
+        if isinstance(command, click.Group):
+            listed = run(*path, "--help").stdout.split("Commands:\n")[1]
+            assert "..." not in listed, (path, listed)  # click cuts a long first sentence of a docstring

@@ -12,7 +12,7 @@ from attncli.cli.output import emit, write_whole
 from attncli.cli.sections import Group
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, short_help="query, key and value projections as .npz files")
 def qkv():
     """Query, key and value projections, as files to edit, train elsewhere or share.
 

@@ -15,7 +15,7 @@ from attncli.errors import AttncliError, VectorsError
 from attncli.limits import size
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, short_help="word vectors: what a source holds, and the cache")
 def vectors():
     """Word vectors: what a source holds, and the cache that makes its second load fast.
 
