@@ -1,16 +1,16 @@
-"""Self-attention between the tokens of a sentence, in pure numpy: the seeds' steps.
+"""Self-attention between the tokens of a sentence, in pure numpy: its three steps.
 
     Step I    scores    omega_ij = q_i . k_j                                   scores(Q, K)
     Step II   weights   alpha_i  = softmax_j(omega_ij * scale / temperature)   weights(omega, scale, temperature, mask)
     Step III  context   z_i      = sum_j alpha_ij v_j                          context(alpha, V)
 
-With the raw word vectors as queries, keys and values (Q = K = V = X) these are the seeds'
+With the raw word vectors as queries, keys and values (Q = K = V = X) these are the plain
 Steps I-III: omega_ij = x_i . x_j and z_i = sum_j alpha_ij x_j. The trainable form projects
 each vector into its three roles first, Q = X W_Q, K = X W_K, V = X W_V (project), so that
 what a token looks for, how it is found and what it passes on can be learned apart.
 
 The scale defaults to 1/sqrt(d_k), the scaled dot-product of Vaswani et al., "Attention Is
-All You Need" (2017); scale = 1 gives the seeds' plain Step II. Several heads split d_k
+All You Need" (2017); scale = 1 gives the plain Step II, softmax_j(omega_ij). Several heads split d_k
 into H slices of d_k/H columns (split_heads), each attending on its own, their context
 vectors side by side again after (merge_heads). A causal mask lets token i attend only to
 j <= i, as a decoder predicting the next word must.
@@ -270,8 +270,8 @@ def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
-    """W_query, W_key, W_value of shape (d, d_k), drawn in that order from Keras's "uniform"
-    initializer, the seed's: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
+    """W_query, W_key, W_value of shape (d, d_k), drawn in that order as Keras's "uniform"
+    initializer draws them: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
     so the same seed gives the same numbers on any machine. Refused, before drawing, when
     the three (d, d_k) float64 arrays cannot fit in memory."""
     limits.require(3 * d * d_k * 8, f"drawing W_query, W_key, W_value of {d} x {d_k:,}", "choose a smaller --d-k")

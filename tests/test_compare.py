@@ -350,8 +350,10 @@ def test_neighbors_of_a_word_not_in_the_vocabulary(small_path, word):
     fails(run("neighbors", word, "--vectors", small_path, "--json"), "not a word of")
 
 
-def test_neighbors_context_needs_identity_projections():
-    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"), "identity")
+def test_neighbors_takes_no_projections():
+    # a context vector is a mix of word vectors only without projections: neighbors has no --qkv
+    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"), "no such option", "--qkv",
+          code=2)
 
 
 def test_neighbors_context_word_not_in_the_sentence():

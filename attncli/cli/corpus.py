@@ -8,13 +8,14 @@ import sys
 import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
-from attncli.cli.options import TextParam, attention_options, neighbors_option, vectors_options
+from attncli.cli.options import TextParam, attention_options, complete_path, neighbors_option, vectors_options
 from attncli.cli.output import progress, write_json, writing_stdout
+from attncli.cli.sections import Command
 from attncli.errors import InputError
 
 
-@click.command(short_help="many sentences, one a line: one JSON result a line, in order")
-@click.argument("input_file", required=False, metavar="[FILE]")
+@click.command(cls=Command, short_help="many sentences, one a line: one JSON result a line, in order")
+@click.argument("input_file", required=False, metavar="[FILE]", shell_complete=complete_path)
 @click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
