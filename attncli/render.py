@@ -411,8 +411,8 @@ def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
 def info_view(doc: dict, *, width: int = 80) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
     table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
     for key, value in doc.items():
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
         table.add_row(key.replace("_", " "), shown)

@@ -1,0 +1,35 @@
+"""What the other views say, at an ordinary 80 columns: whole paths, right plurals, bars
+that fit, compare's cosines and headers, what the top-attended lists leave out, and the
+pictures (--svg, --html): local fonts only, borders that join when drawn offline.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.cells import cell_len
+from rich.console import Console
+
+from attncli import render
+
+def longest_line(text: str) -> int:
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def draw(renderable, width: int = 80) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+# --------------------------------------------------------------------------- vectors info, clear
+
+
+def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
+    entry = "/home/someone/.cache/attncli/glove.840B.300d.txt-limit-none-" + "0123456789abcdef" * 4
+    source = "/home/someone/vectors/a/very/long/path/to/the/file/glove.840B.300d.txt"
+    text = draw(render.info_view({"name": "x", "cache_entry": entry, "source": source, "words": 2_196_017}))
+    assert longest_line(text) <= 80
+    assert "…" not in text
+    joined = "".join(text.split())  # the value's lines, run together: the whole path
+    assert entry in joined and source in joined and "2,196,017" in text
