@@ -440,7 +440,9 @@ def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
 
 
 def cleared_view(doc: dict, *, width: int = 80) -> RenderableType:
-    return Text(f"removed {doc['removed']} cache entries ({_megabytes(doc['bytes'])}) from {doc['cache_dir']}")
+    n = doc["removed"]
+    return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({_megabytes(doc['bytes'])}) "
+                f"from {doc['cache_dir']}")
 
 
 def _megabytes(n: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
@@ -33,3 +34,10 @@ def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
     assert "…" not in text
     joined = "".join(text.split())  # the value's lines, run together: the whole path
     assert entry in joined and source in joined and "2,196,017" in text
+
+
+@pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
+                                     (2, "removed 2 cache entries"), (1234, "removed 1,234 cache entries")])
+def test_vectors_clear_says_entry_or_entries(n, said):
+    text = draw(render.cleared_view({"removed": n, "bytes": 10**6, "cache_dir": "/c", "kept": [], "links": []}))
+    assert said in text
