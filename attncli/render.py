@@ -10,6 +10,7 @@ import time
 from collections import Counter
 
 import numpy as np
+from rich.cells import cell_len
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -396,9 +397,12 @@ def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
                           ("attention", "right"), ("", "left")):
         table.add_column(name, justify=justify)
     top_influence = influence.max() or 1.0
+    # the bars take what the other columns leave (7 columns: 22 characters of borders and padding)
+    others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
+    bar = min(max((width - others) // 2, 4), 16)
     for i, t in enumerate(tokens):
-        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, 16),
-                      f"{attention[i]:.3f}", _bar(attention[i], 16))
+        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
+                      f"{attention[i]:.3f}", _bar(attention[i], bar))
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "
                 f"vectors {doc['vectors']['name']}", style="dim")

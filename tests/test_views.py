@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from clirunner import one, run
 from attncli import render
 
 def longest_line(text: str) -> int:
@@ -41,3 +43,21 @@ def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
 def test_vectors_clear_says_entry_or_entries(n, said):
     text = draw(render.cleared_view({"removed": n, "bytes": 10**6, "cache_dir": "/c", "kept": [], "links": []}))
     assert said in text
+
+
+# --------------------------------------------------------------------------- rnn
+
+
+def test_rnn_bars_fit_80_columns():
+    sentence = "The books that the professor recommended are expensive"
+    doc = one(run("rnn", sentence, "--json"))
+    text = run("rnn", sentence, "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    assert "…" not in text  # no bar cut short
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == len(doc["tokens"])
+    bars = [[c.strip() for c in row.strip("│").split("│")] for row in rows]
+    longest = max(len(cells[4]) for cells in bars)
+    influence = np.array(doc["influence"])
+    last = bars[int(np.argmax(influence))][4]
+    assert len(last) == longest and set(last) == {"█"}  # the largest influence: a whole bar
