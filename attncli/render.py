@@ -330,15 +330,16 @@ def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
 
 
 def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
-    """A matrix, its rows labelled, abridged to its first `shown` columns."""
+    """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
+    each headed by its index (from 0)."""
     table = Table(box=None, show_header=True, header_style="dim")
     table.add_column("")
-    for c in range(min(shown, M.shape[1])):
-        table.add_column(str(c), justify="right")
-    if M.shape[1] > shown:
-        table.add_column(f"… {M.shape[1]}", justify="left")
+    n = M.shape[1]
+    columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
+    for c in columns:
+        table.add_column("…" if c is None else str(c), justify="right")
     for label, row in zip(rows, M):
-        table.add_row(label, *(f"{x:.3f}" for x in row[:shown]), *(["…"] if M.shape[1] > shown else []))
+        table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
     return table
 
 

@@ -13,10 +13,16 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from clirunner import one, run
-from attncli import render
+from attncli import load_vectors, render
+from attncli.analyze import Options, explain_doc
 
 def longest_line(text: str) -> int:
     return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+@pytest.fixture(scope="module")
+def glove():
+    return load_vectors()
 
 
 def draw(renderable, width: int = 80) -> str:
@@ -61,3 +67,17 @@ def test_rnn_bars_fit_80_columns():
     influence = np.array(doc["influence"])
     last = bars[int(np.argmax(influence))][4]
     assert len(last) == longest and set(last) == {"█"}  # the largest influence: a whole bar
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
+    doc = explain_doc("The earth is like an orange", glove, Options())
+    text = draw(render.explain_view(doc, width=80))
+    panel = text[text.index("1. the tokens' word vectors X"):text.index("2. queries")]
+    lines = [line.strip().strip("│").strip() for line in panel.splitlines()[1:]]
+    assert lines[0].split() == ["0", "1", "2", "3", "4", "…", "49"]  # 50 values: the last is 49
+    the = lines[1].split()
+    assert the[0] == "the" and the[-1] == f"{doc['steps']['X'][0][49]:.3f}"  # and it is the last value
+    assert the[1:6] == [f"{x:.3f}" for x in doc["steps"]["X"][0][:5]]
