@@ -373,16 +373,20 @@ def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
-        follow = Table(box=None)
-        follow.add_column("step", style="bold")
+        # a row a token j, so that a long sentence grows the panel down, not across
+        follow = Table(box=None, header_style="bold")
+        follow.add_column("j", justify="right")
+        follow.add_column("token", no_wrap=True)
+        for name in ("ω_ij", "s_ij", "α_ij"):
+            for h in range(H):
+                follow.add_column(name + (f" h{h}" if H > 1 else ""), justify="right")
         for j, t in enumerate(tokens):
-            follow.add_column(t, justify="right")
-        for name, key in (("ω_i·", "scores"), ("scaled", "scaled"), ("α_i·", "weights")):
-            for h, values in enumerate(row[key]):
-                label = name + (f" head {h}" if H > 1 else "")
-                follow.add_row(label, *("·" if masked[i, j] and key == "weights" else f"{v:.3f}" for j, v in enumerate(values)))
+            cells = [f"{row[key][h][j]:.3f}" if not (masked[i, j] and key == "weights") else "·"
+                     for key in ("scores", "scaled", "weights") for h in range(H)]
+            follow.add_row(str(j), t + (" (itself)" if j == i else ""), *cells)
         z = np.array(row["context"])
-        panels.append(Panel(Group(follow, Text(f"z_{i}: {_vector_summary(z)}")),
+        scaled = Text(f"s_ij = ω_ij · {doc['scale']:.4g} / {doc['temperature']:g}, the scaled score", style="dim")
+        panels.append(Panel(Group(follow, scaled, Text(f"z_{i}: {_vector_summary(z)}")),
                             title=Text(f"{doc['token']!r} (index {i}) through every step")))
     return Group(*panels)
 

@@ -72,6 +72,10 @@ def test_rnn_bars_fit_80_columns():
 # --------------------------------------------------------------------------- explain
 
 
+TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
+          "for most of the students")
+
+
 def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
     doc = explain_doc("The earth is like an orange", glove, Options())
     text = draw(render.explain_view(doc, width=80))
@@ -81,3 +85,15 @@ def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
     the = lines[1].split()
     assert the[0] == "the" and the[-1] == f"{doc['steps']['X'][0][49]:.3f}"  # and it is the last value
     assert the[1:6] == [f"{x:.3f}" for x in doc["steps"]["X"][0][:5]]
+
+def test_explain_follows_a_token_of_a_long_sentence_a_row_a_token():
+    doc = one(run("explain", TWENTY, "--token", "lecture", "--json"))
+    text = run("explain", TWENTY, "--token", "lecture", "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    panel = text[text.index("'lecture' (index 8) through every step"):]
+    rows = [line.strip("│ ").split() for line in panel.splitlines() if line.strip("│ ")[:2].strip().isdigit()]
+    assert [r[0] for r in rows] == [str(j) for j in range(20)]
+    for j, row in enumerate(rows):
+        assert row[1] == doc["tokens"][j]
+        numbers = row[-3:]  # ω, s, α of the one head
+        assert numbers == [f"{doc['row'][key][0][j]:.3f}" for key in ("scores", "scaled", "weights")]
