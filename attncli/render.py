@@ -246,6 +246,12 @@ def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
 
 
+def _span(values: np.ndarray) -> str:
+    """"0.963", or "0.951 to 0.985" when the values differ at the precision shown."""
+    low, high = f"{values.min():.3f}", f"{values.max():.3f}"
+    return low if low == high else f"{low} to {high}"
+
+
 def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     """One token across sentences: its top attended in each, the cosines between its context
     vectors and between its raw vectors, and the nearest words, those that moved marked."""
@@ -267,10 +273,10 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     for a in range(k):
         cosines.add_row(labels[a], *(f"{x:.3f}" for x in ctx[a]), *(f"{x:.3f}" for x in raw[a]))
     parts.append(cosines)
-    off = ctx[~np.eye(k, dtype=bool)]
+    off = ~np.eye(k, dtype=bool)
     parts.append(Text(
-        f"the context vectors of {token!r} have cosine {off.min():.3f} to {off.max():.3f} between sentences "
-        f"(its raw vectors: {raw[~np.eye(k, dtype=bool)].min():.3f}). "
+        f"the context vectors of {token!r} have cosine {_span(ctx[off])} between sentences "
+        f"(its raw vectors: {_span(raw[off])}). "
         + ("With raw vectors and no learned projections, context barely moves a word: each token attends "
            "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from clirunner import one, run
 from attncli import load_vectors, render
-from attncli.analyze import Options, explain_doc
+from attncli.analyze import Options, compare_doc, explain_doc
 
 def longest_line(text: str) -> int:
     return max((cell_len(line) for line in text.splitlines()), default=0)
@@ -97,3 +97,25 @@ def test_explain_follows_a_token_of_a_long_sentence_a_row_a_token():
         assert row[1] == doc["tokens"][j]
         numbers = row[-3:]  # ω, s, α of the one head
         assert numbers == [f"{doc['row'][key][0][j]:.3f}" for key in ("scores", "scaled", "weights")]
+
+
+# --------------------------------------------------------------------------- compare
+
+
+FRUIT = "The earth is like an orange"
+COLOUR = "Orange is a bright color"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
+    doc = compare_doc([FRUIT, COLOUR], glove, Options(), token="orange")
+    off = doc["context_cosine"][0][1]
+    text = flat(draw(render.compare_view(doc)))
+    assert f"cosine {off:.3f} between sentences" in text
+    assert f"{off:.3f} to {off:.3f}" not in text
+    three = compare_doc([FRUIT, COLOUR, "I ate an orange"], glove, Options(), token="orange")
+    M = np.array(three["context_cosine"])[~np.eye(3, dtype=bool)]
+    assert f"cosine {M.min():.3f} to {M.max():.3f} between sentences" in flat(draw(render.compare_view(three)))
