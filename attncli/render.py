@@ -281,10 +281,11 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
            "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
            "These context vectors are sums of value vectors under the projections given."), style="dim"))
-    own = [n["word"] for n in docs[0]["token_neighbors"]]
     if docs[0]["qkv"]["kind"] != "identity":
         parts.append(Text("no nearest words for the context vectors: with projections they are sums of value "
                           "vectors, not word vectors", style="dim"))
+        return Group(*parts)
+    own = [n["word"] for n in docs[0]["token_neighbors"]]
     near = Table(title="nearest vocabulary words (* = not near the word itself)")
     near.add_column(f"{token!r} itself")
     for label in labels:

@@ -119,3 +119,11 @@ def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
     three = compare_doc([FRUIT, COLOUR, "I ate an orange"], glove, Options(), token="orange")
     M = np.array(three["context_cosine"])[~np.eye(3, dtype=bool)]
     assert f"cosine {M.min():.3f} to {M.max():.3f} between sentences" in flat(draw(render.compare_view(three)))
+
+
+def test_compare_with_projections_draws_no_empty_table_of_nearest_words(glove):
+    doc = compare_doc([FRUIT, COLOUR], glove, Options(qkv="random"), token="orange")
+    assert all(d["neighbors"] == [] for d in doc["sentences"])
+    text = draw(render.compare_view(doc))
+    assert "no nearest words for the context vectors" in flat(text)
+    assert "nearest vocabulary words" not in text and "'orange' itself" not in text
