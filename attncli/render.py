@@ -252,6 +252,16 @@ def _span(values: np.ndarray) -> str:
     return low if low == high else f"{low} to {high}"
 
 
+def _cosines(title: str, labels: list[str], M: np.ndarray) -> Table:
+    table = Table(title=title)
+    table.add_column("")
+    for label in labels:
+        table.add_column(label, justify="right")
+    for label, row in zip(labels, M):
+        table.add_row(label, *(f"{x:.3f}" for x in row))
+    return table
+
+
 def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     """One token across sentences: its top attended in each, the cosines between its context
     vectors and between its raw vectors, and the nearest words, those that moved marked."""
@@ -263,16 +273,10 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
         line = Text(f"{label} {d['sentence']}\n", style="bold")
         line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
         parts.append(line)
-    cosines = Table(title="cosine between the sentences' vectors of " + repr(token))
-    cosines.add_column("")
-    for label in labels:
-        cosines.add_column(f"context {label}", justify="right")
-    for label in labels:
-        cosines.add_column(f"raw {label}", justify="right")
     ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
-    for a in range(k):
-        cosines.add_row(labels[a], *(f"{x:.3f}" for x in ctx[a]), *(f"{x:.3f}" for x in raw[a]))
-    parts.append(cosines)
+    # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
+    parts.append(Columns([_cosines("cosines: context vectors", labels, ctx), _cosines("cosines: raw vectors", labels, raw)],
+                         padding=(0, 2)))
     off = ~np.eye(k, dtype=bool)
     parts.append(Text(
         f"the context vectors of {token!r} have cosine {_span(ctx[off])} between sentences "

@@ -6,6 +6,7 @@ pictures (--svg, --html): local fonts only, borders that join when drawn offline
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -108,6 +109,20 @@ COLOUR = "Orange is a bright color"
 
 def flat(text: str) -> str:
     return " ".join(text.split())
+
+
+def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
+    sentences = [FRUIT, COLOUR, "I ate an orange", "an orange car"]
+    doc = one(run("compare", *sentences, "--token", "orange", "--json"))
+    text = run("compare", *sentences, "--token", "orange", "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    assert "…" not in text  # no header cut short
+    heads = [line for line in text.splitlines() if "(1)" in line and "(4)" in line and "┃" in line]
+    assert heads and all(line.count("(4)") >= 1 for line in heads)
+    # each matrix's rows: (n) then its k cosines, as the document holds them
+    rows = [line for line in text.splitlines() if re.match(r"│ \(\d\) │", line)]
+    ctx = [[c.strip() for c in row.split("│")[2:6]] for row in rows[:4]]
+    assert ctx == [[f"{x:.3f}" for x in r] for r in doc["context_cosine"]]
 
 
 def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
