@@ -161,6 +161,25 @@ def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw:
     return notes, None
 
 
+def left_out(include_self: bool, mask: str | None = None) -> str:
+    """What a list of top attended leaves out, said where the list is: a token's own position
+    (unless --include-self) and the masked ones."""
+    if include_self:
+        return "masked positions left out" if mask == "causal" else ""
+    if mask == "causal":
+        return "own and masked positions left out (--include-self keeps its own)"
+    return "own position left out (--include-self keeps it)"
+
+
+def _top_heading(doc: dict) -> Text:
+    heading = Text("top attended (by weight α)", style="bold")
+    note = left_out(bool(doc.get("include_self")), doc.get("mask"))
+    if note:
+        heading.append(f", {note}", style="dim")
+    heading.append(":", style="bold")
+    return heading
+
+
 def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
     with several heads, a small heatmap for each head; all as fits in `width` columns."""
@@ -181,7 +200,8 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
         heads = [fitted_heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}", caption="",
                                 width=width, max_tokens=max_tokens)[0] for h, head in enumerate(doc["heads"])]
         parts.append(Columns([Group(*h) for h in heads]))
-    parts.append(Text("\ntop attended (by weight α):", style="bold"))
+    parts.append(Text())
+    parts.append(_top_heading(doc))
     twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
     parts += [_top_line(f"{i} {token}" if heat is None else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
@@ -273,6 +293,8 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
         line = Text(f"{label} {d['sentence']}\n", style="bold")
         line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
         parts.append(line)
+    note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
+    parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
     parts.append(Columns([_cosines("cosines: context vectors", labels, ctx), _cosines("cosines: raw vectors", labels, raw)],

@@ -142,3 +142,34 @@ def test_compare_with_projections_draws_no_empty_table_of_nearest_words(glove):
     text = draw(render.compare_view(doc))
     assert "no nearest words for the context vectors" in flat(text)
     assert "nearest vocabulary words" not in text and "'orange' itself" not in text
+
+
+# --------------------------------------------------------------------------- what the lists leave out
+
+
+LEFT_OUT = "own position left out (--include-self keeps it)"
+
+
+def test_scores_top_list_says_its_own_position_is_left_out():
+    text = flat(run("scores", FRUIT, "--format", "table").stdout)
+    assert f"top attended (by weight α), {LEFT_OUT}:" in text
+    kept = run("scores", FRUIT, "--format", "table", "--include-self").stdout
+    assert "left out" not in kept and "the → the 0.341" in kept  # and then it is there
+    causal = flat(run("scores", FRUIT, "--format", "table", "--mask", "causal").stdout)
+    assert "own and masked positions left out (--include-self keeps its own)" in causal
+    causal_kept = flat(run("scores", FRUIT, "--format", "table", "--mask", "causal", "--include-self").stdout)
+    assert "masked positions left out" in causal_kept and "own and masked" not in causal_kept
+
+
+def test_scores_top_list_of_a_grid_too_wide_says_it_too():
+    long = " ".join(["the earth is like an orange and a bright color"] * 4)
+    text = flat(run("scores", long, "--format", "table", env={"COLUMNS": "80"}).stdout)
+    assert "too many" in text and LEFT_OUT in text
+
+
+def test_compare_lines_say_their_own_position_is_left_out():
+    text = flat(run("compare", FRUIT, COLOUR, "--token", "orange", "--format", "table").stdout)
+    assert f"→ top attended (by weight α), {LEFT_OUT}" in text
+    kept = run("compare", FRUIT, COLOUR, "--token", "orange", "--format", "table", "--include-self").stdout
+    assert "left out" not in kept
+    assert "orange (index 5) → orange " in kept  # itself, first
