@@ -18,6 +18,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attncli import attention
+
 # Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
 # them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
 # viridis. Raw scores are dot products that can be negative: ColorBrewer's diverging RdBu,
@@ -328,16 +330,24 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
-def document_header(name: str, vectors: str, opts, window: int | None) -> Text:
+def document_header(name: str, vectors: str, opts, window: int | None, *, dim: int | None = None) -> Text:
+    """The lines above a document's rows: what it is, the numbers its weights were computed
+    with (the scale: --scale, else 1/sqrt(d) for vectors of `dim`), what its lists leave out."""
     text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
-    text.append(f"vectors {vectors}; temperature {opts.temperature:g}; mask {opts.mask}"
+    scale = opts.scale if opts.scale is not None else None if dim is None else attention.default_scale(dim)
+    shown = f"scale {scale:.6g}, " if scale is not None else ""
+    text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"
                 + (f"; window {window}" if window else ""), style="dim")
+    note = left_out(opts.include_self, opts.mask)
+    text.append(f"\ni token → token(j) α_ij, its top attended first{'; ' + note if note else ''}", style="dim")
     return text
 
 
 def document_row(row: dict) -> Text:
+    """A document's token and its top attended, every one with its position: a stream cannot
+    know which words its later rows repeat, and "it → it" would read as attending to itself."""
     line = Text(f"{row['index']} ", style="dim")
-    line.append_text(_top_line(row["token"], row["top"], set()))
+    line.append_text(_top_line(row["token"], row["top"], {t["token"] for t in row["top"]}))
     return line
 
 
