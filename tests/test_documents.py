@@ -400,6 +400,7 @@ def test_document_table_one_line_per_token(distinct_text, doc_path):
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{doc_path}: ") and "window 2" in lines[1]
+    assert f"scale {1 / math.sqrt(50):.6g}, temperature 1" in lines[1]  # the scale the weights were computed with
     assert "own position left out (--include-self keeps it)" in lines[2]
     body = lines[3:]
     assert len(body) == len(tokens)
