@@ -1,7 +1,9 @@
 """Documents to text: rich tables for a terminal, JSON Lines for a pipe. Knows no files.
 
 Every view is drawn from the same document the JSON carries (see analyze.py), so what a
-table shows is exactly what `--format json` prints.
+table shows is exactly what `--format json` prints. Each view takes the width it may fill
+and the colour system of the console it is drawn on (rich's Console.color_system, None
+where there is no colour), to choose its colours for it.
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ def _top_heading(doc: dict) -> Text:
     return heading
 
 
-def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None) -> RenderableType:
+def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None,
+                color_system: str | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
     with several heads, a small heatmap for each head; all as fits in `width` columns."""
     tokens = doc["tokens"]
@@ -220,7 +223,7 @@ def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
 
 
-def context_view(doc: dict, *, width: int = 80) -> RenderableType:
+def context_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """One token's weights as a ranked list with bars, its context vector, and the words
     nearest its own vector beside those nearest its context vector."""
     parts: list[RenderableType] = [_describe(doc)]
@@ -284,7 +287,7 @@ def _cosines(title: str, labels: list[str], M: np.ndarray) -> Table:
     return table
 
 
-def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
+def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """One token across sentences: its top attended in each, the cosines between its context
     vectors and between its raw vectors, and the nearest words, those that moved marked."""
     token, docs = doc["token"], doc["sentences"]
@@ -361,7 +364,7 @@ def _abridged(rows: int, what: str) -> list[Text]:
                   style="dim")] if rows > TABLE_ROWS else [])
 
 
-def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
+def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
     table.add_column("word")
@@ -386,7 +389,7 @@ def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
     return table
 
 
-def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
+def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """Each step of attention as a titled panel with its shape; with --token, its row too."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
@@ -434,7 +437,7 @@ def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(*panels)
 
 
-def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
+def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """Per position: the RNN's state norm and the input's influence on the last state,
     beside the last token's attention weight on it."""
     tokens = doc["tokens"]
@@ -460,7 +463,7 @@ def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(text, table, note)
 
 
-def info_view(doc: dict, *, width: int = 80) -> RenderableType:
+def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
     table = Table(show_header=False, box=None)
     table.add_column(style="bold", no_wrap=True)
@@ -471,7 +474,7 @@ def info_view(doc: dict, *, width: int = 80) -> RenderableType:
     return table
 
 
-def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
+def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
@@ -491,7 +494,7 @@ def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
     return table
 
 
-def cleared_view(doc: dict, *, width: int = 80) -> RenderableType:
+def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     n = doc["removed"]
     return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({_megabytes(doc['bytes'])}) "
                 f"from {doc['cache_dir']}")
