@@ -615,7 +615,8 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         for k, doc in enumerate(visible_all(docs)):
             if len(docs) > 1:
                 drawn.rule(doc.get("sentence", ""))
-            drawn.print(draw(doc, width=drawn.width, **view_args))
+            colours = None if drawn.no_color else drawn.color_system  # the view picks its colours for it
+            drawn.print(draw(doc, width=drawn.width, color_system=colours, **view_args))
             if k < len(docs) - 1:
                 drawn.print()
     title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
