@@ -16,65 +16,11 @@ from rich.cells import cell_len
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from attncli import attention
-
-# Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
-# them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
-# viridis. Raw scores are dot products that can be negative: ColorBrewer's diverging RdBu,
-# blue below 0, white at 0, red above.
-VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"]
-RDBU = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
-        "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"]  # fmt: skip
-
-
-def _rgb(hex_color: str) -> np.ndarray:
-    return np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
-
-
-def color_at(scale: list[str], t: float) -> tuple[int, int, int]:
-    """The colour at t in [0, 1] along `scale`, linearly between its anchors."""
-    t = min(max(float(t), 0.0), 1.0) * (len(scale) - 1)
-    i = min(int(t), len(scale) - 2)
-    rgb = _rgb(scale[i]) + (t - i) * (_rgb(scale[i + 1]) - _rgb(scale[i]))
-    return tuple(int(round(c)) for c in rgb)
-
-
-def _cell_style(rgb: tuple[int, int, int]) -> Style:
-    # dark text on light cells, light text on dark ones (relative luminance, ITU-R BT.709)
-    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-    return Style(color="black" if luminance > 140 else "white", bgcolor=f"rgb({rgb[0]},{rgb[1]},{rgb[2]})")
-
-
-class Heat:
-    """Where a value falls on a table's colour scale: weights from 0 to the table's largest
-    weight; raw scores symmetric around 0, out to the largest magnitude."""
-
-    def __init__(self, M: np.ndarray, raw: bool):
-        self.scale = RDBU if raw else VIRIDIS
-        self.low = -float(np.abs(M).max()) if raw else 0.0
-        self.high = float(np.abs(M).max()) if raw else float(M.max())
-        self.digits = 2 if raw else 3
-
-    def position(self, value: float) -> float:
-        span = self.high - self.low
-        return 0.5 if span == 0 else (value - self.low) / span
-
-    def cell(self, value: float) -> Text:
-        return Text(f"{value:.{self.digits}f}", style=_cell_style(color_at(self.scale, self.position(value))))
-
-    def legend(self, label: str) -> Text:
-        """The colour scale from its low end to its high end; the bars grow, so it reads without colour too."""
-        legend = Text(f"{label}: {self.low:.{self.digits}f} ")
-        bars = "▁▂▃▄▅▆▇█"
-        for k, bar in enumerate(bars):
-            r, g, b = color_at(self.scale, k / (len(bars) - 1))
-            legend.append(bar * 2, style=f"rgb({r},{g},{b})")
-        legend.append(f" {self.high:.{self.digits}f}")
-        return legend
+from attncli.heatmap import Heatmap
 
 
 def _describe(doc: dict) -> Text:
@@ -117,52 +63,13 @@ def _masked(doc: dict, T: int) -> np.ndarray:
     return np.triu(np.ones((T, T), dtype=bool), k=1) if doc.get("mask") == "causal" else np.zeros((T, T), dtype=bool)
 
 
-def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str = "",
-            labels: list[str] | None = None) -> tuple[Table, Heat]:
-    """A T x T table, each cell its number on its colour; a masked cell shows as masked, not 0.
-    `labels` name the columns when the tokens themselves are too wide."""
-    heat = Heat(M[~masked] if masked.any() else M, raw)
-    table = Table(title=title, caption=caption or None)
-    table.add_column("i \\ j", style="bold")
-    for label in labels or tokens:
-        table.add_column(label, justify="right")
-    for i, (token, row) in enumerate(zip(tokens, M)):
-        label = f"{i} {token}" if labels else token
-        table.add_row(label, *(Text("·", style="dim") if masked[i, j] else heat.cell(x) for j, x in enumerate(row)))
-    return table, heat
+def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
+    return Group(*([Text(title, style="bold")] if title else []), *heat.grid(M))
 
 
-def table_width(tokens: list[str], labels: list[str], cell: int) -> int:
-    """Columns a heatmap of these tokens takes: each column its widest text (a label, or a
-    number `cell` wide) and 3 for padding and border, and 1 for the closing border."""
-    row_label = max(len(t) for t in tokens) + (len(str(len(tokens))) + 1 if labels is not tokens else 0)
-    return 1 + max(row_label, len("i \\ j")) + 3 + sum(max(len(label), cell) + 3 for label in labels)
-
-
-def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str,
-                   width: int, max_tokens: int | None) -> tuple[list[RenderableType], Heat | None]:
-    """The heatmap that reads well in `width` columns: the tokens as column labels if they
-    fit, else their positions with a key; capped at `max_tokens`; and when even that cannot
-    fit, no grid at all (the per-token top list below it says the same)."""
-    T = len(tokens)
-    notes = []
-    if max_tokens is not None and T > max_tokens:
-        tokens, M, masked = tokens[:max_tokens], M[:max_tokens, :max_tokens], masked[:max_tokens, :max_tokens]
-        notes.append(Text(f"the table shows the first {max_tokens} of {T} tokens (--max-tokens); JSON holds them all",
-                          style="dim"))
-    cell = len(f"{-np.abs(M).max():.2f}") if raw else len("0.123")  # the widest number a cell shows
-    if table_width(tokens, tokens, cell) <= width:
-        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
-        return [table, *notes], heat
-    labels = [str(j) for j in range(len(tokens))]
-    if table_width(tokens, labels, cell) <= width:
-        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption + "; columns by position",
-                              labels=labels)
-        return [table, *notes], heat
-    notes.append(Text(f"{len(tokens)} tokens are too many for a {len(tokens)} x {len(tokens)} table in {width} columns; "
-                      "each token's top attended follows (a wider terminal, --max-tokens N, or --format json "
-                      "shows the whole matrix)", style="dim"))
-    return notes, None
+def _too_many(T: int, width: int) -> Text:
+    return Text(f"{T} tokens are too many for a {T} x {T} grid in {width} columns; each token's top attended "
+                "follows (a wider terminal, --max-tokens N, or --format json shows the whole matrix)", style="dim")
 
 
 def left_out(include_self: bool, mask: str | None = None) -> str:
@@ -187,28 +94,40 @@ def _top_heading(doc: dict) -> Text:
 def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None,
                 color_system: str | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
-    with several heads, a small heatmap for each head; all as fits in `width` columns."""
+    with several heads, a heatmap for each head; all as fits in `width` columns."""
     tokens = doc["tokens"]
-    masked = _masked(doc, len(tokens))
-    M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
+    T = len(tokens)
+    n = T if max_tokens is None else min(T, max_tokens)
+    masked = _masked(doc, T)[:n, :n]
+    key = "scores" if raw else "weights"
     H = doc["qkv"]["heads"]
-    step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
-    title = step + (f", mean over {H} heads" if H > 1 else "")
-    caption = "row i attends to column j" + ("" if raw else "; each row sums to 1") + ("; · masked" if masked.any() else "")
-    shown, heat = fitted_heatmap(tokens, M, masked, raw=raw, title=title, caption=caption, width=width,
-                                 max_tokens=max_tokens)
-    parts = [_describe(doc), *shown]
-    if heat is not None:
-        parts.append(heat.legend("score ω (0 in the middle)" if raw else "weight α"))
-    if H > 1 and heat is not None:
-        key = "scores" if raw else "weights"
-        heads = [fitted_heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}", caption="",
-                                width=width, max_tokens=max_tokens)[0] for h, head in enumerate(doc["heads"])]
-        parts.append(Columns([Group(*h) for h in heads]))
+    mean = np.array(doc[key])[:n, :n]  # (n, n)
+    heads = [np.array(head[key])[:n, :n] for head in doc["heads"]] if H > 1 else []
+    heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
+    parts: list[RenderableType] = [_describe(doc)]
+    if heat.fits:
+        step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
+        parts.append(_grid_part(heat, mean, step + (f", mean over {H} heads" if H > 1 else "")))
+        caption = "row i attends to column j"
+        if not raw:
+            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
+                                                              f"of which the first {n} are shown")
+        if masked.any():
+            caption += "; · masked"
+        parts += heat.key()
+        parts.append(Text(f"{caption}; {heat.reading('ω' if raw else 'α')}", style="dim"))
+        if n < T:
+            parts.append(Text(f"the grid shows the first {n} of {T} tokens (--max-tokens); JSON holds them all",
+                              style="dim"))
+        parts += heat.legend("score ω" if raw else "weight α")
+        if heads:
+            parts.append(Columns([_grid_part(heat, M, f"head {h}") for h, M in enumerate(heads)], padding=(1, 2)))
+    else:
+        parts.append(_too_many(n, width))
     parts.append(Text())
     parts.append(_top_heading(doc))
     twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
-    parts += [_top_line(f"{i} {token}" if heat is None else token, top, twice)
+    parts += [_top_line(f"{i} {token}" if not heat.fits else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
     return Group(*parts)
 
@@ -398,21 +317,28 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
 
-    def per_head(key: str, raw: bool) -> RenderableType:
-        tables = [Group(*fitted_heatmap(tokens, np.array(M), masked if not raw else np.zeros_like(masked), raw=raw,
-                                        title=f"head {h}" if H > 1 else "", caption="", width=width - 4,
-                                        max_tokens=None)[0]) for h, M in enumerate(steps[key])]
-        return Columns(tables) if H > 1 else tables[0]
+    def per_head(key: str, symbol: str) -> RenderableType:
+        signed = key != "weights"
+        shown = masked if not signed else np.zeros_like(masked)  # the scores are before the mask
+        matrices = [np.array(M) for M in steps[key]]
+        heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
+        if not heat.fits:
+            return Text(f"{T} tokens are too many for a {T} x {T} grid in {width - 4} columns; "
+                        "--format json holds every matrix", style="dim")
+        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices)]
+        reading = Text(heat.reading(symbol), style="dim")
+        return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
+                     *heat.legend(symbol))
 
     panels = [
         _describe(doc),
         Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. the tokens' word vectors X  ({T} x {d})")),
         Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
               title=Text(f"2. queries, keys, values: {roles}  ({T} x {d_k} each)")),
-        Panel(per_head("scores", raw=True), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
-        Panel(per_head("scaled", raw=True),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
+        Panel(per_head("scaled", "scaled score"),
               title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
-        Panel(per_head("weights", raw=False),
+        Panel(per_head("weights", "α"),
               title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
               title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})")),

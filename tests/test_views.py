@@ -1,6 +1,5 @@
 """What the other views say, at an ordinary 80 columns: whole paths, right plurals, bars
-that fit, compare's cosines and headers, what the top-attended lists leave out, and the
-pictures (--svg, --html): local fonts only, borders that join when drawn offline.
+that fit, compare's cosines and headers, what the top-attended lists leave out.
 """
 
 from __future__ import annotations
@@ -10,26 +9,30 @@ import re
 
 import numpy as np
 import pytest
-from rich.cells import cell_len
 from rich.console import Console
 
 from clirunner import one, run
+from grids import longest_line
 from attncli import load_vectors, render
 from attncli.analyze import Options, compare_doc, explain_doc
 
-def longest_line(text: str) -> int:
-    return max((cell_len(line) for line in text.splitlines()), default=0)
+FRUIT = "The earth is like an orange"
+COLOUR = "Orange is a bright color"
 
 
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
+def flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 def draw(renderable, width: int = 80) -> str:
     out = io.StringIO()
     Console(file=out, width=width, color_system=None).print(renderable)
     return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def glove():
+    return load_vectors()
 
 
 # --------------------------------------------------------------------------- vectors info, clear
@@ -101,14 +104,6 @@ def test_explain_follows_a_token_of_a_long_sentence_a_row_a_token():
 
 
 # --------------------------------------------------------------------------- compare
-
-
-FRUIT = "The earth is like an orange"
-COLOUR = "Orange is a bright color"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
