@@ -1,15 +1,20 @@
 """What the other views say, at an ordinary 80 columns: whole paths, right plurals, bars
-that fit, compare's cosines and headers, what the top-attended lists leave out.
+that fit, compare's cosines and headers, what the top-attended lists leave out, and the
+pictures (--svg, --html): local fonts only, borders that join when drawn offline.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
 
 from clirunner import one, run
 from grids import longest_line
@@ -168,3 +173,33 @@ def test_compare_lines_say_their_own_position_is_left_out():
     kept = run("compare", FRUIT, COLOUR, "--token", "orange", "--format", "table", "--include-self").stdout
     assert "left out" not in kept
     assert "orange (index 5) → orange " in kept  # itself, first
+
+
+# --------------------------------------------------------------------------- pictures
+
+
+def test_svg_text_runs_start_where_their_first_character_is():
+    console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
+    console.print(Text("     ab", style="bold"))
+    picture = render.svg(console, "t")
+    x = float(re.search(r'<text [^>]*?\bx="([0-9.]+)"[^>]*>ab</text>', picture).group(1))
+    assert x == pytest.approx(5 * 20 * render.SVG_ASPECT)
+
+
+@pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="rsvg-convert (librsvg2-bin) is not installed")
+def test_svg_borders_join_when_drawn_offline(tmp_path):
+    """A panel's left border, drawn by librsvg: some pixel column is ink from its top corner to
+    its bottom corner, with no gap between lines."""
+    Image = pytest.importorskip("PIL.Image")
+    console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
+    console.print(Panel("\n".join(["x"] * 8), width=12))
+    (tmp_path / "p.svg").write_text(render.svg(console, "t"), encoding="utf-8")
+    subprocess.run(["rsvg-convert", tmp_path / "p.svg", "-o", tmp_path / "p.png"], check=True)
+    image = np.asarray(Image.open(tmp_path / "p.png").convert("L"), dtype=float)
+    cell, line = 20 * render.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
+    x0, y0 = 1 + 8, 1 + 40  # rich's margin and padding: where the terminal's first cell is
+    top, bottom = int(y0 + 0.6 * line), int(y0 + 9.4 * line)  # inside the first and last lines: the border's run
+    columns = image[top:bottom, int(x0):int(x0 + cell)]
+    background = np.median(image[top:bottom, int(x0 + 3 * cell):int(x0 + 5 * cell)])
+    ink = columns > background + 60
+    assert ink.all(axis=0).any(), "the border has gaps between lines"
