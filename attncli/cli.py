@@ -621,9 +621,9 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
                 drawn.print()
     title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
     if out.svg:
-        _write_whole(out.svg, lambda f: f.write(drawn.export_svg(title=title, clear=False).encode("utf-8")))
+        _write_whole(out.svg, lambda f: f.write(render.svg(drawn, title).encode("utf-8")))
     if out.html:
-        _write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
+        _write_whole(out.html, lambda f: f.write(render.html(drawn).encode("utf-8")))
     if screen is not None:
         with _writing_stdout():
             if drawn is not screen:

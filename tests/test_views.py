@@ -9,6 +9,7 @@ import io
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -176,6 +177,20 @@ def test_compare_lines_say_their_own_position_is_left_out():
 
 
 # --------------------------------------------------------------------------- pictures
+
+
+def test_svg_names_local_fonts_and_loads_nothing(tmp_path):
+    svg, html = tmp_path / "s.svg", tmp_path / "s.html"
+    assert run("scores", FRUIT, "--svg", svg, "--html", html, "--json").exit_code == 0
+    for path in (svg, html):
+        text = path.read_text(encoding="utf-8")
+        assert "@font-face" not in text and "https://" not in text and "url(\"http" not in text
+        assert "DejaVu Sans Mono" in text and "monospace" in text
+    picture = svg.read_text(encoding="utf-8")
+    ET.fromstring(picture)  # well-formed
+    assert not [u for u in re.findall(r"https?://[^\"' )]+", picture) if u != "http://www.w3.org/2000/svg"]
+    # no run of text starts with no-break spaces (librsvg drops them, drawing the run to the left)
+    assert not re.search(r"<text [^>]*>&#160;", picture)
 
 
 def test_svg_text_runs_start_where_their_first_character_is():
