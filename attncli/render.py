@@ -222,7 +222,8 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
-    parts.append(Columns([_cosines("cosines: context vectors", labels, ctx), _cosines("cosines: raw vectors", labels, raw)],
+    parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
+    parts.append(Columns([_cosines("context vectors", labels, ctx), _cosines("raw vectors", labels, raw)],
                          padding=(0, 2)))
     off = ~np.eye(k, dtype=bool)
     parts.append(Text(

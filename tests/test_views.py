@@ -129,7 +129,11 @@ def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
 def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
     doc = compare_doc([FRUIT, COLOUR], glove, Options(), token="orange")
     off = doc["context_cosine"][0][1]
-    text = flat(draw(render.compare_view(doc)))
+    drawn = draw(render.compare_view(doc))
+    titles = [line.split() for line in drawn.splitlines() if "vectors" in line and "│" not in line]
+    assert ["context", "vectors", "raw", "vectors"] in titles  # titles as narrow as their tables
+    assert ["vectors"] not in titles  # none wrapped
+    text = flat(drawn)
     assert f"cosine {off:.3f} between sentences" in text
     assert f"{off:.3f} to {off:.3f}" not in text
     three = compare_doc([FRUIT, COLOUR, "I ate an orange"], glove, Options(), token="orange")
