@@ -103,8 +103,9 @@ class Scale:
     """A value's colour step: `edges` (N + 1 values, rising) bound N steps, step s the
     colour colours[s], its text black or white, whichever contrasts more."""
 
-    def __init__(self, edges: np.ndarray, colours: list[Color], color_system: str | None, *, coarse: bool):
-        self.edges, self.colours, self.coarse = edges, colours, coarse
+    def __init__(self, edges: np.ndarray, colours: list[Color], color_system: str | None, *, coarse: bool,
+                 middle: int = 0):
+        self.edges, self.colours, self.coarse, self.middle = edges, colours, coarse, middle
         backgrounds = [rgb_of(c, color_system) for c in colours]
         black, white = _TEXT[mode(color_system)]
         self.text = [black if contrast(bg, rgb_of(black, color_system)) >= contrast(bg, rgb_of(white, color_system))
@@ -112,8 +113,8 @@ class Scale:
 
     def step(self, value: float) -> int:
         low, high = self.edges[0], self.edges[-1]
-        if not high > low:
-            return 0
+        if not high > low:  # every value the same (scores all 0): the scale's middle, 0's own step
+            return self.middle
         n = len(self.colours)
         return min(max(int(math.floor((value - low) / (high - low) * n)), 0), n - 1)
 
@@ -149,7 +150,8 @@ def diverging(low: float, high: float, color_system: str | None) -> Scale | None
         return None
     colours = _colours("diverging", colour_mode)
     m = max(abs(low), abs(high))
-    return Scale(np.linspace(-m, m, len(colours) + 1), colours, color_system, coarse=colour_mode == "16")
+    return Scale(np.linspace(-m, m, len(colours) + 1), colours, color_system, coarse=colour_mode == "16",
+                 middle=len(colours) // 2)
 
 
 @dataclass(frozen=True)

@@ -277,6 +277,9 @@ def test_raw_scale_is_centred_on_0(docs, mode):
     for v in np.linspace(-0.95 * m, 0.95 * m, 11):
         if not np.any(np.isclose(v, scale.edges)):
             assert scale.step(v) + scale.step(-v) == len(scale.colours) - 1  # -v mirrors v
+    # scores all 0 (every vector zero): 0's own step, the light middle, not the darkest blue
+    flat = heatmap.diverging(0.0, 0.0, mode)
+    assert flat.step(0.0) == half
 
 
 def test_weights_with_heads_share_one_scale(glove):
