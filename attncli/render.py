@@ -20,7 +20,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from attncli import attention
+from attncli import attention, heatmap
 from attncli.heatmap import Heatmap
 
 
@@ -102,8 +102,14 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     masked = _masked(doc, T)[:n, :n]
     key = "scores" if raw else "weights"
     H = doc["qkv"]["heads"]
-    mean = np.array(doc[key])[:n, :n]  # (n, n)
-    heads = [np.array(head[key])[:n, :n] for head in doc["heads"]] if H > 1 else []
+    # no grid fits even with one-character numbers: the heads' matrices are not needed
+    room = heatmap.plan(tokens[:n], 1, width) is not None
+
+    def cut(M: list[list[float]]) -> np.ndarray:  # the shown part only: a long sentence's T x T is large
+        return np.array([row[:n] for row in M[:n]], dtype=float).reshape(n, n)
+
+    mean = cut(doc[key])  # (n, n)
+    heads = [cut(head[key]) for head in doc["heads"]] if H > 1 and room else []
     heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
     parts: list[RenderableType] = [_describe(doc)]
     if heat.fits:
