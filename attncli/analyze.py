@@ -167,6 +167,7 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
         "scores": att.mean_scores.tolist(),
         "weights": mean.tolist(),
         "top": [_top(att, mean, i, opts) for i in range(T)],
+        "include_self": opts.include_self,  # whether a `top` may hold the token's own position
         "heads": [
             {"scores": om.tolist(), "weights": al.tolist(), "top": [_top(att, al, i, opts) for i in range(T)]}
             for om, al in zip(att.scores, att.weights)
@@ -243,6 +244,7 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
         "index": i,
         "weights": att.mean_weights[i].tolist(),
         "top": _top(att, att.mean_weights, i, opts),
+        "include_self": opts.include_self,
         "heads": [{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
         "context": att.context[i].tolist(),
         "neighbors": _neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],

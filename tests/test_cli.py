@@ -23,6 +23,7 @@ import attncli
 import attncli.cli
 import attncli.cli.options
 from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
+from grids import check_weights, grid
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -609,9 +610,8 @@ def test_scores_table(tiny_path):
     assert not table.lstrip().startswith("{")
     for token in ["the", "cat", "sat", "on", "mat"]:
         assert token in table
-    for row in doc["weights"]:
-        for w in row:
-            assert f"{w:.3f}" in table
+    check_weights(grid(table, doc["tokens"]), doc["weights"])  # a row a token, each cell its weight
+    assert "cells: α × 100, rounded" in table
     # the top-attended lines: token → other weight, ...
     top = doc["top"][1]
     assert f"cat → {top[0]['token']} {top[0]['weight']:.3f}" in table
@@ -621,8 +621,10 @@ def test_scores_table(tiny_path):
 def test_scores_raw_table(tiny_path):
     result = tiny_run(tiny_path, "scores", "cat dog sat mat", "--raw", "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
-    for s in ("1.00", "0.00", "2.00", "4.00"):
-        assert s in result.stdout
+    # the scores 0 to 4 as two digits: ω × 10, and the caption says so
+    assert grid(result.stdout, ["cat", "dog", "sat", "mat"]) == [
+        ["10", "0", "10", "0"], ["0", "10", "10", "0"], ["10", "10", "20", "0"], ["0", "0", "0", "40"]]
+    assert "cells: ω × 10, rounded" in result.stdout
 
 
 def test_context_table(tiny_path):

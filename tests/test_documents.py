@@ -400,21 +400,41 @@ def test_document_table_one_line_per_token(distinct_text, doc_path):
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{doc_path}: ") and "window 2" in lines[1]
-    body = lines[2:]
+    assert f"scale {1 / math.sqrt(50):.6g}, temperature 1" in lines[1]  # the scale the weights were computed with
+    assert "own position left out (--include-self keeps it)" in lines[2]
+    body = lines[3:]
     assert len(body) == len(tokens)
     rows = ok(run("scores", "--file", doc_path, "--json", "--window", "2"))
     for i, (line, row) in enumerate(zip(body, rows)):
-        assert line.startswith(f"{i} {tokens[i]} "), line
-        for t in row["top"]:
-            assert f"{t['token']} {t['weight']:.3f}" in line
+        assert line.startswith(f"{i} {tokens[i]} → "), line
+        # every token it attends to with its position, as computed
+        assert line.endswith(", ".join(f"{t['token']}({t['index']}) {t['weight']:.3f}" for t in row["top"])), line
+
+
+def test_document_table_shows_positions_of_repeated_words(tmp_path):
+    path = tmp_path / "it.txt"
+    path.write_text("it is what it is and it was\n", encoding="utf-8")
+    rows = ok(run("scores", "--file", path, "--json", "--scale", "0.5"))
+    result = run("scores", "--file", path, "--format", "table", "--scale", "0.5")
+    assert result.exit_code == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert "scale 0.5, temperature 1" in lines[1]
+    first = lines[3]
+    # "it" at 0 attends to the other "it"s, at 3 and 6: never shown as "it → it", which reads as itself
+    assert [t["index"] for t in rows[0]["top"]][:2] == [3, 6]
+    assert first.startswith("0 it → it(3) ") and "it(6)" in first
+    assert " it " not in first.split("→")[1] + " "
+    kept = run("scores", "--file", path, "--format", "table", "--include-self")
+    assert "left out" not in kept.stdout.splitlines()[2]
+    assert "0 it → it(0) " in kept.stdout
 
 
 def test_document_table_from_stdin():
     result = run("scores", "--document", "--format", "table", input="the cat sat\n")
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("standard input: ") and len(lines) == 5
-    assert [line.split()[:2] for line in lines[2:]] == [["0", "the"], ["1", "cat"], ["2", "sat"]]
+    assert lines[0].startswith("standard input: ") and len(lines) == 6
+    assert [line.split()[:2] for line in lines[3:]] == [["0", "the"], ["1", "cat"], ["2", "sat"]]
 
 
 def test_document_no_known_words(tmp_path):

@@ -218,14 +218,15 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         for k, doc in enumerate(visible_all(docs)):
             if len(docs) > 1:
                 drawn.rule(doc.get("sentence", ""))
-            drawn.print(draw(doc, width=drawn.width, **view_args))
+            colours = None if drawn.no_color else drawn.color_system  # the view picks its colours for it
+            drawn.print(draw(doc, width=drawn.width, color_system=colours, **view_args))
             if k < len(docs) - 1:
                 drawn.print()
     title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
     if out.svg:
-        write_whole(out.svg, lambda f: f.write(drawn.export_svg(title=title, clear=False).encode("utf-8")))
+        write_whole(out.svg, lambda f: f.write(render.svg(drawn, title).encode("utf-8")))
     if out.html:
-        write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
+        write_whole(out.html, lambda f: f.write(render.html(drawn).encode("utf-8")))
     if screen is not None:
         if drawn is not screen and paging:
             _show(drawn.file.getvalue(), screen, out)

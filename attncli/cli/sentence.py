@@ -77,10 +77,10 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     with progress("rows", shown=out.fmt == "json") as update:
         rows = document_rows(text, vectors, opts, window=window, progress=update)
         first = next(rows)  # no known word, or scores that overflow: an error here, before any output
-        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window)
+        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window, vectors.dim)
 
 
-def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) -> None:
+def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, dim: int) -> None:
     """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
     if out.fmt == "json":
         def write(row: dict) -> None:
@@ -90,7 +90,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) 
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window))
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window, dim=dim))
 
         def write(row: dict) -> None:
             screen.print(render.document_row(visible_all(row)))
