@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -588,6 +589,89 @@ def test_nan_on_the_first_line_of_a_glove_file_names_the_word(tmp_path, cache):
 
 def test_the_bad_line_is_named_even_after_a_nan_line(tmp_path, cache):
     _refused(tmp_path, cache, "3 2\ncat nan 0\ndog 1 2 3\nbird 1 1\n", "line 3")
+
+
+# --------------------------------------------------------------------------- lines too long
+
+
+LONG = 64 << 20  # a line of 64 MB: a bound of about 1 MB must stop the read long before its end
+
+
+def long_file(path: Path, head: bytes, filler: bytes, tail: bytes = b"", *, how: str | None) -> Path:
+    """head, then LONG bytes of `filler` with no newline, then tail: compressed a megabyte at a
+    time, so the file is tiny on disk and never held whole."""
+    block = filler * ((1 << 20) // len(filler))
+    if how == "bz2":
+        packer = bz2.BZ2Compressor()
+    elif how == "gzip":
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: the gzip format
+    with open(path, "wb") as f:
+        if how is None:
+            f.write(head + block * (LONG // len(block)) + tail)
+            return path
+        f.write(packer.compress(head))
+        for _ in range(LONG // len(block)):
+            f.write(packer.compress(block))
+        f.write(packer.compress(tail) + packer.flush())
+    return path
+
+
+LONG_LINES = [
+    # (name, head, filler, tail, the line named): a word with no end, a row of values with no end, a header
+    ("w2v.txt", b"2 4\ncat 1 2 3 4\n", b"w", b" 1 2 3 4\n", "line 3"),
+    ("w2v-values.txt", b"1 4\n", b"0 ", b"\n", "line 2"),
+    ("glove.txt", b"cat 1 2 3 4\n", b"w", b"\n", "line 2"),
+    ("glove-first.txt", b"", b"w", b" 1 2\n", "line 1"),
+    ("header.txt", b"1 ", b" ", b"4\ncat 1 2 3 4\n", "line 1"),
+]
+
+
+# one plain file of 64 MB is enough; the others compressed, each both ways
+LONG_CASES = [(None, LONG_LINES[0])] + [(how, case) for case in LONG_LINES for how in ("gzip", "bz2")]
+
+
+@pytest.mark.parametrize("how,case", LONG_CASES, ids=[f"{c[0]}-{how}" for how, c in LONG_CASES])
+def test_a_line_far_too_long_is_refused_at_once_naming_it(tmp_path, cache, how, case):
+    name, head, filler, tail, line = case
+    path = long_file(tmp_path / (name + {None: "", "gzip": ".gz", "bz2": ".bz2"}[how]), head, filler, tail, how=how)
+    assert how is None or path.stat().st_size < 1 << 20
+    start = time.monotonic()
+    fails(run("vectors", "info", "--vectors", path), str(path), line, "longer than")
+    assert time.monotonic() - start < 20  # loose, for a shared machine: it reads about 1 MB of the 64
+    assert entries(cache) == []
+
+
+@pytest.mark.parametrize("how", [None, "gzip"])
+def test_a_binary_word_far_too_long_is_refused_at_once(tmp_path, cache, how):
+    row = np.array([1, 2, 3, 4], dtype="<f4").tobytes()
+    path = long_file(tmp_path / ("long.bin" + (".gz" if how else "")), b"2 4\ncat " + row, b"w", b" " + row,
+                     how=how)
+    fails(run("vectors", "info", "--vectors", path), str(path), "from byte 8 on", "longer than 1,048,576 bytes")
+    assert entries(cache) == []
+
+
+def test_a_bound_that_holds_every_real_line(tmp_path, cache):
+    """A line just under the bound loads: a long word (a URL, say) of 1,000,000 bytes, and a
+    row of values each written with 60 characters."""
+    word = "w" * 1_000_000
+    values = " ".join(f"{x:.52e}" for x in (0.5, -0.25, 1.0))  # 60 characters each
+    path = tmp_path / "wide.txt"
+    path.write_text(f"2 3\n{word} {values}\ncat 1 2 3\n")
+    v = load_vectors(path)
+    assert [v.vocab.word(0), v.vocab.word(1)] == [word, "cat"]
+    assert v.matrix[0].tolist() == [0.5, -0.25, 1.0]
+
+
+def test_a_fasttext_word_far_too_long_is_refused_at_once(fasttext_files, tmp_path, cache):
+    folder, _ = fasttext_files
+    data = (folder / "ft.bin").read_bytes()
+    end = data.index(b"\0", 92)  # the first word of the dictionary
+    path = tmp_path / "long.bin"
+    path.write_bytes(data[:92] + b"w" * (3 << 20) + data[end:])
+    start = time.monotonic()
+    fails(run("vectors", "info", "--vectors", path), str(path), "word 1", "longer than 1,048,576 bytes")
+    assert time.monotonic() - start < 20
+    assert entries(cache) == []
 
 
 def test_a_binary_header_one_word_short_is_caught_for_gensim_written_files(tmp_path, cache):
