@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import contextlib
 import gzip
 import json
 import logging
@@ -22,6 +23,7 @@ import stat
 import struct
 import sys
 import threading
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -297,12 +299,35 @@ def detect(source: Source) -> Format:
     )
 
 
+@contextlib.contextmanager
+def _quiet():
+    """gensim's and numpy's own warnings and log lines silenced while a reader runs: what
+    they would say raw (a value beyond float32, a nonsense sampling threshold, a word that
+    is not UTF-8) is checked here and said once, in plain words, as attncli's error or
+    warning; the loggers' levels are restored after."""
+    loggers = [logging.getLogger(name) for name in ("gensim", "smart_open")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle: bool = False,
          progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
     """Load a source through gensim and check what gensim does not."""
     warn = warn or (lambda message: None)
-    for name in ("gensim", "smart_open"):  # their warnings are restated here, once, in plain words
-        logging.getLogger(name).setLevel(logging.ERROR)
+    with _quiet():
+        return _read(source, fmt, limit, trust_pickle, progress, warn)
+
+
+def _read(source: Source, fmt: Format, limit: int | None, trust_pickle: bool, progress: Progress | None,
+          warn: Warn) -> Vectors:
     if fmt.kind == "pickle":
         words, matrix, subwords = _read_pickle(source, trust_pickle, limit)
     elif fmt.kind == "fasttext":
@@ -524,8 +549,8 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
                  header_line=fmt.kind == "word2vec-text")
     feed.start()
     try:
-        # a value beyond float32 becomes infinity as gensim casts it, named by word below, not warned of
-        with _Ticker(lambda: done_before + feed.position, done_before + size, progress), np.errstate(over="ignore"):
+        # a value beyond float32 becomes infinity as gensim casts it, named by word below (_quiet: not warned of)
+        with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
             kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
                                                    unicode_errors=UNICODE_ERRORS)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:

@@ -303,6 +303,57 @@ def test_fasttext_bin_truncated_is_one_line(fasttext_files, tmp_path, cache):
     assert entries(cache) == []
 
 
+# What gensim and numpy would print raw while a file is read: a value beyond float32 ("overflow
+# encountered in cast"), a fastText sampling threshold below 0 ("invalid value encountered in
+# sqrt"). Only attncli's own line may reach stderr.
+QUIET_CASES = {
+    "overflow.txt": (b"2 3\ncat 1e39 1 2\ndog 1 2 3\n", 1),
+    "overflow-glove.txt": (b"cat 1 2 3\ndog 1 -1e39 3\n", 1),
+    "overflow.txt.gz": (gzip.compress(b"2 3\ncat 1e39 1 2\ndog 1 2 3\n"), 1),
+    "negative-t.bin": (None, 0),
+}
+
+
+def _quiet_case(tmp_path: Path, name: str) -> Path:
+    data, _ = QUIET_CASES[name]
+    if data is None:
+        from test_fuzz import fasttext_bin  # a fastText .bin by hand, field by field
+
+        data = fasttext_bin(words=(b"a", b"bc"), dim=2, bucket=3, minn=1, maxn=2, t=-1.0)
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", QUIET_CASES)
+def test_gensim_and_numpy_warnings_never_reach_stderr(tmp_path, name):
+    path = _quiet_case(tmp_path, name)
+    env = {**os.environ, "ATTNCLI_CACHE_DIR": str(tmp_path / "cache"), "PYTHONWARNINGS": "default"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "attncli"), "vectors", "info", "--vectors", str(path)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    status = QUIET_CASES[name][1]
+    assert proc.returncode == status, proc.stderr
+    if status:
+        assert proc.stderr.startswith("attncli: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert "NaN or infinity" in proc.stderr
+    else:
+        assert proc.stderr == "" and json.loads(proc.stdout)["words"] == 2
+
+
+@pytest.mark.parametrize("name", QUIET_CASES)
+def test_load_vectors_lets_no_warning_out(tmp_path, name):
+    import warnings
+
+    path = _quiet_case(tmp_path, name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            load_vectors(path, use_cache=False)
+        except VectorsError:
+            pass
+    assert [str(w.message) for w in caught] == []
+
+
 def test_gensim_keyedvectors_kv_with_trust_pickle(tmp_path):
     from gensim.models import KeyedVectors
 
