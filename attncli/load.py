@@ -20,13 +20,15 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
     GloVe or fastText (.vec or .bin) file, possibly .gz or .bz2, a gensim .kv/.model file
     (only with trust_pickle: it is a pickle), or the name of a downloaded gensim-data model.
-    limit: read only the first `limit` words. The first load of a source writes a cache
+    limit: read only the first `limit` words (of the bundled vectors, ordered by frequency, the
+    `limit` most frequent: a view of their rows). The first load of a source writes a cache
     entry (see cache.py) that later loads memory-map; use_cache=False skips it.
     progress(done, total) is called while a source is read; warn(message) for warnings.
     """
     warn = warn or (lambda message: None)
     if source is None:
-        return cache.read_bundled()
+        bundled = cache.read_bundled()
+        return bundled.first(limit) if limit else bundled
     from attncli import sources  # file formats and gensim: not needed for the bundled vectors
 
     src = sources.resolve(os.fspath(source))

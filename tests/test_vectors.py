@@ -48,6 +48,43 @@ def tiny(cased=False):
     return Vectors("tiny", Vocabulary.from_words(words), np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
 
 
+@pytest.mark.parametrize("n", [1, 2, 1000, 99_999])
+def test_limit_gives_the_first_words_of_the_bundled_vectors(glove, n):
+    first = load_vectors(limit=n)
+    assert first.size == n and first.matrix.shape == (n, 50)
+    assert isinstance(first.matrix, np.memmap) and not first.matrix.flags.owndata  # a view of the mapped rows
+    np.testing.assert_array_equal(first.matrix, glove.matrix[:n])
+    for row in sorted({0, n // 2, n - 1}):
+        word = glove.vocab.word(row)
+        assert first.vocab.word(row) == word and first.row(word) == row
+    for row in (n, n + 7, 99_999):  # the words past the limit are not there
+        if row < glove.size and row >= n:
+            assert first.row(glove.vocab.word(row)) is None
+    words = [first.vocab.word(int(r)) for r in first.vocab.order]
+    assert len(words) == n and [w.encode() for w in words] == sorted(w.encode() for w in words)
+
+
+def test_limit_at_or_past_the_vocabulary_is_all_of_it(glove):
+    assert load_vectors(limit=100_000).size == load_vectors(limit=10 ** 9).size == 100_000
+
+
+def test_limit_is_honoured_by_every_command_on_the_bundled_vectors():
+    from clirunner import fails, ok, one, run
+
+    info = one(run("vectors", "info", "--limit", "1000"))
+    assert info["words"] == 1000
+    rows = ok(run("neighbors", "the", "--limit", "50", "--k", "100"))
+    first = {load_vectors().vocab.word(i) for i in range(50)}
+    assert rows[0]["vectors"]["words"] == 50
+    assert {n["word"] for n in rows[0]["neighbors"]} <= first - {"the"}
+    fails(run("neighbors", "orange", "--limit", "50"), "'orange' is not a word")
+    result = run("scores", "the orange", "--limit", "50")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["the"] and doc["oov"] == ["orange"] and doc["vectors"]["words"] == 50
+    lines = ok(run("batch", "--limit", "50", input="the orange\nof the\n"))
+    assert [d["tokens"] for d in lines] == [["the"], ["of", "the"]]
+
+
 def test_nearest_against_brute_force(glove):
     rng = np.random.default_rng(0)
     v = rng.normal(size=50).astype(np.float32)
