@@ -33,7 +33,10 @@ class Job:
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
-    """(line number, text, error) for every line: a bad line is an error, never the end of the run."""
+    """(line number, text, error) for every line that holds something: a bad line is an error,
+    never the end of the run. A blank line (nothing but white space) is skipped, as `scores`
+    skips it on standard input and as jq skips it in JSON Lines, and the lines keep the
+    numbers of their places in the input, so each result's `line` is still its line."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line does not start another
@@ -48,7 +51,6 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
             items.append((number, None, f"not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}"))
             continue
         if not line.strip():
-            items.append((number, None, "a blank line holds no sentence"))
             continue
         if not jsonl:
             items.append((number, line, None))
