@@ -150,19 +150,20 @@ def shortened(text: str, most: int = 200) -> str:
     return text if len(text) <= most else f"{text[:most // 2]}...{text[-most // 4:]} ({len(text):,} characters)"
 
 
-def resolve(spec: str) -> Source:
-    """The local regular file a SOURCE names; VectorsError for anything else."""
+def resolve(spec: str, param: str = "--vectors") -> Source:
+    """The local regular file a SOURCE names; VectorsError for anything else. `param` is how
+    a message names where the source was given (the option, or an argument: SOURCE)."""
     if "://" in spec:
         raise VectorsError(f"{shortened(spec)}: only local files are read; download it first and give its path")
     try:
-        return _resolve(spec)
+        return _resolve(spec, param)
     except OSError as e:  # a name too long, a loop of links, an I/O error: whatever stat or listing meets
         raise VectorsError(f"{shortened(spec)}: cannot be read: {e.strerror or e}") from None
     except ValueError as e:  # an embedded NUL
         raise VectorsError(f"{shortened(spec)}: not a usable path: {e}") from None
 
 
-def _resolve(spec: str) -> Source:
+def _resolve(spec: str, param: str) -> Source:
     expanded = expand(spec)
     if expanded is None:
         head = spec.split(os.sep, 1)[0]
@@ -181,14 +182,15 @@ def _resolve(spec: str) -> Source:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise VectorsError(f"{shown}: no such file; give --vectors a word vectors file, a downloaded gensim-data name, "
-                           "or leave it out for the bundled vectors") from None
+        choices = ("a word vectors file, a downloaded gensim-data name, or leave it out for the bundled vectors"
+                   if param.startswith("--") else "a word vectors file or a downloaded gensim-data name")
+        raise VectorsError(f"{shown}: no such file; give {param} {choices}") from None
     except OSError as e:
         raise VectorsError(f"{shown}: cannot be read: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise VectorsError(f"{shown}: is a directory; give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: is a directory; give {param} a word vectors file")
     if not stat.S_ISREG(st.st_mode):
-        raise VectorsError(f"{shown}: not a regular file (a device, FIFO or socket); give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: not a regular file (a device, FIFO or socket); give {param} a word vectors file")
     if not os.access(path, os.R_OK):
         raise VectorsError(f"{shown}: permission denied")
     return Source(path, spec, st)

@@ -836,6 +836,13 @@ def test_a_directory_or_missing_path(tmp_path, cache, what):
     assert not cache.exists() or entries(cache) == []
 
 
+def test_the_library_names_the_source_as_its_caller_says(tmp_path):
+    with pytest.raises(VectorsError, match="give SOURCE a word vectors file"):
+        load_vectors(tmp_path / "nope.txt", param="SOURCE")
+    with pytest.raises(VectorsError, match="give --vectors a word vectors file"):
+        load_vectors(tmp_path / "nope.txt")
+
+
 def _special(tmp_path: Path, what: str) -> Path:
     if what == "fifo":
         path = tmp_path / "v.txt"
