@@ -256,13 +256,14 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source):
+        def load(source, param="--vectors"):
             if not sys.stderr.isatty():
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=_warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=_warn, param=param)
             from attncli import render  # rich: see emit
 
             with render.LoadProgress() as progress:
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=_warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=_warn,
+                                    param=param)
 
         if source_option:
             source = kwargs.pop("vectors_source")
@@ -1022,7 +1023,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source)
+    vectors = load(source, param="SOURCE")
     if not vectors.meta.get("entry"):
         raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")

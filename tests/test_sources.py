@@ -831,8 +831,11 @@ def test_a_directory_or_missing_path(tmp_path, cache, what):
     path = {"directory": tmp_path, "missing": tmp_path / "nope.txt",
             "missing in a missing folder": tmp_path / "no" / "such" / "v.bin"}[what]
     words = {"directory": ["is a directory"]}.get(what, ["no such file"])
-    fails(run("vectors", "info", "--vectors", path), str(path), *words)
-    fails(run("scores", "cat", "--vectors", path), str(path), *words)
+    for args, named in ((["vectors", "info", "--vectors", path], "--vectors"),
+                        (["scores", "cat", "--vectors", path], "--vectors"), (["vectors", "convert", path], "SOURCE")):
+        line = fails(run(*args), str(path), *words, f"give {named} a word vectors file")
+        assert ("--vectors" in line) == (named == "--vectors"), line  # convert takes SOURCE, not --vectors
+        assert ("bundled" in line) == (named == "--vectors" and what != "directory"), line
     assert not cache.exists() or entries(cache) == []
 
 
