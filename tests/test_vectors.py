@@ -1,10 +1,17 @@
 """The vectors layer: the bundled GloVe, users' files through gensim, lookups, neighbours."""
 
 import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import attncli
 from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
 from attncli.sources import detect, resolve
@@ -41,6 +48,68 @@ def test_bundled_values_are_glove_values(glove):
 def test_bundled_loads_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load_vectors().dim == 50
+
+
+REPO = Path(attncli.__file__).resolve().parent.parent  # the source tree these tests run from
+SITE = Path(np.__file__).resolve().parent.parent  # the environment's site-packages
+source_tree = pytest.mark.skipif(not (REPO / "embeddings").is_dir(), reason="runs from a source tree")
+
+
+def python_m_attncli(cwd: Path, path: list[Path], tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m attncli ARGS` in `cwd`, with `path` then the environment's site-packages on
+    sys.path after the folder Python itself puts first (cwd, for -m), and no site hooks (-S):
+    so no editable-install finder, as with a plain install."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNCLI_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, [*path, SITE])), ATTNCLI_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([sys.executable, "-S", "-m", "attncli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def installed_copy(folder: Path, *, embeddings: bool = True) -> Path:
+    """What `pip install .` puts in site-packages: the package, and embeddings/ inside it as
+    attncli.embeddings (here its data as symbolic links to the repository's, to stay cheap)."""
+    shutil.copytree(REPO / "attncli", folder / "attncli", ignore=shutil.ignore_patterns("__pycache__"))
+    if embeddings:
+        (folder / "attncli" / "embeddings").mkdir()
+        for f in (REPO / "embeddings").iterdir():
+            if f.name != "__pycache__":
+                (folder / "attncli" / "embeddings" / f.name).symlink_to(f)
+    return folder
+
+
+@source_tree
+@pytest.mark.parametrize("where", ["the clone's root, installed", "the clone's root, not installed",
+                                   "elsewhere, installed"])
+def test_python_m_attncli_finds_the_bundled_vectors(tmp_path, where):
+    site = installed_copy(tmp_path / "site")
+    cwd = tmp_path if where.startswith("elsewhere") else REPO
+    path = [] if where.endswith("not installed") else [site]
+    proc = python_m_attncli(cwd, path, tmp_path, "scores", "the cat")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == ["the", "cat"]
+
+
+@source_tree
+def test_python_m_attncli_in_the_editable_install_from_the_clones_root(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNCLI_")}
+    proc = subprocess.run([sys.executable, "-m", "attncli", "scores", "the cat"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**env, "ATTNCLI_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == ["the", "cat"]
+
+
+@source_tree
+def test_a_copy_without_the_bundled_vectors_says_what_to_run(tmp_path):
+    site = installed_copy(tmp_path / "site", embeddings=False)
+    proc = python_m_attncli(tmp_path, [site], tmp_path, "scores", "the cat")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("attncli: error: the bundled vectors are not "
+                                                                   "installed"), proc.stderr
+    assert "pip install ." in proc.stderr and "--vectors" in proc.stderr
+    other = tmp_path / "v.txt"  # other vectors still work there
+    other.write_text("2 2\nthe 1 0\ncat 0 1\n")
+    proc = python_m_attncli(tmp_path, [site], tmp_path, "scores", "the cat", "--vectors", str(other))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["vectors"]["words"] == 2
 
 
 def tiny(cased=False):
