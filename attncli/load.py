@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 
 from attncli import cache
-from attncli.errors import VectorsError
+from attncli.errors import VectorsError, whole
 from attncli.vectors import Vectors
 
 
@@ -27,6 +27,7 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     param: how an error about the source names where it was given ("--vectors", "SOURCE").
     """
     warn = warn or (lambda message: None)
+    limit = None if limit is None else whole("limit", limit, 1)
     if source is None:
         bundled = cache.read_bundled()
         return bundled.first(limit) if limit else bundled
