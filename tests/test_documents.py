@@ -733,3 +733,31 @@ def test_stream_never_holds_t_by_t():
     assert small < 3000 * 3000 * 4 / 2  # well under one T x T float32 matrix (36 MB): blocks of 256 x T
     assert large < 2.5 * small  # twice the tokens, about twice the memory: O(block T), not O(T^2)
     assert stream_peak(3000, block=32) < small / 4
+
+
+def test_a_ctrl_c_while_the_workers_start_is_raised_not_lost(monkeypatch):
+    """A SIGINT that comes while the pool starts its workers (here: at once after) is held,
+    not ignored, and raised as soon as the pool is up, which ends its workers."""
+    import multiprocessing
+    import signal
+
+    real = multiprocessing.get_context
+
+    class Interrupted:
+        def __init__(self, context):
+            self.context = context
+
+        def Pool(self, *args, **kwargs):  # noqa: N802: multiprocessing's name
+            pool = self.context.Pool(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as the workers start
+            return pool
+
+    monkeypatch.setattr(batches.multiprocessing, "get_context", lambda method: Interrupted(real(method)))
+    items = [(n, "the cat sat", None) for n in range(1, 2001)]
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        list(batches.run(items, batches.Job(), jobs=2))
+    assert multiprocessing.active_children() == []  # the workers were ended, and reaped
+    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
+
