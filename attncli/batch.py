@@ -77,6 +77,7 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
 
 _job: Job | None = None
 _vectors = None
+_failed: str | None = None  # why this worker could not load the vectors
 
 
 def _start(job: Job, worker: bool = False) -> None:
@@ -85,19 +86,31 @@ def _start(job: Job, worker: bool = False) -> None:
     dropped, and leaves the terminal's process group: a Ctrl-C or a `kill` of the job then
     reaches only the parent, which ends the workers itself. A worker killed by the group's
     signal while it waits for a line would die holding the task queue's lock, and the
-    parent's Pool.terminate would wait for that lock for ever."""
-    global _job, _vectors
+    parent's Pool.terminate would wait for that lock for ever.
+
+    A worker that cannot load the vectors (its cache entry removed since the parent made
+    it, no file descriptors left) must not end: Pool would start another in its place, and
+    another, for ever, each printing its traceback. It answers every line with the error."""
+    global _job, _vectors, _failed
     from attncli.load import load_vectors
 
     if worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.setpgrp()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _job, _vectors = job, load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+    _job = job
+    try:
+        _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+    except (AttncliError, OSError, MemoryError) as e:
+        if not worker:
+            raise
+        _failed = f"a worker could not load the vectors: {e}"
 
 
 def _one(item: tuple[int, str | None, str | None]) -> dict:
     number, text, error = item
+    if error is None and _failed is not None:
+        error = _failed
     if error is None:
         try:
             if _job.token is None and _job.index is None and not _job.all_contexts:

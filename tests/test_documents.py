@@ -761,3 +761,24 @@ def test_a_ctrl_c_while_the_workers_start_is_raised_not_lost(monkeypatch):
     assert signal.getsignal(signal.SIGINT) is before
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
 
+
+def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path):
+    """A worker that fails to load must not end: Pool would start another for ever, each
+    printing its traceback. In a child process, so that a run that never ends is killed."""
+    gone = tmp_path / "gone.txt"
+    script = ("import json, sys; from attncli import batch\n"
+              f"items = [(n, 'the cat', None) for n in range(1, 6)]\n"
+              f"print(json.dumps(list(batch.run(items, batch.Job(source={str(gone)!r}), jobs=2))))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        raise AssertionError("the run never ended")
+    assert proc.returncode == 0 and err == b"", err.decode()[-2000:]
+    results = json.loads(out)
+    assert [r["line"] for r in results] == [1, 2, 3, 4, 5]
+    assert all(r["error"].startswith("a worker could not load the vectors: ") and "no such file" in r["error"]
+               for r in results)
