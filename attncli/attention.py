@@ -27,7 +27,7 @@ import itertools
 import numpy as np
 
 from attncli import limits
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, OptionError, finite, positive, whole
 
 
 class ScaleError(AttncliError):
@@ -36,7 +36,7 @@ class ScaleError(AttncliError):
 
 def _overflow(scale: float, temperature: float) -> ScaleError:
     return ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
-                      "use a smaller --scale or a larger --temperature")
+                      "use a smaller scale (--scale) or a larger temperature (--temperature)")
 
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -49,6 +49,9 @@ def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.nda
 def split_heads(M: np.ndarray, H: int) -> np.ndarray:
     """Head h takes the columns h*d_k/H .. (h+1)*d_k/H - 1 of Q, K or V."""
     T, d_k = M.shape
+    H = whole("heads", H, 1)
+    if d_k % H:
+        raise OptionError(f"heads must divide d_k = {d_k}, got {H}")
     return M.reshape(T, H, d_k // H).transpose(1, 0, 2)  # (T, d_k) -> (H, T, d_k/H)
 
 
@@ -69,7 +72,7 @@ def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
 
 def default_scale(d_k: int) -> float:
     """1/sqrt(d_k) of Vaswani et al. (with raw vectors as keys, d_k = d)."""
-    return 1.0 / np.sqrt(d_k)
+    return 1.0 / np.sqrt(whole("d_k", d_k, 1))
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -90,7 +93,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.ndarray | None = None) -> np.ndarray:
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
-    cell's logit is -inf, so its weight is exactly 0."""
+    cell's logit is -inf, so its weight is exactly 0. The scale must be finite and the
+    temperature above 0 and finite (OptionError): a temperature of 0 divides by 0, and one
+    below 0 would turn the weights upside down, the least similar attended most."""
+    scale, temperature = finite("scale", scale), positive("temperature", temperature)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
         # scale / temperature first: omega * scale could overflow where the scaled score does
         # not; and when that ratio itself overflows, the other order may still fit
@@ -142,6 +148,9 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     take a slower symmetric path); exp() runs in place; the context vectors are normalised
     after the product, as (E V) / sum(E), rather than E.
     """
+    scale, temperature = finite("scale", scale), positive("temperature", temperature)
+    k, block = whole("k", k, 1), whole("block", block, 1)
+    window = None if window is None else whole("window", window, 0)
     X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
     T, d = X.shape
     if window is not None and window >= T - 1:

@@ -310,6 +310,24 @@ def test_punctuation_is_left_out_unless_kept(tiny_path):
     assert result.stderr.splitlines() == ["attncli: note: no vector for ',', '.' in tiny.txt; left out"]  # one note a sentence
 
 
+def test_symbols_and_emoji_are_tokens_looked_up_not_punctuation(tmp_path):
+    # the bundled GloVe has no vector for these emoji: out of vocabulary, with the note
+    result = run("scores", "I love 🍊 oranges 😀")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["i", "love", "oranges"] and doc["oov"] == ["🍊", "😀"]
+    assert result.stderr == "attncli: note: no vector for '🍊', '😀' in glove.6B.50d.100k; left out\n"
+    fails(run("scores", "🍊 😀"), "none of the tokens (🍊 😀) has a vector")
+    doc = one(run("scores", "🍊 cat", "--oov", "zero"), stderr=None)
+    assert doc["tokens"] == ["🍊", "cat"] and doc["lookups"] == ["zero", "word"]
+    # a file with vectors for them: each is a token with its own vector; punctuation still left out
+    path = tmp_path / "symbols.txt"
+    path.write_text("4 2\n🍊 1 0\n$ 0 1\n+ 2 2\ncat 1 1\n", encoding="utf-8")
+    doc = one(run("scores", "cat 🍊 $ + !", "--vectors", path, "--scale", "1"))
+    assert doc["tokens"] == ["cat", "🍊", "$", "+"] and doc["oov"] == []
+    assert doc["scores"][1] == [1.0, 1.0, 0.0, 2.0]  # 🍊 = (1, 0) against cat, 🍊, $, +
+    fails(run("scores", "« ! » ¿", "--vectors", path), "holds only punctuation")
+
+
 def test_uppercase_is_lowercased_for_lowercase_vectors(tiny_path):
     doc = one(tiny_run(tiny_path, "scores", "The CAT Sat"))
     assert doc["tokens"] == ["the", "cat", "sat"]

@@ -14,6 +14,7 @@ import os
 import re
 import struct
 import sys
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -70,7 +71,7 @@ SMALL_ROWS = [
 
 
 def punctuation(word: str) -> bool:
-    return not any(c.isalnum() for c in word)
+    return all(unicodedata.category(c)[0] == "P" for c in word)
 
 
 def cosine_matrix(rows) -> np.ndarray:

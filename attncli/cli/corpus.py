@@ -33,8 +33,9 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
-    number from 1. A bad line gives {"line", "error"} and the run goes on; at the end, a
-    count of them on stderr, and exit status 1 if there was any.
+    number from 1. A blank line is skipped (as by scores), the others keep their numbers.
+    A bad line gives {"line", "error"} and the run goes on; at the end, a count of them on
+    stderr, and exit status 1 if there was any.
 
     \b
     Examples:
@@ -47,7 +48,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     data = read_input(input_file)
     items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
     if not items:
-        raise InputError(f"{input_file or 'standard input'} holds no lines")
+        raise InputError(f"{input_file or 'standard input'} holds no sentence (it is empty or blank)")
     jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
     vectors = load()  # here, once: converts and caches a new source before workers start
     job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,

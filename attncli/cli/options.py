@@ -72,13 +72,14 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source):
+        def load(source, param="--vectors"):
             if not sys.stderr.isatty():
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn, param=param)
             from attncli import render  # rich: see emit
 
             with render.LoadProgress() as progress:
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn,
+                                    param=param)
 
         if source_option:
             source = kwargs.pop("vectors_source")

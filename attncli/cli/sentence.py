@@ -38,7 +38,8 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
     Step I scores every pair by the dot product of their word vectors; Step II turns each
     row into weights that sum to 1 with softmax(scores * scale / temperature). The table
     shows the weights (or, with --raw, the scores) colored as a heatmap, then each token's
-    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input.
+    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input
+    (blank lines skipped).
 
     \b
     Examples:

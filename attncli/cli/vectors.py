@@ -77,7 +77,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source)
+    vectors = load(source, param="SOURCE")
     if not vectors.meta.get("entry"):
         raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
