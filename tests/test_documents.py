@@ -628,6 +628,20 @@ def test_blank_lines_are_skipped_alike_by_scores_and_batch(tiny_for_blanks, jobs
     fails(run("scores", "--vectors", tiny_for_blanks, input="\n \n\t\n"), "holds no sentence")
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_lines_end_only_at_newline_alike_in_scores_and_batch(tiny_for_blanks, jobs):
+    """A form feed, U+0085 or U+2028 inside a line does not end it, in either command, so a
+    line's number is the same in both (the one text editors and `wc -l` count)."""
+    data = "the cat\x0cthe dog\r\nthe\u2028end\n\x85\nthe dog\x1cthe cat"
+    scored = ok(run("scores", "--vectors", tiny_for_blanks, input=data))
+    batched = ok(run("batch", "--vectors", tiny_for_blanks, "--jobs", jobs, input=data))
+    assert [d["sentence"] for d in scored] == [d["sentence"] for d in batched] == [
+        "the cat\x0cthe dog", "the\u2028end", "the dog\x1cthe cat"]
+    assert [d["line"] for d in batched] == [1, 2, 4]
+    failed = run("scores", "--vectors", tiny_for_blanks, "--oov", "error", input="the cat\x0cthe\nzzz\n")
+    fails(failed, "line 2:")
+
+
 @pytest.fixture(scope="module")
 def tiny_for_blanks(tmp_path_factory):
     path = tmp_path_factory.mktemp("blanks") / "tiny.txt"
