@@ -13,11 +13,11 @@ sentence, over pretrained word vectors. The command line is a thin layer over th
 __version__ = "0.2.0"
 
 from attncli.analyze import Attention, Options, attend, context_doc, scores_doc  # noqa: E402
-from attncli.errors import AttncliError, InputError, TokenError, VectorsError  # noqa: E402
+from attncli.errors import AttncliError, InputError, OptionError, TokenError, VectorsError  # noqa: E402
 from attncli.load import load_vectors  # noqa: E402
 from attncli.vectors import Vectors  # noqa: E402
 
 __all__ = [
-    "Attention", "AttncliError", "InputError", "Options", "TokenError", "Vectors", "VectorsError",
+    "Attention", "AttncliError", "InputError", "OptionError", "Options", "TokenError", "Vectors", "VectorsError",
     "attend", "context_doc", "load_vectors", "scores_doc",
 ]

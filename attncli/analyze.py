@@ -10,21 +10,31 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from attncli import attention, limits, projections, rnn
-from attncli.errors import AttncliError, InputError, TokenError
+from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
 from attncli.tokenize import is_punctuation, iter_tokens, tokenize
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, embed
 from attncli.visible import json_safe
 
 
+OOV_POLICIES = ("skip", "zero", "error")
+MASKS = ("none", "causal")
+
+
 @dataclass(frozen=True)
 class Options:
-    """How to compute and report attention; the defaults are the CLI's."""
+    """How to compute and report attention; the defaults are the CLI's.
+
+    Checked when made: a value out of its range or of the wrong kind is an OptionError (a
+    ValueError) naming the field, never a number quietly taken for another (a temperature
+    below 0 would turn the weights upside down, a mask misspelt would be no mask). Numbers
+    are kept as Python floats and ints."""
 
     scale: float | None = None  # None: 1/sqrt(d_k / heads)
     temperature: float = 1.0
@@ -37,6 +47,28 @@ class Options:
     seed: int = 0
     heads: int = 1
     mask: str = "none"  # none | causal
+
+    def __post_init__(self):
+        def keep(name: str, value) -> None:
+            object.__setattr__(self, name, value)
+
+        keep("scale", None if self.scale is None else finite("scale", self.scale))
+        keep("temperature", positive("temperature", self.temperature))
+        keep("top_k", whole("top_k", self.top_k, 1))
+        for name in ("include_self", "keep_punct"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise OptionError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            keep(name, bool(getattr(self, name)))
+        for name, choices in (("oov", OOV_POLICIES), ("mask", MASKS)):
+            if getattr(self, name) not in choices:
+                raise OptionError(f"{name} must be one of {', '.join(map(repr, choices))}, got {getattr(self, name)!r}")
+        if isinstance(self.qkv, os.PathLike):
+            keep("qkv", os.fspath(self.qkv))
+        if not isinstance(self.qkv, str) or not self.qkv:
+            raise OptionError(f"qkv must be 'identity', 'random' or the path of a .npz file, got {self.qkv!r}")
+        keep("d_k", None if self.d_k is None else whole("d_k", self.d_k, 1))
+        keep("seed", whole("seed", self.seed, 0))
+        keep("heads", whole("heads", self.heads, 1))
 
 
 @dataclass
@@ -167,6 +199,7 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
         "scores": att.mean_scores.tolist(),
         "weights": mean.tolist(),
         "top": [_top(att, mean, i, opts) for i in range(T)],
+        "include_self": opts.include_self,  # whether a `top` may hold the token's own position
         "heads": [
             {"scores": om.tolist(), "weights": al.tolist(), "top": [_top(att, al, i, opts) for i in range(T)]}
             for om, al in zip(att.scores, att.weights)
@@ -243,6 +276,7 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
         "index": i,
         "weights": att.mean_weights[i].tolist(),
         "top": _top(att, att.mean_weights, i, opts),
+        "include_self": opts.include_self,
         "heads": [{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
         "context": att.context[i].tolist(),
         "neighbors": _neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],

@@ -1,16 +1,16 @@
-"""Self-attention between the tokens of a sentence, in pure numpy: the seeds' steps.
+"""Self-attention between the tokens of a sentence, in pure numpy: its three steps.
 
     Step I    scores    omega_ij = q_i . k_j                                   scores(Q, K)
     Step II   weights   alpha_i  = softmax_j(omega_ij * scale / temperature)   weights(omega, scale, temperature, mask)
     Step III  context   z_i      = sum_j alpha_ij v_j                          context(alpha, V)
 
-With the raw word vectors as queries, keys and values (Q = K = V = X) these are the seeds'
+With the raw word vectors as queries, keys and values (Q = K = V = X) these are the plain
 Steps I-III: omega_ij = x_i . x_j and z_i = sum_j alpha_ij x_j. The trainable form projects
 each vector into its three roles first, Q = X W_Q, K = X W_K, V = X W_V (project), so that
 what a token looks for, how it is found and what it passes on can be learned apart.
 
 The scale defaults to 1/sqrt(d_k), the scaled dot-product of Vaswani et al., "Attention Is
-All You Need" (2017); scale = 1 gives the seeds' plain Step II. Several heads split d_k
+All You Need" (2017); scale = 1 gives the plain Step II, softmax_j(omega_ij). Several heads split d_k
 into H slices of d_k/H columns (split_heads), each attending on its own, their context
 vectors side by side again after (merge_heads). A causal mask lets token i attend only to
 j <= i, as a decoder predicting the next word must.
@@ -27,7 +27,7 @@ import itertools
 import numpy as np
 
 from attncli import limits
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, OptionError, finite, positive, whole
 
 
 class ScaleError(AttncliError):
@@ -36,7 +36,7 @@ class ScaleError(AttncliError):
 
 def _overflow(scale: float, temperature: float) -> ScaleError:
     return ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
-                      "use a smaller --scale or a larger --temperature")
+                      "use a smaller scale (--scale) or a larger temperature (--temperature)")
 
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -49,6 +49,9 @@ def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.nda
 def split_heads(M: np.ndarray, H: int) -> np.ndarray:
     """Head h takes the columns h*d_k/H .. (h+1)*d_k/H - 1 of Q, K or V."""
     T, d_k = M.shape
+    H = whole("heads", H, 1)
+    if d_k % H:
+        raise OptionError(f"heads must divide d_k = {d_k}, got {H}")
     return M.reshape(T, H, d_k // H).transpose(1, 0, 2)  # (T, d_k) -> (H, T, d_k/H)
 
 
@@ -69,7 +72,7 @@ def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
 
 def default_scale(d_k: int) -> float:
     """1/sqrt(d_k) of Vaswani et al. (with raw vectors as keys, d_k = d)."""
-    return 1.0 / np.sqrt(d_k)
+    return 1.0 / np.sqrt(whole("d_k", d_k, 1))
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -90,7 +93,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.ndarray | None = None) -> np.ndarray:
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
-    cell's logit is -inf, so its weight is exactly 0."""
+    cell's logit is -inf, so its weight is exactly 0. The scale must be finite and the
+    temperature above 0 and finite (OptionError): a temperature of 0 divides by 0, and one
+    below 0 would turn the weights upside down, the least similar attended most."""
+    scale, temperature = finite("scale", scale), positive("temperature", temperature)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught just below
         # scale / temperature first: omega * scale could overflow where the scaled score does
         # not; and when that ratio itself overflows, the other order may still fit
@@ -142,6 +148,9 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     take a slower symmetric path); exp() runs in place; the context vectors are normalised
     after the product, as (E V) / sum(E), rather than E.
     """
+    scale, temperature = finite("scale", scale), positive("temperature", temperature)
+    k, block = whole("k", k, 1), whole("block", block, 1)
+    window = None if window is None else whole("window", window, 0)
     X = np.asarray(X)  # (T, d), float32 as loaded: the products run at float32 speed
     T, d = X.shape
     if window is not None and window >= T - 1:
@@ -270,8 +279,8 @@ def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
-    """W_query, W_key, W_value of shape (d, d_k), drawn in that order from Keras's "uniform"
-    initializer, the seed's: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
+    """W_query, W_key, W_value of shape (d, d_k), drawn in that order as Keras's "uniform"
+    initializer draws them: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
     so the same seed gives the same numbers on any machine. Refused, before drawing, when
     the three (d, d_k) float64 arrays cannot fit in memory."""
     limits.require(3 * d * d_k * 8, f"drawing W_query, W_key, W_value of {d} x {d_k:,}", "choose a smaller --d-k")

@@ -7,10 +7,12 @@ process made before starting them: a memory map, so the pages are shared, never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -33,7 +35,10 @@ class Job:
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
-    """(line number, text, error) for every line: a bad line is an error, never the end of the run."""
+    """(line number, text, error) for every line that holds something: a bad line is an error,
+    never the end of the run. A blank line (nothing but white space) is skipped, as `scores`
+    skips it on standard input and as jq skips it in JSON Lines, and the lines keep the
+    numbers of their places in the input, so each result's `line` is still its line."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line does not start another
@@ -48,7 +53,6 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
             items.append((number, None, f"not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}"))
             continue
         if not line.strip():
-            items.append((number, None, "a blank line holds no sentence"))
             continue
         if not jsonl:
             items.append((number, line, None))
@@ -73,24 +77,40 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
 
 _job: Job | None = None
 _vectors = None
+_failed: str | None = None  # why this worker could not load the vectors
 
 
 def _start(job: Job, worker: bool = False) -> None:
-    """Load the vectors once per process. A worker first leaves the terminal's process
-    group: a Ctrl-C or a `kill` of the job then reaches only the parent, which ends the
-    workers itself. A worker killed by the group's signal while it waits for a line would
-    die holding the task queue's lock, and the parent's Pool.terminate would wait for that
-    lock for ever."""
-    global _job, _vectors
+    """Load the vectors once per process. A worker first ignores SIGINT, which it has held
+    blocked since it was made (see run), so that a Ctrl-C that came while it started is
+    dropped, and leaves the terminal's process group: a Ctrl-C or a `kill` of the job then
+    reaches only the parent, which ends the workers itself. A worker killed by the group's
+    signal while it waits for a line would die holding the task queue's lock, and the
+    parent's Pool.terminate would wait for that lock for ever.
+
+    A worker that cannot load the vectors (its cache entry removed since the parent made
+    it, no file descriptors left) must not end: Pool would start another in its place, and
+    another, for ever, each printing its traceback. It answers every line with the error."""
+    global _job, _vectors, _failed
     from attncli.load import load_vectors
 
     if worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.setpgrp()
-    _job, _vectors = job, load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _job = job
+    try:
+        _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+    except (AttncliError, OSError, MemoryError) as e:
+        if not worker:
+            raise
+        _failed = f"a worker could not load the vectors: {e}"
 
 
 def _one(item: tuple[int, str | None, str | None]) -> dict:
     number, text, error = item
+    if error is None and _failed is not None:
+        error = _failed
     if error is None:
         try:
             if _job.token is None and _job.index is None and not _job.all_contexts:
@@ -110,14 +130,54 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
         _start(job)
         yield from map(_one, items)
         return
-    # Ctrl-C reaches every process of the terminal's group: the workers start with SIGINT
-    # ignored (a new process keeps that) until they leave the group (_start), and only this
-    # process stops, ending them as it leaves the `with` (Pool.terminate), so no worker is
-    # left and none prints a traceback of its own.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    # Ctrl-C reaches every process of the terminal's group, a worker too until it leaves the
+    # group (_start), and only this process may stop: it ends the workers as it leaves the
+    # `with` (Pool.terminate), so that no worker is left and none prints a traceback of its own.
+    with _interrupts_held() as release:
         pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
+        with pool:
+            release()  # a Ctrl-C that came while the workers started is raised here, and ends them
+            yield from pool.imap(_one, items, chunksize=64)
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """SIGINT held back while the pool starts: blocked in this thread, so that the workers,
+    made from it, start with it blocked (a signal mask lasts through fork and exec) and
+    cannot be interrupted before they ignore it; the threads the pool makes meanwhile keep
+    it blocked too, and so do the workers one of them may start later in a dead one's place.
+    Blocked, not ignored: an ignored Ctrl-C would be lost, and the run go on to its end. One
+    that reaches another thread of this process is noted by a handler of the moment.
+    release() (also at the end) restores the handler and the mask, and then raises the
+    Ctrl-C held meanwhile, as the handler it restored would have.
+
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
+    thread that starts it, whatever was blocked before, so the first worker's start would
+    undo the block."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    held: list[int] = []
+    main = threading.current_thread() is threading.main_thread()  # only it can set a handler
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum)) if main else None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
+        if main:
+            signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending in this thread is raised here
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, None)
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
+
+    try:
+        yield release
     finally:
-        signal.signal(signal.SIGINT, previous)
-    with pool:
-        yield from pool.imap(_one, items, chunksize=64)
+        release()

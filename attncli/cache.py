@@ -86,8 +86,22 @@ class NoCacheDir(VectorsError):
 
 
 def bundled_prefix() -> Path:
-    # A regular or editable install keeps package data as plain files, which can be memory-mapped.
-    return Path(str(files("attncli.embeddings") / BUNDLED))
+    """Where the bundled entry's files are. An install (regular or editable) maps the folder
+    embeddings/ at the top of the repository into the package attncli.embeddings, as plain
+    files, which can be memory-mapped. Where that package cannot be imported, attncli runs
+    from a source tree: uninstalled, or shadowing the installed package (`python -m
+    attncli` in the root of a clone, whose attncli/ comes first on sys.path); the folder is
+    then embeddings/ beside the package's own source."""
+    try:
+        return Path(str(files("attncli.embeddings") / BUNDLED))
+    except ModuleNotFoundError:
+        pass
+    package = Path(__file__).resolve().parent
+    beside = package.parent / "embeddings"
+    if (beside / f"{BUNDLED}.json").is_file():
+        return beside / BUNDLED
+    raise VectorsError(f"the bundled vectors are not installed with attncli in {package}: install it "
+                       "(pip install . in the root of its repository), or give --vectors SOURCE")
 
 
 def cache_dir() -> Path:

@@ -1,4 +1,10 @@
-"""The tool's own exception types. The library raises them; only the CLI catches and prints."""
+"""The tool's own exception types. The library raises them; only the CLI catches and prints.
+
+And the checks of the library's parameters that raise OptionError.
+"""
+
+import math
+import numbers
 
 
 class AttncliError(Exception):
@@ -15,3 +21,33 @@ class InputError(AttncliError):
 
 class TokenError(AttncliError):
     """The token asked for with --token or --index is not (or not uniquely) in the sentence."""
+
+
+class OptionError(AttncliError, ValueError):
+    """A parameter given to the library out of its range or of the wrong kind (an Options field,
+    an argument of attncli.attention): the message names the parameter and what it takes."""
+
+
+def _shown(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def finite(name: str, value) -> float:
+    """`value` as a float when it is a finite real number (not a bool); else OptionError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise OptionError(f"{name} must be a finite number, got {_shown(value)}")
+    return float(value)
+
+
+def positive(name: str, value) -> float:
+    """`value` as a float when it is a finite real number above 0; else OptionError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise OptionError(f"{name} must be a positive finite number, got {_shown(value)}")
+    return float(value)
+
+
+def whole(name: str, value, least: int = 0) -> int:
+    """`value` as an int when it is a whole number (not a bool) of `least` or more; else OptionError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise OptionError(f"{name} must be a whole number of {least} or more, got {_shown(value)}")
+    return int(value)

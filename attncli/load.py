@@ -8,28 +8,32 @@ import os
 from collections.abc import Callable
 
 from attncli import cache
-from attncli.errors import VectorsError
+from attncli.errors import VectorsError, whole
 from attncli.vectors import Vectors
 
 
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
                  use_cache: bool = True, progress: Callable[[int, int], None] | None = None,
-                 warn: Callable[[str], None] | None = None) -> Vectors:
+                 warn: Callable[[str], None] | None = None, param: str = "--vectors") -> Vectors:
     """Word vectors to look sentences up in.
 
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
     GloVe or fastText (.vec or .bin) file, possibly .gz or .bz2, a gensim .kv/.model file
     (only with trust_pickle: it is a pickle), or the name of a downloaded gensim-data model.
-    limit: read only the first `limit` words. The first load of a source writes a cache
+    limit: read only the first `limit` words (of the bundled vectors, ordered by frequency, the
+    `limit` most frequent: a view of their rows). The first load of a source writes a cache
     entry (see cache.py) that later loads memory-map; use_cache=False skips it.
     progress(done, total) is called while a source is read; warn(message) for warnings.
+    param: how an error about the source names where it was given ("--vectors", "SOURCE").
     """
     warn = warn or (lambda message: None)
+    limit = None if limit is None else whole("limit", limit, 1)
     if source is None:
-        return cache.read_bundled()
+        bundled = cache.read_bundled()
+        return bundled.first(limit) if limit else bundled
     from attncli import sources  # file formats and gensim: not needed for the bundled vectors
 
-    src = sources.resolve(os.fspath(source))
+    src = sources.resolve(os.fspath(source), param)
     options = {"limit": limit, "unicode_errors": sources.UNICODE_ERRORS}
     folder = None
     if use_cache:

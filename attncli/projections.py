@@ -1,7 +1,7 @@
 """Learned weights from outside: query, key and value projections (none, drawn at random,
 or read from a .npz), and the RNN's weights.
 
-A projections .npz holds W_query, W_key, W_value of shape (d, d_k), the seed's names, and
+A projections .npz holds W_query, W_key, W_value of shape (d, d_k), and
 optionally b_query, b_key, b_value of shape (d_k,); an RNN's holds W_hx (N, d), W_hh (N, N)
 and b_h (N,). Both are read with allow_pickle=False: an object array (a pickle) is refused,
 never run. A .npz is a zip archive, in which a few kB can declare GBs: every member's .npy

@@ -1,75 +1,27 @@
 """Documents to text: rich tables for a terminal, JSON Lines for a pipe. Knows no files.
 
 Every view is drawn from the same document the JSON carries (see analyze.py), so what a
-table shows is exactly what `--format json` prints.
+table shows is exactly what `--format json` prints. Each view takes the width it may fill
+and the colour system of the console it is drawn on (rich's Console.color_system, None
+where there is no colour), to choose its colours for it.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
 import numpy as np
+from rich.cells import cell_len
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-# Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
-# them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
-# viridis. Raw scores are dot products that can be negative: ColorBrewer's diverging RdBu,
-# blue below 0, white at 0, red above.
-VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"]
-RDBU = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
-        "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"]  # fmt: skip
-
-
-def _rgb(hex_color: str) -> np.ndarray:
-    return np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
-
-
-def color_at(scale: list[str], t: float) -> tuple[int, int, int]:
-    """The colour at t in [0, 1] along `scale`, linearly between its anchors."""
-    t = min(max(float(t), 0.0), 1.0) * (len(scale) - 1)
-    i = min(int(t), len(scale) - 2)
-    rgb = _rgb(scale[i]) + (t - i) * (_rgb(scale[i + 1]) - _rgb(scale[i]))
-    return tuple(int(round(c)) for c in rgb)
-
-
-def _cell_style(rgb: tuple[int, int, int]) -> Style:
-    # dark text on light cells, light text on dark ones (relative luminance, ITU-R BT.709)
-    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-    return Style(color="black" if luminance > 140 else "white", bgcolor=f"rgb({rgb[0]},{rgb[1]},{rgb[2]})")
-
-
-class Heat:
-    """Where a value falls on a table's colour scale: weights from 0 to the table's largest
-    weight; raw scores symmetric around 0, out to the largest magnitude."""
-
-    def __init__(self, M: np.ndarray, raw: bool):
-        self.scale = RDBU if raw else VIRIDIS
-        self.low = -float(np.abs(M).max()) if raw else 0.0
-        self.high = float(np.abs(M).max()) if raw else float(M.max())
-        self.digits = 2 if raw else 3
-
-    def position(self, value: float) -> float:
-        span = self.high - self.low
-        return 0.5 if span == 0 else (value - self.low) / span
-
-    def cell(self, value: float) -> Text:
-        return Text(f"{value:.{self.digits}f}", style=_cell_style(color_at(self.scale, self.position(value))))
-
-    def legend(self, label: str) -> Text:
-        """The colour scale from its low end to its high end; the bars grow, so it reads without colour too."""
-        legend = Text(f"{label}: {self.low:.{self.digits}f} ")
-        bars = "▁▂▃▄▅▆▇█"
-        for k, bar in enumerate(bars):
-            r, g, b = color_at(self.scale, k / (len(bars) - 1))
-            legend.append(bar * 2, style=f"rgb({r},{g},{b})")
-        legend.append(f" {self.high:.{self.digits}f}")
-        return legend
+from attncli import attention, heatmap
+from attncli.heatmap import Heatmap
 
 
 def _describe(doc: dict) -> Text:
@@ -112,77 +64,77 @@ def _masked(doc: dict, T: int) -> np.ndarray:
     return np.triu(np.ones((T, T), dtype=bool), k=1) if doc.get("mask") == "causal" else np.zeros((T, T), dtype=bool)
 
 
-def heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str = "",
-            labels: list[str] | None = None) -> tuple[Table, Heat]:
-    """A T x T table, each cell its number on its colour; a masked cell shows as masked, not 0.
-    `labels` name the columns when the tokens themselves are too wide."""
-    heat = Heat(M[~masked] if masked.any() else M, raw)
-    table = Table(title=title, caption=caption or None)
-    table.add_column("i \\ j", style="bold")
-    for label in labels or tokens:
-        table.add_column(label, justify="right")
-    for i, (token, row) in enumerate(zip(tokens, M)):
-        label = f"{i} {token}" if labels else token
-        table.add_row(label, *(Text("·", style="dim") if masked[i, j] else heat.cell(x) for j, x in enumerate(row)))
-    return table, heat
+def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
+    return Group(*([Text(title, style="bold")] if title else []), *heat.grid(M))
 
 
-def table_width(tokens: list[str], labels: list[str], cell: int) -> int:
-    """Columns a heatmap of these tokens takes: each column its widest text (a label, or a
-    number `cell` wide) and 3 for padding and border, and 1 for the closing border."""
-    row_label = max(len(t) for t in tokens) + (len(str(len(tokens))) + 1 if labels is not tokens else 0)
-    return 1 + max(row_label, len("i \\ j")) + 3 + sum(max(len(label), cell) + 3 for label in labels)
+def _too_many(T: int, width: int) -> Text:
+    return Text(f"{T} tokens are too many for a {T} x {T} grid in {width} columns; each token's top attended "
+                "follows (a wider terminal, --max-tokens N, or --format json shows the whole matrix)", style="dim")
 
 
-def fitted_heatmap(tokens: list[str], M: np.ndarray, masked: np.ndarray, *, raw: bool, title: str, caption: str,
-                   width: int, max_tokens: int | None) -> tuple[list[RenderableType], Heat | None]:
-    """The heatmap that reads well in `width` columns: the tokens as column labels if they
-    fit, else their positions with a key; capped at `max_tokens`; and when even that cannot
-    fit, no grid at all (the per-token top list below it says the same)."""
-    T = len(tokens)
-    notes = []
-    if max_tokens is not None and T > max_tokens:
-        tokens, M, masked = tokens[:max_tokens], M[:max_tokens, :max_tokens], masked[:max_tokens, :max_tokens]
-        notes.append(Text(f"the table shows the first {max_tokens} of {T} tokens (--max-tokens); JSON holds them all",
-                          style="dim"))
-    cell = len(f"{-np.abs(M).max():.2f}") if raw else len("0.123")  # the widest number a cell shows
-    if table_width(tokens, tokens, cell) <= width:
-        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption)
-        return [table, *notes], heat
-    labels = [str(j) for j in range(len(tokens))]
-    if table_width(tokens, labels, cell) <= width:
-        table, heat = heatmap(tokens, M, masked, raw=raw, title=title, caption=caption + "; columns by position",
-                              labels=labels)
-        return [table, *notes], heat
-    notes.append(Text(f"{len(tokens)} tokens are too many for a {len(tokens)} x {len(tokens)} table in {width} columns; "
-                      "each token's top attended follows (a wider terminal, --max-tokens N, or --format json "
-                      "shows the whole matrix)", style="dim"))
-    return notes, None
+def left_out(include_self: bool, mask: str | None = None) -> str:
+    """What a list of top attended leaves out, said where the list is: a token's own position
+    (unless --include-self) and the masked ones."""
+    if include_self:
+        return "masked positions left out" if mask == "causal" else ""
+    if mask == "causal":
+        return "own and masked positions left out (--include-self keeps its own)"
+    return "own position left out (--include-self keeps it)"
 
 
-def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None) -> RenderableType:
+def _top_heading(doc: dict) -> Text:
+    heading = Text("top attended (by weight α)", style="bold")
+    note = left_out(bool(doc.get("include_self")), doc.get("mask"))
+    if note:
+        heading.append(f", {note}", style="dim")
+    heading.append(":", style="bold")
+    return heading
+
+
+def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None,
+                color_system: str | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
-    with several heads, a small heatmap for each head; all as fits in `width` columns."""
+    with several heads, a heatmap for each head; all as fits in `width` columns."""
     tokens = doc["tokens"]
-    masked = _masked(doc, len(tokens))
-    M = np.array(doc["scores"] if raw else doc["weights"])  # (T, T)
+    T = len(tokens)
+    n = T if max_tokens is None else min(T, max_tokens)
+    masked = _masked(doc, T)[:n, :n]
+    key = "scores" if raw else "weights"
     H = doc["qkv"]["heads"]
-    step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
-    title = step + (f", mean over {H} heads" if H > 1 else "")
-    caption = "row i attends to column j" + ("" if raw else "; each row sums to 1") + ("; · masked" if masked.any() else "")
-    shown, heat = fitted_heatmap(tokens, M, masked, raw=raw, title=title, caption=caption, width=width,
-                                 max_tokens=max_tokens)
-    parts = [_describe(doc), *shown]
-    if heat is not None:
-        parts.append(heat.legend("score ω (0 in the middle)" if raw else "weight α"))
-    if H > 1 and heat is not None:
-        key = "scores" if raw else "weights"
-        heads = [fitted_heatmap(tokens, np.array(head[key]), masked, raw=raw, title=f"head {h}", caption="",
-                                width=width, max_tokens=max_tokens)[0] for h, head in enumerate(doc["heads"])]
-        parts.append(Columns([Group(*h) for h in heads]))
-    parts.append(Text("\ntop attended (by weight α):", style="bold"))
+    # no grid fits even with one-character numbers: the heads' matrices are not needed
+    room = heatmap.plan(tokens[:n], 1, width) is not None
+
+    def cut(M: list[list[float]]) -> np.ndarray:  # the shown part only: a long sentence's T x T is large
+        return np.array([row[:n] for row in M[:n]], dtype=float).reshape(n, n)
+
+    mean = cut(doc[key])  # (n, n)
+    heads = [cut(head[key]) for head in doc["heads"]] if H > 1 and room else []
+    heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
+    parts: list[RenderableType] = [_describe(doc)]
+    if heat.fits:
+        step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
+        parts.append(_grid_part(heat, mean, step + (f", mean over {H} heads" if H > 1 else "")))
+        caption = "row i attends to column j"
+        if not raw:
+            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
+                                                              f"of which the first {n} are shown")
+        if masked.any():
+            caption += "; · masked"
+        parts += heat.key()
+        parts.append(Text(f"{caption}; {heat.reading('ω' if raw else 'α')}", style="dim"))
+        if n < T:
+            parts.append(Text(f"the grid shows the first {n} of {T} tokens (--max-tokens); JSON holds them all",
+                              style="dim"))
+        parts += heat.legend("score ω" if raw else "weight α")
+        if heads:
+            parts.append(Columns([_grid_part(heat, M, f"head {h}") for h, M in enumerate(heads)], padding=(1, 2)))
+    else:
+        parts.append(_too_many(n, width))
+    parts.append(Text())
+    parts.append(_top_heading(doc))
     twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
-    parts += [_top_line(f"{i} {token}" if heat is None else token, top, twice)
+    parts += [_top_line(f"{i} {token}" if not heat.fits else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
     return Group(*parts)
 
@@ -197,7 +149,7 @@ def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
 
 
-def context_view(doc: dict, *, width: int = 80) -> RenderableType:
+def context_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """One token's weights as a ranked list with bars, its context vector, and the words
     nearest its own vector beside those nearest its context vector."""
     parts: list[RenderableType] = [_describe(doc)]
@@ -245,7 +197,23 @@ def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
 
 
-def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
+def _span(values: np.ndarray) -> str:
+    """"0.963", or "0.951 to 0.985" when the values differ at the precision shown."""
+    low, high = f"{values.min():.3f}", f"{values.max():.3f}"
+    return low if low == high else f"{low} to {high}"
+
+
+def _cosines(title: str, labels: list[str], M: np.ndarray) -> Table:
+    table = Table(title=title)
+    table.add_column("")
+    for label in labels:
+        table.add_column(label, justify="right")
+    for label, row in zip(labels, M):
+        table.add_row(label, *(f"{x:.3f}" for x in row))
+    return table
+
+
+def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """One token across sentences: its top attended in each, the cosines between its context
     vectors and between its raw vectors, and the nearest words, those that moved marked."""
     token, docs = doc["token"], doc["sentences"]
@@ -256,28 +224,26 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
         line = Text(f"{label} {d['sentence']}\n", style="bold")
         line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
         parts.append(line)
-    cosines = Table(title="cosine between the sentences' vectors of " + repr(token))
-    cosines.add_column("")
-    for label in labels:
-        cosines.add_column(f"context {label}", justify="right")
-    for label in labels:
-        cosines.add_column(f"raw {label}", justify="right")
+    note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
+    parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
-    for a in range(k):
-        cosines.add_row(labels[a], *(f"{x:.3f}" for x in ctx[a]), *(f"{x:.3f}" for x in raw[a]))
-    parts.append(cosines)
-    off = ctx[~np.eye(k, dtype=bool)]
+    # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
+    parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
+    parts.append(Columns([_cosines("context vectors", labels, ctx), _cosines("raw vectors", labels, raw)],
+                         padding=(0, 2)))
+    off = ~np.eye(k, dtype=bool)
     parts.append(Text(
-        f"the context vectors of {token!r} have cosine {off.min():.3f} to {off.max():.3f} between sentences "
-        f"(its raw vectors: {raw[~np.eye(k, dtype=bool)].min():.3f}). "
+        f"the context vectors of {token!r} have cosine {_span(ctx[off])} between sentences "
+        f"(its raw vectors: {_span(raw[off])}). "
         + ("With raw vectors and no learned projections, context barely moves a word: each token attends "
            "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
            "These context vectors are sums of value vectors under the projections given."), style="dim"))
-    own = [n["word"] for n in docs[0]["token_neighbors"]]
     if docs[0]["qkv"]["kind"] != "identity":
         parts.append(Text("no nearest words for the context vectors: with projections they are sums of value "
                           "vectors, not word vectors", style="dim"))
+        return Group(*parts)
+    own = [n["word"] for n in docs[0]["token_neighbors"]]
     near = Table(title="nearest vocabulary words (* = not near the word itself)")
     near.add_column(f"{token!r} itself")
     for label in labels:
@@ -294,16 +260,24 @@ def compare_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
-def document_header(name: str, vectors: str, opts, window: int | None) -> Text:
+def document_header(name: str, vectors: str, opts, window: int | None, *, dim: int | None = None) -> Text:
+    """The lines above a document's rows: what it is, the numbers its weights were computed
+    with (the scale: --scale, else 1/sqrt(d) for vectors of `dim`), what its lists leave out."""
     text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
-    text.append(f"vectors {vectors}; temperature {opts.temperature:g}; mask {opts.mask}"
+    scale = opts.scale if opts.scale is not None else None if dim is None else attention.default_scale(dim)
+    shown = f"scale {scale:.6g}, " if scale is not None else ""
+    text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"
                 + (f"; window {window}" if window else ""), style="dim")
+    note = left_out(opts.include_self, opts.mask)
+    text.append(f"\ni token → token(j) α_ij, its top attended first{'; ' + note if note else ''}", style="dim")
     return text
 
 
 def document_row(row: dict) -> Text:
+    """A document's token and its top attended, every one with its position: a stream cannot
+    know which words its later rows repeat, and "it → it" would read as attending to itself."""
     line = Text(f"{row['index']} ", style="dim")
-    line.append_text(_top_line(row["token"], row["top"], set()))
+    line.append_text(_top_line(row["token"], row["top"], {t["token"] for t in row["top"]}))
     return line
 
 
@@ -317,7 +291,7 @@ def _abridged(rows: int, what: str) -> list[Text]:
                   style="dim")] if rows > TABLE_ROWS else [])
 
 
-def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
+def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
     table.add_column("word")
@@ -329,19 +303,20 @@ def neighbors_view(doc: dict, *, width: int = 80) -> RenderableType:
 
 
 def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
-    """A matrix, its rows labelled, abridged to its first `shown` columns."""
+    """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
+    each headed by its index (from 0)."""
     table = Table(box=None, show_header=True, header_style="dim")
     table.add_column("")
-    for c in range(min(shown, M.shape[1])):
-        table.add_column(str(c), justify="right")
-    if M.shape[1] > shown:
-        table.add_column(f"… {M.shape[1]}", justify="left")
+    n = M.shape[1]
+    columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
+    for c in columns:
+        table.add_column("…" if c is None else str(c), justify="right")
     for label, row in zip(rows, M):
-        table.add_row(label, *(f"{x:.3f}" for x in row[:shown]), *(["…"] if M.shape[1] > shown else []))
+        table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
     return table
 
 
-def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
+def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """Each step of attention as a titled panel with its shape; with --token, its row too."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
@@ -350,42 +325,53 @@ def explain_view(doc: dict, *, width: int = 80) -> RenderableType:
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
 
-    def per_head(key: str, raw: bool) -> RenderableType:
-        tables = [Group(*fitted_heatmap(tokens, np.array(M), masked if not raw else np.zeros_like(masked), raw=raw,
-                                        title=f"head {h}" if H > 1 else "", caption="", width=width - 4,
-                                        max_tokens=None)[0]) for h, M in enumerate(steps[key])]
-        return Columns(tables) if H > 1 else tables[0]
+    def per_head(key: str, symbol: str) -> RenderableType:
+        signed = key != "weights"
+        shown = masked if not signed else np.zeros_like(masked)  # the scores are before the mask
+        matrices = [np.array(M) for M in steps[key]]
+        heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
+        if not heat.fits:
+            return Text(f"{T} tokens are too many for a {T} x {T} grid in {width - 4} columns; "
+                        "--format json holds every matrix", style="dim")
+        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices)]
+        reading = Text(heat.reading(symbol), style="dim")
+        return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
+                     *heat.legend(symbol))
 
     panels = [
         _describe(doc),
         Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. the tokens' word vectors X  ({T} x {d})")),
         Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
               title=Text(f"2. queries, keys, values: {roles}  ({T} x {d_k} each)")),
-        Panel(per_head("scores", raw=True), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
-        Panel(per_head("scaled", raw=True),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
+        Panel(per_head("scaled", "scaled score"),
               title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
-        Panel(per_head("weights", raw=False),
+        Panel(per_head("weights", "α"),
               title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
               title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})")),
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
-        follow = Table(box=None)
-        follow.add_column("step", style="bold")
+        # a row a token j, so that a long sentence grows the panel down, not across
+        follow = Table(box=None, header_style="bold")
+        follow.add_column("j", justify="right")
+        follow.add_column("token", no_wrap=True)
+        for name in ("ω_ij", "s_ij", "α_ij"):
+            for h in range(H):
+                follow.add_column(name + (f" h{h}" if H > 1 else ""), justify="right")
         for j, t in enumerate(tokens):
-            follow.add_column(t, justify="right")
-        for name, key in (("ω_i·", "scores"), ("scaled", "scaled"), ("α_i·", "weights")):
-            for h, values in enumerate(row[key]):
-                label = name + (f" head {h}" if H > 1 else "")
-                follow.add_row(label, *("·" if masked[i, j] and key == "weights" else f"{v:.3f}" for j, v in enumerate(values)))
+            cells = [f"{row[key][h][j]:.3f}" if not (masked[i, j] and key == "weights") else "·"
+                     for key in ("scores", "scaled", "weights") for h in range(H)]
+            follow.add_row(str(j), t + (" (itself)" if j == i else ""), *cells)
         z = np.array(row["context"])
-        panels.append(Panel(Group(follow, Text(f"z_{i}: {_vector_summary(z)}")),
+        scaled = Text(f"s_ij = ω_ij · {doc['scale']:.4g} / {doc['temperature']:g}, the scaled score", style="dim")
+        panels.append(Panel(Group(follow, scaled, Text(f"z_{i}: {_vector_summary(z)}")),
                             title=Text(f"{doc['token']!r} (index {i}) through every step")))
     return Group(*panels)
 
 
-def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
+def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """Per position: the RNN's state norm and the input's influence on the last state,
     beside the last token's attention weight on it."""
     tokens = doc["tokens"]
@@ -396,9 +382,12 @@ def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
                           ("attention", "right"), ("", "left")):
         table.add_column(name, justify=justify)
     top_influence = influence.max() or 1.0
+    # the bars take what the other columns leave (7 columns: 22 characters of borders and padding)
+    others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
+    bar = min(max((width - others) // 2, 4), 16)
     for i, t in enumerate(tokens):
-        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, 16),
-                      f"{attention[i]:.3f}", _bar(attention[i], 16))
+        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
+                      f"{attention[i]:.3f}", _bar(attention[i], bar))
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "
                 f"vectors {doc['vectors']['name']}", style="dim")
@@ -408,18 +397,18 @@ def rnn_view(doc: dict, *, width: int = 80) -> RenderableType:
     return Group(text, table, note)
 
 
-def info_view(doc: dict, *, width: int = 80) -> RenderableType:
+def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
     table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
     for key, value in doc.items():
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
         table.add_row(key.replace("_", " "), shown)
     return table
 
 
-def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
+def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
@@ -439,12 +428,102 @@ def entries_view(doc: dict, *, width: int = 80) -> RenderableType:
     return table
 
 
-def cleared_view(doc: dict, *, width: int = 80) -> RenderableType:
-    return Text(f"removed {doc['removed']} cache entries ({_megabytes(doc['bytes'])}) from {doc['cache_dir']}")
+def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    n = doc["removed"]
+    return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({_megabytes(doc['bytes'])}) "
+                f"from {doc['cache_dir']}")
 
 
 def _megabytes(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
+
+
+# The pictures (--svg, --html) name fonts a machine has, never a font to download: rich's
+# own SVG template loads Fira Code from a CDN. DejaVu Sans Mono (Menlo shares its metrics)
+# at 21 px fills rich's 24.4 px lines (its box-drawing glyphs are 1.164 em tall), so
+# borders join without gaps; its advance, 0.602 em, is 12.64 px, 0.632 of rich's 20 px cell
+# height. Rich clips every line of text to its own line, which would cut the glyphs' ends
+# off again: the clip is undone in the style.
+FONTS = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
+SVG_FONT_SIZE, SVG_ASPECT = 21, 0.632
+
+SVG_FORMAT = """\
+<svg class="rich-terminal" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">
+    <style>
+    .{unique_id}-matrix {{
+        font-family: %(fonts)s;
+        font-size: %(size)spx;
+        line-height: {line_height}px;
+        font-variant-east-asian: full-width;
+    }}
+    .{unique_id}-matrix text {{
+        clip-path: none;
+    }}
+    .{unique_id}-title {{
+        font-size: 18px;
+        font-weight: bold;
+        font-family: sans-serif;
+    }}
+    {styles}
+    </style>
+    <defs>
+    <clipPath id="{unique_id}-clip-terminal">
+      <rect x="0" y="0" width="{terminal_width}" height="{terminal_height}" />
+    </clipPath>
+    {lines}
+    </defs>
+    {chrome}
+    <g transform="translate({terminal_x}, {terminal_y})" clip-path="url(#{unique_id}-clip-terminal)">
+    {backgrounds}
+    <g class="{unique_id}-matrix">
+    {matrix}
+    </g>
+    </g>
+</svg>
+""" % {"fonts": FONTS, "size": SVG_FONT_SIZE}
+
+HTML_FORMAT = """\
+<!DOCTYPE html>
+<html>
+<head>
+<meta charset="UTF-8">
+<style>
+{stylesheet}
+body {{
+    color: {foreground};
+    background-color: {background};
+}}
+</style>
+</head>
+<body>
+    <pre style="font-family: %(fonts)s; line-height: normal"><code style="font-family: inherit">{code}</code></pre>
+</body>
+</html>
+""" % {"fonts": FONTS}
+
+# rich writes a run of text with its leading spaces as no-break spaces, which librsvg (and
+# so rsvg-convert) drops, drawing the run that many cells to the left: such a run starts
+# where its first character is instead
+_LEADING_SPACES = re.compile(r'(<text [^>]*?\bx=")([0-9.e+-]+)("[^>]*?\btextLength=")([0-9.e+-]+)("[^>]*>)((?:&#160;)+)')
+
+
+def svg(console: Console, title: str) -> str:
+    """What `console` recorded, as an SVG picture that needs no network and draws the same
+    in a browser as in librsvg."""
+    picture = console.export_svg(title=title, clear=False, code_format=SVG_FORMAT, font_aspect_ratio=SVG_ASPECT)
+    cell = 20 * SVG_ASPECT  # rich's cell width: its 20 px height times the aspect ratio
+
+    def shift(m: re.Match) -> str:
+        n = m.group(6).count("&#160;")
+        x, length = float(m.group(2)) + n * cell, float(m.group(4)) - n * cell
+        return f"{m.group(1)}{x:g}{m.group(3)}{length:g}{m.group(5)}"
+
+    return _LEADING_SPACES.sub(shift, picture)
+
+
+def html(console: Console) -> str:
+    """What `console` recorded, as an HTML page in the fonts the machine has."""
+    return console.export_html(clear=False, code_format=HTML_FORMAT)
 
 
 class LoadProgress:

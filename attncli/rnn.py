@@ -1,10 +1,10 @@
 """The recurrent network attention replaced: a fold over the sequence with a carried state.
 
-The seed writes the forward pass of an RNN as a reduce,
+The forward pass of an (Elman) RNN is a reduce,
 
     reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0)
 
-and names its weakness: the path from an early input to the last state runs through every
+and that is its weakness: the path from an early input to the last state runs through every
 step in between, so its influence is multiplied by one Jacobian per step. influence()
 measures that exactly, by the chain rule: with a_t = W_hx x_t + W_hh h_{t-1} + b_h and
 h_t = tanh(a_t),
@@ -48,12 +48,12 @@ def init_weights(d: int, N: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def states(X: np.ndarray, W_hx: np.ndarray, W_hh: np.ndarray, b_h: np.ndarray) -> np.ndarray:
-    """Every state h_1 .. h_T of the seed's fold from h0 = 0: accumulate is reduce keeping
+    """Every state h_1 .. h_T of the fold from h0 = 0: accumulate is reduce keeping
     each accumulator on the way, so the last row is reduce(step, X, h0) itself."""
     X = np.asarray(X, dtype=np.float64)  # (T, d)
     h0 = np.zeros(W_hh.shape[0])  # (N,)
 
-    def step(h, x):  # the seed's lambda
+    def step(h, x):  # the reduce's lambda
         return np.tanh(W_hx @ x + W_hh @ h + b_h)  # (N,)
 
     with np.errstate(over="ignore", invalid="ignore"):  # tanh saturates; a NaN is the caller's to refuse

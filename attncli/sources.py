@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import contextlib
 import gzip
 import json
 import logging
@@ -22,6 +23,7 @@ import stat
 import struct
 import sys
 import threading
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +43,79 @@ FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # Facebook's .bin models sta
 VECTOR_SUFFIXES = (".txt", ".vec", ".bin", ".gz", ".bz2", ".kv", ".model", ".w2v", ".glove")
 UNICODE_ERRORS = "replace"  # a word that is not valid UTF-8 keeps its place, its bad bytes shown as U+FFFD
 CHUNK = 1 << 16
+# The longest word a vectors file may hold, and with it the longest line: a word, then d
+# values of at most 64 bytes each ("-1.2345678901234567e-308" is 24). Past it a file is
+# refused at once, naming the line: a line of hundreds of megabytes (a file that is not
+# vectors, or a damaged one) would otherwise be gathered whole, by gensim and here.
+WORD_MOST = 1 << 20
+VALUE_MOST = 64
+# Line 1 of a GloVe file gives the dimension, so its bound cannot come from it: 4 MiB holds
+# a word and 49,152 values of 64 bytes.
+FIRST_LINE_MOST = 4 << 20
+
+
+def line_most(dim: int) -> int:
+    """The longest line a text vectors file of dimension `dim` may hold."""
+    return VALUE_MOST * dim + WORD_MOST
+
+
+class _LongLine(Exception):
+    """A line longer than its bound: (line number, bound)."""
+
+    def __init__(self, number: int, most: int):
+        super().__init__(number, most)
+        self.number, self.most = number, most
+
+
+def _long_line(path: Path, e: _LongLine, dim: int | None) -> VectorsError:
+    values = f"a word and {dim:,} values" if dim else "the line that gives a GloVe file's dimension"
+    return VectorsError(f"{path}: line {e.number:,} is longer than {e.most:,} bytes, more than {values} can take "
+                        "(64 bytes a value, 1 MB for the word); it is not a vectors file, or it is damaged")
+
+
+class _Lines:
+    """The lines of a stream given a chunk at a time, numbered from 1 (blank ones too) and
+    each refused past `most` bytes as soon as it grows beyond them, however long it goes on:
+    a line is gathered only once it ends, so a long one costs no repeated copying."""
+
+    def __init__(self, most: int):
+        self.most = most
+        self.number = 0  # lines ended so far
+        self._parts: list[bytes] = []  # the line still open
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` ends (without their newline); _LongLine past the bound."""
+        pieces = chunk.split(b"\n")
+        if len(pieces) == 1:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+            if self._size > self.most:
+                raise _LongLine(self.number + 1, self.most)
+            return []
+        lines = [b"".join(self._parts) + pieces[0], *pieces[1:-1]]
+        for k, line in enumerate(lines):
+            if len(line) > self.most:
+                raise _LongLine(self.number + k + 1, self.most)
+        self.number += len(lines)
+        self._parts, self._size = [pieces[-1]], len(pieces[-1])
+        if self._size > self.most:
+            raise _LongLine(self.number + 1, self.most)
+        return lines
+
+    def end(self) -> bytes:
+        """The last line, which no newline ended (b"" when the stream ended with one)."""
+        return b"".join(self._parts)
+
+    def iterate(self, stream):
+        """(number, line) for every line of a binary stream, read a chunk at a time."""
+        while chunk := stream.read(CHUNK):
+            lines = self.feed(chunk)
+            first = self.number - len(lines) + 1
+            yield from enumerate(lines, start=first)
+        last = self.end()
+        if last:
+            yield self.number + 1, last
 
 
 @dataclass
@@ -75,19 +150,20 @@ def shortened(text: str, most: int = 200) -> str:
     return text if len(text) <= most else f"{text[:most // 2]}...{text[-most // 4:]} ({len(text):,} characters)"
 
 
-def resolve(spec: str) -> Source:
-    """The local regular file a SOURCE names; VectorsError for anything else."""
+def resolve(spec: str, param: str = "--vectors") -> Source:
+    """The local regular file a SOURCE names; VectorsError for anything else. `param` is how
+    a message names where the source was given (the option, or an argument: SOURCE)."""
     if "://" in spec:
         raise VectorsError(f"{shortened(spec)}: only local files are read; download it first and give its path")
     try:
-        return _resolve(spec)
+        return _resolve(spec, param)
     except OSError as e:  # a name too long, a loop of links, an I/O error: whatever stat or listing meets
         raise VectorsError(f"{shortened(spec)}: cannot be read: {e.strerror or e}") from None
     except ValueError as e:  # an embedded NUL
         raise VectorsError(f"{shortened(spec)}: not a usable path: {e}") from None
 
 
-def _resolve(spec: str) -> Source:
+def _resolve(spec: str, param: str) -> Source:
     expanded = expand(spec)
     if expanded is None:
         head = spec.split(os.sep, 1)[0]
@@ -106,14 +182,15 @@ def _resolve(spec: str) -> Source:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise VectorsError(f"{shown}: no such file; give --vectors a word vectors file, a downloaded gensim-data name, "
-                           "or leave it out for the bundled vectors") from None
+        choices = ("a word vectors file, a downloaded gensim-data name, or leave it out for the bundled vectors"
+                   if param.startswith("--") else "a word vectors file or a downloaded gensim-data name")
+        raise VectorsError(f"{shown}: no such file; give {param} {choices}") from None
     except OSError as e:
         raise VectorsError(f"{shown}: cannot be read: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise VectorsError(f"{shown}: is a directory; give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: is a directory; give {param} a word vectors file")
     if not stat.S_ISREG(st.st_mode):
-        raise VectorsError(f"{shown}: not a regular file (a device, FIFO or socket); give --vectors a word vectors file")
+        raise VectorsError(f"{shown}: not a regular file (a device, FIFO or socket); give {param} a word vectors file")
     if not os.access(path, os.R_OK):
         raise VectorsError(f"{shown}: permission denied")
     return Source(path, spec, st)
@@ -196,12 +273,14 @@ def detect(source: Source) -> Format:
     compression = "gzip" if head[:2] == b"\x1f\x8b" else "bz2" if head[:3] == b"BZh" else None
     try:
         with open(path, "rb") as raw, _decompressed(raw, compression) as f:
-            first = f.readline(1 << 20)
+            first = f.readline(FIRST_LINE_MOST + 1)
             rest = f.read(CHUNK)
     except (OSError, EOFError, zlib.error) as e:
         raise _read_error(path, compression, e) from None
     if not first:
         raise VectorsError(f"{path}: is empty, not a word vectors file")
+    if len(first) > FIRST_LINE_MOST and first[:4] != FASTTEXT_MAGIC and first[:1] != b"\x80":
+        raise _long_line(path, _LongLine(1, FIRST_LINE_MOST), None)
     if first[:1] == b"\x80" and first[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return Format("pickle", compression)
     if first[:4] == FASTTEXT_MAGIC:
@@ -222,12 +301,35 @@ def detect(source: Source) -> Format:
     )
 
 
+@contextlib.contextmanager
+def _quiet():
+    """gensim's and numpy's own warnings and log lines silenced while a reader runs: what
+    they would say raw (a value beyond float32, a nonsense sampling threshold, a word that
+    is not UTF-8) is checked here and said once, in plain words, as attncli's error or
+    warning; the loggers' levels are restored after."""
+    loggers = [logging.getLogger(name) for name in ("gensim", "smart_open")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle: bool = False,
          progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
     """Load a source through gensim and check what gensim does not."""
     warn = warn or (lambda message: None)
-    for name in ("gensim", "smart_open"):  # their warnings are restated here, once, in plain words
-        logging.getLogger(name).setLevel(logging.ERROR)
+    with _quiet():
+        return _read(source, fmt, limit, trust_pickle, progress, warn)
+
+
+def _read(source: Source, fmt: Format, limit: int | None, trust_pickle: bool, progress: Progress | None,
+          warn: Warn) -> Vectors:
     if fmt.kind == "pickle":
         words, matrix, subwords = _read_pickle(source, trust_pickle, limit)
     elif fmt.kind == "fasttext":
@@ -345,6 +447,29 @@ def _check_fasttext_size(source: Source) -> None:
     if source.stat.st_size < least:
         raise VectorsError(f"{source.path}: a fastText .bin model of {source.stat.st_size:,} bytes, but its header "
                            f"needs at least {least:,}: it is truncated, or not a fastText model")
+    _check_fasttext_words(source, entries)
+
+
+def _check_fasttext_words(source: Source, entries: int, block: int = 1 << 20) -> None:
+    """Refuse a word of the dictionary longer than WORD_MOST: gensim reads each a byte at a
+    time up to its NUL, and a word of hundreds of megabytes (a damaged model) would take it
+    minutes. Each word is followed by an int64 count and a byte of type."""
+    with open(source.path, "rb") as f:
+        f.seek(92)
+        buf, pos, at = b"", 0, 92  # at: the file offset of buf[0]; pos may run past buf's end
+        for k in range(entries):
+            while (end := buf.find(b"\0", pos, pos + WORD_MOST + 1)) < 0:
+                if len(buf) - pos > WORD_MOST:
+                    raise VectorsError(f"{source.path}: word {k + 1:,} of its dictionary (at byte {at + pos:,}) is "
+                                       f"longer than {WORD_MOST:,} bytes: no NUL ends it; the model is damaged, or "
+                                       "not a fastText model")
+                more = f.read(block)
+                if not more:
+                    raise VectorsError(f"{source.path}: a fastText .bin model cut short in its dictionary "
+                                       f"(word {k + 1:,} of {entries:,})")
+                keep = min(pos, len(buf))
+                buf, at, pos = buf[keep:] + more, at + keep, pos - keep
+            pos = end + 10  # past the NUL, the count and the type
 
 
 def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
@@ -389,15 +514,22 @@ def _words_held(source: Source, fmt: Format) -> int:
 
 def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple[int, int]:
     """(words, dim) of a GloVe file, which has no header to say them: one pass over it, the
-    first half of the progress bar."""
+    first half of the progress bar. Every line is held to line_most of the dimension line 1
+    gives (line 1 itself to FIRST_LINE_MOST)."""
     count = dim = 0
     size = source.stat.st_size
-    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
-            _Ticker(lambda: raw.tell(), 2 * size, progress, final=size):
-        for line in f:
-            if line.strip():
-                count += 1
-                dim = dim or len(line.rstrip().split(b" ")) - 1
+    lines = _Lines(FIRST_LINE_MOST)
+    try:
+        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
+                _Ticker(lambda: raw.tell(), 2 * size, progress, final=size):
+            for _, line in lines.iterate(f):
+                if line.strip():
+                    count += 1
+                    if not dim:
+                        dim = len(line.rstrip().split(b" ")) - 1
+                        lines.most = line_most(dim)
+    except _LongLine as e:
+        raise _long_line(source.path, e, dim) from None
     return count, dim
 
 
@@ -415,22 +547,26 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
     binary = fmt.kind == "word2vec-binary"
-    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit,
-                 text_dim=None if binary else fmt.dim, header_line=fmt.kind == "word2vec-text")
+    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit, dim=fmt.dim, binary=binary,
+                 header_line=fmt.kind == "word2vec-text")
     feed.start()
     try:
-        # a value beyond float32 becomes infinity as gensim casts it, named by word below, not warned of
-        with _Ticker(lambda: done_before + feed.position, done_before + size, progress), np.errstate(over="ignore"):
+        # a value beyond float32 becomes infinity as gensim casts it, named by word below (_quiet: not warned of)
+        with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
             kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
                                                    unicode_errors=UNICODE_ERRORS)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:
         feed.finish()
         if feed.error:
             raise _read_error(source.path, fmt.compression, feed.error) from None
+        if feed.too_long:  # the feed stopped there, and gensim met the end of what it was given
+            raise _too_long(source, fmt, feed) from None
         raise VectorsError(_explain(source, fmt, feed, e)) from e
     feed.finish()
     if feed.error:
         raise _read_error(source.path, fmt.compression, feed.error)
+    if feed.too_long:
+        raise _too_long(source, fmt, feed)
     if feed.bad_line:  # gensim broadcasts a row of one value to the whole row, silently
         raise VectorsError(_wrong_length(source, fmt, feed))
     words, matrix, subwords = _from_keyed_vectors(kv, None)
@@ -440,6 +576,14 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
     if len(words) < expected:
         warn(f"{source.path}: {expected - len(words)} word(s) occur twice or more; the first vector of each is kept")
     return words, matrix, subwords
+
+
+def _too_long(source: Source, fmt: Format, feed: _Feed) -> VectorsError:
+    if isinstance(feed.too_long, _LongLine):
+        return _long_line(source.path, feed.too_long, fmt.dim)
+    return VectorsError(f"{source.path}: from byte {feed.too_long:,} on, more than {4 * fmt.dim + 1 + WORD_MOST:,} "
+                        f"bytes hold no space, so a word there is longer than {WORD_MOST:,} bytes (the space after "
+                        "a word ends it); it is not a word2vec binary file, or it is damaged")
 
 
 def _wrong_length(source: Source, fmt: Format, feed: _Feed) -> str:
@@ -464,12 +608,15 @@ def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:
 def _first_bad_line(source: Source, fmt: Format) -> str:
     """", line N" for the first line that is not "word" and DIM numbers; gensim's own
     messages rarely say where."""
-    with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
-        for number, line in enumerate(f, start=1):
-            if number == 1 and fmt.kind == "word2vec-text":
-                continue
-            if _vector_line_size(line.rstrip(b"\r\n")) != fmt.dim:
-                return f", line {number}"
+    try:
+        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+            for number, line in _Lines(line_most(fmt.dim)).iterate(f):
+                if number == 1 and fmt.kind == "word2vec-text":
+                    continue
+                if _vector_line_size(line.rstrip(b"\r")) != fmt.dim:
+                    return f", line {number}"
+    except _LongLine as e:
+        return f", line {e.number} (longer than {e.most:,} bytes)"
     return ""
 
 
@@ -500,43 +647,60 @@ class _Feed(threading.Thread):
 
     Through it attncli sees how far a load has got (progress), gives GloVe text the
     header gensim's one-pass reader wants, decompresses by content rather than by name,
-    and counts the lines and bytes the file holds, which gensim does not check.
+    and counts the lines and bytes the file holds, which gensim does not check. It stops
+    at a line longer than line_most(dim) (text), or a word longer than WORD_MOST (binary:
+    a run of bytes without a space longer than a vector and such a word), so that gensim
+    never gathers one: `too_long` then says where.
     """
 
-    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool,
-                 text_dim: int | None = None, header_line: bool = False):
+    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool, dim: int,
+                 binary: bool = False, header_line: bool = False):
         super().__init__(daemon=True)
         self.path, self.compression, self.prefix, self.drain = path, compression, prefix, drain
-        self.text_dim, self.header_line = text_dim, header_line  # text formats: values a line must hold
+        self.dim, self.binary, self.header_line = dim, binary, header_line
         self.read_fd, self._write_fd = os.pipe()
         self.position = 0  # bytes of the file read so far (compressed bytes, for .gz and .bz2)
         self.bytes = 0  # decompressed bytes
         self.head = b""  # the first decompressed chunk
         self.lines = 0  # non-blank lines (text formats)
         self.bad_line: tuple[int, int] | None = None  # (line number, values) of the first of the wrong length
+        self.too_long: _LongLine | int | None = None  # text: the line; binary: where a run without a space starts
         self.error: Exception | None = None
 
     def run(self) -> None:
-        sending, partial, number = True, b"", 0
+        sending = True
+        lines = None if self.binary else _Lines(line_most(self.dim))
+        run = 0  # binary: bytes since the last space
+        most_run = 4 * self.dim + 1 + WORD_MOST  # a vector, a newline, a word: between one record's space and the next
         try:
             with open(self.path, "rb") as raw, _decompressed(raw, self.compression) as stream:
                 sending = self._send(self.prefix)
                 while chunk := stream.read(CHUNK):
                     self.position = raw.tell()
-                    self.bytes += len(chunk)
                     self.head = self.head or chunk
-                    if self.text_dim is not None:
-                        *lines, partial = (partial + chunk).split(b"\n")
-                        for line in lines:
-                            number += 1
+                    if lines is not None:
+                        first = lines.number + 1
+                        for number, line in enumerate(lines.feed(chunk), start=first):
                             self._check(number, line)
+                    else:  # a chunk is far shorter than most_run: only a run across chunks can pass it
+                        space = chunk.find(b" ")
+                        if space >= 0 and run + space <= most_run:
+                            run = len(chunk) - chunk.rfind(b" ") - 1
+                        elif space >= 0 or run + len(chunk) > most_run:
+                            self.too_long = self.bytes - run  # where the run without a space starts
+                            break
+                        else:
+                            run += len(chunk)
+                    self.bytes += len(chunk)
                     if sending:
                         sending = self._send(chunk)
                     if not sending and not self.drain:
                         break
                 else:
-                    if partial:
-                        self._check(number + 1, partial)
+                    if lines is not None and lines.end():
+                        self._check(lines.number + 1, lines.end())
+        except _LongLine as e:
+            self.too_long = e
         except (OSError, EOFError, zlib.error) as e:  # a corrupt .gz or .bz2
             self.error = e
         finally:
@@ -550,7 +714,7 @@ class _Feed(threading.Thread):
             return
         self.lines += 1
         values = line.count(b" ")
-        if values != self.text_dim and self.bad_line is None and not (number == 1 and self.header_line):
+        if values != self.dim and self.bad_line is None and not (number == 1 and self.header_line):
             self.bad_line = (number, values)
 
     def _send(self, data: bytes) -> bool:

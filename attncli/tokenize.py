@@ -9,6 +9,7 @@ more start-up time than the whole of the rest of a run, for a dozen regular expr
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 
 # (pattern, replacement) applied in order; afterwards, splitting on white space gives tokens.
@@ -70,5 +71,7 @@ def tokenize(text: str, *, lowercase: bool = True) -> list[str]:
 
 
 def is_punctuation(token: str) -> bool:
-    """A token with no letter or digit in it: , . ! -- "" and the like."""
-    return not any(c.isalnum() for c in token)
+    """A token made only of Unicode punctuation (the categories P*): , . ! -- "" « ¿ and the
+    like. A symbol (the categories S*: $ + = an emoji) is not punctuation: it is a token, looked
+    up like a word, and out of vocabulary when it has no vector."""
+    return bool(token) and all(unicodedata.category(c).startswith("P") for c in token)

@@ -43,6 +43,16 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self.order)
 
+    def first(self, n: int) -> Vocabulary:
+        """The vocabulary of the first n rows, sharing this one's buffers (a memory map stays
+        one): the offsets and words up to row n, and the rows of `order` below n, which keep
+        their sorted order."""
+        if n >= len(self):
+            return self
+        offsets = self.offsets[: n + 1]
+        order = self.order[self.order < n]  # (n,)
+        return Vocabulary(self.blob[: int(offsets[-1])], offsets, order)
+
     def _bytes(self, row: int) -> bytes:
         return bytes(self.blob[int(self.offsets[row]) : int(self.offsets[row + 1]) - 1])
 
@@ -133,6 +143,16 @@ class Vectors:
     @property
     def size(self) -> int:
         return len(self.vocab)
+
+    def first(self, n: int) -> Vectors:
+        """The first n words and their rows (all of them when there are fewer): a view, never a
+        copy of the matrix. What --limit N gives where the words are already in memory, the
+        bundled vectors' (ordered by frequency, so the N most frequent)."""
+        if n >= self.size:
+            return self
+        subwords = self.subwords  # fastText's n-gram buckets belong to every word, kept whole
+        return Vectors(self.name, self.vocab.first(n), self.matrix[:n], self.cased, self.source, subwords,
+                       {**self.meta, "limit": n})
 
     def row(self, token: str) -> int | None:
         """The row of a token's word, or None; cased vectors fall back to the lowercase form."""

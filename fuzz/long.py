@@ -9,22 +9,29 @@
 anywhere: it finds tests/ itself.) Each target runs in batches of --batch examples under
 hypothesis's "long" profile (registered in tests/test_fuzz.py: no example database, a fresh
 random seed every batch), round-robin, until its share of the time is spent. At the end it
-prints, per target, the test cases run and their outcomes:
+prints, per target, the test cases run and the outcome of each, one per case, so that the
+outcomes add up to the cases:
 
     ok                      a result
     error: TYPE             the tool's own error (AttncliError or a subclass)
     known: NAME             an open crash, pinned by an xfail regression test in
                             tests/test_fuzz.py (KNOWN; "recognised, not run" for the two
                             recognised from the input: a hang, a memory blow-up)
+    failed: TYPE            a contract violation, or a check's assertion: the case that found
+                            a failure, and each case hypothesis ran while shrinking it
+    rejected by hypothesis  a case hypothesis gave up on (its data ran out, or an assumption
+                            did not hold) before the check ended
+    no outcome              a check that returned without running its contract
 
-and every new failure (a contract violation hypothesis found and shrank) with its input.
-Exit status 0 when there was no new failure, 1 otherwise. The vectors cache it uses is a
-temporary directory, never the user's.
+then, apart, what a case may record besides its outcome (a second load from the cache, a
+note), and every new failure with its input. Exit status 0 when there was no new failure,
+1 otherwise. The vectors cache it uses is a temporary directory, never the user's.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import faulthandler
 import logging
 import os
@@ -38,14 +45,81 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
-def counted(name: str, check, cases: dict):
-    """The test hypothesis runs: count the case, then the target's check."""
+def outcome_of(error: BaseException | None, recorded: collections.Counter) -> str:
+    """A case's one outcome: `recorded`, what its contract run added to the target's own
+    STATS, when the check ended; else what stopped it."""
+    from hypothesis.errors import StopTest, UnsatisfiedAssumption
+
+    if isinstance(error, (StopTest, UnsatisfiedAssumption)):
+        return "rejected by hypothesis"
+    if error is not None:
+        return f"failed: {type(error).__name__}"
+    labels = sorted(+recorded)
+    if not labels:
+        return "no outcome"
+    if len(labels) == 1 and recorded[labels[0]] == 1:
+        return labels[0]
+    return "several: " + ", ".join(labels)
+
+
+def counted(name: str, check, cases: dict, outcomes: dict, stats: dict):
+    """The test hypothesis runs: count the case, run the target's check, and record the case's
+    one outcome in outcomes[name] (see outcome_of), whatever the check did."""
 
     def test(**kwargs):
         cases[name] += 1
-        check(**kwargs)
+        before = stats[name].copy()
+        error = None
+        try:
+            check(**kwargs)
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            outcomes[name][outcome_of(error, stats[name] - before)] += 1
 
     return test
+
+
+def run_batch(name: str, target, examples: int, cases: dict, outcomes: dict, stats: dict,
+              failures: list) -> None:
+    """One hypothesis run of `examples` cases of a target under the "long" profile; a failure
+    hypothesis found (and shrank) is kept in `failures` with its report."""
+    from hypothesis import given, settings
+    from hypothesis.errors import FailedHealthCheck, InvalidArgument, Unsatisfiable
+
+    run = settings(settings.get_profile("long"), max_examples=examples)(
+        given(**target.strategies)(counted(name, target.check, cases, outcomes, stats)))
+    try:
+        run()
+    except (InvalidArgument, FailedHealthCheck, Unsatisfiable):
+        raise  # this script's mistake, not attncli's
+    except Exception as e:  # hypothesis's report of a falsifying example, shrunk
+        text = "".join(traceback.format_exception(e))
+        failures.append((name, text))
+        print(f"\n=== NEW FAILURE in {name} ===\n{text}", flush=True)
+
+
+def summary(names: list[str], cases: dict, outcomes: dict, batches: dict, stats: dict, notes: dict,
+            failures: list, minutes: float) -> str:
+    """Per target, its cases and their outcomes (which add up to them), then apart what cases
+    recorded besides (sub-runs such as a second load from the cache, notes), and its failures."""
+    out = [f"== summary: {sum(cases.values()):,} test cases in {minutes:.1f} minutes; "
+           f"{len(failures)} new failure(s) =="]
+    for name in names:
+        out.append(f"\n{name}: {cases[name]:,} test cases in {batches[name]} batch(es)")
+        for outcome, count in sorted(outcomes[name].items(), key=lambda kv: (-kv[1], kv[0])):
+            out.append(f"    {count:8,}  {outcome}")
+        besides = [(f"{outcome} [{key[len(name) + 1:].strip('()')}]", count)
+                   for key in sorted(k for k in stats if k.startswith(name + " ")) for outcome, count in stats[key].items()]
+        besides += list(notes.get(name, {}).items())
+        if besides:
+            out.append("  besides, not cases of their own:")
+            out.extend(f"    {count:8,}  {label}" for label, count in sorted(besides, key=lambda kv: (-kv[1], kv[0])))
+        for failed, text in failures:
+            if failed == name:
+                out.append("    NEW FAILURE:\n" + "\n".join("      " + line for line in text.splitlines()[-25:]))
+    return "\n".join(out)
 
 
 def main() -> int:
@@ -59,9 +133,6 @@ def main() -> int:
     os.environ["ATTNCLI_CACHE_DIR"] = cache  # before attncli is imported: never the user's cache
     sys.path.insert(0, str(TESTS))
     import shutil
-
-    from hypothesis import given, settings
-    from hypothesis.errors import FailedHealthCheck, InvalidArgument, Unsatisfiable
 
     import test_fuzz as F
 
@@ -84,6 +155,7 @@ def main() -> int:
     F.some_vocabulary()
     budget = {name: args.minutes * 60 / len(names) for name in names}
     cases = {name: 0 for name in names}
+    outcomes = {name: collections.Counter() for name in names}
     batches = {name: 0 for name in names}
     failures: list[tuple[str, str]] = []
     started = time.monotonic()
@@ -93,20 +165,11 @@ def main() -> int:
                 for name in names:
                     if budget[name] <= 0:
                         continue
-                    target = F.TARGETS[name]
-                    run = settings(settings.get_profile("long"), max_examples=args.batch)(
-                        given(**target.strategies)(counted(name, target.check, cases)))
                     # a hang in C code, which SIGALRM cannot interrupt: dump every thread's stack and stop
                     faulthandler.dump_traceback_later(max(900, 60 * args.batch), exit=True)
                     t = time.monotonic()
                     try:
-                        run()
-                    except (InvalidArgument, FailedHealthCheck, Unsatisfiable):
-                        raise  # this script's mistake, not attncli's
-                    except Exception as e:  # hypothesis's report of a falsifying example, shrunk
-                        text = "".join(traceback.format_exception(e))
-                        failures.append((name, text))
-                        print(f"\n=== NEW FAILURE in {name} ===\n{text}", flush=True)
+                        run_batch(name, F.TARGETS[name], args.batch, cases, outcomes, F.STATS, failures)
                     finally:
                         faulthandler.cancel_dump_traceback_later()
                     budget[name] -= time.monotonic() - t
@@ -117,17 +180,7 @@ def main() -> int:
         shutil.rmtree(cache, ignore_errors=True)
 
     minutes = (time.monotonic() - started) / 60
-    print(f"\n== summary: {sum(cases.values()):,} test cases in {minutes:.1f} minutes; "
-          f"{len(failures)} new failure(s) ==")
-    for name in names:
-        print(f"\n{name}: {cases[name]:,} test cases in {batches[name]} batch(es)")
-        for key in sorted(k for k in F.STATS if k == name or k.startswith(name + " ")):
-            for outcome, count in sorted(F.STATS[key].items(), key=lambda kv: -kv[1]):
-                label = f"{outcome}" if key == name else f"{outcome} [{key[len(name) + 1:]}]"
-                print(f"    {count:8,}  {label}")
-        for failed, text in failures:
-            if failed == name:
-                print("    NEW FAILURE:\n" + "\n".join("      " + line for line in text.splitlines()[-25:]))
+    print("\n" + summary(names, cases, outcomes, batches, F.STATS, F.NOTES, failures, minutes))
     known = {k.name: k.test for k in F.KNOWN}
     known.update(getattr(F, "RECOGNISED", {}))
     seen = sorted({o.split(": ", 1)[1].split(" (")[0] for c in F.STATS.values() for o in c if o.startswith("known: ")})

@@ -55,15 +55,25 @@ def errors_section() -> str:
     return "\n".join(lines) + "\n"
 
 
+def environment_section() -> str:
+    """ENVIRONMENT, from the README's table of the variables attncli reads."""
+    readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("<!-- environment -->"):readme.index("<!-- /environment -->")]
+    lines = [".SH ENVIRONMENT"]
+    for name, what in re.findall(r"^\| `(\w+)` \| (.+) \|$", table, flags=re.M):
+        lines += [".TP", f"\\fB{_escape(name)}\\fP", _escape(what.replace("\\|", "|"))]
+    return "\n".join(lines) + "\n"
+
+
 def pages() -> dict[str, str]:
     """{file name: man page text} for attncli and each of its commands and subcommands; the
-    page of attncli itself ends with its exit statuses and error catalogue."""
+    page of attncli itself ends with its exit statuses, error catalogue and environment."""
     contexts = _contexts(click.Context(cli, info_name="attncli"))
     pages = {
         ctx.command_path.replace(" ", "-") + ".1": HEADER + _troff(generate_man_page(ctx, version=__version__))
         for ctx in contexts
     }
-    pages["attncli.1"] += errors_section()
+    pages["attncli.1"] += errors_section() + environment_section()
     return pages
 
 

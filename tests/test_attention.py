@@ -93,3 +93,89 @@ def test_top_attended_order_ties_and_exclusion():
     assert attention.top_attended(row, 3, exclude=1) == [3, 0, 2]
     assert attention.top_attended(row, 10, exclude=0) == [1, 3, 2]
     assert attention.top_attended(np.array([1.0]), 3, exclude=0) == []
+
+
+# --------------------------------------------------------------------------- parameters, checked
+
+
+from pathlib import Path  # noqa: E402
+
+from attncli import AttncliError, OptionError, Options, load_vectors, scores_doc  # noqa: E402
+
+BAD_OPTIONS = [
+    (dict(temperature=-1), "temperature must be a positive finite number, got -1"),
+    (dict(temperature=0), "temperature must be a positive finite number, got 0"),
+    (dict(temperature=float("inf")), "temperature must be a positive finite number, got inf"),
+    (dict(temperature="2"), "temperature must be a positive finite number, got '2'"),
+    (dict(scale=float("nan")), "scale must be a finite number, got nan"),
+    (dict(scale=True), "scale must be a finite number, got True"),
+    (dict(mask="causl"), "mask must be one of 'none', 'causal', got 'causl'"),
+    (dict(oov="skp"), "oov must be one of 'skip', 'zero', 'error', got 'skp'"),
+    (dict(top_k=0), "top_k must be a whole number of 1 or more, got 0"),
+    (dict(top_k=2.5), "top_k must be a whole number of 1 or more, got 2.5"),
+    (dict(heads=0), "heads must be a whole number of 1 or more, got 0"),
+    (dict(d_k=-3), "d_k must be a whole number of 1 or more, got -3"),
+    (dict(seed=-1), "seed must be a whole number of 0 or more, got -1"),
+    (dict(include_self="yes"), "include_self must be True or False, got 'yes'"),
+    (dict(qkv=""), "qkv must be 'identity', 'random' or the path of a .npz file, got ''"),
+    (dict(qkv=None), "qkv must be 'identity', 'random' or the path of a .npz file, got None"),
+]
+
+
+@pytest.mark.parametrize("fields,message", BAD_OPTIONS, ids=[m.split(" must")[0] + "=" + m.split("got ")[1]
+                                                              for _, m in BAD_OPTIONS])
+def test_options_are_checked_when_made_naming_the_field(fields, message):
+    with pytest.raises(OptionError) as caught:
+        Options(**fields)
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, AttncliError)
+
+
+def test_options_keep_plain_numbers():
+    opts = Options(scale=np.float32(0.5), temperature=2, top_k=np.int64(4), qkv=Path("p.npz"), include_self=np.True_)
+    assert (opts.scale, opts.temperature, opts.top_k, opts.qkv, opts.include_self) == (0.5, 2.0, 4, "p.npz", True)
+    assert type(opts.scale) is float and type(opts.temperature) is float and type(opts.top_k) is int
+    assert Options() == Options(None, 1.0, 3, False, False, "skip", "identity", None, 0, 1, "none")
+
+
+def test_a_negative_temperature_never_inverts_attention():
+    with pytest.raises(OptionError, match="temperature"):
+        scores_doc("the cat sat", load_vectors(), Options(temperature=-1))
+
+
+@pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning is a failure here
+@pytest.mark.parametrize("scale,temperature,message", [
+    (np.float64(0.5), 0, "temperature must be a positive finite number, got 0"),
+    (np.float64(0.5), 0.0, "temperature must be a positive finite number, got 0.0"),
+    (1.0, -1.0, "temperature must be a positive finite number, got -1.0"),
+    (1.0, np.nan, "temperature must be a positive finite number, got nan"),
+    (np.inf, 1.0, "scale must be a finite number, got inf"),
+    (None, 1.0, "scale must be a finite number, got None"),
+])
+def test_weights_and_stream_check_scale_and_temperature(scale, temperature, message):
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=np.float32)
+    with pytest.raises(OptionError) as caught:
+        attention.weights(attention.scores(X), scale, temperature)
+    assert str(caught.value) == message
+    with pytest.raises(OptionError) as caught:
+        next(attention.stream(X, scale, temperature, 2))
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: attention.default_scale(0), "d_k must be a whole number of 1 or more, got 0"),
+    (lambda: attention.split_heads(np.ones((2, 4)), 3), "heads must divide d_k = 4, got 3"),
+    (lambda: attention.split_heads(np.ones((2, 4)), 0), "heads must be a whole number of 1 or more, got 0"),
+    (lambda: next(attention.stream(np.ones((2, 2), np.float32), 1.0, 1.0, 0)), "k must be a whole number of 1 or more"),
+    (lambda: next(attention.stream(np.ones((2, 2), np.float32), 1.0, 1.0, 1, window=-1)), "window must be a whole"),
+    (lambda: load_vectors(limit=0), "limit must be a whole number of 1 or more, got 0"),
+])
+def test_the_other_public_functions_check_their_parameters(call, message):
+    with pytest.raises(OptionError, match=message.replace("(", r"\(")):
+        call()
+
+
+def test_an_overflow_names_the_parameters_and_their_flags():
+    with pytest.raises(ScaleError) as caught:
+        attention.weights(np.array([[1e300]]), 1e300, 1.0)
+    assert "a smaller scale (--scale) or a larger temperature (--temperature)" in str(caught.value)

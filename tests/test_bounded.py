@@ -712,9 +712,9 @@ def test_init_projections_checks_its_three_arrays(monkeypatch):
     assert [a.shape for a in W.values()] == [(d, d_k)] * 3
 
 
-@pytest.mark.parametrize("N", [10_000_000, 1_000_000])
+@pytest.mark.parametrize("N", [10_000_000, 1_000_000, 4097])
 def test_huge_hidden_refused_before_drawing(N):
-    fails(run("rnn", "the cat", "--hidden", N), f"an RNN of hidden size N = {N:,}", "needs about", "smaller --hidden")
+    fails(run("rnn", "the cat", "--hidden", N), "--hidden", f"{N} is not in the range 1<=x<=4096", code=2)
 
 
 def test_init_weights_checks_weights_and_derivatives(monkeypatch):

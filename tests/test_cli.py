@@ -23,6 +23,7 @@ import attncli
 import attncli.cli
 import attncli.cli.options
 from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
+from grids import check_weights, grid
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -307,6 +308,24 @@ def test_punctuation_is_left_out_unless_kept(tiny_path):
     doc = one(result, stderr=None)
     assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == [",", "."]  # the tiny file has no vectors for them
     assert result.stderr.splitlines() == ["attncli: note: no vector for ',', '.' in tiny.txt; left out"]  # one note a sentence
+
+
+def test_symbols_and_emoji_are_tokens_looked_up_not_punctuation(tmp_path):
+    # the bundled GloVe has no vector for these emoji: out of vocabulary, with the note
+    result = run("scores", "I love 🍊 oranges 😀")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["i", "love", "oranges"] and doc["oov"] == ["🍊", "😀"]
+    assert result.stderr == "attncli: note: no vector for '🍊', '😀' in glove.6B.50d.100k; left out\n"
+    fails(run("scores", "🍊 😀"), "none of the tokens (🍊 😀) has a vector")
+    doc = one(run("scores", "🍊 cat", "--oov", "zero"), stderr=None)
+    assert doc["tokens"] == ["🍊", "cat"] and doc["lookups"] == ["zero", "word"]
+    # a file with vectors for them: each is a token with its own vector; punctuation still left out
+    path = tmp_path / "symbols.txt"
+    path.write_text("4 2\n🍊 1 0\n$ 0 1\n+ 2 2\ncat 1 1\n", encoding="utf-8")
+    doc = one(run("scores", "cat 🍊 $ + !", "--vectors", path, "--scale", "1"))
+    assert doc["tokens"] == ["cat", "🍊", "$", "+"] and doc["oov"] == []
+    assert doc["scores"][1] == [1.0, 1.0, 0.0, 2.0]  # 🍊 = (1, 0) against cat, 🍊, $, +
+    fails(run("scores", "« ! » ¿", "--vectors", path), "holds only punctuation")
 
 
 def test_uppercase_is_lowercased_for_lowercase_vectors(tiny_path):
@@ -609,9 +628,8 @@ def test_scores_table(tiny_path):
     assert not table.lstrip().startswith("{")
     for token in ["the", "cat", "sat", "on", "mat"]:
         assert token in table
-    for row in doc["weights"]:
-        for w in row:
-            assert f"{w:.3f}" in table
+    check_weights(grid(table, doc["tokens"]), doc["weights"])  # a row a token, each cell its weight
+    assert "cells: α × 100, rounded" in table
     # the top-attended lines: token → other weight, ...
     top = doc["top"][1]
     assert f"cat → {top[0]['token']} {top[0]['weight']:.3f}" in table
@@ -621,8 +639,10 @@ def test_scores_table(tiny_path):
 def test_scores_raw_table(tiny_path):
     result = tiny_run(tiny_path, "scores", "cat dog sat mat", "--raw", "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
-    for s in ("1.00", "0.00", "2.00", "4.00"):
-        assert s in result.stdout
+    # the scores 0 to 4 as two digits: ω × 10, and the caption says so
+    assert grid(result.stdout, ["cat", "dog", "sat", "mat"]) == [
+        ["10", "0", "10", "0"], ["0", "10", "10", "0"], ["10", "10", "20", "0"], ["0", "0", "0", "40"]]
+    assert "cells: ω × 10, rounded" in result.stdout
 
 
 def test_context_table(tiny_path):

@@ -14,14 +14,15 @@ import os
 import re
 import struct
 import sys
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from rich.cells import cell_len
 from rich.console import Console
 
 from clirunner import fails, ok, one, run, words_of
+from grids import check_weights, column_labels, grid, grids, longest_line
 from attncli import load_vectors, render
 from attncli.analyze import scores_doc
 from attncli.vectors import Vectors, Vocabulary
@@ -70,7 +71,7 @@ SMALL_ROWS = [
 
 
 def punctuation(word: str) -> bool:
-    return not any(c.isalnum() for c in word)
+    return all(unicodedata.category(c)[0] == "P" for c in word)
 
 
 def cosine_matrix(rows) -> np.ndarray:
@@ -107,22 +108,6 @@ def render_scores(doc: dict, width: int, **kw) -> str:
     out = io.StringIO()
     Console(file=out, width=width, color_system=None).print(render.scores_view(doc, width=width, **kw))
     return out.getvalue()
-
-
-def longest_line(text: str) -> int:
-    return max(cell_len(line) for line in text.splitlines())
-
-
-def header_cells(text: str) -> list[str]:
-    """The column headers of the (one) heatmap: the cells of the row that starts with 'i \\ j'."""
-    rows = [line for line in text.splitlines() if "i \\ j" in line and "┃" in line]
-    assert len(rows) == 1, text
-    return [c.strip() for c in rows[0].strip().strip("┃").split("┃")]
-
-
-def body_rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("│").split("│")] for line in text.splitlines()
-            if line.startswith("│")]
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -247,7 +232,7 @@ def test_compare_table_marks_the_moved_words():
     # the cosines, and what they mean
     off = doc["context_cosine"][0][1]
     text = flat(table)
-    assert f"cosine {off:.3f} to {off:.3f} between sentences" in text
+    assert f"cosine {off:.3f} between sentences" in text  # one value, not a range of one
     assert "barely moves" in text
     assert f"{doc['context_cosine'][0][1]:.3f}" in table and "1.000" in table
 
@@ -350,8 +335,10 @@ def test_neighbors_of_a_word_not_in_the_vocabulary(small_path, word):
     fails(run("neighbors", word, "--vectors", small_path, "--json"), "not a word of")
 
 
-def test_neighbors_context_needs_identity_projections():
-    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"), "identity")
+def test_neighbors_takes_no_projections():
+    # a context vector is a mix of word vectors only without projections: neighbors has no --qkv
+    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"), "no such option", "--qkv",
+          code=2)
 
 
 def test_neighbors_context_word_not_in_the_sentence():
@@ -393,23 +380,19 @@ def test_six_tokens_show_their_names_as_columns(glove, width):
     doc = scores_doc(FRUIT, glove)
     text = render_scores(doc, width)
     assert longest_line(text) <= width
-    assert header_cells(text) == ["i \\ j", *SIX]
-    rows = body_rows(text)
-    assert [r[0] for r in rows] == SIX
-    for row, weights in zip(rows, doc["weights"]):
-        assert row[1:] == [f"{w:.3f}" for w in weights]
+    assert column_labels(text, SIX) == SIX
+    check_weights(grid(text, SIX), doc["weights"])
     assert "too many" not in text and "columns by position" not in text
 
 
-@pytest.mark.parametrize("width", [80, 200])
-def test_forty_tokens_give_top_lines_not_a_grid(glove, width):
+def test_forty_tokens_give_top_lines_not_a_grid_at_80_columns(glove):
     doc = scores_doc(FORTY, glove)
     tokens = doc["tokens"]
     assert len(tokens) == 40 and len(set(tokens)) == 40 and doc["oov"] == []
-    text = render_scores(doc, width)
-    assert longest_line(text) <= width
-    assert "┃" not in text and "━" not in text  # no grid at all
-    assert f"40 tokens are too many for a 40 x 40 table in {width} columns" in flat(text)
+    text = render_scores(doc, 80)
+    assert longest_line(text) <= 80
+    assert grids(text, tokens) == [] and grids(text, [str(i) for i in range(40)]) == []  # no grid at all
+    assert "40 tokens are too many for a 40 x 40 grid in 80 columns" in flat(text)
     tops = [line for line in text.splitlines() if "→" in line]
     assert len(tops) == 40
     for i, (line, token, top) in enumerate(zip(tops, tokens, doc["top"])):
@@ -417,48 +400,50 @@ def test_forty_tokens_give_top_lines_not_a_grid(glove, width):
         assert line.rstrip().endswith(", ".join(f"{t['token']} {t['weight']:.3f}" for t in top))
 
 
-def test_long_words_get_columns_by_position(glove):
-    width = 120
+def test_forty_tokens_get_their_grid_at_200_columns(glove):
+    doc = scores_doc(FORTY, glove)
+    text = render_scores(doc, 200)
+    assert longest_line(text) <= 200
+    assert column_labels(text, doc["tokens"]) == doc["tokens"]  # written downwards
+    check_weights(grid(text, doc["tokens"]), doc["weights"])
+    assert "too many" not in text
+
+
+def test_long_words_get_rows_and_columns_by_position(glove):
     doc = scores_doc(LONG9, glove)
     tokens = doc["tokens"]
     assert len(tokens) == 9
-    M, none = np.array(doc["weights"]), np.zeros((9, 9), dtype=bool)
-    # as rich draws them, unlimited: the names do not fit 120 columns, the positions do
-    wide = Console(file=io.StringIO(), width=1000, color_system=None)
-    with wide.capture() as by_name:
-        wide.print(render.heatmap(tokens, M, none, raw=False, title="")[0])
-    with wide.capture() as by_position:
-        wide.print(render.heatmap(tokens, M, none, raw=False, title="", labels=[str(j) for j in range(9)])[0])
-    assert longest_line(by_name.get()) > width >= longest_line(by_position.get())
+    # the widest word and 9 columns of 3 need 41 columns; their positions 1 + 27
+    width = 40
     text = render_scores(doc, width)
     assert longest_line(text) <= width
-    assert "columns by position" in flat(text)
-    assert header_cells(text) == ["i \\ j", *map(str, range(9))]
-    rows = body_rows(text)
-    assert [r[0] for r in rows] == [f"{i} {t}" for i, t in enumerate(tokens)]  # the key
-    for row, weights in zip(rows, doc["weights"]):
-        assert row[1:] == [f"{w:.3f}" for w in weights]
+    positions = [str(j) for j in range(9)]
+    assert column_labels(text, positions) == positions
+    check_weights(grid(text, positions), doc["weights"])
+    assert all(f"{j} {t}" in flat(text) for j, t in enumerate(tokens))  # the key
     assert "too many" not in text
+    # one column more and the words label the rows, the columns their words written downwards
+    text = render_scores(doc, 41)
+    assert column_labels(text, tokens) == [t[:11] + "…" if len(t) > 12 else t for t in tokens]
+    check_weights(grid(text, tokens), doc["weights"])
 
 
 def test_a_grid_that_fits_is_drawn(glove):
     doc = scores_doc("The earth is like a big orange", glove)
     tokens = doc["tokens"]
-    wide = Console(file=io.StringIO(), width=1000, color_system=None)
-    with wide.capture() as grid:
-        wide.print(render.heatmap(tokens, np.array(doc["weights"]), np.zeros((7, 7), dtype=bool), raw=False, title="")[0])
-    assert longest_line(grid.get()) <= 70
     text = render_scores(doc, 80)
-    assert header_cells(text) == ["i \\ j", *tokens]
+    assert column_labels(text, tokens) == tokens
+    check_weights(grid(text, tokens), doc["weights"])
 
 
 def test_max_tokens_caps_the_view_function(glove):
     doc = scores_doc(FORTY, glove)
     text = render_scores(doc, 200, max_tokens=5)
     assert longest_line(text) <= 200
-    assert header_cells(text) == ["i \\ j", *doc["tokens"][:5]]
-    assert len(body_rows(text)) == 5
-    assert "the table shows the first 5 of 40 tokens" in flat(text)
+    five = doc["tokens"][:5]
+    assert column_labels(text, five) == five
+    check_weights(grid(text, five), [row[:5] for row in doc["weights"][:5]])
+    assert "the grid shows the first 5 of 40 tokens" in flat(text)
     assert len([line for line in text.splitlines() if "→" in line]) == 40
 
 
@@ -471,24 +456,21 @@ def test_max_tokens_on_the_command_line():
     assert result.exit_code == 0 and result.stderr == ""
     table = result.stdout
     assert longest_line(table) <= 200
-    assert header_cells(table) == ["i \\ j", *full["tokens"][:5]]
-    assert len(header_cells(table)) - 1 == 5
-    rows = body_rows(table)
-    assert [r[0] for r in rows] == full["tokens"][:5]
-    for row, weights in zip(rows, full["weights"]):
-        assert row[1:] == [f"{w:.3f}" for w in weights[:5]]
+    five = full["tokens"][:5]
+    assert column_labels(table, five) == five
+    check_weights(grid(table, five), [row[:5] for row in full["weights"][:5]])
     assert "first 5 of 40 tokens (--max-tokens); JSON holds them all" in flat(table)
     # under the cap, nothing is said
     small = run("scores", FRUIT, "--max-tokens", 6, "--format", "table")
     assert small.exit_code == 0 and "--max-tokens" not in small.stdout
-    assert header_cells(small.stdout) == ["i \\ j", *SIX]
+    assert column_labels(small.stdout, SIX) == SIX
 
 
 def test_scores_table_at_80_columns_fits():
     result = run("scores", FORTY, "--format", "table", env={"COLUMNS": "80"})
     assert result.exit_code == 0
     assert longest_line(result.stdout) <= 80
-    assert "┃" not in result.stdout and "40 tokens are too many" in flat(result.stdout)
+    assert "40 tokens are too many" in flat(result.stdout)
 
 
 # --------------------------------------------------------------------------- --svg and --html
@@ -500,7 +482,7 @@ def test_svg_and_html_with_any_stdout(tmp_path, fmt):
     result = run("scores", FRUIT, "--svg", svg, "--html", html, *fmt)
     assert result.exit_code == 0 and result.stderr == ""
     if fmt == ["--format", "table"]:
-        assert header_cells(result.stdout) == ["i \\ j", *SIX]
+        assert column_labels(result.stdout, SIX) == SIX
     else:  # the JSON is untouched by the pictures
         assert one(result) == one(run("scores", FRUIT, "--json"))
     shown = svg_text(svg)

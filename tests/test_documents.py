@@ -400,21 +400,41 @@ def test_document_table_one_line_per_token(distinct_text, doc_path):
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{doc_path}: ") and "window 2" in lines[1]
-    body = lines[2:]
+    assert f"scale {1 / math.sqrt(50):.6g}, temperature 1" in lines[1]  # the scale the weights were computed with
+    assert "own position left out (--include-self keeps it)" in lines[2]
+    body = lines[3:]
     assert len(body) == len(tokens)
     rows = ok(run("scores", "--file", doc_path, "--json", "--window", "2"))
     for i, (line, row) in enumerate(zip(body, rows)):
-        assert line.startswith(f"{i} {tokens[i]} "), line
-        for t in row["top"]:
-            assert f"{t['token']} {t['weight']:.3f}" in line
+        assert line.startswith(f"{i} {tokens[i]} → "), line
+        # every token it attends to with its position, as computed
+        assert line.endswith(", ".join(f"{t['token']}({t['index']}) {t['weight']:.3f}" for t in row["top"])), line
+
+
+def test_document_table_shows_positions_of_repeated_words(tmp_path):
+    path = tmp_path / "it.txt"
+    path.write_text("it is what it is and it was\n", encoding="utf-8")
+    rows = ok(run("scores", "--file", path, "--json", "--scale", "0.5"))
+    result = run("scores", "--file", path, "--format", "table", "--scale", "0.5")
+    assert result.exit_code == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert "scale 0.5, temperature 1" in lines[1]
+    first = lines[3]
+    # "it" at 0 attends to the other "it"s, at 3 and 6: never shown as "it → it", which reads as itself
+    assert [t["index"] for t in rows[0]["top"]][:2] == [3, 6]
+    assert first.startswith("0 it → it(3) ") and "it(6)" in first
+    assert " it " not in first.split("→")[1] + " "
+    kept = run("scores", "--file", path, "--format", "table", "--include-self")
+    assert "left out" not in kept.stdout.splitlines()[2]
+    assert "0 it → it(0) " in kept.stdout
 
 
 def test_document_table_from_stdin():
     result = run("scores", "--document", "--format", "table", input="the cat sat\n")
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("standard input: ") and len(lines) == 5
-    assert [line.split()[:2] for line in lines[2:]] == [["0", "the"], ["1", "cat"], ["2", "sat"]]
+    assert lines[0].startswith("standard input: ") and len(lines) == 6
+    assert [line.split()[:2] for line in lines[3:]] == [["0", "the"], ["1", "cat"], ["2", "sat"]]
 
 
 def test_document_no_known_words(tmp_path):
@@ -495,11 +515,12 @@ SENTENCES = [
 
 def test_parse_lines():
     data = b"\xef\xbb\xbfone\r\ntwo\n\n  \ncaf\xe9\nlast"
-    assert batches.parse_lines(data) == [
-        (1, "one", None), (2, "two", None), (3, None, "a blank line holds no sentence"),
-        (4, None, "a blank line holds no sentence"), (5, None, "not UTF-8: byte 0xe9 at column 4"), (6, "last", None)]
+    assert batches.parse_lines(data) == [  # blank lines skipped, the others numbered by their place
+        (1, "one", None), (2, "two", None), (5, None, "not UTF-8: byte 0xe9 at column 4"), (6, "last", None)]
     assert batches.parse_lines(b"a\n") == [(1, "a", None)]  # the final newline starts no line
     assert batches.parse_lines(b"") == []
+    assert batches.parse_lines(b"\n \r\n\t\n\xc2\x85\n\xe3\x80\x80\n") == []  # white space, Unicode's too
+    assert batches.parse_lines(b'\n\n{"text": "a"}\n  \n', jsonl=True) == [(3, "a", None)]
     items = batches.parse_lines(b'{"body": "x y"}\n{"text": "x"}\n[1]\nnope\n{"body": 2}\n{"body": " "}\n',
                                 jsonl=True, field_name="body")
     assert items[0] == (1, "x y", None)
@@ -563,32 +584,69 @@ def test_batch_bad_lines_jsonl(tmp_path):
     ]) + b"\n")
     result = run("batch", path, "--jsonl", "--field", "body")
     assert result.exit_code == 1
-    assert result.stderr == 'attncli: 6 of 8 lines failed; their objects hold "error"\n'
+    assert result.stderr == 'attncli: 5 of 7 lines failed; their objects hold "error"\n'
     docs = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [d["line"] for d in docs] == list(range(1, 9))
+    assert [d["line"] for d in docs] == [1, 3, 4, 5, 6, 7, 8]  # the blank line 2 skipped, the others keep their place
     errors = {d["line"]: d["error"] for d in docs if "error" in d}
     assert all(set(d) == {"line", "error"} for d in docs if "error" in d)
-    assert sorted(errors) == [2, 3, 4, 5, 6, 7]
-    assert "blank" in errors[2]
+    assert sorted(errors) == [3, 4, 5, 6, 7]
     assert "'body'" in errors[3] and "field" in errors[3]
     assert errors[4].startswith("not JSON")
     assert "'body'" in errors[5] and "not a sentence" in errors[5]
     assert errors[6] == "not UTF-8: byte 0xe9 at column 14"
     assert "none of the tokens" in errors[7] and "zzqxv" in errors[7]
     assert without_line(docs[0]) == one(run("scores", "The earth is like an orange", "--json"))
-    assert without_line(docs[7]) == one(run("scores", "a cat sat", "--json"))
+    assert without_line(docs[6]) == one(run("scores", "a cat sat", "--json"))
 
 
 def test_batch_bad_lines_plain(tmp_path):
     data = b"the cat sat\n\ncaf\xe9 au lait\nzzqxv\n, . !\nthe dog ran\n"
     result = run("batch", input=data)
     assert result.exit_code == 1
-    assert result.stderr == 'attncli: 4 of 6 lines failed; their objects hold "error"\n'
+    assert result.stderr == 'attncli: 3 of 5 lines failed; their objects hold "error"\n'
     docs = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [d["line"] for d in docs] == [1, 2, 3, 4, 5, 6]
-    assert ["error" in d for d in docs] == [False, True, True, True, True, False]
-    assert docs[2]["error"] == "not UTF-8: byte 0xe9 at column 4"
-    assert "punctuation" in docs[4]["error"]
+    assert [d["line"] for d in docs] == [1, 3, 4, 5, 6]
+    assert ["error" in d for d in docs] == [False, True, True, True, False]
+    assert docs[1]["error"] == "not UTF-8: byte 0xe9 at column 4"
+    assert "punctuation" in docs[3]["error"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_blank_lines_are_skipped_alike_by_scores_and_batch(tiny_for_blanks, jobs):
+    """One rule for input lines: a blank or white-space-only line is skipped, by `scores` on
+    standard input and by `batch`, which still numbers every line by its place in the input;
+    a run of only good lines and blank ones succeeds."""
+    data = "the cat\n\n   \n\tthe dog\n\r\n\u3000\nthe end\n\n"
+    scored = ok(run("scores", "--vectors", tiny_for_blanks, input=data))
+    batched = ok(run("batch", "--vectors", tiny_for_blanks, "--jobs", jobs, input=data))
+    assert [d["sentence"] for d in scored] == [d["sentence"] for d in batched] == ["the cat", "\tthe dog", "the end"]
+    assert [d["line"] for d in batched] == [1, 4, 7]
+    assert [without_line(d) for d in batched] == scored
+    lines = ok(run("batch", "--jsonl", "--vectors", tiny_for_blanks, input='\n{"text": "the cat"}\n \n'))
+    assert [d["line"] for d in lines] == [2]
+    fails(run("batch", "--vectors", tiny_for_blanks, input="\n \n\t\n"), "holds no sentence")
+    fails(run("scores", "--vectors", tiny_for_blanks, input="\n \n\t\n"), "holds no sentence")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_lines_end_only_at_newline_alike_in_scores_and_batch(tiny_for_blanks, jobs):
+    """A form feed, U+0085 or U+2028 inside a line does not end it, in either command, so a
+    line's number is the same in both (the one text editors and `wc -l` count)."""
+    data = "the cat\x0cthe dog\r\nthe\u2028end\n\x85\nthe dog\x1cthe cat"
+    scored = ok(run("scores", "--vectors", tiny_for_blanks, input=data))
+    batched = ok(run("batch", "--vectors", tiny_for_blanks, "--jobs", jobs, input=data))
+    assert [d["sentence"] for d in scored] == [d["sentence"] for d in batched] == [
+        "the cat\x0cthe dog", "the\u2028end", "the dog\x1cthe cat"]
+    assert [d["line"] for d in batched] == [1, 2, 4]
+    failed = run("scores", "--vectors", tiny_for_blanks, "--oov", "error", input="the cat\x0cthe\nzzz\n")
+    fails(failed, "line 2:")
+
+
+@pytest.fixture(scope="module")
+def tiny_for_blanks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("blanks") / "tiny.txt"
+    path.write_text("5 2\nthe 1 0\ncat 0 1\ndog 1 1\nend 2 0\n. 0 2\n")
+    return path
 
 
 def test_batch_all_good_exit_0_quiet(tmp_path):
@@ -625,12 +683,13 @@ def test_batch_jobs_2_byte_identical(glove, tmp_path):
     one_job = run_process("batch", path)
     two_jobs = run_process("batch", path, "--jobs", "2")
     assert one_job.returncode == two_jobs.returncode == 1
-    assert one_job.stderr == two_jobs.stderr == b'attncli: 2 of 300 lines failed; their objects hold "error"\n'
+    assert one_job.stderr == two_jobs.stderr == b'attncli: 1 of 299 lines failed; their objects hold "error"\n'
     assert two_jobs.stdout == one_job.stdout
     docs = [json.loads(x) for x in two_jobs.stdout.splitlines()]
-    assert [d["line"] for d in docs] == list(range(1, 301))
+    assert [d["line"] for d in docs] == [n for n in range(1, 301) if n != 18]  # the blank line skipped
+    by_line = {d["line"]: d for d in docs}
     for n in (1, 100, 251, 300):
-        assert without_line(docs[n - 1]) == scores_doc(lines[n - 1], glove)
+        assert without_line(by_line[n]) == scores_doc(lines[n - 1], glove)
     # the same from standard input, with --jobs 2
     by_stdin = run_process("batch", "--jobs", "2", stdin=path.read_bytes())
     assert by_stdin.stdout == one_job.stdout and by_stdin.returncode == 1
@@ -708,3 +767,52 @@ def test_stream_never_holds_t_by_t():
     assert small < 3000 * 3000 * 4 / 2  # well under one T x T float32 matrix (36 MB): blocks of 256 x T
     assert large < 2.5 * small  # twice the tokens, about twice the memory: O(block T), not O(T^2)
     assert stream_peak(3000, block=32) < small / 4
+
+
+def test_a_ctrl_c_while_the_workers_start_is_raised_not_lost(monkeypatch):
+    """A SIGINT that comes while the pool starts its workers (here: at once after) is held,
+    not ignored, and raised as soon as the pool is up, which ends its workers."""
+    import multiprocessing
+    import signal
+
+    real = multiprocessing.get_context
+
+    class Interrupted:
+        def __init__(self, context):
+            self.context = context
+
+        def Pool(self, *args, **kwargs):  # noqa: N802: multiprocessing's name
+            pool = self.context.Pool(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as the workers start
+            return pool
+
+    monkeypatch.setattr(batches.multiprocessing, "get_context", lambda method: Interrupted(real(method)))
+    items = [(n, "the cat sat", None) for n in range(1, 2001)]
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        list(batches.run(items, batches.Job(), jobs=2))
+    assert multiprocessing.active_children() == []  # the workers were ended, and reaped
+    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
+
+
+def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path):
+    """A worker that fails to load must not end: Pool would start another for ever, each
+    printing its traceback. In a child process, so that a run that never ends is killed."""
+    gone = tmp_path / "gone.txt"
+    script = ("import json, sys; from attncli import batch\n"
+              f"items = [(n, 'the cat', None) for n in range(1, 6)]\n"
+              f"print(json.dumps(list(batch.run(items, batch.Job(source={str(gone)!r}), jobs=2))))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        raise AssertionError("the run never ended")
+    assert proc.returncode == 0 and err == b"", err.decode()[-2000:]
+    results = json.loads(out)
+    assert [r["line"] for r in results] == [1, 2, 3, 4, 5]
+    assert all(r["error"].startswith("a worker could not load the vectors: ") and "no such file" in r["error"]
+               for r in results)

@@ -66,6 +66,7 @@ def make_files(folder: Path) -> None:
     # a zip end record declaring a 100 MB directory of 65,535 members
     (folder / "bigdir.npz").write_bytes(b"PK\x03\x04" + bytes(100) + b"PK\x05\x06"
                                         + struct.pack("<HHHHIIH", 0, 0, 65535, 65535, 100 << 20, 0, 0))
+    (folder / "longline.txt").write_bytes(b"1 4\n" + b"w" * (2 << 20) + b" 1 2 3 4\n")
     (folder / "many.txt").write_text("cat " * 6_000 + "\n", encoding="utf-8")
     (folder / "longdoc.txt").write_text("cat\n" * 400_001, encoding="utf-8")  # one token past the cap without --window
 

@@ -95,8 +95,11 @@ class ContractViolation(AssertionError):
     """An outcome that is neither a result nor AttncliError: an exception, a hang, too much memory."""
 
 
-# outcomes per target, for fuzz/long.py's summary: "ok", "error: VectorsError", "known: NAME", ...
+# outcomes of the contract runs per target, for fuzz/long.py's summary: "ok", "error: VectorsError",
+# "known: NAME", ... One a case under the target's own name; a second run in the same case goes
+# under "NAME (what)" (a second load from the cache), and notes, which are no outcome, to NOTES.
 STATS: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+NOTES: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
 def _status_kib(field: str) -> int:
@@ -548,7 +551,7 @@ def check_vectors_file(target: str, data: bytes, use_cache: bool) -> None:
                 return
             check_vectors_result(v)
             if v.dim == 0:
-                STATS[target]["note: a result of dimension 0"] += 1
+                NOTES[target]["note: a result of dimension 0"] += 1
             if use_cache:
                 kind, again = run_contract(target + " (cached)", lambda: load_vectors(path))
                 assert kind == "ok", again
@@ -938,6 +941,17 @@ def check_decode(data: bytes) -> None:
             data.decode("utf-8-sig")
 
 
+def _blank(number: int, line: bytes) -> bool:
+    """Whether a line is skipped: UTF-8 of nothing but white space (after a first line's BOM)."""
+    line = line.rstrip(b"\r")
+    if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
+    try:
+        return not line.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
+
+
 def check_parse_lines(data: bytes, jsonl: bool, field_name: str) -> None:
     """One (number, text, error) per line, numbered from 1, exactly one of text and error; never raises."""
     kind, items = run_contract("parse-lines", lambda: batch.parse_lines(data, jsonl=jsonl, field_name=field_name),
@@ -947,7 +961,7 @@ def check_parse_lines(data: bytes, jsonl: bool, field_name: str) -> None:
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
-    assert [n for n, _, _ in items] == list(range(1, len(lines) + 1))
+    assert [n for n, _, _ in items] == [n for n, line in enumerate(lines, start=1) if not _blank(n, line)]
     for _, text, error in items:
         assert (text is None) != (error is None)
         assert text is None or (isinstance(text, str) and text.strip())

@@ -8,6 +8,7 @@ as the installed program in a subprocess; elsewhere through CliRunner.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -332,6 +333,100 @@ def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, 
         alive = [line for line in alive if "<defunct>" not in line]  # ended, waiting to be reaped by init
         time.sleep(0.1)
     assert alive == []  # no worker left
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name: [state, ppid, ...], or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _children(pid: int) -> dict[int, tuple[str, bytes]]:
+    """The processes whose parent is `pid`, each with its start time (to tell it from a later
+    process given the same number) and its command line, from the process table."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        if fields and int(fields[1]) == pid:
+            with contextlib.suppress(OSError):
+                found[int(entry)] = (fields[19], Path(f"/proc/{entry}/cmdline").read_bytes())
+    return found
+
+
+def _still_running(pid: int, started: str) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[19] == started and fields[0] not in ("Z", "X")
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live processes of session `sid`: a run's workers leave its process group, never
+    its session, so this finds every process it started, reparented or not."""
+    found = []
+    for entry in os.listdir("/proc"):
+        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        if fields and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("moment", ["as the workers start", "after the first line"])
+def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tmp_path, moment):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: exit 130, the one
+    line, every line written whole, and no child of the run left once it has ended. As the
+    workers start: a Ctrl-C then must neither be lost (the run going on to its end) nor
+    interrupt a worker (its traceback on stderr)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 100_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", str(corpus), "--jobs", "2"], stdout=stdout,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        seen: dict[int, tuple[str, bytes]] = {}
+        first_child = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if moment == "as the workers start":
+                with contextlib.suppress(OSError):
+                    if first_child.read_text().split():  # the pool has begun to start its processes
+                        break
+            else:
+                seen.update(_children(proc.pid))
+                if b"\n" in out.read_bytes()[:1 << 16]:
+                    break
+                time.sleep(0.01)
+        seen.update(_children(proc.pid))
+        os.killpg(proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:  # the workers it may still start
+            seen.update(_children(proc.pid))
+            time.sleep(0.01)
+        try:
+            returned = proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:  # the Ctrl-C was lost: end the run, and fail
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in seen:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError("the run went on after Ctrl-C")
+    stderr = proc.stderr.read().decode()
+    workers = [pid for pid, (started, command) in seen.items() if b"spawn_main" in command]
+    assert returned == 130 and stderr == "attncli: interrupted\n", stderr
+    lines = out.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line)["line"] == n for n, line in enumerate(lines[:-1], start=1))
+    assert seen  # its children were there
+    # no worker outlives the run: Pool.terminate has ended and reaped them before it exits
+    assert [pid for pid in workers if _still_running(pid, seen[pid][0])] == []
+    # nor anything else it started; multiprocessing's resource tracker ends by itself once
+    # its pipe from the run has closed, a moment after
+    deadline, left = time.monotonic() + 3, ["?"]
+    while left and time.monotonic() < deadline:
+        left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + _in_session(proc.pid)
+        time.sleep(0.02)
+    assert left == []
 
 
 @pytest.mark.parametrize("args", [["scores", SENTENCE, "--json"], ["scores", SENTENCE, "--format", "table"],

@@ -33,3 +33,20 @@ def test_every_command_has_a_page_with_its_options():
     assert r"\fB\-\-top\-k\fP" in pages["attncli-scores.1"]
     assert r"\fB\-\-token\fP" in pages["attncli-context.1"]
     assert all("\x08" not in page for page in pages.values())  # click's no-rewrap marker became .nf
+
+
+def test_the_environment_section_is_the_readme_table():
+    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("<!-- environment -->"):readme.index("<!-- /environment -->")]
+    names = re.findall(r"^\| `(\w+)` \| .+ \|$", table, flags=re.M)
+    assert {"NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "ATTNCLI_VECTORS", "ATTNCLI_CACHE_DIR", "GENSIM_DATA_DIR",
+            "PAGER", "ATTNCLI_PAGER", "ATTNCLI_DEBUG"} <= set(names)
+    page = load_generator().pages()["attncli.1"]
+    section = page[page.index(".SH ENVIRONMENT\n"):]
+    assert [m.replace("\\_", "_") for m in re.findall(r"^\\fB(.+)\\fP$", section, flags=re.M)] == names
+    # every variable the code reads by name is in the table
+    read = set()
+    for path in (MAN.parent / "attncli").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        read |= {a or b for a, b in re.findall(r'environ(?:\.get)?[(\[]"([A-Z_]+)"|envvar="([A-Z_]+)"', text)}
+    assert read and read <= set(names), read - set(names)

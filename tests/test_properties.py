@@ -533,7 +533,12 @@ class _Str(Schema):
         assert isinstance(value, str), f"{path}: {value!r} is not a string"
 
 
-NUM, INT, STR = _Num(), _Int(), _Str()
+class _Bool(Schema):
+    def check(self, value, path):
+        assert isinstance(value, bool), f"{path}: {value!r} is not true or false"
+
+
+NUM, INT, STR, BOOL = _Num(), _Int(), _Str(), _Bool()
 
 
 class Enum(Schema):
@@ -623,7 +628,7 @@ def common_keys(command: str, T: int) -> dict:
 def scores_schema(T: int, H: int, top_k: int) -> Schema:
     top = Arr(Arr(TOP_ITEM, max_n=top_k), T)
     return Obj({**common_keys("scores", T), "scores": matrix(T, T), "weights": matrix(T, T), "top": top,
-                "heads": Arr(Obj({"scores": matrix(T, T), "weights": matrix(T, T), "top": top}), H)})
+                "include_self": BOOL, "heads": Arr(Obj({"scores": matrix(T, T), "weights": matrix(T, T), "top": top}), H)})
 
 
 def context_schema(T: int, d_k: int, H: int, top_k: int, neighbors: int, token: bool, all_contexts: bool) -> Schema:
@@ -631,7 +636,7 @@ def context_schema(T: int, d_k: int, H: int, top_k: int, neighbors: int, token: 
     if token:
         keys.update({
             "token": STR, "index": INT, "weights": Arr(NUM, T), "top": Arr(TOP_ITEM, max_n=top_k),
-            "heads": Arr(Obj({"weights": Arr(NUM, T), "top": Arr(TOP_ITEM, max_n=top_k)}), H),
+            "include_self": BOOL, "heads": Arr(Obj({"weights": Arr(NUM, T), "top": Arr(TOP_ITEM, max_n=top_k)}), H),
             "context": Arr(NUM, d_k),
             "neighbors": Arr(NEIGHBOR, max_n=neighbors), "token_neighbors": Arr(NEIGHBOR, max_n=neighbors),
         })
@@ -843,6 +848,7 @@ def test_scores_document_round_trips_and_matches_the_schema(tiny, sentence_items
     scores_schema(T, opts.heads, opts.top_k).check(doc, "$")
     check_common(doc, sentence, items, opts, d_k, vectors, path)
     check_weights(doc["weights"], opts.mask)
+    assert doc["include_self"] is opts.include_self  # what the top lists may hold
     for i in range(T):
         check_top(doc["top"][i], tokens, doc["weights"][i], i, opts)
     for head in doc["heads"]:
@@ -896,6 +902,7 @@ def test_context_document_round_trips_and_matches_the_schema(tiny, sentence_item
         return
     assert doc["token"] == tokens[i] and doc["index"] == i
     assert doc["weights"] == whole["weights"][i] and doc["top"] == whole["top"][i]
+    assert doc["include_self"] is opts.include_self
     assert doc["heads"] == [{"weights": h["weights"][i], "top": h["top"][i]} for h in whole["heads"]]
     check_weights([doc["weights"]], "none")
     if opts.mask == "causal":

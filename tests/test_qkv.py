@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from clirunner import fails, one, run
+from grids import grid
 from attncli import analyze, attention, load_vectors, projections, rnn
 from attncli.analyze import Options
 
@@ -1087,31 +1088,17 @@ def test_rnn_single_token():
 TABLE_ENV = {"COLUMNS": "120"}
 
 
-def table_rows(text: str, first_cells: list[str]) -> dict[str, list[str]]:
-    """The cells of the first table row that starts with each label (inside '│ ... │')."""
-    out = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split("│")]
-        while cells and cells[0] == "":  # the left edges of the panels around the table
-            cells.pop(0)
-        while cells and cells[-1] == "":
-            cells.pop()
-        if len(cells) > 1 and cells[0] in first_cells and cells[0] not in out:
-            out[cells[0]] = cells[1:]
-    return out
-
-
 def test_scores_table_shows_masked_cells_as_dots(tiny4_path):
     for raw in ([], ["--raw"]):
         result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--mask", "causal", "--format", "table",
                      "--no-color", *raw, env=TABLE_ENV)
         assert result.exit_code == 0, result.stderr
-        rows = table_rows(result.stdout, ["cat", "dog", "sat"])
-        assert rows["cat"][1:] == ["·", "·"] and rows["cat"][0] != "·"
-        assert rows["dog"][2] == "·" and "·" not in rows["dog"][:2]
-        assert "·" not in rows["sat"]
+        cat, dog, sat = grid(result.stdout, ["cat", "dog", "sat"])
+        assert cat[1:] == ["·", "·"] and cat[0] != "·"
+        assert dog[2] == "·" and "·" not in dog[:2]
+        assert "·" not in sat
         if not raw:
-            assert rows["cat"][0] == "1.000"
+            assert cat[0] == "100"  # the first token's whole weight, on itself
 
 
 def test_scores_table_with_two_heads(tiny4_path):
@@ -1140,9 +1127,9 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     assert "'sat' (index 2) through every step" in result.stdout
     out = result.stdout
     step5 = out[out.index("5. weights"):out.index("6. context")]
-    rows = table_rows(step5, ["the", "cat", "sat", "on"])
-    assert rows["the"] == ["1.000", "·", "·", "·"]  # the first token's masked weights
-    assert rows["sat"][3] == "·" and "·" not in rows["on"]
+    rows = grid(step5, ["the", "cat", "sat", "on"], panel=True)
+    assert rows[0] == ["100", "·", "·", "·"]  # the first token's masked weights
+    assert rows[2][3] == "·" and "·" not in rows[3]
     step3 = out[out.index("3. raw scores"):out.index("4. scaled")]
     assert "·" not in step3  # raw scores are before the mask
     panel = out[out.index("'sat' (index 2) through every step"):]

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -300,6 +301,57 @@ def test_fasttext_bin_truncated_is_one_line(fasttext_files, tmp_path, cache):
     path.write_bytes(data[: len(data) // 2])
     fails(run("vectors", "info", "--vectors", path), str(path), "fastText")
     assert entries(cache) == []
+
+
+# What gensim and numpy would print raw while a file is read: a value beyond float32 ("overflow
+# encountered in cast"), a fastText sampling threshold below 0 ("invalid value encountered in
+# sqrt"). Only attncli's own line may reach stderr.
+QUIET_CASES = {
+    "overflow.txt": (b"2 3\ncat 1e39 1 2\ndog 1 2 3\n", 1),
+    "overflow-glove.txt": (b"cat 1 2 3\ndog 1 -1e39 3\n", 1),
+    "overflow.txt.gz": (gzip.compress(b"2 3\ncat 1e39 1 2\ndog 1 2 3\n"), 1),
+    "negative-t.bin": (None, 0),
+}
+
+
+def _quiet_case(tmp_path: Path, name: str) -> Path:
+    data, _ = QUIET_CASES[name]
+    if data is None:
+        from test_fuzz import fasttext_bin  # a fastText .bin by hand, field by field
+
+        data = fasttext_bin(words=(b"a", b"bc"), dim=2, bucket=3, minn=1, maxn=2, t=-1.0)
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", QUIET_CASES)
+def test_gensim_and_numpy_warnings_never_reach_stderr(tmp_path, name):
+    path = _quiet_case(tmp_path, name)
+    env = {**os.environ, "ATTNCLI_CACHE_DIR": str(tmp_path / "cache"), "PYTHONWARNINGS": "default"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "attncli"), "vectors", "info", "--vectors", str(path)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    status = QUIET_CASES[name][1]
+    assert proc.returncode == status, proc.stderr
+    if status:
+        assert proc.stderr.startswith("attncli: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert "NaN or infinity" in proc.stderr
+    else:
+        assert proc.stderr == "" and json.loads(proc.stdout)["words"] == 2
+
+
+@pytest.mark.parametrize("name", QUIET_CASES)
+def test_load_vectors_lets_no_warning_out(tmp_path, name):
+    import warnings
+
+    path = _quiet_case(tmp_path, name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            load_vectors(path, use_cache=False)
+        except VectorsError:
+            pass
+    assert [str(w.message) for w in caught] == []
 
 
 def test_gensim_keyedvectors_kv_with_trust_pickle(tmp_path):
@@ -590,6 +642,89 @@ def test_the_bad_line_is_named_even_after_a_nan_line(tmp_path, cache):
     _refused(tmp_path, cache, "3 2\ncat nan 0\ndog 1 2 3\nbird 1 1\n", "line 3")
 
 
+# --------------------------------------------------------------------------- lines too long
+
+
+LONG = 64 << 20  # a line of 64 MB: a bound of about 1 MB must stop the read long before its end
+
+
+def long_file(path: Path, head: bytes, filler: bytes, tail: bytes = b"", *, how: str | None) -> Path:
+    """head, then LONG bytes of `filler` with no newline, then tail: compressed a megabyte at a
+    time, so the file is tiny on disk and never held whole."""
+    block = filler * ((1 << 20) // len(filler))
+    if how == "bz2":
+        packer = bz2.BZ2Compressor()
+    elif how == "gzip":
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: the gzip format
+    with open(path, "wb") as f:
+        if how is None:
+            f.write(head + block * (LONG // len(block)) + tail)
+            return path
+        f.write(packer.compress(head))
+        for _ in range(LONG // len(block)):
+            f.write(packer.compress(block))
+        f.write(packer.compress(tail) + packer.flush())
+    return path
+
+
+LONG_LINES = [
+    # (name, head, filler, tail, the line named): a word with no end, a row of values with no end, a header
+    ("w2v.txt", b"2 4\ncat 1 2 3 4\n", b"w", b" 1 2 3 4\n", "line 3"),
+    ("w2v-values.txt", b"1 4\n", b"0 ", b"\n", "line 2"),
+    ("glove.txt", b"cat 1 2 3 4\n", b"w", b"\n", "line 2"),
+    ("glove-first.txt", b"", b"w", b" 1 2\n", "line 1"),
+    ("header.txt", b"1 ", b" ", b"4\ncat 1 2 3 4\n", "line 1"),
+]
+
+
+# one plain file of 64 MB is enough; the others compressed, each both ways
+LONG_CASES = [(None, LONG_LINES[0])] + [(how, case) for case in LONG_LINES for how in ("gzip", "bz2")]
+
+
+@pytest.mark.parametrize("how,case", LONG_CASES, ids=[f"{c[0]}-{how}" for how, c in LONG_CASES])
+def test_a_line_far_too_long_is_refused_at_once_naming_it(tmp_path, cache, how, case):
+    name, head, filler, tail, line = case
+    path = long_file(tmp_path / (name + {None: "", "gzip": ".gz", "bz2": ".bz2"}[how]), head, filler, tail, how=how)
+    assert how is None or path.stat().st_size < 1 << 20
+    start = time.monotonic()
+    fails(run("vectors", "info", "--vectors", path), str(path), line, "longer than")
+    assert time.monotonic() - start < 20  # loose, for a shared machine: it reads about 1 MB of the 64
+    assert entries(cache) == []
+
+
+@pytest.mark.parametrize("how", [None, "gzip"])
+def test_a_binary_word_far_too_long_is_refused_at_once(tmp_path, cache, how):
+    row = np.array([1, 2, 3, 4], dtype="<f4").tobytes()
+    path = long_file(tmp_path / ("long.bin" + (".gz" if how else "")), b"2 4\ncat " + row, b"w", b" " + row,
+                     how=how)
+    fails(run("vectors", "info", "--vectors", path), str(path), "from byte 8 on", "longer than 1,048,576 bytes")
+    assert entries(cache) == []
+
+
+def test_a_bound_that_holds_every_real_line(tmp_path, cache):
+    """A line just under the bound loads: a long word (a URL, say) of 1,000,000 bytes, and a
+    row of values each written with 60 characters."""
+    word = "w" * 1_000_000
+    values = " ".join(f"{x:.52e}" for x in (0.5, -0.25, 1.0))  # 60 characters each
+    path = tmp_path / "wide.txt"
+    path.write_text(f"2 3\n{word} {values}\ncat 1 2 3\n")
+    v = load_vectors(path)
+    assert [v.vocab.word(0), v.vocab.word(1)] == [word, "cat"]
+    assert v.matrix[0].tolist() == [0.5, -0.25, 1.0]
+
+
+def test_a_fasttext_word_far_too_long_is_refused_at_once(fasttext_files, tmp_path, cache):
+    folder, _ = fasttext_files
+    data = (folder / "ft.bin").read_bytes()
+    end = data.index(b"\0", 92)  # the first word of the dictionary
+    path = tmp_path / "long.bin"
+    path.write_bytes(data[:92] + b"w" * (3 << 20) + data[end:])
+    start = time.monotonic()
+    fails(run("vectors", "info", "--vectors", path), str(path), "word 1", "longer than 1,048,576 bytes")
+    assert time.monotonic() - start < 20
+    assert entries(cache) == []
+
+
 def test_a_binary_header_one_word_short_is_caught_for_gensim_written_files(tmp_path, cache):
     words = [f"w{i}" for i in range(100)]
     p = write_kv(tmp_path / "bad.bin", words, random_matrix(100, 4), binary=True)
@@ -696,9 +831,19 @@ def test_a_directory_or_missing_path(tmp_path, cache, what):
     path = {"directory": tmp_path, "missing": tmp_path / "nope.txt",
             "missing in a missing folder": tmp_path / "no" / "such" / "v.bin"}[what]
     words = {"directory": ["is a directory"]}.get(what, ["no such file"])
-    fails(run("vectors", "info", "--vectors", path), str(path), *words)
-    fails(run("scores", "cat", "--vectors", path), str(path), *words)
+    for args, named in ((["vectors", "info", "--vectors", path], "--vectors"),
+                        (["scores", "cat", "--vectors", path], "--vectors"), (["vectors", "convert", path], "SOURCE")):
+        line = fails(run(*args), str(path), *words, f"give {named} a word vectors file")
+        assert ("--vectors" in line) == (named == "--vectors"), line  # convert takes SOURCE, not --vectors
+        assert ("bundled" in line) == (named == "--vectors" and what != "directory"), line
     assert not cache.exists() or entries(cache) == []
+
+
+def test_the_library_names_the_source_as_its_caller_says(tmp_path):
+    with pytest.raises(VectorsError, match="give SOURCE a word vectors file"):
+        load_vectors(tmp_path / "nope.txt", param="SOURCE")
+    with pytest.raises(VectorsError, match="give --vectors a word vectors file"):
+        load_vectors(tmp_path / "nope.txt")
 
 
 def _special(tmp_path: Path, what: str) -> Path:

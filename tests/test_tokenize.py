@@ -33,7 +33,13 @@ def test_case_is_kept_for_cased_vectors():
     assert tokenize("The Earth", lowercase=False) == ["The", "Earth"]
 
 
-@pytest.mark.parametrize("token,punct", [(",", True), ("--", True), ("...", True), ("'s", False), ("n't", False), ("3.5", False), ("é", False)])
+@pytest.mark.parametrize("token,punct", [
+    (",", True), ("--", True), ("...", True), ("'s", False), ("n't", False), ("3.5", False), ("é", False),
+    ("«", True), ("¿", True), ("。", True), ("!?", True), ('"', True), ("(", True),
+    # symbols (Unicode S*) are tokens, not punctuation: emoji, currency, maths, modifiers
+    ("🍊", False), ("😀", False), ("$", False), ("+", False), ("=", False), ("^", False), ("`", False),
+    ("©", False), ("👍🏽", False), ("❤\ufe0f", False), ("\x00", False),
+])
 def test_is_punctuation(token, punct):
     assert is_punctuation(token) is punct
 

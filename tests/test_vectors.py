@@ -1,10 +1,17 @@
 """The vectors layer: the bundled GloVe, users' files through gensim, lookups, neighbours."""
 
 import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import attncli
 from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
 from attncli.sources import detect, resolve
@@ -43,9 +50,108 @@ def test_bundled_loads_from_any_directory(tmp_path, monkeypatch):
     assert load_vectors().dim == 50
 
 
+REPO = Path(attncli.__file__).resolve().parent.parent  # the source tree these tests run from
+SITE = Path(np.__file__).resolve().parent.parent  # the environment's site-packages
+source_tree = pytest.mark.skipif(not (REPO / "embeddings").is_dir(), reason="runs from a source tree")
+
+
+def python_m_attncli(cwd: Path, path: list[Path], tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m attncli ARGS` in `cwd`, with `path` then the environment's site-packages on
+    sys.path after the folder Python itself puts first (cwd, for -m), and no site hooks (-S):
+    so no editable-install finder, as with a plain install."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNCLI_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, [*path, SITE])), ATTNCLI_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([sys.executable, "-S", "-m", "attncli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def installed_copy(folder: Path, *, embeddings: bool = True) -> Path:
+    """What `pip install .` puts in site-packages: the package, and embeddings/ inside it as
+    attncli.embeddings (here its data as symbolic links to the repository's, to stay cheap)."""
+    shutil.copytree(REPO / "attncli", folder / "attncli", ignore=shutil.ignore_patterns("__pycache__"))
+    if embeddings:
+        (folder / "attncli" / "embeddings").mkdir()
+        for f in (REPO / "embeddings").iterdir():
+            if f.name != "__pycache__":
+                (folder / "attncli" / "embeddings" / f.name).symlink_to(f)
+    return folder
+
+
+@source_tree
+@pytest.mark.parametrize("where", ["the clone's root, installed", "the clone's root, not installed",
+                                   "elsewhere, installed"])
+def test_python_m_attncli_finds_the_bundled_vectors(tmp_path, where):
+    site = installed_copy(tmp_path / "site")
+    cwd = tmp_path if where.startswith("elsewhere") else REPO
+    path = [] if where.endswith("not installed") else [site]
+    proc = python_m_attncli(cwd, path, tmp_path, "scores", "the cat")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == ["the", "cat"]
+
+
+@source_tree
+def test_python_m_attncli_in_the_editable_install_from_the_clones_root(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNCLI_")}
+    proc = subprocess.run([sys.executable, "-m", "attncli", "scores", "the cat"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**env, "ATTNCLI_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == ["the", "cat"]
+
+
+@source_tree
+def test_a_copy_without_the_bundled_vectors_says_what_to_run(tmp_path):
+    site = installed_copy(tmp_path / "site", embeddings=False)
+    proc = python_m_attncli(tmp_path, [site], tmp_path, "scores", "the cat")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("attncli: error: the bundled vectors are not "
+                                                                   "installed"), proc.stderr
+    assert "pip install ." in proc.stderr and "--vectors" in proc.stderr
+    other = tmp_path / "v.txt"  # other vectors still work there
+    other.write_text("2 2\nthe 1 0\ncat 0 1\n")
+    proc = python_m_attncli(tmp_path, [site], tmp_path, "scores", "the cat", "--vectors", str(other))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["vectors"]["words"] == 2
+
+
 def tiny(cased=False):
     words = ["Cat", "dog", "car"] if cased else ["cat", "dog", "car"]
     return Vectors("tiny", Vocabulary.from_words(words), np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
+
+
+@pytest.mark.parametrize("n", [1, 2, 1000, 99_999])
+def test_limit_gives_the_first_words_of_the_bundled_vectors(glove, n):
+    first = load_vectors(limit=n)
+    assert first.size == n and first.matrix.shape == (n, 50)
+    assert isinstance(first.matrix, np.memmap) and not first.matrix.flags.owndata  # a view of the mapped rows
+    np.testing.assert_array_equal(first.matrix, glove.matrix[:n])
+    for row in sorted({0, n // 2, n - 1}):
+        word = glove.vocab.word(row)
+        assert first.vocab.word(row) == word and first.row(word) == row
+    for row in (n, n + 7, 99_999):  # the words past the limit are not there
+        if row < glove.size and row >= n:
+            assert first.row(glove.vocab.word(row)) is None
+    words = [first.vocab.word(int(r)) for r in first.vocab.order]
+    assert len(words) == n and [w.encode() for w in words] == sorted(w.encode() for w in words)
+
+
+def test_limit_at_or_past_the_vocabulary_is_all_of_it(glove):
+    assert load_vectors(limit=100_000).size == load_vectors(limit=10 ** 9).size == 100_000
+
+
+def test_limit_is_honoured_by_every_command_on_the_bundled_vectors():
+    from clirunner import fails, ok, one, run
+
+    info = one(run("vectors", "info", "--limit", "1000"))
+    assert info["words"] == 1000
+    rows = ok(run("neighbors", "the", "--limit", "50", "--k", "100"))
+    first = {load_vectors().vocab.word(i) for i in range(50)}
+    assert rows[0]["vectors"]["words"] == 50
+    assert {n["word"] for n in rows[0]["neighbors"]} <= first - {"the"}
+    fails(run("neighbors", "orange", "--limit", "50"), "'orange' is not a word")
+    result = run("scores", "the orange", "--limit", "50")
+    doc = one(result, stderr=None)
+    assert doc["tokens"] == ["the"] and doc["oov"] == ["orange"] and doc["vectors"]["words"] == 50
+    lines = ok(run("batch", "--limit", "50", input="the orange\nof the\n"))
+    assert [d["tokens"] for d in lines] == [["the"], ["of", "the"]]
 
 
 def test_nearest_against_brute_force(glove):

@@ -19,6 +19,7 @@ from enum import IntEnum
 import click
 from attncli import __version__
 from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, utf8
+from attncli.cli.sections import Command, Group
 from attncli.errors import AttncliError
 
 
@@ -85,7 +86,7 @@ def _terminate(signum, frame):
     raise _Terminated
 
 
-class AttncliGroup(click.Group):
+class AttncliGroup(Group):
     """A click group whose every failure is one line on stderr and an ExitStatus."""
 
     def invoke(self, ctx):
@@ -161,6 +162,28 @@ def cli():
       attncli context "The earth is like an orange" --token orange
       attncli scores "The earth is like an orange" | jq '.weights'
     """
+
+
+@cli.command(name="help", cls=Command, short_help="the help of attncli, or of a command")
+@click.argument("command", nargs=-1, metavar="[COMMAND]...")
+@click.pass_context
+def help_command(ctx, command):
+    """The help of COMMAND, as `attncli COMMAND --help` gives it; of a command of a group,
+    with both names (`attncli help vectors info`); without COMMAND, of attncli itself.
+
+    \b
+    Examples:
+      attncli help scores
+      attncli help vectors info
+    """
+    target = ctx.parent
+    for name in command:
+        group = target.command
+        sub = group.get_command(target, name) if isinstance(group, click.Group) else None
+        if sub is None:  # as `attncli NAME` says it
+            raise click.UsageError(f"No such command '{name}'.", target)
+        target = click.Context(sub, info_name=name, parent=target)
+    click.echo(target.get_help(), color=ctx.color)
 
 
 # the commands, each in the module of its family; imported here, after the group they join

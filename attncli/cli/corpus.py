@@ -8,13 +8,14 @@ import sys
 import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
-from attncli.cli.options import TextParam, attention_options, neighbors_option, vectors_options
+from attncli.cli.options import TextParam, attention_options, complete_path, neighbors_option, vectors_options
 from attncli.cli.output import progress, write_json, writing_stdout
+from attncli.cli.sections import Command
 from attncli.errors import InputError
 
 
-@click.command(short_help="many sentences, one a line: one JSON result a line, in order")
-@click.argument("input_file", required=False, metavar="[FILE]")
+@click.command(cls=Command, short_help="many sentences, one a line: one JSON result a line, in order")
+@click.argument("input_file", required=False, metavar="[FILE]", shell_complete=complete_path)
 @click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
@@ -32,8 +33,9 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
-    number from 1. A bad line gives {"line", "error"} and the run goes on; at the end, a
-    count of them on stderr, and exit status 1 if there was any.
+    number from 1. A blank line is skipped (as by scores), the others keep their numbers.
+    A bad line gives {"line", "error"} and the run goes on; at the end, a count of them on
+    stderr, and exit status 1 if there was any.
 
     \b
     Examples:
@@ -46,7 +48,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     data = read_input(input_file)
     items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
     if not items:
-        raise InputError(f"{input_file or 'standard input'} holds no lines")
+        raise InputError(f"{input_file or 'standard input'} holds no sentence (it is empty or blank)")
     jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
     vectors = load()  # here, once: converts and caches a new source before workers start
     job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,

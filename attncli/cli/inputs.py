@@ -31,14 +31,19 @@ def decode(data: bytes, where: str) -> str:
 def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
     """The sentences to run, each with its stdin line number (None for an argument).
 
-    SENTENCE absent or "-": standard input, one sentence per non-blank line.
+    SENTENCE absent or "-": standard input, one sentence per non-blank line. Lines end at a
+    newline only (as batch.parse_lines splits them), not at the form feeds and Unicode
+    separators str.splitlines also breaks at, so a line's number is the same in both.
     """
     if sentence is not None and sentence != "-":
         if not sentence.strip():
             raise InputError("the sentence is empty; give some words, for example: attncli scores \"The earth is like an orange\"")
         return [(None, sentence)]
     text = decode(read_stdin(), "standard input")
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line does not start another
+    lines = [(n, line.rstrip("\r")) for n, line in enumerate(lines, start=1) if line.strip()]
     if not lines:
         raise InputError("standard input holds no sentence (it is empty or blank)")
     return lines

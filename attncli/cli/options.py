@@ -16,6 +16,7 @@ import click
 from attncli import cache
 from attncli.analyze import Options
 from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
+from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 
@@ -40,6 +41,23 @@ class FiniteFloat(click.ParamType):
         return x
 
 
+def complete_path(ctx, param, incomplete):
+    """Shell completion of a path: the shell completes file names itself (a "file" item), as
+    for a click.Path, without click.Path's checks, which would change what a bad value says."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def complete_qkv(ctx, param, incomplete):
+    """--qkv: its words identity and random, or a path. The path item comes first: bash's
+    script empties the words already given when it meets one."""
+    from click.shell_completion import CompletionItem
+
+    return complete_path(ctx, param, incomplete) + [CompletionItem(word) for word in ("identity", "random")
+                                                    if word.startswith(incomplete)]
+
+
 def with_options(wrapper, options):
     for option in reversed(options):
         wrapper = option(wrapper)
@@ -54,13 +72,14 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source):
+        def load(source, param="--vectors"):
             if not sys.stderr.isatty():
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn, param=param)
             from attncli import render  # rich: see emit
 
             with render.LoadProgress() as progress:
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn)
+                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn,
+                                    param=param)
 
         if source_option:
             source = kwargs.pop("vectors_source")
@@ -70,25 +89,26 @@ def vectors_options(f=None, *, source_option: bool = True):
         return f(*args, load=load, **kwargs)
 
     options = [
-        click.option("--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+        option("vectors", "--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
+               shell_complete=complete_path,  # a file, or a gensim-data name, which no shell can list
                      help="Word vectors: a word2vec (text or binary), GloVe or fastText (.vec, .bin) file, "
                           "also .gz or .bz2; a gensim .kv/.model file (with --trust-pickle); or a downloaded "
                           "gensim-data name. Read once, then cached. Default: the bundled GloVe 6B 50d."),
     ] if source_option else []
     options += [
-        click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
-        click.option("--trust-pickle", is_flag=True,
+        option("vectors", "--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of the vectors."),
+        option("vectors", "--trust-pickle", is_flag=True,
                      help="Allow a gensim .kv/.model file: it is a Python pickle, and loading it runs its code."),
     ]
     return with_options(wrapper, options)
 
 
 # options that more than one decorator or command takes, defined once
-keep_punct_option = click.option("--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
+keep_punct_option = option("tokens", "--keep-punct", is_flag=True, help="Keep punctuation tokens (left out by default).")
 
 
-oov_option = click.option(
-    "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
+oov_option = option(
+    "tokens", "--oov", type=click.Choice(["skip", "zero", "error"]), default="skip", show_default=True,
     help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
 
 
@@ -96,38 +116,63 @@ neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), defau
                                 help="How many nearest vocabulary words to list.")
 
 
-def attention_options(f):
-    """The options of every command that computes attention, packed into one Options."""
-
-    @functools.wraps(f)
-    def wrapper(*args, scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask, **kwargs):
-        opts = Options(scale, temperature, top_k, include_self, keep_punct, oov, qkv, d_k, seed, heads, mask)
-        return f(*args, opts=opts, **kwargs)
+def attention_options(f=None, *, top: bool = True, projections: bool = True):
+    """The options of every command that computes attention, packed into one Options.
+    Without `top`, no --top-k and --include-self (a command that lists no top-attended
+    tokens); without `projections`, no --qkv, --d-k and --seed (one that needs the raw
+    vectors): a command takes only the options it uses."""
+    if f is None:
+        return functools.partial(attention_options, top=top, projections=projections)
 
     options = [
-        click.option("--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
-                     help="Query, key and value projections: none (the raw vectors), drawn at random "
-                          "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
-        click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
-                     help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
-        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
-        click.option("--heads", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
-        click.option("--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
-                     help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
-        click.option("--scale", type=FiniteFloat(), default=None,
-                     help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
-                          "1 gives plain softmax(q_i . k_j)."),
-        click.option("--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
-                     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
-        click.option("--top-k", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="How many top-attended tokens to list per token."),
-        click.option("--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
-        keep_punct_option,
-        oov_option,
+        option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
+               shell_complete=complete_qkv,
+               help="Query, key and value projections: none (the raw vectors), drawn at random "
+                    "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
+        option("attention", "--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
+               help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
+        option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
+               help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
+    ] if projections else []
+    options += [
+        option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
+               help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
+        option("attention", "--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
+               help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
+        option("attention", "--scale", type=FiniteFloat(), default=None,
+               help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
+                    "1 gives plain softmax(q_i . k_j)."),
+        option("attention", "--temperature", type=FiniteFloat(positive=True), default=1.0, show_default=True,
+               help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
     ]
+    options += [
+        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+               help="How many top-attended tokens to list per token."),
+        option("attention", "--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
+    ] if top else []
+    options += [keep_punct_option, oov_option]
+    names = [name for name in _OPTIONS_FIELDS if top or name not in ("top_k", "include_self")
+             if projections or name not in ("qkv", "d_k", "seed")]
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        opts = Options(**{name: kwargs.pop(name) for name in names})  # the others keep Options' defaults
+        return f(*args, opts=opts, **kwargs)
+
     return with_options(wrapper, options)
+
+
+_OPTIONS_FIELDS = ("scale", "temperature", "top_k", "include_self", "keep_punct", "oov", "qkv", "d_k", "seed", "heads",
+                   "mask")
+
+
+def given_options(ctx: click.Context, names) -> list[str]:
+    """The options among `names` (parameter names) given on the command line, as a user
+    writes them (--heads), in the command's order."""
+    from click.core import ParameterSource
+
+    return [param.opts[0] for param in ctx.command.params if param.name in names
+            and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)]
 
 
 def output_path(kind: str, suffixes: tuple[str, ...] = ()):
@@ -220,8 +265,8 @@ def refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
                                        "give another path")
 
 
-png_option = click.option(
-    "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
+png_option = option(
+    "output", "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
     help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
@@ -230,7 +275,7 @@ def output_options(f):
     resolved once into an Output."""
 
     @functools.wraps(f)
-    def wrapper(*args, fmt, as_json, no_color, svg, html, **kwargs):
+    def wrapper(*args, fmt, as_json, no_color, no_pager, svg, html, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
@@ -240,17 +285,20 @@ def output_options(f):
             from attncli import plot
 
             plot.require()  # a missing extra is an error before any output, not after it
-        return f(*args, out=Output(fmt, no_color, svg, html, png), **kwargs)
+        return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager), **kwargs)
 
     options = [
-        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
+        option("output", "--format", "fmt", type=click.Choice(["table", "json"]), default=None,
                      help="table (colored, for a terminal) or json (one JSON document per result, a line each). "
                           "Default: table when stdout is a terminal, json when it is not."),
-        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
-        click.option("--no-color", is_flag=True, help="No colours in tables (setting NO_COLOR does the same)."),
-        click.option("--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
+        option("output", "--json", "as_json", is_flag=True, help="Same as --format json."),
+        option("output", "--no-color", is_flag=True, help="No colours in tables or JSON (setting NO_COLOR does the same)."),
+        option("output", "--no-pager", is_flag=True,
+               help="Write to the terminal directly, even what does not fit on it (by default that goes through "
+                    "ATTNCLI_PAGER, PAGER or less). A pipe or a file is never paged."),
+        option("output", "--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
-        click.option("--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
+        option("output", "--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
                      metavar="FILE.html", help="Also write the table view to an HTML page."),
     ]
     return with_options(wrapper, options)

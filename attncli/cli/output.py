@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import stat
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import click
 from attncli.analyze import to_json
 from attncli.errors import AttncliError, InputError
-from attncli.visible import visible, visible_all
+from attncli.visible import json_safe, visible, visible_all
 
 
 def one_line(message: str, most: int = 1200) -> str:
@@ -61,6 +62,35 @@ def write_json(doc: dict) -> None:
     sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
 
 
+def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
+    """A document as JSON laid out for a person reading a terminal: an object a key a line,
+    indented by two; an object or list that holds only numbers, strings and the like on one
+    line, so that a matrix is a row a line. The same characters are escapes as in to_json
+    (a terminal acts on none of them), and it is valid JSON: `jq` reads it as it reads the
+    one-line form."""
+
+    def dump(value) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only, allow_nan=False)
+
+    def flat(value) -> bool:
+        return not isinstance(value, (dict, list, tuple))
+
+    def layout(value, depth: int) -> str:
+        pad, inner = "  " * depth, "  " * (depth + 1)
+        if isinstance(value, dict):
+            if all(flat(v) for v in value.values()):
+                return "{" + ", ".join(f"{dump(str(k))}: {dump(v)}" for k, v in value.items()) + "}"
+            items = (f"{inner}{dump(str(k))}: {layout(v, depth + 1)}" for k, v in value.items())
+            return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+        if isinstance(value, (list, tuple)):
+            if all(flat(v) for v in value):
+                return "[" + ", ".join(map(dump, value)) + "]"
+            return "[\n" + ",\n".join(f"{inner}{layout(v, depth + 1)}" for v in value) + f"\n{pad}]"
+        return dump(value)
+
+    return json_safe(layout(doc, 0))
+
+
 def cwd_hint() -> str:
     """A relative path cannot be found from a folder that was deleted under the run."""
     try:
@@ -90,6 +120,7 @@ class Output:
     svg: Path | None = None  # the table view, exported
     html: Path | None = None
     png: Path | None = None  # a matplotlib heatmap
+    pager: bool = True  # through the pager, on a terminal, what does not fit on it (see pager.py)
 
 
 def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
@@ -102,13 +133,35 @@ def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
         _draw(docs, out, view, view_args)
-    if out.fmt == "json":
+    if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
+        screen = make_console(sys.stdout, out)
+        _show(_json_screen(docs, screen), screen, out)
+    elif out.fmt == "json":  # the contract: one document a line
         with writing_stdout():
             for doc in docs:
                 # a line a write: one huge write to a pipe whose reader has gone can end half
                 # done with no error raised, where small ones raise BrokenPipeError
                 write_json(doc)
             sys.stdout.flush()
+
+
+MOST_PAINTED = 1 << 20  # characters of JSON coloured; beyond, rich would take seconds for a screenful's worth
+
+
+def _json_screen(docs: list[dict], screen) -> str:
+    """The documents as pretty_json, coloured for `screen` as rich colours JSON, unless it
+    has no colours (NO_COLOR, --no-color, TERM=dumb): then without any escape sequence."""
+    text = "".join(pretty_json(doc, ascii_only=not utf8(sys.stdout)) + "\n" for doc in docs)
+    if screen.no_color or screen.color_system is None or len(text) > MOST_PAINTED:
+        return text
+    from rich.highlighter import JSONHighlighter
+    from rich.text import Text
+
+    painted = make_console(_Screen(screen.encoding), width=screen.width, color_system=screen.color_system,
+                           force_terminal=True)
+    # soft_wrap: no line is cut or wrapped by rich; the terminal wraps a long one itself
+    painted.print(JSONHighlighter()(Text(text, end="")), soft_wrap=True)
+    return painted.file.getvalue()
 
 
 def make_console(file, out: Output | None = None, **settings):
@@ -151,11 +204,12 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     from attncli import render
 
     exporting = bool(out.svg or out.html)
+    paging = out.pager and sys.stdout.isatty()  # drawn whole first, to see whether it fits
     if out.fmt == "table":
         screen = make_console(sys.stdout, out)
-        drawn = screen if not exporting else make_console(
+        drawn = screen if not (exporting or paging) else make_console(
             _Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
-            force_terminal=screen.is_terminal, record=True)
+            force_terminal=screen.is_terminal, record=exporting)
     else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
         screen, drawn = None, make_console(io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
                                       record=True)
@@ -164,19 +218,36 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         for k, doc in enumerate(visible_all(docs)):
             if len(docs) > 1:
                 drawn.rule(doc.get("sentence", ""))
-            drawn.print(draw(doc, width=drawn.width, **view_args))
+            colours = None if drawn.no_color else drawn.color_system  # the view picks its colours for it
+            drawn.print(draw(doc, width=drawn.width, color_system=colours, **view_args))
             if k < len(docs) - 1:
                 drawn.print()
     title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
     if out.svg:
-        write_whole(out.svg, lambda f: f.write(drawn.export_svg(title=title, clear=False).encode("utf-8")))
+        write_whole(out.svg, lambda f: f.write(render.svg(drawn, title).encode("utf-8")))
     if out.html:
-        write_whole(out.html, lambda f: f.write(drawn.export_html(clear=False).encode("utf-8")))
+        write_whole(out.html, lambda f: f.write(render.html(drawn).encode("utf-8")))
     if screen is not None:
+        if drawn is not screen and paging:
+            _show(drawn.file.getvalue(), screen, out)
+            return
         with writing_stdout():
             if drawn is not screen:
                 sys.stdout.write(drawn.file.getvalue())
             sys.stdout.flush()
+
+
+def _show(text: str, screen, out: Output) -> None:
+    """Text drawn for the terminal stdout is: through the pager when it does not fit there
+    (and paging is on), else written."""
+    from attncli.cli import pager
+
+    line = pager.command() if out.pager else None
+    if line and not pager.fits(text, screen.width, screen.height) and pager.page(text, line, warn):
+        return
+    with writing_stdout():
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def _umask() -> int:
@@ -227,11 +298,24 @@ def write_whole(path: Path, write) -> None:
         raise
 
 
+def same_terminal(one, other) -> bool:
+    """Whether two streams are the same terminal (the same device, however opened): what
+    is drawn on the one lands among the lines of the other."""
+    try:
+        if not (one.isatty() and other.isatty()):
+            return False
+        a, b = os.fstat(one.fileno()), os.fstat(other.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or not a file (tests)
+        return False
+    return os.path.samestat(a, b) or a.st_rdev == b.st_rdev
+
+
 @contextlib.contextmanager
 def progress(unit: str, *, shown: bool = True):
     """update(done, total) as the work goes; a progress bar (count, rate, time left) on
-    stderr when it is a terminal and `shown`."""
-    if not (shown and sys.stderr.isatty()):
+    stderr when it is a terminal and `shown`, unless stdout is that same terminal: the
+    bar would be drawn among the results as they are written."""
+    if not (shown and sys.stderr.isatty()) or same_terminal(sys.stdout, sys.stderr):
         yield lambda done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -9,9 +9,10 @@ import numpy as np
 from attncli import attention
 from attncli.cli.options import output_options, output_path, vectors_options
 from attncli.cli.output import emit, write_whole
+from attncli.cli.sections import Group
 
 
-@click.group()
+@click.group(cls=Group, short_help="query, key and value projections as .npz files")
 def qkv():
     """Query, key and value projections, as files to edit, train elsewhere or share.
 

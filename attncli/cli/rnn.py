@@ -9,12 +9,13 @@ from attncli.analyze import Options, rnn_doc
 from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import keep_punct_option, oov_option, output_options, sentence_argument, vectors_options
 from attncli.cli.output import emit, warn
+from attncli.cli.sections import Command
 
 # The largest --hidden: its weights take 134 MB and a sentence's derivatives a second or two.
 MOST_HIDDEN = 4096
 
 
-@click.command(short_help="the recurrent network attention replaced, beside attention")
+@click.command(cls=Command, short_help="the recurrent network attention replaced, beside attention")
 @sentence_argument
 @click.option("--hidden", type=click.IntRange(min=1, max=MOST_HIDDEN), metavar="N",
               help=f"Size N of the hidden state, at most {MOST_HIDDEN:,}. Default: 32, or what --weights holds.")
@@ -27,11 +28,12 @@ MOST_HIDDEN = 4096
 @oov_option
 @output_options
 def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
-    """The seed's RNN, reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0),
-    folded over SENTENCE from h0 = 0: each state's norm, and how strongly each input still
-    moves the final state (the Frobenius norm of d h_T / d x_i, exact, by the chain rule),
-    beside the last token's attention over the same inputs. The RNN's influence fades with
-    distance, step by step; attention reaches every position in one step.
+    """An Elman RNN, h_t = tanh(W_hx x_t + W_hh h_(t-1) + b_h), folded over SENTENCE from
+    h0 = 0 as reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0): each
+    state's norm, and how strongly each input still moves the final state (the Frobenius
+    norm of d h_T / d x_i, exact, by the chain rule), beside the last token's attention
+    over the same inputs. The RNN's influence fades with distance, step by step; attention
+    reaches every position in one step.
 
     \b
     Examples:

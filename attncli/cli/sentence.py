@@ -9,14 +9,15 @@ import click
 from attncli import limits
 from attncli.analyze import compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, scores_doc
 from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
-from attncli.cli.options import (TextParam, attention_options, neighbors_option, output_options, png_option,
-                                 sentence_argument, vectors_options)
+from attncli.cli.options import (TextParam, attention_options, given_options, neighbors_option, output_options,
+                                 png_option, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
 from attncli.visible import visible, visible_all
 
 
-@click.command(short_help="attention weights between every pair of tokens, as a heatmap")
+@click.command(cls=Command, short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
 @click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
@@ -37,7 +38,8 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
     Step I scores every pair by the dot product of their word vectors; Step II turns each
     row into weights that sum to 1 with softmax(scores * scale / temperature). The table
     shows the weights (or, with --raw, the scores) colored as a heatmap, then each token's
-    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input.
+    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input
+    (blank lines skipped).
 
     \b
     Examples:
@@ -76,10 +78,10 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     with progress("rows", shown=out.fmt == "json") as update:
         rows = document_rows(text, vectors, opts, window=window, progress=update)
         first = next(rows)  # no known word, or scores that overflow: an error here, before any output
-        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window)
+        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window, vectors.dim)
 
 
-def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) -> None:
+def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, dim: int) -> None:
     """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
     if out.fmt == "json":
         def write(row: dict) -> None:
@@ -89,7 +91,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) 
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window))
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window, dim=dim))
 
         def write(row: dict) -> None:
             screen.print(render.document_row(visible_all(row)))
@@ -104,7 +106,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window) 
         raise type(e)(f"{e} (the output stopped after {written:,} rows; it is incomplete)") from None
 
 
-@click.command(short_help="one token's attention, context vector and nearest words")
+@click.command(cls=Command, short_help="one token's attention, context vector and nearest words")
 @sentence_argument
 @click.option("--token", metavar="WORD", type=TextParam("--token"),
               help="The token whose attention and context vector to show.")
@@ -144,7 +146,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     emit(docs, out, "context_view")
 
 
-@click.command(short_help="one word in several sentences: has context moved its meaning?")
+@click.command(cls=Command, short_help="one word in several sentences: has context moved its meaning?")
 @click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
 @click.option("--token", metavar="WORD", required=True, type=TextParam("--token"),
               help="The word to follow through the sentences.")
@@ -177,41 +179,48 @@ def compare(sentences, token, neighbors, load, opts, out):
     emit([doc], out, "compare_view")
 
 
-@click.command(short_help="the vocabulary words nearest a word, or its context vector")
+@click.command(cls=Command, short_help="the vocabulary words nearest a word, or its context vector")
 @click.argument("word", type=TextParam("WORD"))
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
 @click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
               help="Use WORD's context vector in SENTENCE instead of its own vector.")
 @vectors_options
-@attention_options
+@attention_options(top=False, projections=False)
 @output_options
 def neighbors(word, k, sentence, load, opts, out):
     """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
     vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
-    vocabulary is compared.
+    vocabulary is compared. The attention and token options shape the context vector, so
+    they need --context; it is a mix of word vectors only without projections, so there is
+    no --qkv.
 
     \b
     Examples:
       attncli neighbors orange
       attncli neighbors orange --context "The earth is like an orange" --k 5
     """
+    if sentence is None:
+        unused = given_options(click.get_current_context(), ("heads", "mask", "scale", "temperature", "keep_punct", "oov"))
+        if unused:
+            raise click.UsageError(f"{unused[0]} needs --context SENTENCE: without it, neighbors uses WORD's own "
+                                   "vector, and no sentence is read or attended")
     vectors = load()
     emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
 
 
-@click.command(short_help="walk a sentence through every step of attention")
+@click.command(cls=Command, short_help="walk a sentence through every step of attention")
 @sentence_argument
 @click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @vectors_options
-@attention_options
+@attention_options(top=False)
 @png_option
 @output_options
 def explain(sentence, token, index, load, opts, out):
     """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
     the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
     Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
-    one token's row through each step, as the seed's worked example follows "orange".
+    one token's row through each step.
     --format json gives every matrix under "steps".
 
     \b

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import click
 from attncli import cache
-from attncli.cli.options import output_options, vectors_options
-from attncli.cli.output import emit, warn
-from attncli.errors import VectorsError
+from attncli.cli.options import complete_path, output_options, vectors_options
+from attncli.cli.output import emit, one_line, warn
+from attncli.cli.sections import Group
+from attncli.errors import AttncliError, VectorsError
+from attncli.limits import size
 
 
-@click.group()
+@click.group(cls=Group, short_help="word vectors: what a source holds, and the cache")
 def vectors():
     """Word vectors: what a source holds, and the cache that makes its second load fast.
 
@@ -60,7 +63,7 @@ def info(load, out):
 
 
 @vectors.command(short_help="read a source once and cache it")
-@click.argument("source")
+@click.argument("source", shell_complete=complete_path)
 @vectors_options(source_option=False)
 @output_options
 def convert(source, load, out):
@@ -74,7 +77,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source)
+    vectors = load(source, param="SOURCE")
     if not vectors.meta.get("entry"):
         raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
@@ -100,6 +103,19 @@ def list_(out):
         emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view")
 
 
+def _confirm_clear() -> None:
+    """Ask on stderr (stdout is the result's), No by default; declined: an error, so that
+    `attncli vectors clear && ...` goes no further."""
+    entries = cache.entries()
+    if not entries:
+        return  # nothing to lose
+    total = sum(entry["bytes"] for entry in entries)
+    what = "the cache entry" if len(entries) == 1 else f"the {len(entries):,} cache entries"
+    question = one_line(f"Remove {what} in {cache.cache_dir()} ({size(total)})?")
+    if not click.confirm(question, default=False, err=True):
+        raise AttncliError("nothing removed; answer y to remove them, or give --yes")
+
+
 def _entry_doc(entry: dict) -> dict:
     # a damaged entry's metadata may be anything, or nothing: only fields of the right type are shown
     source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
@@ -115,9 +131,13 @@ def _entry_doc(entry: dict) -> dict:
 
 
 @vectors.command(short_help="remove every cache entry")
+@click.option("-y", "--yes", is_flag=True, help="Remove without asking first.")
 @output_options
-def clear(out):
-    """Remove every cache entry; a source is read again on its next use.
+def clear(yes, out):
+    """Remove every cache entry; a source is read again on its next use. On a terminal
+    (standard input one), it asks first, and an answer other than y removes nothing (exit
+    status 1); --yes removes without asking, and so does a script, whose standard input
+    is no terminal.
 
     Only folders attncli made (each holds its marker file, .attncli-entry) are touched, and
     only the files attncli wrote in them: anything else in the cache directory, or added to
@@ -125,9 +145,12 @@ def clear(out):
     old may belong to a run still writing it, and is kept too.
 
     \b
-    Example:
+    Examples:
       attncli vectors clear
+      attncli vectors clear --yes
     """
+    if not yes and sys.stdin.isatty():
+        _confirm_clear()
     done = cache.clear()
     for kept in done["kept"]:
         warn(f"{kept['path']}: left as it is: {kept['reason']}")

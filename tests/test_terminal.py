@@ -1,0 +1,312 @@
+"""What attncli does when a person is at a terminal, checked with real processes on a
+pseudo-terminal (tests/ptys.py): it asks before `vectors clear` removes anything, draws no
+progress bar among its results, lays JSON out for reading, and pages what does not fit."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+import time
+
+import pytest
+
+import ptys
+from clirunner import run
+
+GOOD = "2 2\ncat 1 0\ndog 0 1\n"
+
+
+@pytest.fixture()
+def cache_with_an_entry(tmp_path):
+    """An ATTNCLI_CACHE_DIR holding one entry; its environment."""
+    (tmp_path / "good.txt").write_text(GOOD, encoding="utf-8")
+    env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache")}
+    status, *_ = ptys.run(["vectors", "convert", tmp_path / "good.txt", "--json"], on_tty=(), env=env)
+    assert status == 0
+    assert len(entries(env)) == 1
+    return env
+
+
+def entries(env) -> list[dict]:
+    result = run("vectors", "list", "--json", env=env)
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("answer", [b"n\n", b"\n", b"no\n"])  # No is the default
+def test_clear_on_a_terminal_asks_and_a_no_removes_nothing(cache_with_an_entry, answer):
+    terminal = ptys.start(["vectors", "clear"], on_tty=("stdin",), env=cache_with_an_entry)
+    terminal.type(answer)
+    status, out, err, _ = terminal.finish(timeout=60)
+    # the question on stderr (the answer echoed on the terminal ends its line there), then the error
+    question, _, rest = err.decode().partition("? [y/N]: ")
+    assert status == 1 and out == b""
+    assert question.startswith("Remove the cache entry in ") and question.endswith("(1.5 kB)"), err
+    assert rest.startswith("attncli: error: nothing removed") and rest.count("\n") == 1, err
+    assert len(entries(cache_with_an_entry)) == 1
+
+
+def test_clear_on_a_terminal_removes_on_yes(cache_with_an_entry):
+    terminal = ptys.start(["vectors", "clear", "--json"], on_tty=("stdin",), env=cache_with_an_entry)
+    terminal.type(b"y\n")
+    status, out, err, _ = terminal.finish()
+    assert status == 0, err
+    assert json.loads(out)["removed"] == 1 and "[y/N]" in err.decode()
+    assert entries(cache_with_an_entry) == []
+
+
+@pytest.mark.parametrize("flag", ["--yes", "-y"])
+def test_clear_with_yes_does_not_ask(cache_with_an_entry, flag):
+    status, out, err, _ = ptys.run(["vectors", "clear", flag, "--json"], on_tty=("stdin",), env=cache_with_an_entry)
+    assert status == 0 and err == b""
+    assert json.loads(out)["removed"] == 1
+    assert entries(cache_with_an_entry) == []
+
+
+def test_clear_from_a_script_does_not_ask(cache_with_an_entry):
+    result = run("vectors", "clear", "--json", env=cache_with_an_entry)  # standard input is no terminal
+    assert result.exit_code == 0 and result.stderr == ""
+    assert json.loads(result.stdout)["removed"] == 1
+
+
+def test_clear_of_an_empty_cache_does_not_ask(tmp_path):
+    env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache")}
+    status, out, err, _ = ptys.run(["vectors", "clear", "--json"], on_tty=("stdin",), env=env)
+    assert status == 0 and err == b"" and json.loads(out)["removed"] == 0
+
+
+# --------------------------------------------------------------------------- progress bars
+
+CORPUS = "".join(f"the cat sat on mat number {n}\n" for n in range(40)).encode()
+BAR = "━"
+
+
+def test_batch_writes_no_bar_among_its_results_on_one_terminal():
+    status, _, _, screen = ptys.run(["batch"], on_tty=("stdout", "stderr"), input=CORPUS)
+    assert status == 0
+    lines = ptys.plain(screen).splitlines()
+    assert BAR not in screen and "lines" not in ptys.plain(screen).replace('"line"', "")
+    assert [json.loads(line)["line"] for line in lines] == list(range(1, 41))
+
+
+def test_batch_shows_its_bar_when_the_results_go_elsewhere():
+    status, out, _, screen = ptys.run(["batch"], on_tty=("stderr",), input=CORPUS)
+    assert status == 0 and len(out.splitlines()) == 40
+    assert BAR in screen and "lines" in ptys.plain(screen)
+
+
+def test_a_document_writes_no_bar_among_its_rows_on_one_terminal(tmp_path):
+    (tmp_path / "doc.txt").write_bytes(CORPUS)
+    status, _, _, screen = ptys.run(["scores", "--file", tmp_path / "doc.txt", "--json"], on_tty=("stdout", "stderr"))
+    assert status == 0
+    rows = [json.loads(line) for line in ptys.plain(screen).splitlines()]
+    assert BAR not in screen and len(rows) == 40 * 7 and rows[0]["index"] == 0
+
+
+# --------------------------------------------------------------------------- JSON for a person
+
+SENTENCE = "The earth is like an orange"
+HOSTILE = "the \x1b]0;owned\x07cat \x1b[2J sat \u202eon \x9b31m the\u200b mat \u2028 [bold]x[/bold]"
+
+
+def piped(*args, input=None) -> list[dict]:
+    result = run(*args, input=input)
+    assert result.exit_code == 0, result.stderr
+    assert all(line.startswith("{") for line in result.stdout.splitlines())
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def documents(text: str) -> list[dict]:
+    """Every JSON document in `text`, one after another (as jq reads them)."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+    return docs
+
+
+@pytest.mark.parametrize("args", [["scores", SENTENCE], ["context", SENTENCE, "--token", "orange"],
+                                  ["explain", SENTENCE, "--token", "orange"], ["neighbors", "orange"]])
+def test_json_on_a_terminal_is_laid_out_and_coloured(args):
+    status, _, err, screen = ptys.run([*args, "--json"], on_tty=("stdout",))
+    assert status == 0, err
+    text = ptys.plain(screen)
+    assert "\x1b[" in screen  # coloured
+    assert text.startswith('{\n  "command": ') and text.count("\n") > 10
+    assert documents(text) == piped(*args, "--json")  # the same document as piped, to the last digit
+
+
+def test_json_on_a_terminal_lays_a_matrix_out_a_row_a_line():
+    status, _, _, screen = ptys.run(["scores", SENTENCE, "--json"], on_tty=("stdout",))
+    lines = ptys.plain(screen).splitlines()
+    at = lines.index('  "weights": [')
+    rows = lines[at + 1:at + 7]
+    assert [json.loads(row.rstrip(",")) for row in rows] == piped("scores", SENTENCE, "--json")[0]["weights"]
+
+
+@pytest.mark.parametrize("env,flag", [({"NO_COLOR": "1"}, []), ({}, ["--no-color"]), ({"TERM": "dumb"}, [])])
+def test_json_on_a_terminal_without_colours_has_no_escape_sequence(env, flag):
+    status, _, _, screen = ptys.run(["scores", SENTENCE, "--json", *flag], on_tty=("stdout",), env=env)
+    assert status == 0 and "\x1b" not in screen
+    assert documents(screen.replace("\r", "")) == piped("scores", SENTENCE, "--json")
+
+
+def test_several_sentences_on_a_terminal_are_one_document_after_another():
+    status, _, _, screen = ptys.run(["scores", "--json"], on_tty=("stdout",),
+                                    input=b"the cat\nthe dog sat\n")
+    assert status == 0
+    assert documents(ptys.plain(screen)) == piped("scores", "--json", input="the cat\nthe dog sat\n")
+
+
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"PYTHONIOENCODING": "ascii"}])
+def test_json_on_a_terminal_carries_no_character_a_terminal_acts_on(env):
+    from attncli.visible import JSON_UNSAFE
+
+    args = ["scores", HOSTILE, "--json", "--keep-punct", "--oov", "zero"]
+    status, _, err, screen = ptys.run(args, on_tty=("stdout",), env=env)
+    assert status == 0, err
+    painted = re.sub(r"\x1b\[[0-9;]*m", "", screen)  # the colours attncli itself writes, and nothing else
+    assert not [c for c in painted if (ord(c) < 32 and c not in "\r\n") or JSON_UNSAFE.match(c)], painted[:400]
+    assert documents(painted.replace("\r", ""))[0]["sentence"] == HOSTILE  # exact, through the escapes
+    if "PYTHONIOENCODING" in env:
+        assert screen.isascii()
+
+
+# --------------------------------------------------------------------------- the pager
+
+TALL = ["explain", SENTENCE, "--token", "orange"]  # 90-odd lines
+SHORT = ["scores", "the cat"]
+
+RECORDER = """
+import json, os, sys
+data = sys.stdin.buffer.read()
+with open(sys.argv[1], "wb") as f:
+    f.write(data)
+with open(sys.argv[1] + ".json", "w") as f:
+    json.dump({"LESS": os.environ.get("LESS"), "svg": os.path.exists(sys.argv[2]) if sys.argv[2:] else None,
+               "tty": os.isatty(1)}, f)
+"""
+
+
+@pytest.fixture()
+def recorder(tmp_path):
+    """A pager that keeps what it is given: (its command line, a function giving what it
+    got or None when it never ran, and what it saw of its environment)."""
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER, encoding="utf-8")
+    out = tmp_path / "paged.txt"
+
+    def got():
+        if not out.exists():
+            return None, None
+        return out.read_bytes().decode(), json.loads(out.with_name("paged.txt.json").read_text())
+
+    return shlex.join([sys.executable, str(script), str(out)]), got
+
+
+def test_output_taller_than_the_terminal_goes_through_the_pager(recorder):
+    line, got = recorder
+    status, _, err, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=24)
+    paged, seen = got()
+    assert status == 0 and err == b""
+    assert paged is not None and "\x1b[" in paged  # with its colours
+    assert ptys.plain(paged).count("\n") > 24 and "the tokens' word vectors X" in ptys.plain(paged)
+    assert seen == {"LESS": "FRX", "svg": None, "tty": True}  # less's options, when LESS is unset
+    assert ptys.plain(screen).strip() == ""  # nothing written beside the pager
+
+
+def test_output_that_fits_is_written_directly(recorder):
+    line, got = recorder
+    status, _, _, screen = ptys.run(SHORT, on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=40)
+    assert status == 0 and got() == (None, None)
+    assert "the" in ptys.plain(screen) and "cat" in ptys.plain(screen)
+
+
+def test_json_taller_than_the_terminal_goes_through_the_pager(recorder):
+    line, got = recorder
+    status, _, _, _ = ptys.run(["scores", SENTENCE, "--json"], on_tty=("stdout",), env={"ATTNCLI_PAGER": line})
+    paged, _ = got()
+    assert status == 0 and documents(ptys.plain(paged)) == piped("scores", SENTENCE, "--json")
+
+
+def test_lines_sets_the_height(recorder):
+    line, got = recorder
+    status, *_ = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line, "LINES": "500"}, rows=24)
+    assert status == 0 and got() == (None, None)
+
+
+@pytest.mark.parametrize("env", [
+    {"ATTNCLI_PAGER": None, "PAGER": "{line}"},  # PAGER when ATTNCLI_PAGER is unset
+    {"ATTNCLI_PAGER": "{line}", "PAGER": "cat"},  # ATTNCLI_PAGER first
+    {"ATTNCLI_PAGER": "{line}", "LESS": "S"},  # a LESS of one's own is kept
+])
+def test_the_pager_comes_from_the_environment(recorder, env):
+    line, got = recorder
+    status, *_ = ptys.run(TALL, on_tty=("stdout",), env={k: v.format(line=line) for k, v in env.items()
+                                                         if v is not None} | {k: None for k, v in env.items() if v is None})
+    paged, seen = got()
+    assert status == 0 and paged is not None
+    assert seen["LESS"] == env.get("LESS", "FRX")
+
+
+@pytest.mark.parametrize("env,flag", [
+    ({"ATTNCLI_PAGER": "", "PAGER": "{line}"}, []),  # an empty ATTNCLI_PAGER: none
+    ({"ATTNCLI_PAGER": None, "PAGER": "cat"}, []),  # PAGER=cat: none
+    ({"ATTNCLI_PAGER": None, "PAGER": ""}, []),
+    ({"ATTNCLI_PAGER": "{line}"}, ["--no-pager"]),
+])
+def test_no_pager(recorder, env, flag):
+    line, got = recorder
+    env = {k: None if v is None else v.format(line=line) for k, v in env.items()}
+    status, _, _, screen = ptys.run([*TALL, *flag], on_tty=("stdout",), env=env)
+    assert status == 0 and got() == (None, None)
+    assert ptys.plain(screen).count("\n") > 24  # all of it, on the terminal
+
+
+def test_never_a_pager_when_stdout_is_not_a_terminal(recorder):
+    line, got = recorder
+    status, out, _, _ = ptys.run([*TALL, "--format", "table"], on_tty=("stdin", "stderr"), env={"ATTNCLI_PAGER": line})
+    assert status == 0 and got() == (None, None) and out.decode().count("\n") > 24
+
+
+def test_pictures_are_written_before_the_pager_runs(recorder, tmp_path):
+    line, got = recorder
+    svg = tmp_path / "x.svg"
+    status, *_ = ptys.run([*TALL, "--svg", svg], on_tty=("stdout",), env={"ATTNCLI_PAGER": f"{line} {shlex.quote(str(svg))}"})
+    paged, seen = got()
+    assert status == 0 and seen["svg"] is True and svg.read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize("pager", ["no-such-pager-anywhere", "'unbalanced", "/"])
+def test_a_pager_that_cannot_run_is_a_warning_and_the_text_is_written(pager):
+    status, _, err, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": pager})
+    lines = err.decode().splitlines()
+    assert status == 0
+    assert len(lines) == 1 and lines[0].startswith("attncli: warning: cannot run the pager"), lines
+    assert ptys.plain(screen).count("\n") > 24 and "Traceback" not in screen
+
+
+def test_a_pager_quit_early_is_no_error(tmp_path):
+    quits = shlex.join([sys.executable, "-c", "import sys; sys.stdin.buffer.read(10)"])
+    status, _, err, screen = ptys.run(["explain", SENTENCE, "--json"], on_tty=("stdout",),
+                                      env={"ATTNCLI_PAGER": quits})
+    assert status == 0 and err == b"" and "Broken" not in screen and "Traceback" not in screen
+
+
+@pytest.mark.skipif(shutil.which("less") is None, reason="no less")
+def test_less_by_default_and_q_quits_it():
+    terminal = ptys.start(TALL, on_tty=("stdin", "stdout", "stderr"), env={"ATTNCLI_PAGER": None, "PAGER": None},
+                          rows=24)
+    terminal.wait_for("the tokens' word vectors X")  # less shows the first screen, and waits
+    assert terminal.proc.poll() is None
+    terminal.type(b"\x03")  # Ctrl-C is less's while it runs: attncli goes on waiting
+    time.sleep(0.5)
+    assert terminal.proc.poll() is None
+    terminal.type(b"q")
+    status, _, _, screen = terminal.finish(timeout=60)
+    assert status == 0
+    assert "Traceback" not in screen and "Broken pipe" not in screen and "error" not in ptys.plain(screen)

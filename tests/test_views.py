@@ -1,0 +1,224 @@
+"""What the other views say, at an ordinary 80 columns: whole paths, right plurals, bars
+that fit, compare's cosines and headers, what the top-attended lists leave out, and the
+pictures (--svg, --html): local fonts only, borders that join when drawn offline.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from clirunner import one, run
+from grids import longest_line
+from attncli import load_vectors, render
+from attncli.analyze import Options, compare_doc, explain_doc
+
+FRUIT = "The earth is like an orange"
+COLOUR = "Orange is a bright color"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def draw(renderable, width: int = 80) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def glove():
+    return load_vectors()
+
+
+# --------------------------------------------------------------------------- vectors info, clear
+
+
+def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
+    entry = "/home/someone/.cache/attncli/glove.840B.300d.txt-limit-none-" + "0123456789abcdef" * 4
+    source = "/home/someone/vectors/a/very/long/path/to/the/file/glove.840B.300d.txt"
+    text = draw(render.info_view({"name": "x", "cache_entry": entry, "source": source, "words": 2_196_017}))
+    assert longest_line(text) <= 80
+    assert "…" not in text
+    joined = "".join(text.split())  # the value's lines, run together: the whole path
+    assert entry in joined and source in joined and "2,196,017" in text
+
+
+@pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
+                                     (2, "removed 2 cache entries"), (1234, "removed 1,234 cache entries")])
+def test_vectors_clear_says_entry_or_entries(n, said):
+    text = draw(render.cleared_view({"removed": n, "bytes": 10**6, "cache_dir": "/c", "kept": [], "links": []}))
+    assert said in text
+
+
+# --------------------------------------------------------------------------- rnn
+
+
+def test_rnn_bars_fit_80_columns():
+    sentence = "The books that the professor recommended are expensive"
+    doc = one(run("rnn", sentence, "--json"))
+    text = run("rnn", sentence, "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    assert "…" not in text  # no bar cut short
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == len(doc["tokens"])
+    bars = [[c.strip() for c in row.strip("│").split("│")] for row in rows]
+    longest = max(len(cells[4]) for cells in bars)
+    influence = np.array(doc["influence"])
+    last = bars[int(np.argmax(influence))][4]
+    assert len(last) == longest and set(last) == {"█"}  # the largest influence: a whole bar
+
+
+# --------------------------------------------------------------------------- explain
+
+
+TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
+          "for most of the students")
+
+
+def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
+    doc = explain_doc("The earth is like an orange", glove, Options())
+    text = draw(render.explain_view(doc, width=80))
+    panel = text[text.index("1. the tokens' word vectors X"):text.index("2. queries")]
+    lines = [line.strip().strip("│").strip() for line in panel.splitlines()[1:]]
+    assert lines[0].split() == ["0", "1", "2", "3", "4", "…", "49"]  # 50 values: the last is 49
+    the = lines[1].split()
+    assert the[0] == "the" and the[-1] == f"{doc['steps']['X'][0][49]:.3f}"  # and it is the last value
+    assert the[1:6] == [f"{x:.3f}" for x in doc["steps"]["X"][0][:5]]
+
+def test_explain_follows_a_token_of_a_long_sentence_a_row_a_token():
+    doc = one(run("explain", TWENTY, "--token", "lecture", "--json"))
+    text = run("explain", TWENTY, "--token", "lecture", "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    panel = text[text.index("'lecture' (index 8) through every step"):]
+    rows = [line.strip("│ ").split() for line in panel.splitlines() if line.strip("│ ")[:2].strip().isdigit()]
+    assert [r[0] for r in rows] == [str(j) for j in range(20)]
+    for j, row in enumerate(rows):
+        assert row[1] == doc["tokens"][j]
+        numbers = row[-3:]  # ω, s, α of the one head
+        assert numbers == [f"{doc['row'][key][0][j]:.3f}" for key in ("scores", "scaled", "weights")]
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
+    sentences = [FRUIT, COLOUR, "I ate an orange", "an orange car"]
+    doc = one(run("compare", *sentences, "--token", "orange", "--json"))
+    text = run("compare", *sentences, "--token", "orange", "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    assert "…" not in text  # no header cut short
+    heads = [line for line in text.splitlines() if "(1)" in line and "(4)" in line and "┃" in line]
+    assert heads and all(line.count("(4)") >= 1 for line in heads)
+    # each matrix's rows: (n) then its k cosines, as the document holds them
+    rows = [line for line in text.splitlines() if re.match(r"│ \(\d\) │", line)]
+    ctx = [[c.strip() for c in row.split("│")[2:6]] for row in rows[:4]]
+    assert ctx == [[f"{x:.3f}" for x in r] for r in doc["context_cosine"]]
+
+
+def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
+    doc = compare_doc([FRUIT, COLOUR], glove, Options(), token="orange")
+    off = doc["context_cosine"][0][1]
+    drawn = draw(render.compare_view(doc))
+    titles = [line.split() for line in drawn.splitlines() if "vectors" in line and "│" not in line]
+    assert ["context", "vectors", "raw", "vectors"] in titles  # titles as narrow as their tables
+    assert ["vectors"] not in titles  # none wrapped
+    text = flat(drawn)
+    assert f"cosine {off:.3f} between sentences" in text
+    assert f"{off:.3f} to {off:.3f}" not in text
+    three = compare_doc([FRUIT, COLOUR, "I ate an orange"], glove, Options(), token="orange")
+    M = np.array(three["context_cosine"])[~np.eye(3, dtype=bool)]
+    assert f"cosine {M.min():.3f} to {M.max():.3f} between sentences" in flat(draw(render.compare_view(three)))
+
+
+def test_compare_with_projections_draws_no_empty_table_of_nearest_words(glove):
+    doc = compare_doc([FRUIT, COLOUR], glove, Options(qkv="random"), token="orange")
+    assert all(d["neighbors"] == [] for d in doc["sentences"])
+    text = draw(render.compare_view(doc))
+    assert "no nearest words for the context vectors" in flat(text)
+    assert "nearest vocabulary words" not in text and "'orange' itself" not in text
+
+
+# --------------------------------------------------------------------------- what the lists leave out
+
+
+LEFT_OUT = "own position left out (--include-self keeps it)"
+
+
+def test_scores_top_list_says_its_own_position_is_left_out():
+    text = flat(run("scores", FRUIT, "--format", "table").stdout)
+    assert f"top attended (by weight α), {LEFT_OUT}:" in text
+    kept = run("scores", FRUIT, "--format", "table", "--include-self").stdout
+    assert "left out" not in kept and "the → the 0.341" in kept  # and then it is there
+    causal = flat(run("scores", FRUIT, "--format", "table", "--mask", "causal").stdout)
+    assert "own and masked positions left out (--include-self keeps its own)" in causal
+    causal_kept = flat(run("scores", FRUIT, "--format", "table", "--mask", "causal", "--include-self").stdout)
+    assert "masked positions left out" in causal_kept and "own and masked" not in causal_kept
+
+
+def test_scores_top_list_of_a_grid_too_wide_says_it_too():
+    long = " ".join(["the earth is like an orange and a bright color"] * 4)
+    text = flat(run("scores", long, "--format", "table", env={"COLUMNS": "80"}).stdout)
+    assert "too many" in text and LEFT_OUT in text
+
+
+def test_compare_lines_say_their_own_position_is_left_out():
+    text = flat(run("compare", FRUIT, COLOUR, "--token", "orange", "--format", "table").stdout)
+    assert f"→ top attended (by weight α), {LEFT_OUT}" in text
+    kept = run("compare", FRUIT, COLOUR, "--token", "orange", "--format", "table", "--include-self").stdout
+    assert "left out" not in kept
+    assert "orange (index 5) → orange " in kept  # itself, first
+
+
+# --------------------------------------------------------------------------- pictures
+
+
+def test_svg_names_local_fonts_and_loads_nothing(tmp_path):
+    svg, html = tmp_path / "s.svg", tmp_path / "s.html"
+    assert run("scores", FRUIT, "--svg", svg, "--html", html, "--json").exit_code == 0
+    for path in (svg, html):
+        text = path.read_text(encoding="utf-8")
+        assert "@font-face" not in text and "https://" not in text and "url(\"http" not in text
+        assert "DejaVu Sans Mono" in text and "monospace" in text
+    picture = svg.read_text(encoding="utf-8")
+    ET.fromstring(picture)  # well-formed
+    assert not [u for u in re.findall(r"https?://[^\"' )]+", picture) if u != "http://www.w3.org/2000/svg"]
+    # no run of text starts with no-break spaces (librsvg drops them, drawing the run to the left)
+    assert not re.search(r"<text [^>]*>&#160;", picture)
+
+
+def test_svg_text_runs_start_where_their_first_character_is():
+    console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
+    console.print(Text("     ab", style="bold"))
+    picture = render.svg(console, "t")
+    x = float(re.search(r'<text [^>]*?\bx="([0-9.]+)"[^>]*>ab</text>', picture).group(1))
+    assert x == pytest.approx(5 * 20 * render.SVG_ASPECT)
+
+
+@pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="rsvg-convert (librsvg2-bin) is not installed")
+def test_svg_borders_join_when_drawn_offline(tmp_path):
+    """A panel's left border, drawn by librsvg: some pixel column is ink from its top corner to
+    its bottom corner, with no gap between lines."""
+    Image = pytest.importorskip("PIL.Image")
+    console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
+    console.print(Panel("\n".join(["x"] * 8), width=12))
+    (tmp_path / "p.svg").write_text(render.svg(console, "t"), encoding="utf-8")
+    subprocess.run(["rsvg-convert", tmp_path / "p.svg", "-o", tmp_path / "p.png"], check=True)
+    image = np.asarray(Image.open(tmp_path / "p.png").convert("L"), dtype=float)
+    cell, line = 20 * render.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
+    x0, y0 = 1 + 8, 1 + 40  # rich's margin and padding: where the terminal's first cell is
+    top, bottom = int(y0 + 0.6 * line), int(y0 + 9.4 * line)  # inside the first and last lines: the border's run
+    columns = image[top:bottom, int(x0):int(x0 + cell)]
+    background = np.median(image[top:bottom, int(x0 + 3 * cell):int(x0 + 5 * cell)])
+    ink = columns > background + 60
+    assert ink.all(axis=0).any(), "the border has gaps between lines"
