@@ -85,6 +85,10 @@ class Attention:
     weights: np.ndarray  # (H, T, T) alpha, per head
     context: np.ndarray  # (T, d_k) z, the heads' context vectors side by side
     mask: np.ndarray | None  # (T, T) True where masked
+    shown: int | None = None  # the head the top-level matrices show (from 0); None: their mean
+    hidden: np.ndarray | None = None  # (L + 1, T, D): a trained model's hidden states, every layer
+    pieces: object = None  # a trained model's model_files.Pieces
+    layers: np.ndarray | None = None  # (L, H, T, T): a trained model's weights, every layer and head
 
     @property
     def tokens(self) -> list[str]:
@@ -96,11 +100,81 @@ class Attention:
 
     @property
     def mean_scores(self) -> np.ndarray:
-        return self.scores.mean(axis=0)  # (T, T); the one head's own when H = 1
+        """The scores shown: the heads' mean (the one head's own when H = 1), or the head chosen."""
+        return self.scores.mean(axis=0) if self.shown is None else self.scores[self.shown]  # (T, T)
 
     @property
     def mean_weights(self) -> np.ndarray:
-        return self.weights.mean(axis=0)  # (T, T); each row still sums to 1
+        """The weights shown, as mean_scores; each row still sums to 1."""
+        return self.weights.mean(axis=0) if self.shown is None else self.weights[self.shown]  # (T, T)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A trained model in place of word vectors (--model), and which of its attentions to
+    show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
+    Its tokens are the model's word pieces, [CLS] and [SEP] among them; Steps I-III are the
+    layer's own, computed by attention.py inside transformer.forward."""
+
+    model: object  # model_files.Model
+    layer: int
+    head: int | None = None
+
+    def __post_init__(self):
+        config = self.model.config
+        if not isinstance(self.layer, int) or not 1 <= self.layer <= config.layers:
+            raise OptionError(f"layer must be from 1 to {config.layers} ({self.model.name} has {config.layers} "
+                              f"layers), got {self.layer!r}")
+        if self.head is not None and (not isinstance(self.head, int) or not 1 <= self.head <= config.heads):
+            raise OptionError(f"head must be from 1 to {config.heads} ({self.model.name} has {config.heads} "
+                              f"heads a layer), got {self.head!r}")
+
+    # what _common says of the vectors: the model's word-piece embeddings stand for them
+    name = property(lambda self: self.model.name)
+    dim = property(lambda self: self.model.config.hidden)
+    size = property(lambda self: self.model.config.vocab_size)
+    cased = False
+
+    def run(self, sentence: str, *, keep: tuple[int, ...] = ()):
+        """The sentence's word pieces and the model's forward pass over them."""
+        from attncli import transformer
+
+        if not sentence.strip():
+            raise InputError("the sentence is empty; give some words")
+        pieces = self.model.encode(sentence)
+        config = self.model.config
+        limits.require(transformer.pass_bytes(len(pieces.ids), config),
+                       f"{self.model.name}'s forward pass over {len(pieces.ids):,} word pieces", "give a shorter sentence")
+        return pieces, transformer.forward(pieces.ids, self.model.weights, config, keep=keep)
+
+    def attend(self, sentence: str, *, listed: int = 0) -> Attention:
+        """The sentence through the model, and layer `layer`'s attention as an Attention."""
+        from attncli import transformer
+
+        config, l = self.model.config, self.layer - 1
+        T = len(self.model.encode(sentence).ids) if sentence.strip() else 0
+        limits.require(T * T * cell_bytes(config.heads, listed), f"the T x T matrices of {T:,} word pieces",
+                       "give a shorter sentence")
+        pieces, run = self.run(sentence, keep=(l,))
+        steps = run.steps[l]
+        w, p = self.model.weights, f"encoder.layer.{l}.attention.self"
+        proj = Projections(kind="model", path=self.model.name,
+                           W={f"W_{r}": w[f"{p}.{r}.weight"].T for r in ("query", "key", "value")},
+                           b={f"b_{r}": w[f"{p}.{r}.bias"] for r in ("query", "key", "value")})
+        embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
+                            lookups=["special" if s else "piece" for s in pieces.special], oov=[])
+        shown = None if self.head is None else self.head - 1
+        Z = steps["Z"] if shown is None else steps["Z"][shown:shown + 1]  # (H, T, d_head)
+        return Attention(embedded, proj, float(attention.default_scale(config.d_head)), steps["Q"], steps["K"],
+                         steps["V"], steps["scores"], steps["weights"], attention.merge_heads(Z), None,
+                         shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
+
+    def describe(self, att: Attention) -> dict:
+        """What a model adds to a document's keys."""
+        c = self.model.config
+        return {"model": {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden},
+                "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+                "offsets": [list(o) for o in att.pieces.offsets]}
 
 
 def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None,
@@ -139,10 +213,12 @@ def embed_fitting(sentence: str, vectors: Vectors, opts: Options, per_cell: int)
             "at a time") from None
 
 
-def attend(sentence: str, vectors: Vectors, opts: Options, *, listed: int = 0) -> Attention:
+def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: int = 0) -> Attention:
     """One sentence through every step. `listed`: how many numbers per cell of the T x T
     matrices the caller will write out (a scores document: 2 + 2 H); with the arrays'
     own, that is checked against the memory available before anything T x T is made."""
+    if isinstance(vectors, Trained):
+        return vectors.attend(sentence, listed=listed)
     proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
     d_k, H = proj.describe(vectors.dim)["d_k"], opts.heads
     if d_k % H:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
@@ -163,7 +239,13 @@ def attend(sentence: str, vectors: Vectors, opts: Options, *, listed: int = 0) -
     return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
 
 
-def _common(command: str, sentence: str, vectors: Vectors, att: Attention, opts: Options) -> dict:
+def _common(command: str, sentence: str, vectors: Vectors | Trained, att: Attention, opts: Options) -> dict:
+    if isinstance(vectors, Trained):
+        return {**_static_common(command, sentence, vectors, att, opts), **vectors.describe(att)}
+    return _static_common(command, sentence, vectors, att, opts)
+
+
+def _static_common(command: str, sentence: str, vectors, att: Attention, opts: Options) -> dict:
     return {
         "command": command,
         "sentence": sentence,
@@ -205,6 +287,23 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
             for om, al in zip(att.scores, att.weights)
         ],
     }
+
+
+def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options()) -> dict:
+    """The `heads` document: every layer's every head's weights (L, H, T, T) at a glance (one
+    layer over word vectors, its --heads heads); with a model, what share of each head's
+    attention goes to [CLS] and [SEP], where a head with nothing to do puts it."""
+    H = vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
+    L = vectors.model.config.layers if isinstance(vectors, Trained) else 1
+    att = attend(sentence, vectors, opts, listed=L * H)
+    layers = att.weights[None] if att.layers is None else att.layers  # (L, H, T, T)
+    doc = {**_common("heads", sentence, vectors, att, opts), "weights": layers.tolist()}
+    for key in ("layer", "head"):  # every layer and head is here
+        doc.pop(key, None)
+    if att.pieces is not None:
+        special = np.array(att.pieces.special)  # (T,)
+        doc["special_share"] = layers[..., special].sum(axis=-1).mean(axis=-1).tolist()  # (L, H)
+    return doc
 
 
 def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
@@ -268,9 +367,12 @@ def context_doc(
 
 def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neighbors: int) -> dict:
     """What `context` says of token i: its weights, top attended, context vector, neighbours."""
-    own = {vectors.key(att.tokens[i]) or att.tokens[i]}
-    # a context vector is a sum of value vectors: in word space only when V = X
-    in_word_space = att.projections.kind == "identity"
+    if isinstance(vectors, Trained):  # its vectors are a layer's hidden states: no words lie near them
+        in_word_space, own = False, set()
+    else:
+        own = {vectors.key(att.tokens[i]) or att.tokens[i]}
+        # a context vector is a sum of value vectors: in word space only when V = X
+        in_word_space = att.projections.kind == "identity"
     return {
         "token": att.tokens[i],
         "index": i,
@@ -280,7 +382,7 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
         "heads": [{"weights": al[i].tolist(), "top": _top(att, al, i, opts)} for al in att.weights],
         "context": att.context[i].tolist(),
         "neighbors": _neighbors(vectors, att.context[i], neighbors, own) if in_word_space else [],
-        "token_neighbors": _neighbors(vectors, att.embedded.X[i], neighbors, own),
+        "token_neighbors": [] if isinstance(vectors, Trained) else _neighbors(vectors, att.embedded.X[i], neighbors, own),
     }
 
 
@@ -298,7 +400,7 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
     k = len(sentences)
     limits.require(k * k * 2 * 110, f"comparing {k:,} sentences (two {k:,} x {k:,} tables of cosines)",
                    "compare fewer sentences at a time")
-    docs, raw, ctx = [], [], []
+    docs, raw, ctx, hidden = [], [], [], []
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
@@ -308,13 +410,19 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
         raw.append(att.embedded.X[i])
         ctx.append(att.context[i])
-    return {
+        if att.hidden is not None:
+            hidden.append(att.hidden[:, i])  # (L + 1, D)
+    doc = {
         "command": "compare",
         "token": docs[0]["token"],
         "sentences": docs,
         "context_cosine": _cosines(np.array(ctx, dtype=np.float64)).tolist(),
         "raw_cosine": _cosines(np.array(raw, dtype=np.float64)).tolist(),
     }
+    if hidden:  # the word's hidden state after the embeddings (0) and after each layer (1 .. L)
+        states = np.stack(hidden, axis=1)  # (L + 1, k, D)
+        doc["hidden_cosine"] = [_cosines(layer).tolist() for layer in states]
+    return doc
 
 
 def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: int = 10,

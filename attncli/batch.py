@@ -32,6 +32,9 @@ class Job:
     index: int | None = None
     all_contexts: bool = False
     neighbors: int = 5
+    model: str | None = None  # a trained model's folder, in place of the vectors
+    layer: int = 1
+    head: int | None = None
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
@@ -100,7 +103,13 @@ def _start(job: Job, worker: bool = False) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _job = job
     try:
-        _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+        if job.model is not None:
+            from attncli import model_files
+            from attncli.analyze import Trained
+
+            _vectors = Trained(model_files.load_model(job.model), job.layer, job.head)
+        else:
+            _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
     except (AttncliError, OSError, MemoryError) as e:
         if not worker:
             raise

@@ -17,6 +17,7 @@ from rich.cells import cell_len
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -25,6 +26,8 @@ from attncli.heatmap import Heatmap
 
 
 def _describe(doc: dict) -> Text:
+    if "model" in doc:
+        return _describe_model(doc)
     v = doc["vectors"]
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
@@ -40,6 +43,20 @@ def _describe(doc: dict) -> Text:
     subwords = [t for t, lookup in zip(doc["tokens"], doc["lookups"]) if lookup == "subwords"]
     if subwords:
         text.append(f"\nnot in the vocabulary, built from subwords: {' '.join(dict.fromkeys(subwords))}", style="dim")
+    return text
+
+
+def _describe_model(doc: dict) -> Text:
+    m = doc["model"]
+    text = Text(f"{doc['sentence']}\n", style="bold")
+    text.append(f"model {m['name']} ({m['layers']} layers x {m['heads']} heads, d_model = {m['d_model']}, "
+                f"{doc['vectors']['words']:,} word pieces)", style="dim")
+    if "layer" in doc:
+        which = f"head {doc['head']}" if doc.get("head") else f"mean over {m['heads']} heads"
+        text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
+    d_head = m["d_model"] // m["heads"]
+    text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); [CLS] and [SEP] are the model's own markers",
+                style="dim")
     return text
 
 
@@ -109,12 +126,14 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
         return np.array([row[:n] for row in M[:n]], dtype=float).reshape(n, n)
 
     mean = cut(doc[key])  # (n, n)
-    heads = [cut(head[key]) for head in doc["heads"]] if H > 1 and room else []
+    # a model's 12 heads a layer are the `heads` command's picture, not this one's
+    heads = [cut(head[key]) for head in doc["heads"]] if H > 1 and room and "model" not in doc else []
     heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
     parts: list[RenderableType] = [_describe(doc)]
     if heat.fits:
         step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
-        parts.append(_grid_part(heat, mean, step + (f", mean over {H} heads" if H > 1 else "")))
+        which = f", head {doc['head']} of {H}" if doc.get("head") else (f", mean over {H} heads" if H > 1 else "")
+        parts.append(_grid_part(heat, mean, step + which))
         caption = "row i attends to column j"
         if not raw:
             caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
@@ -167,6 +186,10 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         parts.append(ranked)
         summed = "x_j" if doc["qkv"]["kind"] == "identity" else "v_j (value vectors)"
         parts.append(Text(f"context vector z_{i} = Σ_j α_{i}j {summed}:\n  {_vector_summary(np.array(doc['context']))}"))
+        if "model" in doc:
+            parts.append(Text("no nearest words: a trained model's hidden states and context vectors are not word "
+                              "vectors of a vocabulary", style="dim"))
+            return Group(*parts)
         if doc["qkv"]["kind"] != "identity":
             parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
                               style="dim"))
@@ -226,6 +249,9 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         parts.append(line)
     note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
+    if "hidden_cosine" in doc:
+        parts += _model_cosines(doc, labels)
+        return Group(*parts)
     ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
     parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
@@ -258,6 +284,32 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         near.add_row(*cells)
     parts += [near, *_abridged(rows, "nearest words")]
     return Group(*parts)
+
+
+def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
+    """A trained model's view of one word across sentences: the cosine of its hidden states
+    after the embeddings and after each layer, for every pair of sentences; beside it, what
+    attention over the word vectors gives (doc["static"])."""
+    token, hidden = doc["token"], np.array(doc["hidden_cosine"])  # (L + 1, k, k)
+    k = hidden.shape[1]
+    pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    table = Table()
+    table.add_column("after")
+    for a, b in pairs:
+        table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
+    for l, M in enumerate(hidden):
+        table.add_row("embeddings" if l == 0 else f"layer {l}", *(f"{M[a, b]:.3f}" for a, b in pairs))
+    parts: list[RenderableType] = [Text(f"cosine of {token!r}'s hidden states between the sentences:", style="bold"),
+                                   table]
+    static = doc.get("static")
+    if static is not None:
+        ctx, raw = np.array(static["context_cosine"]), np.array(static["raw_cosine"])
+        off = ~np.eye(k, dtype=bool)
+        parts.append(Text(
+            f"over the word vectors {static['vectors']}, with no learned projections, the context vectors of "
+            f"{token!r} have cosine {_span(ctx[off])} (raw vectors: {_span(raw[off])}): the trained model's "
+            "learned W_Q, W_K, W_V and its layers are what let the sentences pull the word apart.", style="dim"))
+    return parts
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, dim: int | None = None) -> Text:
@@ -324,6 +376,11 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     masked = _masked(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
+    inputs = "the tokens' word vectors X"
+    if "model" in doc:
+        roles = f"Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, layer {doc['layer']}'s own"
+        before = "the embeddings" if doc["layer"] == 1 else f"layer {doc['layer'] - 1}"
+        inputs = f"layer {doc['layer']}'s input X, the hidden states after {before}"
 
     def per_head(key: str, symbol: str) -> RenderableType:
         signed = key != "weights"
@@ -340,7 +397,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
 
     panels = [
         _describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. the tokens' word vectors X  ({T} x {d})")),
+        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T} x {d})")),
         Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
               title=Text(f"2. queries, keys, values: {roles}  ({T} x {d_k} each)")),
         Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
@@ -557,3 +614,54 @@ class LoadProgress:
     def __exit__(self, *exc):
         if self.bar is not None:
             self.bar.stop()
+
+
+def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """Every layer's heads at a glance, as BertViz's model view draws them: a small picture of
+    each head's T x T weights, two rows of cells to a line (the upper half block in the
+    first row's colour on the second's); without colour, a shade a cell, a row a line. A
+    head that puts more than half its attention on [CLS] and [SEP] is marked *."""
+    W = np.array(doc["weights"], dtype=float)  # (L, H, T, T)
+    L, H, T, _ = W.shape
+    scale = heatmap.sequential(float(W.max()), color_system)
+    shares = doc.get("special_share")
+    parts: list[RenderableType] = [_describe(doc)]
+    if T + 4 > width:
+        parts.append(Text(f"{T} tokens are too many for a picture of each head in {width} columns; "
+                          "--format json holds every weight", style="dim"))
+        return Group(*parts)
+    for l in range(L):
+        pictures = []
+        for h in range(H):
+            mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
+            lines = [Text(f"h{h + 1}{mark}".ljust(T)[:max(T, 4)], style="bold")]
+            lines += _head_picture(W[l, h], scale, float(W.max()))
+            pictures.append(Group(*lines))
+        parts.append(Text(f"layer {l + 1}" if L > 1 else "heads", style="bold"))
+        parts.append(Columns(pictures, padding=(0, 2)))
+    reading = "two rows of cells a line, upper and lower half" if scale is not None else "a row a line, darker more"
+    parts.append(Text(f"each picture: row i attends to column j ({reading}); "
+                      f"weights 0 to {W.max():.2f}" + ("; * more than half on [CLS] and [SEP]" if shares else ""),
+                      style="dim"))
+    return Group(*parts)
+
+
+SHADES = " ░▒▓█"
+
+
+def _head_picture(M: np.ndarray, scale, high: float) -> list[Text]:
+    """One head's (T, T) weights: half blocks in colour, or shades (of 0 to `high`) without it."""
+    T = len(M)
+    if scale is None:
+        high = max(high, 1e-300)
+        return [Text("".join(SHADES[min(int(v / high * (len(SHADES) - 1) + 0.5), len(SHADES) - 1)] for v in row))
+                for row in M]
+    lines = []
+    for i in range(0, T, 2):
+        line = Text()
+        for j in range(T):
+            top = scale.colours[scale.step(M[i, j])]
+            bottom = scale.colours[scale.step(M[i + 1, j])] if i + 1 < T else None
+            line.append("▀", style=Style(color=top, bgcolor=bottom))
+        lines.append(line)
+    return lines

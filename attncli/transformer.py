@@ -116,6 +116,14 @@ def layer(X: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndar
     return X2, steps  # (T, D)
 
 
+def pass_bytes(T: int, config: Config) -> int:
+    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
+    and hidden states (L + 1, T, D), a kept layer's scores, weights and context beside the
+    work of one layer (about six (T, F) or (T, D) arrays), all float64."""
+    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
+    return 8 * (L * H * T * T + (L + 1) * T * D + 3 * H * T * T + 6 * T * max(D, F))
+
+
 @dataclass(frozen=True)
 class Pass:
     """What a forward pass gives: every layer's hidden states and attention weights, and the

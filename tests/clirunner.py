@@ -16,6 +16,7 @@ CLEAN_ENV = {
     "TTY_INTERACTIVE": None,
     "CLICOLOR_FORCE": None,
     "ATTNCLI_VECTORS": None,
+    "ATTNCLI_MODEL": None,
     "COLUMNS": "200",
     "ATTNCLI_DEBUG": "1",  # a bug is a traceback here, so a test fails on it
 }

@@ -41,7 +41,8 @@ def sections(help_text: str) -> dict[str, list[str]]:
 
 def test_scores_help_has_a_section_per_decorator():
     found = sections(run("scores", "--help").stdout)
-    assert list(found) == ["Options", "Attention options", "Token options", "Vectors options", "Output options"]
+    assert list(found) == ["Options", "Attention options", "Token options", "Vectors options", "Model options",
+                           "Output options"]
     assert {"--raw", "--file", "--window", "-h"} <= set(found["Options"])
     assert found["Attention options"] == ["--qkv", "--d-k", "--seed", "--heads", "--mask", "--scale", "--temperature",
                                           "--top-k", "--include-self"]
@@ -56,8 +57,7 @@ def test_every_command_lists_each_option_in_its_section(path):
     assert isinstance(command, (Command, Group))  # every command writes its help by sections
     found = sections(run(*path, "--help").stdout)
     listed = {name: heading for heading, names in found.items() for name in names}
-    titles = {None: "Options", "attention": "Attention options", "tokens": "Token options",
-              "vectors": "Vectors options", "output": "Output options"}
+    from attncli.cli.sections import TITLES as titles
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
             first = min(param.opts, key=lambda o: len(o) - len(o.lstrip("-")))  # as --help writes them: -o, --output

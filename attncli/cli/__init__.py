@@ -190,7 +190,7 @@ def help_command(ctx, command):
 from attncli.cli import corpus, qkv, rnn, sentence, vectors  # noqa: E402
 
 for _command in (sentence.scores, corpus.batch, sentence.context, sentence.compare, sentence.neighbors,
-                 vectors.vectors, sentence.explain, rnn.rnn, qkv.qkv):
+                 vectors.vectors, sentence.explain, sentence.heads, rnn.rnn, qkv.qkv):
     cli.add_command(_command)
 
 main = cli

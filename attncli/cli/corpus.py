@@ -8,7 +8,8 @@ import sys
 import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
-from attncli.cli.options import TextParam, attention_options, complete_path, neighbors_option, vectors_options
+from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, neighbors_option,
+                                 vectors_options)
 from attncli.cli.output import progress, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import InputError
@@ -28,6 +29,7 @@ from attncli.errors import InputError
               help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
                    "keeps input order.")
 @vectors_options
+@model_options
 @attention_options
 def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, load, opts):
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
@@ -51,9 +53,13 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
         raise InputError(f"{input_file or 'standard input'} holds no sentence (it is empty or blank)")
     jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
     vectors = load()  # here, once: converts and caches a new source before workers start
-    job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
-                      trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
-                      all_contexts=all_contexts, neighbors=neighbors)
+    if load.model:  # each worker reads the model's files again, from the folder found here
+        job = batches.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts,
+                          token=token, index=index, all_contexts=all_contexts, neighbors=neighbors)
+    else:
+        job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                          trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
+                          all_contexts=all_contexts, neighbors=neighbors)
     failed = 0
     with progress("lines") as update, writing_stdout():
         for done, result in enumerate(batches.run(items, job, jobs), start=1):

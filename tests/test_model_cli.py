@@ -1,0 +1,160 @@
+"""--model through the commands, on a tiny random BERT the tests write: every number a
+document carries is the forward pass's, every mistake one line and the right status."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+from clirunner import fails, ok, one, run  # noqa: E402
+from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
+
+SENTENCE = "The earth is like an orange"
+PIECES = ["[CLS]", "the", "earth", "is", "like", "an", "orange", "[SEP]"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def reference(tiny):
+    from attncli import model_files
+
+    ids = list(model_files.load_model(str(tiny)).encode(SENTENCE).ids)
+    return loop_forward(ids, tiny_weights(TINY), TINY)  # hidden (L + 1, T, D), weights (L, H, T, T)
+
+
+@pytest.mark.parametrize("layer,head", [(None, None), (1, None), (2, 2), (1, 1)])
+def test_scores_shows_the_layer_and_head_asked_for(tiny, reference, layer, head):
+    args = [*(["--layer", layer] if layer else []), *(["--head", head] if head else [])]
+    doc = one(run("scores", SENTENCE, "--model", tiny, *args, "--json"))
+    hidden, alphas = reference
+    l = (layer or 2) - 1
+    assert doc["tokens"] == PIECES
+    assert doc["model"] == {"name": "tiny", "layers": 2, "heads": 2, "d_model": 8}
+    assert doc["layer"] == l + 1 and doc["head"] == head
+    assert doc["special"] == [True] + [False] * 6 + [True]
+    assert doc["scale"] == 1 / math.sqrt(4) and doc["qkv"]["kind"] == "model" and doc["qkv"]["heads"] == 2
+    shown = alphas[l].mean(axis=0) if head is None else alphas[l][head - 1]
+    np.testing.assert_allclose(doc["weights"], shown, atol=1e-13)
+    for h, entry in enumerate(doc["heads"]):
+        np.testing.assert_allclose(entry["weights"], alphas[l][h], atol=1e-13)
+    # each top list is its row's largest weights, its own position left out
+    for i, top in enumerate(doc["top"]):
+        row = [(w, j) for j, w in enumerate(shown[i]) if j != i]
+        assert [t["index"] for t in top] == [j for _, j in sorted(row, reverse=True)[:3]]
+
+
+def test_the_environment_names_the_model(tiny):
+    assert one(run("scores", SENTENCE, "--json", env={"ATTNCLI_MODEL": str(tiny)}))["model"]["name"] == "tiny"
+
+
+def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tiny):
+    sentences = ["the bank river", "an orange bank"]
+    doc = one(run("compare", *sentences, "--token", "bank", "--model", tiny, "--json"))
+    from attncli import model_files
+
+    model = model_files.load_model(str(tiny))
+    states = []
+    for s in sentences:
+        ids = list(model.encode(s).ids)
+        hidden, _ = loop_forward(ids, tiny_weights(TINY), TINY)
+        states.append(hidden[:, model.encode(s).pieces.index("bank")])
+    a, b = states
+    cosines = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b)]
+    assert len(doc["hidden_cosine"]) == 3
+    np.testing.assert_allclose([m[0][1] for m in doc["hidden_cosine"]], cosines, atol=1e-12)
+    # beside it, attention over the bundled word vectors, as compare without --model gives it
+    plain = one(run("compare", *sentences, "--token", "bank", "--json"))
+    assert doc["static"] == {"vectors": "glove.6B.50d.100k", "context_cosine": plain["context_cosine"],
+                             "raw_cosine": plain["raw_cosine"]}
+
+
+def test_context_and_explain_are_the_layers_steps(tiny, reference):
+    hidden, alphas = reference
+    doc = one(run("context", SENTENCE, "--token", "orange", "--model", tiny, "--layer", "1", "--json"))
+    assert doc["index"] == 6 and doc["neighbors"] == [] and doc["token_neighbors"] == []
+    np.testing.assert_allclose(doc["weights"], alphas[0].mean(axis=0)[6], atol=1e-13)
+    ex = one(run("explain", SENTENCE, "--model", tiny, "--layer", "2", "--json"))
+    np.testing.assert_allclose(ex["steps"]["X"], hidden[1], atol=1e-12)  # layer 2's input: layer 1's output
+    np.testing.assert_allclose(ex["steps"]["weights"], alphas[1], atol=1e-13)
+    w = tiny_weights(TINY)
+    Q = hidden[1] @ w["bert.encoder.layer.1.attention.self.query.weight"].T.astype(float) + \
+        w["bert.encoder.layer.1.attention.self.query.bias"]
+    np.testing.assert_allclose(ex["steps"]["Q"], Q, atol=1e-12)
+
+
+def test_heads_gives_every_layer_and_head(tiny, reference):
+    _, alphas = reference
+    doc = one(run("heads", SENTENCE, "--model", tiny, "--json"))
+    np.testing.assert_allclose(doc["weights"], alphas, atol=1e-13)
+    special = np.array([True] + [False] * 6 + [True])
+    np.testing.assert_allclose(doc["special_share"], alphas[..., special].sum(-1).mean(-1), atol=1e-13)
+    assert "layer" not in doc and "head" not in doc
+    static = one(run("heads", SENTENCE, "--qkv", "random", "--heads", "5", "--json"))
+    assert np.array(static["weights"]).shape == (1, 5, 6, 6) and "special_share" not in static
+
+
+def test_heads_draws_a_picture_of_each_head(tiny):
+    result = run("heads", SENTENCE, "--model", tiny, "--format", "table", "--no-pager", env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("layer")] == ["layer 1", "layer 2"]
+    assert all(len(line) <= 80 for line in lines)
+    labels = [label.rstrip("*") for line in lines for label in line.split() if label.startswith("h")]
+    assert labels.count("h1") == labels.count("h2") == 2
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_batch_runs_the_model_per_line(tiny, reference, jobs):
+    docs = ok(run("batch", "--model", tiny, "--layer", "1", "--jobs", jobs, input=f"{SENTENCE}\n\nthe bank\n"))
+    assert [d["line"] for d in docs] == [1, 3]
+    np.testing.assert_allclose(docs[0]["weights"], reference[1][0].mean(axis=0), atol=1e-13)
+    assert docs[1]["tokens"] == ["[CLS]", "the", "bank", "[SEP]"]
+
+
+@pytest.mark.parametrize("args,words,code", [
+    (["--layer", "3"], ["layer must be from 1 to 2", "tiny has 2 layers"], 1),
+    (["--head", "3"], ["head must be from 1 to 2"], 1),
+    (["--layer", "0"], ["--layer", "0 is not in the range"], 2),
+    (["--qkv", "random"], ["--model runs the model's own attention", "leave out --qkv"], 2),
+    (["--heads", "2"], ["leave out --heads"], 2),
+    (["--temperature", "2"], ["leave out --temperature"], 2),
+    (["--vectors", "x.txt"], ["leave out --vectors"], 2),
+    (["--file", "doc.txt"], ["a document (--file, --document) needs the word vectors"], 2),
+])
+def test_options_a_model_cannot_take(tiny, args, words, code):
+    fails(run("scores", "--model", tiny, *args, *([] if "--file" in args else [SENTENCE])), *words, code=code)
+
+
+def test_model_options_without_a_model():
+    fails(run("scores", SENTENCE, "--layer", "2"), "--layer needs --model", code=2)
+    fails(run("scores", SENTENCE, "--head", "2"), "--head needs --model", code=2)
+
+
+def test_bad_model_folders(tmp_path, tiny):
+    fails(run("scores", SENTENCE, "--model", tmp_path / "none"), "does not exist; give a model's folder")
+    broken = write_model(tmp_path / "broken")
+    (broken / "config.json").write_text(json.dumps({**TINY, "model_type": "gpt2"}))
+    fails(run("scores", SENTENCE, "--model", broken), "model_type is 'gpt2'")
+    fails(run("scores", " ".join(["the"] * 15), "--model", tiny), "is 17 word pieces long", "at most 16")
+
+
+def test_a_model_leaves_the_static_commands_untouched():
+    """Nothing of the model path is imported unless --model is given."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from attncli.cli import main\n"
+            "try:\n    main(['scores', 'the cat', '--json'])\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('safetensors', 'tokenizers') "
+            "or m in ('attncli.transformer', 'attncli.model_files')), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip() == "[]"
