@@ -270,13 +270,16 @@ def _top(att: Attention, weights: np.ndarray, i: int, opts: Options) -> list[dic
     ]
 
 
-def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> dict:
+def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
+               norms: bool = False) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
-    attended, for every head under `heads` and, at the top, their mean (with one head, its own)."""
-    att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads)
+    attended, for every head under `heads` and, at the top, their mean (with one head, its own).
+    `rollout` adds the attention rollout up to the layer shown; `norms` what each token
+    sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms)."""
+    att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads + (2 if rollout or norms else 0))
     T = len(att.tokens)
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
-    return {
+    doc = {
         **_common("scores", sentence, vectors, att, opts),
         "scores": att.mean_scores.tolist(),
         "weights": mean.tolist(),
@@ -287,6 +290,27 @@ def scores_doc(sentence: str, vectors: Vectors, opts: Options = Options()) -> di
             for om, al in zip(att.scores, att.weights)
         ],
     }
+    if rollout:
+        # a model's layers up to the one shown; over word vectors, the one layer there is
+        layers = att.weights[None] if att.layers is None else att.layers[:vectors.layer]  # (l, H, T, T)
+        doc["rollout"] = attention.rollout(layers.mean(axis=1))[-1].tolist()  # (T, T)
+    if norms:
+        F = _passed_on(att, vectors)  # (H, T, D)
+        per_head = attention.weighted_norms(att.weights, F)  # (H, T, T)
+        doc["norms"] = (per_head[att.shown] if att.shown is not None else attention.summed_norms(att.weights, F)).tolist()
+        for head, M in zip(doc["heads"], per_head):
+            head["norms"] = M.tolist()
+    return doc
+
+
+def _passed_on(att: Attention, vectors) -> np.ndarray:
+    """f^h(x_j) of every head and token (H, T, D): a model's values through its output
+    projection; over word vectors, the values themselves."""
+    if isinstance(vectors, Trained):
+        from attncli import transformer
+
+        return transformer.passed_on(att.V, vectors.model.weights, vectors.layer - 1, vectors.model.config)
+    return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 
 def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options()) -> dict:

@@ -298,3 +298,45 @@ def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None, masked
     order = np.argsort(-alpha_i, kind="stable")  # (T,)
     kept = (int(j) for j in order if j != exclude and (masked is None or not masked[j]))
     return list(itertools.islice(kept, k))  # stops at k: a long row is not walked in Python
+
+
+# What the weights leave out, measured two ways from the literature.
+
+
+def rollout(A: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, "Quantifying Attention Flow in Transformers",
+    2020): how much token j reaches token i through every layer up to l, counting the
+    residual connection as attention to oneself. With A_l a layer's weights (the mean over
+    its heads), A'_l = 0.5 A_l + 0.5 I renormalised by rows, and
+
+        R_1 = A'_1,    R_l = A'_l R_{l-1}.
+
+    A (L, T, T) -> R (L, T, T), each row summing to 1."""
+    L, T, _ = A.shape
+    R = np.empty((L, T, T))
+    for l in range(L):
+        P = 0.5 * A[l] + 0.5 * np.eye(T)  # (T, T)
+        P = P / P.sum(axis=-1, keepdims=True)  # (T, T), rows sum to 1
+        R[l] = P if l == 0 else P @ R[l - 1]  # (T, T)
+    return R
+
+
+def weighted_norms(alpha: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Kobayashi et al., "Attention is Not Only a Weight" (2020): the size of what token j
+    actually sends token i, ||alpha_ij f(x_j)||, where f(x_j) is what a head passes on for
+    j (its value, and in a transformer that value through the head's slice of W_O).
+    alpha (H, T, T), F (H, T, D) -> (H, T, T); alpha_ij >= 0, so it is alpha_ij ||f(x_j)||."""
+    return alpha * np.linalg.norm(F, axis=-1)[:, None, :]  # (H, T, T)
+
+
+def summed_norms(alpha: np.ndarray, F: np.ndarray, block: int = 64) -> np.ndarray:
+    """||sum_h alpha^h_ij f^h(x_j)||: what j sends i through all heads together, the layer's
+    own measure of the same paper. A block of rows at a time, so no (T, T, D) is held.
+    alpha (H, T, T), F (H, T, D) -> (T, T)."""
+    H, T, _ = alpha.shape
+    out = np.empty((T, T))
+    for start in range(0, T, block):
+        rows = slice(start, min(start + block, T))
+        G = np.einsum("hij,hjd->ijd", alpha[:, rows], F)  # (b, T, D): each head's part, summed
+        out[rows] = np.linalg.norm(G, axis=-1)  # (b, T)
+    return out

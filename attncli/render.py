@@ -110,14 +110,15 @@ def _top_heading(doc: dict) -> Text:
 
 
 def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: int | None = None,
-                color_system: str | None = None) -> RenderableType:
+                color_system: str | None = None, shown: str | None = None) -> RenderableType:
     """The T x T heatmap (weights, or raw scores), its legend, each token's top attended and,
     with several heads, a heatmap for each head; all as fits in `width` columns."""
     tokens = doc["tokens"]
     T = len(tokens)
     n = T if max_tokens is None else min(T, max_tokens)
     masked = _masked(doc, T)[:n, :n]
-    key = "scores" if raw else "weights"
+    key = shown or ("scores" if raw else "weights")  # "rollout" or "norms": what --rollout, --norms add
+    raw = raw or key == "norms"  # sizes, not weights: written as scores are
     H = doc["qkv"]["heads"]
     # no grid fits even with one-character numbers: the heads' matrices are not needed
     room = heatmap.plan(tokens[:n], 1, width) is not None
@@ -127,25 +128,33 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
 
     mean = cut(doc[key])  # (n, n)
     # a model's 12 heads a layer are the `heads` command's picture, not this one's
-    heads = [cut(head[key]) for head in doc["heads"]] if H > 1 and room and "model" not in doc else []
+    heads = ([cut(head[key]) for head in doc["heads"]] if H > 1 and room and "model" not in doc and key != "rollout"
+             else [])
     heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
     parts: list[RenderableType] = [_describe(doc)]
     if heat.fits:
-        step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale / temperature)"
-        which = f", head {doc['head']} of {H}" if doc.get("head") else (f", mean over {H} heads" if H > 1 else "")
+        step = {"scores": "raw scores ω_ij = q_i · k_j",
+                "weights": "weights α_ij = softmax_j(ω_ij · scale / temperature)",
+                "rollout": "attention rollout R_ij: R_l = (0.5 A_l + 0.5 I) R_l-1, A_l the layer's mean weights"
+                           + (f", up to layer {doc['layer']}" if "layer" in doc else ""),
+                "norms": "‖α_ij f(x_j)‖: how much j sends i, f(x_j) = " + ("v_j W_O" if "model" in doc else "v_j")}[key]
+        which = f", head {doc['head']} of {H}" if doc.get("head") else (
+            "" if H == 1 else f", the {H} heads together" if key == "norms" else f", mean over {H} heads")
         parts.append(_grid_part(heat, mean, step + which))
         caption = "row i attends to column j"
-        if not raw:
+        if key in ("weights", "rollout"):
             caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
                                                               f"of which the first {n} are shown")
         if masked.any():
             caption += "; · masked"
         parts += heat.key()
-        parts.append(Text(f"{caption}; {heat.reading('ω' if raw else 'α')}", style="dim"))
+        symbol = {"scores": "ω", "weights": "α", "rollout": "R", "norms": "‖αf‖"}[key]
+        parts.append(Text(f"{caption}; {heat.reading(symbol)}", style="dim"))
         if n < T:
             parts.append(Text(f"the grid shows the first {n} of {T} tokens (--max-tokens); JSON holds them all",
                               style="dim"))
-        parts += heat.legend("score ω" if raw else "weight α")
+        parts += heat.legend({"scores": "score ω", "weights": "weight α", "rollout": "rollout R",
+                              "norms": "norm ‖αf‖"}[key])
         if heads:
             parts.append(Columns([_grid_part(heat, M, f"head {h}") for h, M in enumerate(heads)], padding=(1, 2)))
     else:

@@ -102,6 +102,16 @@ def attend(X: np.ndarray, weights: dict, l: int, config: Config) -> dict[str, np
     return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": Z, "A": A}
 
 
+def passed_on(V: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
+    """What each head of layer l passes on for each token, f^h(x_j) = v^h_j W_O^h: its value
+    through the head's rows of the output projection, so that the attention's output is
+    sum_h sum_j alpha^h_ij f^h(x_j) + b_O. V (T, D) -> (H, T, D)."""
+    W_O = weights[f"encoder.layer.{l}.attention.output.dense.weight"].T.astype(np.float64)  # (D, D)
+    Vh = attention.split_heads(V, config.heads)  # (H, T, d_head)
+    W_Oh = W_O.reshape(config.heads, config.d_head, config.hidden)  # (H, d_head, D)
+    return Vh @ W_Oh  # (H, T, D)
+
+
 def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
     """GELU(X W_1 + b_1) W_2 + b_2, row by row."""
     inner = gelu(_dense(X, weights, f"encoder.layer.{l}.intermediate.dense"), config.activation)  # (T, F)

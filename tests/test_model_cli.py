@@ -158,3 +158,66 @@ def test_a_model_leaves_the_static_commands_untouched():
             "or m in ('attncli.transformer', 'attncli.model_files')), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "[]"
+
+
+# --- rollout and norms: the two measures from the literature
+
+
+def test_rollout_rows_sum_to_1_and_one_layer_is_half_attention_half_identity():
+    from attncli import attention
+
+    rng = np.random.default_rng(3)
+    A = rng.dirichlet(np.ones(5), size=(3, 5))  # (L, T, T), rows sum to 1
+    R = attention.rollout(A)
+    np.testing.assert_allclose(R.sum(axis=-1), 1, atol=1e-15)
+    np.testing.assert_allclose(R[0], 0.5 * A[0] + 0.5 * np.eye(5), atol=1e-15)
+    np.testing.assert_allclose(R[2], (0.5 * A[2] + 0.5 * np.eye(5)) @ (0.5 * A[1] + 0.5 * np.eye(5)) @ R[0], atol=1e-15)
+
+
+def test_norms_add_up_to_the_attention_output(tiny):
+    """Kobayashi et al.: sum_h sum_j alpha^h_ij f^h(x_j) + b_O is the attention's output A_i,
+    exactly; and ||alpha_ij f(x_j)|| is what the document carries."""
+    from attncli import attention, model_files, transformer
+
+    model = model_files.load_model(str(tiny))
+    ids = model.encode(SENTENCE).ids
+    run_ = transformer.forward(ids, model.weights, model.config, keep=(1,))
+    steps = run_.steps[1]
+    F = transformer.passed_on(steps["V"], model.weights, 1, model.config)  # (H, T, D)
+    sent = np.einsum("hij,hjd->id", steps["weights"], F) + model.weights["encoder.layer.1.attention.output.dense.bias"]
+    np.testing.assert_allclose(sent, steps["A"], atol=1e-12)
+    loops = np.array([[np.linalg.norm(sum(steps["weights"][h, i, j] * F[h, j] for h in range(2)))
+                       for j in range(len(ids))] for i in range(len(ids))])
+    np.testing.assert_allclose(attention.summed_norms(steps["weights"], F, block=3), loops, atol=1e-12)
+    doc = one(run("scores", SENTENCE, "--model", tiny, "--norms", "--json"))
+    np.testing.assert_allclose(doc["norms"], loops, atol=1e-12)
+    for h, head in enumerate(doc["heads"]):
+        np.testing.assert_allclose(head["norms"], steps["weights"][h] * np.linalg.norm(F[h], axis=-1)[None, :],
+                                   atol=1e-12)
+    one_head = one(run("scores", SENTENCE, "--model", tiny, "--norms", "--head", "2", "--json"))
+    np.testing.assert_allclose(one_head["norms"], doc["heads"][1]["norms"], atol=0)
+
+
+def test_rollout_through_the_cli(tiny, reference):
+    _, alphas = reference
+    doc = one(run("scores", SENTENCE, "--model", tiny, "--rollout", "--layer", "2", "--json"))
+    T = len(PIECES)
+    P = [0.5 * alphas[l].mean(axis=0) + 0.5 * np.eye(T) for l in range(2)]
+    np.testing.assert_allclose(doc["rollout"], P[1] @ P[0], atol=1e-13)
+    static = one(run("scores", SENTENCE, "--rollout", "--json"))
+    np.testing.assert_allclose(static["rollout"], 0.5 * np.array(static["weights"]) + 0.5 * np.eye(6), atol=1e-15)
+    values = one(run("scores", SENTENCE, "--norms", "--json"))
+    from attncli.load import load_vectors
+
+    vectors = load_vectors()
+    X = np.array([vectors.vector(t) for t in values["tokens"]], dtype=float)
+    np.testing.assert_allclose(values["norms"], np.array(values["weights"]) * np.linalg.norm(X, axis=1)[None, :],
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--raw", "--rollout"], "--raw and --rollout show different matrices"),
+    (["--norms", "--rollout"], "--rollout and --norms show different matrices"),
+])
+def test_one_matrix_at_a_time(args, words):
+    fails(run("scores", SENTENCE, *args), words, code=2)

@@ -20,6 +20,12 @@ from attncli.visible import visible, visible_all
 @click.command(cls=Command, short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@click.option("--rollout", is_flag=True,
+              help="Show the attention rollout (Abnar & Zuidema 2020): R_l = (0.5 A_l + 0.5 I) R_l-1 over the "
+                   "layers up to --layer, A_l a layer's mean weights; over word vectors 0.5 A + 0.5 I.")
+@click.option("--norms", is_flag=True,
+              help="Show ||a_ij f(x_j)||, how much token j sends i (Kobayashi et al. 2020): f(x_j) its value, "
+                   "through W_O with --model.")
 @click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
               help="Draw the table for the first N tokens only (JSON always holds them all).")
 @click.option("--file", "document_file", type=click.Path(dir_okay=False), metavar="DOC.txt",
@@ -33,7 +39,7 @@ from attncli.visible import visible, visible_all
 @attention_options
 @png_option
 @output_options
-def scores(sentence, raw, max_tokens, document_file, document, window, load, opts, out):
+def scores(sentence, raw, rollout, norms, max_tokens, document_file, document, window, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -49,6 +55,11 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
       attncli scores "The earth is like an orange" | jq '.weights'
       attncli scores --scale 1 < sentences.txt
     """
+    chosen = [name for name, given in (("--raw", raw), ("--rollout", rollout), ("--norms", norms)) if given]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{chosen[0]} and {chosen[1]} show different matrices; give one of them")
+    if (document_file or document) and (rollout or norms):
+        raise click.UsageError(f"{chosen[0]} needs the T x T weights, which a document never holds; leave it out")
     if (document_file or document) and load.model:
         raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
                                "minilm); a document (--file, --document) needs the word vectors")
@@ -58,8 +69,9 @@ def scores(sentence, raw, max_tokens, document_file, document, window, load, opt
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence)
     vectors = load()
-    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts))
-    emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens)
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms))
+    shown = "rollout" if rollout else "norms" if norms else None
+    emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
 
 
 def score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out) -> None:
