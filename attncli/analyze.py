@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli import attention, limits, projections, rnn
 from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
-from attncli.tokenize import is_punctuation, iter_tokens, tokenize
+from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, embed
 from attncli.visible import json_safe
@@ -271,7 +271,7 @@ def _top(att: Attention, weights: np.ndarray, i: int, opts: Options) -> list[dic
 
 
 def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
-               norms: bool = False) -> dict:
+               norms: bool = False, words: bool = False) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
     attended, for every head under `heads` and, at the top, their mean (with one head, its own).
     `rollout` adds the attention rollout up to the layer shown; `norms` what each token
@@ -300,7 +300,7 @@ def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Option
         doc["norms"] = (per_head[att.shown] if att.shown is not None else attention.summed_norms(att.weights, F)).tolist()
         for head, M in zip(doc["heads"], per_head):
             head["norms"] = M.tolist()
-    return doc
+    return words_doc(doc, sentence, att, opts) if words else doc
 
 
 def _passed_on(att: Attention, vectors) -> np.ndarray:
@@ -311,6 +311,64 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
 
         return transformer.passed_on(att.V, vectors.model.weights, vectors.layer - 1, vectors.model.config)
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
+
+
+def word_groups(sentence: str, pieces) -> list[list[int]]:
+    """The word pieces of each word, in order: a word is where the model's pieces and
+    attncli's own tokens overlap, merged until no piece or token straddles two words, so
+    that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't".
+    [CLS] and [SEP] are words of their own."""
+    spans = [tuple(o) for o, special in zip(pieces.offsets, pieces.special) if not special]
+    spans += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    groups: dict[int, list[int]] = {}
+    order = []
+    for i, ((start, end), special) in enumerate(zip(pieces.offsets, pieces.special)):
+        key = -1 - i if special else next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(i)
+    return [groups[key] for key in order]
+
+
+def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
+    """Attention between words from attention between pieces, as Clark et al. ("What Does
+    BERT Look At?", 2019, 4.1) merge it: attention to a word is the sum over its pieces,
+    attention from a word the mean over its pieces; rows still sum to 1.
+    M (..., T, T) -> (..., U, U) for U words."""
+    T = M.shape[-1]
+    G = np.zeros((len(groups), T))  # (U, T): 1 where piece t is of word u
+    for u, group in enumerate(groups):
+        G[u, group] = 1.0
+    to_words = M @ G.T  # (..., T, U)
+    return (G / G.sum(axis=1, keepdims=True)) @ to_words  # (..., U, U)
+
+
+def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
+    """A scores document over words instead of word pieces (--words): its weights merged by
+    merge_words, each row's share on [CLS] and [SEP] under `special_share`; the scores,
+    which no rule merges, left out."""
+    groups = word_groups(sentence, att.pieces)
+    special = [all(att.pieces.special[i] for i in g) for g in groups]
+    labels = [att.tokens[g[0]] if special[u] else sentence[att.pieces.offsets[g[0]][0]:att.pieces.offsets[g[-1]][1]]
+              for u, g in enumerate(groups)]
+    weights = merge_words(att.weights, groups)  # (H, U, U)
+    mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
+    words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
+                      att.scale, att.Q, att.K, att.V, weights, weights, att.context, None, shown=att.shown)
+    U = len(labels)
+    out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups")}
+    out.update(tokens=labels, special=special, pieces=[[att.tokens[i] for i in g] for g in groups],
+               weights=mean.tolist(), top=[_top(words, mean, i, opts) for i in range(U)],
+               special_share=mean[:, special].sum(axis=1).tolist(),
+               heads=[{"weights": w.tolist(), "top": [_top(words, w, i, opts) for i in range(U)]} for w in weights])
+    return out
 
 
 def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options()) -> dict:

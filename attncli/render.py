@@ -147,6 +147,8 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
                                                               f"of which the first {n} are shown")
         if masked.any():
             caption += "; · masked"
+        if "pieces" in doc:
+            caption += "; words: to a word the sum over its pieces, from a word their mean"
         parts += heat.key()
         symbol = {"scores": "ω", "weights": "α", "rollout": "R", "norms": "‖αf‖"}[key]
         parts.append(Text(f"{caption}; {heat.reading(symbol)}", style="dim"))

@@ -75,3 +75,23 @@ def is_punctuation(token: str) -> bool:
     like. A symbol (the categories S*: $ + = an emoji) is not punctuation: it is a token, looked
     up like a word, and out of vocabulary when it has no vector."""
     return bool(token) and all(unicodedata.category(c).startswith("P") for c in token)
+
+
+# One character for one: the replacements of _RULES that keep a text's length, so that a
+# token can be found where it stands in the text it came from.
+_SAME_LENGTH = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def token_spans(text: str, tokens: list[str]) -> list[tuple[int, int] | None]:
+    """Where each of `tokens` (tokenize(text)'s) stands in `text`, as (start, end), found in
+    order; None for one the rules made up ("..." from an ellipsis character)."""
+    folded = text.translate(_SAME_LENGTH).lower()
+    spans, at = [], 0
+    for token in tokens:
+        start = folded.find(token.lower(), at)
+        if start < 0:
+            spans.append(None)
+            continue
+        spans.append((start, start + len(token)))
+        at = start + len(token)
+    return spans

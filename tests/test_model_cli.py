@@ -221,3 +221,40 @@ def test_rollout_through_the_cli(tiny, reference):
 ])
 def test_one_matrix_at_a_time(args, words):
     fails(run("scores", SENTENCE, *args), words, code=2)
+
+
+# --- words from word pieces
+
+
+def test_merge_words_sums_to_a_word_and_averages_from_it():
+    from attncli.analyze import merge_words
+
+    rng = np.random.default_rng(5)
+    M = rng.dirichlet(np.ones(5), size=5)  # (T, T)
+    groups = [[0], [1, 2], [3], [4]]
+    W = merge_words(M, groups)
+    np.testing.assert_allclose(W.sum(axis=1), 1, atol=1e-15)
+    assert W[0, 1] == pytest.approx(M[0, 1] + M[0, 2])  # to a word: the sum over its pieces
+    assert W[1, 0] == pytest.approx((M[1, 0] + M[2, 0]) / 2)  # from a word: the mean over its pieces
+    assert W[1, 1] == pytest.approx((M[1, 1] + M[1, 2] + M[2, 1] + M[2, 2]) / 2)
+
+
+def test_words_merge_pieces_where_the_two_tokenizers_meet(tiny, reference):
+    sentence = "the earth isn't unbelievably orange"
+    doc = one(run("scores", sentence, "--model", tiny, "--words", "--layer", "1", "--json"))
+    assert doc["tokens"] == ["[CLS]", "the", "earth", "isn't", "unbelievably", "orange", "[SEP]"]
+    assert doc["pieces"] == [["[CLS]"], ["the"], ["earth"], ["[UNK]", "'", "t"], ["un", "##believ", "##ably"],
+                             ["orange"], ["[SEP]"]]
+    assert doc["special"] == [True, False, False, False, False, False, True]
+    assert "scores" not in doc
+    pieces = one(run("scores", sentence, "--model", tiny, "--layer", "1", "--json"))
+    M = np.array(pieces["weights"])  # (10, 10) pieces
+    groups = [[0], [1], [2], [3, 4, 5], [6, 7, 8], [9], [10]]
+    expected = np.array([[M[np.ix_(a, b)].sum(axis=1).mean() for b in groups] for a in groups])
+    np.testing.assert_allclose(doc["weights"], expected, atol=1e-14)
+    np.testing.assert_allclose(doc["special_share"], expected[:, [0, 6]].sum(axis=1), atol=1e-14)
+
+
+def test_words_needs_a_model_and_the_weights():
+    fails(run("scores", SENTENCE, "--words"), "--words merges a model's word pieces", code=2)
+    fails(run("scores", SENTENCE, "--words", "--raw", "--model", "minilm"), "--words merges the weights", code=2)

@@ -23,6 +23,9 @@ from attncli.visible import visible, visible_all
 @click.option("--rollout", is_flag=True,
               help="Show the attention rollout (Abnar & Zuidema 2020): R_l = (0.5 A_l + 0.5 I) R_l-1 over the "
                    "layers up to --layer, A_l a layer's mean weights; over word vectors 0.5 A + 0.5 I.")
+@click.option("--words", is_flag=True,
+              help="With --model: attention between the sentence's words, not its word pieces (Clark et al. "
+                   "2019): to a word the sum over its pieces, from a word their mean.")
 @click.option("--norms", is_flag=True,
               help="Show ||a_ij f(x_j)||, how much token j sends i (Kobayashi et al. 2020): f(x_j) its value, "
                    "through W_O with --model.")
@@ -39,7 +42,7 @@ from attncli.visible import visible, visible_all
 @attention_options
 @png_option
 @output_options
-def scores(sentence, raw, rollout, norms, max_tokens, document_file, document, window, load, opts, out):
+def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -58,6 +61,10 @@ def scores(sentence, raw, rollout, norms, max_tokens, document_file, document, w
     chosen = [name for name, given in (("--raw", raw), ("--rollout", rollout), ("--norms", norms)) if given]
     if len(chosen) > 1:
         raise click.UsageError(f"{chosen[0]} and {chosen[1]} show different matrices; give one of them")
+    if words and not load.model:
+        raise click.UsageError("--words merges a model's word pieces into words; it needs --model NAME|DIR")
+    if words and chosen:
+        raise click.UsageError(f"--words merges the weights, and {chosen[0]} shows another matrix; give one of them")
     if (document_file or document) and (rollout or norms):
         raise click.UsageError(f"{chosen[0]} needs the T x T weights, which a document never holds; leave it out")
     if (document_file or document) and load.model:
@@ -69,7 +76,7 @@ def scores(sentence, raw, rollout, norms, max_tokens, document_file, document, w
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence)
     vectors = load()
-    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms))
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
     shown = "rollout" if rollout else "norms" if norms else None
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
 
