@@ -26,6 +26,7 @@ their transpose, (in, out). Arithmetic is float64 throughout.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,9 +64,12 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
     """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)); or its tanh approximation."""
     if activation == "gelu_tanh":
         return 0.5 * X * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (X + 0.044715 * X**3)))
-    from scipy.special import erf  # scipy comes with gensim; numpy has no erf
+    # numpy has no erf; scipy's costs a run 0.2 s of imports, where the C library's math.erf,
+    # element by element, costs 0.08 s a layer at 512 pieces and is as exact
+    return 0.5 * X * (1.0 + _erf(X / np.sqrt(2.0)).astype(np.float64))
 
-    return 0.5 * X * (1.0 + erf(X / np.sqrt(2.0)))
+
+_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
