@@ -49,6 +49,16 @@ def test_clear_on_a_terminal_asks_and_a_no_removes_nothing(cache_with_an_entry, 
     assert len(entries(cache_with_an_entry)) == 1
 
 
+def test_clear_at_the_end_of_the_input_is_a_no(cache_with_an_entry):
+    terminal = ptys.start(["vectors", "clear"], on_tty=("stdin",), env=cache_with_an_entry)
+    terminal.type(b"\x04")  # Ctrl-D: no answer at all
+    status, out, err, _ = terminal.finish(timeout=60)
+    lines = err.decode().splitlines()
+    assert status == 1 and out == b"", err
+    assert lines[-1].startswith("attncli: error: nothing removed") and "interrupted" not in err.decode()
+    assert len(entries(cache_with_an_entry)) == 1
+
+
 def test_clear_on_a_terminal_removes_on_yes(cache_with_an_entry):
     terminal = ptys.start(["vectors", "clear", "--json"], on_tty=("stdin",), env=cache_with_an_entry)
     terminal.type(b"y\n")
