@@ -516,7 +516,9 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
         parts = tokenize(word, lowercase=not vectors.cased)
         key = vectors.key(parts[0]) if len(parts) == 1 else None
         if key is None:
-            raise TokenError(f"{word!r} is not a word of {vectors.name}; try another word or --vectors")
+            limited = (vectors.meta or {}).get("limit")
+            where = f"the first {limited:,} words of {vectors.name} (--limit {limited})" if limited else vectors.name
+            raise TokenError(f"{word!r} is not a word of {where}; try another word or --vectors")
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
     i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased, has_index=False)

@@ -339,14 +339,28 @@ def legend(scale: Scale | None, numbers: Numbers, label: str, low: float, high: 
     if scale is None:
         return None
     first, last = scale.step(low), scale.step(high)
+    starts = [low if s == first else float(scale.edges[s]) for s in range(first, last + 1)]
+    labels = _distinct(numbers, [*starts, high])
+    width = max(len(t) for t in labels[:-1])
     text = Text(f"{label} by colour: ")
-    for s in range(first, last + 1):
-        start = low if s == first else float(scale.edges[s])
-        text.append(_right(numbers.text(start), numbers.width + 1) + " ", style=scale.style(s))
-    text.append(f" to {numbers.text(high)}")
+    for s, shown in zip(range(first, last + 1), labels):
+        text.append(_right(shown, width + 1) + " ", style=scale.style(s))
+    text.append(f" to {labels[-1]}")
     if scale.coarse:
         text.append(" (16 colours: the shades are coarse)")
     return text
+
+
+def _distinct(numbers: Numbers, values: list[float]) -> list[str]:
+    """`values` in the cells' units, as the cells write them where that tells them apart,
+    else with as many decimals as it takes (steps narrower than a cell's rounding would
+    otherwise show one label for two colours)."""
+    labels = [numbers.text(v) for v in values]
+    for decimals in range(1, 4):
+        if len(set(labels)) == len(labels):
+            break
+        labels = [f"{_scaled(v, numbers.exponent):.{decimals}f}" for v in values]
+    return labels
 
 
 class Heatmap:

@@ -503,7 +503,9 @@ def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None)
 
 
 def _megabytes(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    from attncli.limits import size
+
+    return size(n)  # as every other size the tool writes: 1.5 kB, not 0.0 MB
 
 
 # The pictures (--svg, --html) name fonts a machine has, never a font to download: rich's

@@ -73,8 +73,10 @@ def tokenize(text: str, *, lowercase: bool = True) -> list[str]:
 def is_punctuation(token: str) -> bool:
     """A token made only of Unicode punctuation (the categories P*): , . ! -- "" « ¿ and the
     like. A symbol (the categories S*: $ + = an emoji) is not punctuation: it is a token, looked
-    up like a word, and out of vocabulary when it has no vector."""
-    return bool(token) and all(unicodedata.category(c).startswith("P") for c in token)
+    up like a word, and out of vocabulary when it has no vector. The one exception is the grave
+    accent (a symbol, Sk): the Penn Treebank writes an opening quote as ``, so in vectors
+    trained on its tokens `` is a quote mark."""
+    return bool(token) and all(unicodedata.category(c).startswith("P") or c == "`" for c in token)
 
 
 # One character for one: the replacements of _RULES that keep a text's length, so that a

@@ -35,6 +35,7 @@ def _contexts(ctx: click.Context) -> list[click.Context]:
 
 
 def _escape(text: str) -> str:
+    text = re.sub(r"\[([^\]]+)\]\(#[^)]*\)", r"\1", text)  # a README link to a section the page has not
     text = text.replace("\\", "\\e").replace("`", "").replace("\\e|", "|")
     return "\\&" + text if text[:1] in ".'" else text
 
@@ -70,7 +71,9 @@ def pages() -> dict[str, str]:
     page of attncli itself ends with its exit statuses, error catalogue and environment."""
     contexts = _contexts(click.Context(cli, info_name="attncli"))
     pages = {
-        ctx.command_path.replace(" ", "-") + ".1": HEADER + _troff(generate_man_page(ctx, version=__version__))
+        # the help's `code` marks are for a terminal's reader: a man page shows them bold
+        ctx.command_path.replace(" ", "-") + ".1": HEADER + re.sub(r"`([^`\n]+)`", r"\\fB\1\\fP",
+                                                                    _troff(generate_man_page(ctx, version=__version__)))
         for ctx in contexts
     }
     pages["attncli.1"] += errors_section() + environment_section()

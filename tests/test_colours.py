@@ -290,3 +290,15 @@ def test_weights_with_heads_share_one_scale(glove):
         for t, _, bg in line:
             if bg is not None:
                 assert bg in legend, t  # every head's cells on the legend's steps
+
+
+@pytest.mark.parametrize("color_system", ["truecolor", "256"])
+def test_each_legend_label_names_one_colour(glove, color_system):
+    """Steps narrower than a cell's rounding (scores from -2.7 to 2.6 in ten steps) get labels
+    precise enough to tell them apart, never one label for two colours."""
+    doc = scores_doc("The books that the professor recommended during the lecture on medieval history are very "
+                     "expensive for most of the students", glove, Options(qkv="random", heads=2))
+    steps = legend_steps(drawn(doc, color_system, width=80, raw=True))
+    labels = [label for label, _ in steps]
+    assert len(steps) >= 8 and len(set(labels)) == len(labels), labels
+    assert [float(label) for label in labels] == sorted(float(label) for label in labels)

@@ -494,6 +494,19 @@ def test_svg_and_html_with_any_stdout(tmp_path, fmt):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.html", "scores.svg"]
 
 
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
+def test_the_picture_is_the_same_coloured_one_whatever_stdout_is(tmp_path, env):
+    """A table piped (no colour on stdout) or JSON: the SVG is drawn in full colour either way."""
+    pictures = {}
+    for name, fmt in (("table", ["--format", "table"]), ("json", ["--json"])):
+        path = tmp_path / f"{name}.svg"
+        assert run("scores", FRUIT, "--svg", path, *fmt, env={"COLUMNS": "100", **env}).exit_code == 0
+        pictures[name] = re.sub(r"terminal-\d+", "terminal", path.read_text(encoding="utf-8"))
+    assert pictures["table"] == pictures["json"]
+    fills = set(re.findall(r'fill="(#[0-9a-f]{6})"', pictures["table"]))
+    assert len(fills) >= 8  # the heatmap's steps, not only the window's frame
+
+
 def test_svg_and_html_of_compare_and_neighbors(tmp_path):
     result = run("compare", FRUIT, COLOUR, "--token", "orange", "--svg", tmp_path / "c.svg", "--html", tmp_path / "c.htm")
     doc = one(result)

@@ -50,3 +50,9 @@ def test_the_environment_section_is_the_readme_table():
         text = path.read_text(encoding="utf-8")
         read |= {a or b for a, b in re.findall(r'environ(?:\.get)?[(\[]"([A-Z_]+)"|envvar="([A-Z_]+)"', text)}
     assert read and read <= set(names), read - set(names)
+
+
+def test_no_markdown_is_left_in_the_pages():
+    for name, page in load_generator().pages().items():
+        assert "`" not in page, name
+        assert not re.search(r"\]\(#", page), name

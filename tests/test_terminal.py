@@ -49,6 +49,16 @@ def test_clear_on_a_terminal_asks_and_a_no_removes_nothing(cache_with_an_entry, 
     assert len(entries(cache_with_an_entry)) == 1
 
 
+def test_clear_at_the_end_of_the_input_is_a_no(cache_with_an_entry):
+    terminal = ptys.start(["vectors", "clear"], on_tty=("stdin",), env=cache_with_an_entry)
+    terminal.type(b"\x04")  # Ctrl-D: no answer at all
+    status, out, err, _ = terminal.finish(timeout=60)
+    lines = err.decode().splitlines()
+    assert status == 1 and out == b"", err
+    assert lines[-1].startswith("attncli: error: nothing removed") and "interrupted" not in err.decode()
+    assert len(entries(cache_with_an_entry)) == 1
+
+
 def test_clear_on_a_terminal_removes_on_yes(cache_with_an_entry):
     terminal = ptys.start(["vectors", "clear", "--json"], on_tty=("stdin",), env=cache_with_an_entry)
     terminal.type(b"y\n")
@@ -310,3 +320,24 @@ def test_less_by_default_and_q_quits_it():
     status, _, _, screen = terminal.finish(timeout=60)
     assert status == 0
     assert "Traceback" not in screen and "Broken pipe" not in screen and "error" not in ptys.plain(screen)
+
+
+def test_a_pager_that_fails_is_an_error_not_a_silent_success():
+    status, _, err, _ = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": "false"})
+    lines = err.decode().splitlines()
+    assert status == 1
+    assert len(lines) == 1 and lines[0].startswith("attncli: error: the pager 'false' ended with status 1"), lines
+    assert "--no-pager" in lines[0]
+
+
+def test_a_pager_ended_by_ctrl_c_ends_the_run_as_ctrl_c_does(tmp_path):
+    dies = shlex.join([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGINT)"])
+    status, _, err, _ = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": dies})
+    assert status == 130 and err.decode().strip().endswith("attncli: interrupted"), err
+
+
+def test_no_pager_on_a_dumb_terminal(recorder):
+    line, got = recorder
+    status, _, _, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line, "TERM": "dumb"})
+    assert status == 0 and got() == (None, None)
+    assert ptys.plain(screen).count("\n") > 24

@@ -37,7 +37,7 @@ def test_case_is_kept_for_cased_vectors():
     (",", True), ("--", True), ("...", True), ("'s", False), ("n't", False), ("3.5", False), ("é", False),
     ("«", True), ("¿", True), ("。", True), ("!?", True), ('"', True), ("(", True),
     # symbols (Unicode S*) are tokens, not punctuation: emoji, currency, maths, modifiers
-    ("🍊", False), ("😀", False), ("$", False), ("+", False), ("=", False), ("^", False), ("`", False),
+    ("🍊", False), ("😀", False), ("$", False), ("+", False), ("=", False), ("^", False), ("`", True),
     ("©", False), ("👍🏽", False), ("❤\ufe0f", False), ("\x00", False),
 ])
 def test_is_punctuation(token, punct):
@@ -91,3 +91,10 @@ def test_a_long_text_is_tokenized_a_piece_at_a_time(monkeypatch):
     tokens = iter_tokens(text)
     assert [next(tokens) for _ in range(4)] == ["the", "earth", "'s", "core"]
     assert len(seen) == 1 and tokenize_module.PIECE < seen[0] < tokenize_module.PIECE + 40  # to the next space
+
+
+def test_the_treebank_opening_quote_is_punctuation():
+    from attncli.tokenize import is_punctuation
+
+    assert is_punctuation("``") and is_punctuation("''") and is_punctuation("`")
+    assert not is_punctuation("^") and not is_punctuation("`a")

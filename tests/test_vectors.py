@@ -269,3 +269,18 @@ def test_bundled_files_match_the_checksums_in_their_readme():
     folder = bundled_prefix().parent
     for name, digest in listed.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_a_word_past_the_limit_is_said_to_be_past_it():
+    from clirunner import fails, run
+
+    fails(run("neighbors", "orange", "--limit", "50"), "'orange' is not a word of the first 50 words of",
+          "(--limit 50)")
+    fails(run("neighbors", "zzqqxx"), "'zzqqxx' is not a word of glove.6B.50d.100k;")
+
+
+def test_sizes_of_the_cache_views_are_written_as_everywhere_else():
+    from attncli import render
+
+    text = render.cleared_view({"removed": 1, "bytes": 1500, "cache_dir": "/c", "kept": [], "links": []}).plain
+    assert "(1.5 kB)" in text and "MB" not in text

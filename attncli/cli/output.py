@@ -176,7 +176,7 @@ def make_console(file, out: Output | None = None, **settings):
             raise BrokenPipeError
 
     screen = _Console(file=file, markup=False, emoji=False, highlight=False,
-                      no_color=True if out is not None and out.no_color else None, **settings)
+                      no_color=settings.pop("no_color", True if out is not None and out.no_color else None), **settings)
     # COLUMNS=10**20 would overflow rich, 10**8 stall it, and 0 draw nothing at all
     screen.width = min(max(screen.width, MIN_WIDTH), MAX_WIDTH)
     return screen
@@ -200,41 +200,45 @@ class _Screen(io.StringIO):
 
 def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     """Draw the documents, their text from outside made visible (visible_all); write the
-    SVG and HTML pictures; then, for a table, stdout."""
+    SVG and HTML pictures; then, for a table, stdout. The pictures are drawn on a console
+    of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
+    terminal without colour): at the terminal's width for a table, else 100 columns."""
     from attncli import render
 
-    exporting = bool(out.svg or out.html)
-    paging = out.pager and sys.stdout.isatty()  # drawn whole first, to see whether it fits
-    if out.fmt == "table":
-        screen = make_console(sys.stdout, out)
-        drawn = screen if not (exporting or paging) else make_console(
-            _Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
-            force_terminal=screen.is_terminal, record=exporting)
-    else:  # JSON on stdout: draw the pictures' view off screen, as a 100-column terminal would show it
-        screen, drawn = None, make_console(io.StringIO(), width=100, force_terminal=True, color_system="truecolor",
-                                      record=True)
     draw = getattr(render, view)
-    with writing_stdout():
-        for k, doc in enumerate(visible_all(docs)):
+    shown = visible_all(docs)
+
+    def paint(console) -> None:
+        for k, doc in enumerate(shown):
             if len(docs) > 1:
-                drawn.rule(doc.get("sentence", ""))
-            colours = None if drawn.no_color else drawn.color_system  # the view picks its colours for it
-            drawn.print(draw(doc, width=drawn.width, color_system=colours, **view_args))
+                console.rule(doc.get("sentence", ""))
+            colours = None if console.no_color else console.color_system  # the view picks its colours for it
+            console.print(draw(doc, width=console.width, color_system=colours, **view_args))
             if k < len(docs) - 1:
-                drawn.print()
-    title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
-    if out.svg:
-        write_whole(out.svg, lambda f: f.write(render.svg(drawn, title).encode("utf-8")))
-    if out.html:
-        write_whole(out.html, lambda f: f.write(render.html(drawn).encode("utf-8")))
-    if screen is not None:
-        if drawn is not screen and paging:
-            _show(drawn.file.getvalue(), screen, out)
-            return
+                console.print()
+
+    screen = make_console(sys.stdout, out) if out.fmt == "table" else None
+    if out.svg or out.html:
+        picture = make_console(io.StringIO(), width=screen.width if screen is not None else 100, force_terminal=True,
+                               color_system="truecolor", no_color=False, record=True)  # NO_COLOR is the terminal's
+        paint(picture)
+        title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
+        if out.svg:
+            write_whole(out.svg, lambda f: f.write(render.svg(picture, title).encode("utf-8")))
+        if out.html:
+            write_whole(out.html, lambda f: f.write(render.html(picture).encode("utf-8")))
+    if screen is None:
+        return
+    if out.pager and sys.stdout.isatty():  # drawn whole first, to see whether it fits
+        held = make_console(_Screen(screen.encoding), out, width=screen.width, color_system=screen.color_system,
+                            force_terminal=screen.is_terminal)
         with writing_stdout():
-            if drawn is not screen:
-                sys.stdout.write(drawn.file.getvalue())
-            sys.stdout.flush()
+            paint(held)
+        _show(held.file.getvalue(), screen, out)
+        return
+    with writing_stdout():
+        paint(screen)
+        sys.stdout.flush()
 
 
 def _show(text: str, screen, out: Output) -> None:

@@ -6,7 +6,8 @@ on a text that fits, passes colours through and leaves the text on the screen). 
 value or "cat" means no pager, as does --no-pager. The command is split as a shell would
 split it (no shell runs it), and given the text, colours and all, on its standard input.
 A pager that cannot be started is a warning, and the text is written directly; one quit
-before the end (q) is no error.
+before the end (q) is no error, one that fails (a status other than 0) is, and one that
+Ctrl-C ends ends the run as Ctrl-C does. A dumb terminal (TERM=dumb) is never paged.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import signal
 import subprocess
 import sys
 
+from attncli.errors import AttncliError
+
 DEFAULT = "less"
 DEFAULT_LESS = "FRX"  # -F quit if one screen, -R colours as they are, -X no screen clearing at the end
 
@@ -27,8 +30,15 @@ DEFAULT_LESS = "FRX"  # -F quit if one screen, -R colours as they are, -X no scr
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
+class PagerError(AttncliError):
+    """The pager ended badly: what it was given may not have been shown."""
+
+
 def command(environ=os.environ) -> str | None:
-    """The pager command line, or None for none."""
+    """The pager command line, or None for none (also on a dumb terminal, where less would
+    only complain)."""
+    if environ.get("TERM") == "dumb":
+        return None
     for name in ("ATTNCLI_PAGER", "PAGER"):
         value = environ.get(name)
         if value is not None:
@@ -82,6 +92,13 @@ def page(text: str, line: str, warn) -> bool:
             proc.kill()
             proc.wait()
             raise
+    if proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT):  # Ctrl-C ended the pager itself
+        raise KeyboardInterrupt
+    if proc.returncode != 0:
+        ended = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+                 else f"ended with status {proc.returncode}")
+        raise PagerError(f"the pager {line!r} {ended}, so the output may not have been shown; "
+                         "--no-pager writes it directly (or ATTNCLI_PAGER=)")
     return True
 
 

@@ -112,7 +112,12 @@ def _confirm_clear() -> None:
     total = sum(entry["bytes"] for entry in entries)
     what = "the cache entry" if len(entries) == 1 else f"the {len(entries):,} cache entries"
     question = one_line(f"Remove {what} in {cache.cache_dir()} ({size(total)})?")
-    if not click.confirm(question, default=False, err=True):
+    try:
+        removing = click.confirm(question, default=False, err=True)
+    except click.Abort:  # Ctrl-D, the end of the input: no answer is no
+        click.echo(err=True)
+        removing = False
+    if not removing:
         raise AttncliError("nothing removed; answer y to remove them, or give --yes")
 
 
