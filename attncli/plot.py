@@ -70,6 +70,8 @@ def _title(doc: dict, width: int) -> str:
 def heatmaps(docs: list[dict], file) -> None:
     """Draw every document's heatmaps into one PNG written to the binary `file`."""
     plt = _pyplot()
+    if docs and docs[0]["command"] == "heads":
+        return _heads(plt, docs, file)
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -93,6 +95,33 @@ def heatmaps(docs: list[dict], file) -> None:
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
         warnings.filterwarnings("ignore", message="Tight layout not applied")  # a very long sentence: drawn as it fits
+        fig.tight_layout()
+        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _heads(plt, docs: list[dict], file) -> None:
+    """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
+    the largest weight), the heads that put more than half on [CLS] and [SEP] marked *."""
+    rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
+    H = len(docs[0]["weights"][0])
+    top = max(float(np.max(doc["weights"])) for doc in docs)
+    fig, axes = plt.subplots(len(rows), H, figsize=(1.3 * H + 1.0, 1.3 * len(rows) + 1.2), squeeze=False)
+    for r, (doc, l) in enumerate(rows):
+        shares = doc.get("special_share")
+        for h in range(H):
+            ax = axes[r, h]
+            ax.imshow(np.array(doc["weights"][l][h]), cmap="viridis", vmin=0.0, vmax=max(top, 1e-12))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
+            ax.set_title(f"L{l + 1} H{h + 1}{mark}", fontsize=7, parse_math=False)
+    fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
+                 + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
+                 fontsize=9, parse_math=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
         fig.tight_layout()
         fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)

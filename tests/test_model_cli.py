@@ -258,3 +258,14 @@ def test_words_merge_pieces_where_the_two_tokenizers_meet(tiny, reference):
 def test_words_needs_a_model_and_the_weights():
     fails(run("scores", SENTENCE, "--words"), "--words merges a model's word pieces", code=2)
     fails(run("scores", SENTENCE, "--words", "--raw", "--model", "minilm"), "--words merges the weights", code=2)
+
+
+def test_heads_draws_one_picture_of_every_layer_and_head(tiny, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "heads.png"
+    doc = one(run("heads", SENTENCE, "--model", tiny, "--png", png, "--json"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert doc == one(run("heads", SENTENCE, "--model", tiny, "--json"))  # the JSON is untouched by the picture
+    import matplotlib.image
+
+    assert matplotlib.image.imread(png).shape[1] > matplotlib.image.imread(png).shape[0]  # heads across, layers down
