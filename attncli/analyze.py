@@ -24,7 +24,7 @@ from attncli.visible import json_safe
 
 
 OOV_POLICIES = ("skip", "zero", "error")
-MASKS = ("none", "causal")
+MASKS = ("none", "causal", "self")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Options:
     d_k: int | None = None  # None: d
     seed: int = 0
     heads: int = 1
-    mask: str = "none"  # none | causal
+    mask: str = "none"  # none | causal | self
 
     def __post_init__(self):
         def keep(name: str, value) -> None:
@@ -229,7 +229,9 @@ def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: 
     Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
     T = len(Q)
     scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
-    mask = attention.causal_mask(T) if opts.mask == "causal" else None
+    mask = {"causal": attention.causal_mask, "self": attention.self_mask}.get(opts.mask, lambda T: None)(T)
+    if opts.mask == "self" and T < 2:
+        raise InputError(_ALONE.format(what="the sentence"))
     Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H) each
     omega = attention.scores(Qh, Kh)  # (H, T, T)
     proj.check_finite("the scores Q K^T", omega)
@@ -237,6 +239,10 @@ def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: 
     Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_k/H) -> (T, d_k)
     proj.check_finite("the context vectors A V", Z)
     return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
+
+
+_ALONE = ("with --mask self a token attends only to the others, and {what} has one token with a vector; "
+          "give a longer one, or another --mask")
 
 
 def _common(command: str, sentence: str, vectors: Vectors | Trained, att: Attention, opts: Options) -> dict:
@@ -652,10 +658,13 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
             f"vectors, their copies for the stream, its tokens) they need more than the {limits.size(room)} of "
             "memory available; split it into shorter documents") from None
     tokens, X = embedded.tokens, embedded.X  # X: (T, d) float32
+    if opts.mask == "self" and len(tokens) < 2:
+        raise InputError(_ALONE.format(what="the document"))
     scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale
     for start, top, weights, Z in attention.stream(X, scale, opts.temperature, opts.top_k, block=block,
                                                    causal=opts.mask == "causal", window=window,
-                                                   include_self=opts.include_self):
+                                                   include_self=opts.include_self,
+                                                   exclude_self=opts.mask == "self"):
         for r in range(len(Z)):
             yield {
                 "token": tokens[start + r],

@@ -80,6 +80,12 @@ def causal_mask(T: int) -> np.ndarray:
     return np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T)
 
 
+def self_mask(T: int) -> np.ndarray:
+    """True where token i may not attend to token j: j = i itself, so that a token's context
+    is made of the others (raw vectors' x_i . x_i = |x_i|^2 would otherwise dominate its row)."""
+    return np.eye(T, dtype=bool)  # (T, T)
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """softmax over the last axis, computed stably.
 
@@ -122,7 +128,7 @@ def window_mask(T: int, window: int) -> np.ndarray:
 
 
 def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: bool = False,
-           window: int | None = None, include_self: bool = False, block: int = 256):
+           window: int | None = None, include_self: bool = False, block: int = 256, exclude_self: bool = False):
     """Steps I-III for a long sequence, a block of rows at a time, so the T x T matrix never
     exists: a softmax over a row needs only that row. Yields, for each block of rows b:
     (start, top (b, k') positions, their weights (b, k'), Z (b, d) context vectors), with
@@ -185,8 +191,10 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
         columns = np.arange(lo, hi)  # (n,) the columns j it computes; with a window, some outside 0 .. T - 1
         E = _scaled_scores(X[start:end], keys[lo + W:hi + W])  # (b, n)
         hidden = None
-        if causal or window is not None:
+        if causal or window is not None or exclude_self:
             hidden = np.zeros(E.shape, dtype=bool)  # (b, n)
+            if exclude_self:  # --mask self: i never attends to i
+                hidden |= columns[None, :] == rows[:, None]
             if causal:
                 hidden |= columns[None, :] > rows[:, None]  # j > i
             if window is not None:

@@ -77,8 +77,10 @@ def _top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
 
 
 def _masked(doc: dict, T: int) -> np.ndarray:
-    """(T, T) True where the causal mask hides column j from row i."""
-    return np.triu(np.ones((T, T), dtype=bool), k=1) if doc.get("mask") == "causal" else np.zeros((T, T), dtype=bool)
+    """(T, T) True where the mask (causal, or self) hides column j from row i."""
+    if doc.get("mask") == "causal":
+        return np.triu(np.ones((T, T), dtype=bool), k=1)
+    return np.eye(T, dtype=bool) if doc.get("mask") == "self" else np.zeros((T, T), dtype=bool)
 
 
 def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
@@ -93,6 +95,8 @@ def _too_many(T: int, width: int) -> Text:
 def left_out(include_self: bool, mask: str | None = None) -> str:
     """What a list of top attended leaves out, said where the list is: a token's own position
     (unless --include-self) and the masked ones."""
+    if mask == "self":
+        return "own position masked (--mask self)"
     if include_self:
         return "masked positions left out" if mask == "causal" else ""
     if mask == "causal":

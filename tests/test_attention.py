@@ -109,7 +109,7 @@ BAD_OPTIONS = [
     (dict(temperature="2"), "temperature must be a positive finite number, got '2'"),
     (dict(scale=float("nan")), "scale must be a finite number, got nan"),
     (dict(scale=True), "scale must be a finite number, got True"),
-    (dict(mask="causl"), "mask must be one of 'none', 'causal', got 'causl'"),
+    (dict(mask="causl"), "mask must be one of 'none', 'causal', 'self', got 'causl'"),
     (dict(oov="skp"), "oov must be one of 'skip', 'zero', 'error', got 'skp'"),
     (dict(top_k=0), "top_k must be a whole number of 1 or more, got 0"),
     (dict(top_k=2.5), "top_k must be a whole number of 1 or more, got 2.5"),
@@ -179,3 +179,37 @@ def test_an_overflow_names_the_parameters_and_their_flags():
     with pytest.raises(ScaleError) as caught:
         attention.weights(np.array([[1e300]]), 1e300, 1.0)
     assert "a smaller scale (--scale) or a larger temperature (--temperature)" in str(caught.value)
+
+
+def test_mask_self_gives_no_weight_to_a_token_itself_and_the_rest_as_softmax_over_the_others():
+    from attncli import attention
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(6, 4))
+    omega = attention.scores(X)
+    alpha = attention.weights(omega, 0.5, 1.0, attention.self_mask(6))
+    assert np.all(np.diag(alpha) == 0)
+    np.testing.assert_allclose(alpha.sum(axis=1), 1, atol=1e-15)
+    for i in range(6):
+        others = [j for j in range(6) if j != i]
+        e = np.exp(0.5 * omega[i, others] - (0.5 * omega[i, others]).max())
+        np.testing.assert_allclose(alpha[i, others], e / e.sum(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("window", [None, 2])
+def test_the_stream_with_mask_self_equals_the_whole_matrix(window):
+    from attncli import attention
+
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(40, 5)).astype(np.float32)
+    mask = attention.self_mask(40)
+    if window is not None:
+        mask = mask | attention.window_mask(40, window)
+    alpha = attention.weights(attention.scores(X), 0.3, 1.0, mask)
+    for start, top, w, Z in attention.stream(X, 0.3, 1.0, 3, block=16, window=window, exclude_self=True):
+        for r in range(len(Z)):
+            i = start + r
+            np.testing.assert_allclose(Z[r], alpha[i] @ X.astype(float), rtol=2e-5, atol=2e-6)
+            filled = w[r] >= 0  # -1: a place no candidate filled, its position meaningless
+            assert i not in top[r][filled]
+            np.testing.assert_allclose(w[r][filled], alpha[i, top[r][filled]], rtol=2e-5)

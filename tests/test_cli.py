@@ -932,3 +932,17 @@ def test_broken_pipe_is_quiet(broken_pipe_run):
 def test_broken_pipe_exit_status_141(broken_pipe_run):
     _, _, returncode = broken_pipe_run
     assert returncode == attncli.cli.ExitStatus.BROKEN_PIPE == 141
+
+
+def test_mask_self_through_the_commands(tmp_path):
+    from clirunner import fails, one, run
+
+    doc = one(run("scores", "The earth is like an orange", "--mask", "self", "--json"))
+    assert doc["mask"] == "self" and all(row[i] == 0 for i, row in enumerate(doc["weights"]))
+    assert all(t["index"] != i for i, top in enumerate(doc["top"]) for t in top)
+    fails(run("scores", "orange", "--mask", "self"), "with --mask self a token attends only to the others")
+    one_word = tmp_path / "one.txt"
+    one_word.write_text("orange\n")
+    fails(run("scores", "--file", one_word, "--mask", "self"), "the document has one token")
+    shown = run("scores", "The earth is like an orange", "--mask", "self", "--format", "table")
+    assert "own position masked (--mask self)" in shown.stdout and shown.stdout.count("·") >= 6

@@ -59,7 +59,7 @@ def test_qkv_completes_its_words_and_paths():
 
 def test_no_file_where_none_goes():
     assert not [c for c in complete("attncli scores --token ") if c.startswith("file,")]
-    assert complete("attncli scores --mask ") == ["plain,none", "plain,causal"]
+    assert complete("attncli scores --mask ") == ["plain,none", "plain,causal", "plain,self"]
 
 
 def test_the_installed_command_completes_paths_in_a_real_process():

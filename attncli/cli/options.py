@@ -137,8 +137,9 @@ def attention_options(f=None, *, top: bool = True, projections: bool = True):
     options += [
         option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
                help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
-        option("attention", "--mask", type=click.Choice(["none", "causal"]), default="none", show_default=True,
-               help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word."),
+        option("attention", "--mask", type=click.Choice(["none", "causal", "self"]), default="none", show_default=True,
+               help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word; "
+                    "self: to every token but itself."),
         option("attention", "--scale", type=FiniteFloat(), default=None,
                help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
                     "1 gives plain softmax(q_i . k_j)."),
