@@ -348,3 +348,38 @@ def summed_norms(alpha: np.ndarray, F: np.ndarray, block: int = 64) -> np.ndarra
         G = np.einsum("hij,hjd->ijd", alpha[:, rows], F)  # (b, T, D): each head's part, summed
         out[rows] = np.linalg.norm(G, axis=-1)  # (b, T)
     return out
+
+
+# Backward passes: the gradients of the steps above, for learning W_Q, W_K and W_V by
+# backpropagation. Each takes the gradient of a loss with respect to a step's output and
+# gives it with respect to the step's inputs; each works with a leading (H,) axis too. They
+# are written out (no autograd library) because they are the subject: the chain rule
+# through the three steps, a line each.
+
+
+def context_backward(alpha: np.ndarray, V: np.ndarray, dZ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step III, Z = alpha V: d_alpha = dZ V^T (T, T) and dV = alpha^T dZ (T, d_k)."""
+    return dZ @ np.swapaxes(V, -1, -2), np.swapaxes(alpha, -1, -2) @ dZ
+
+
+def softmax_backward(alpha: np.ndarray, d_alpha: np.ndarray) -> np.ndarray:
+    """alpha_i = softmax(s_i) row by row: the Jacobian-vector product
+    ds_ij = alpha_ij (d_alpha_ij - sum_k alpha_ik d_alpha_ik). A masked cell's alpha is 0,
+    so its gradient is 0: the mask is not learned through."""
+    return alpha * (d_alpha - (alpha * d_alpha).sum(axis=-1, keepdims=True))  # (T, T)
+
+
+def weights_backward(alpha: np.ndarray, d_alpha: np.ndarray, scale: float, temperature: float = 1.0) -> np.ndarray:
+    """Step II, alpha = softmax(omega * scale / temperature): d_omega (T, T)."""
+    return softmax_backward(alpha, d_alpha) * (scale / temperature)
+
+
+def scores_backward(Q: np.ndarray, K: np.ndarray, d_omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step I, omega = Q K^T: dQ = d_omega K (T, d_k) and dK = d_omega^T Q (T, d_k)."""
+    return d_omega @ K, np.swapaxes(d_omega, -1, -2) @ Q
+
+
+def project_backward(X: np.ndarray, W: np.ndarray, dP: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P = X W + b: dW = X^T dP (d, d_k), db = the sum of dP's rows (d_k,), dX = dP W^T (T, d)."""
+    X = np.asarray(X, dtype=np.float64)
+    return X.T @ dP, dP.sum(axis=0), dP @ np.asarray(W, dtype=np.float64).T
