@@ -1,0 +1,80 @@
+"""Learning W_Q, W_K, W_V (learn.py): the hide objective's gradients against central
+finite differences in float64, and Adam lowering the loss on a task it can learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attncli import learn
+
+
+def tiny(seed: int, B=4, m=3, d=5, V_out=7):
+    rng = np.random.default_rng(seed)
+    params = {"W_query": rng.normal(scale=0.5, size=(d, d)), "W_key": rng.normal(scale=0.5, size=(d, d)),
+              "W_value": rng.normal(scale=0.5, size=(d, d)), "b_out": rng.normal(scale=0.1, size=V_out)}
+    pad = np.zeros((B, m), dtype=bool)
+    pad[0, 2] = pad[1, 1:] = True  # fewer visible words in some examples
+    C = rng.normal(size=(B, m, d)) * ~pad[..., None]
+    batch = learn.Batch(x=rng.normal(size=(B, d)), C=C, pad=pad, target=rng.integers(0, V_out, size=B))
+    return params, batch, rng.normal(size=(V_out, d))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_hide_objectives_gradients_equal_finite_differences(seed):
+    params, batch, E = tiny(seed)
+    scale = 1 / np.sqrt(5)
+    loss, kept = learn.forward(params, batch, E, scale)
+    grads = learn.backward(params, batch, E, scale, kept)
+    eps = 1e-6
+    for name, P in params.items():
+        expected = np.zeros_like(P)
+        for idx in np.ndindex(P.shape):
+            keep = P[idx]
+            P[idx] = keep + eps
+            plus = learn.forward(params, batch, E, scale)[0]
+            P[idx] = keep - eps
+            minus = learn.forward(params, batch, E, scale)[0]
+            P[idx] = keep
+            expected[idx] = (plus - minus) / (2 * eps)
+        np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
+
+
+def test_padding_gets_no_weight_and_no_gradient():
+    params, batch, E = tiny(4)
+    _, kept = learn.forward(params, batch, E, 0.5)
+    assert np.all(kept["alpha"][:, 0, :][batch.pad] == 0)
+    moved = learn.Batch(batch.x, batch.C + 5.0 * batch.pad[..., None], batch.pad, batch.target)
+    assert learn.forward(params, moved, E, 0.5)[0] == pytest.approx(learn.forward(params, batch, E, 0.5)[0], abs=1e-12)
+
+
+def test_adam_learns_to_attend_to_the_word_that_predicts_the_target():
+    """In each example one of three visible words, marked, tells the target; the others are
+    noise. Adam brings the loss far down, and the weights come to rest on the marked word."""
+    rng = np.random.default_rng(0)
+    d, V_out, B = 6, 6, 64
+    E = np.eye(V_out, d) * 3.0
+    params = {"W_query": np.eye(d) * 0.1, "W_key": np.eye(d) * 0.1, "W_value": np.eye(d),
+              "b_out": np.zeros(V_out)}
+    marker = np.ones(d) / np.sqrt(d)
+
+    def batch():
+        target = rng.integers(0, V_out, size=B)
+        C = rng.normal(scale=0.3, size=(B, 3, d))
+        C[:, 2] = E[target] / 3.0 + marker  # the word that tells the target, marked
+        order = np.argsort(rng.random((B, 3)), axis=1)  # anywhere among the three
+        C = np.take_along_axis(C, order[..., None], axis=1)
+        return learn.Batch(x=np.tile(marker, (B, 1)), C=C, pad=np.zeros((B, 3), dtype=bool), target=target)
+
+    adam = learn.Adam(lr=0.05)
+    first = learn.forward(params, batch(), E, 1.0)[0]
+    for _ in range(300):
+        b = batch()
+        loss, kept = learn.forward(params, b, E, 1.0)
+        adam.step(params, learn.backward(params, b, E, 1.0, kept))
+    last = np.mean([learn.forward(params, batch(), E, 1.0)[0] for _ in range(5)])
+    assert last < 0.1 * first, (first, last)
+    b = batch()
+    alpha = learn.forward(params, b, E, 1.0)[1]["alpha"][:, 0, :]  # (B, 3)
+    informative = np.argmax(b.C @ marker, axis=1)  # where the marked word went
+    assert alpha[np.arange(B), informative].mean() > 0.9
