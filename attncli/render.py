@@ -682,3 +682,26 @@ def _head_picture(M: np.ndarray, scale, high: float) -> list[Text]:
             line.append("▀", style=Style(color=top, bgcolor=bottom))
         lines.append(line)
     return lines
+
+
+def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """What training learned: the held-out loss before and after, and the probe word's top
+    attended and context cosine before and after."""
+    loss = doc["held_out_loss"]
+    parts: list[RenderableType] = [
+        Text(f"wrote {doc['path']}: {doc['steps']:,} steps over {doc['examples']:,} examples", style="bold"),
+        Text(f"held-out loss (nats): {loss['untrained']:.3f} untrained (identity projections), "
+             f"{loss['trained']:.3f} trained"),
+    ]
+    before, after = doc["probe"]["before"], doc["probe"]["after"]
+    table = Table(title=Text(f"{before['token']!r}, its own position masked (--mask self)"))
+    table.add_column("sentence")
+    table.add_column("top attended, untrained")
+    table.add_column("top attended, trained")
+    for b, a in zip(before["sentences"], after["sentences"]):
+        table.add_row(Text(b["sentence"]), *(Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in s["top"]))
+                                              for s in (b, a)))
+    parts.append(table)
+    parts.append(Text(f"cosine of the context vectors of {before['token']!r} between the two sentences: "
+                      f"{before['cosine']:.3f} untrained, {after['cosine']:.3f} trained"))
+    return Group(*parts)

@@ -1,0 +1,125 @@
+"""train: W_Q, W_K and W_V learned on a corpus by backpropagation, written to a .npz."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from pathlib import Path
+
+import click
+import numpy as np
+from attncli import __version__, limits
+from attncli.cli import ExitStatus
+from attncli.cli.inputs import decode
+from attncli.cli.options import FiniteFloat, complete_path, output_options, output_path, vectors_options
+from attncli.cli.output import emit, progress, warn, write_whole
+from attncli.cli.sections import Command
+from attncli.errors import InputError
+
+PROBE = "The earth is like an orange|Orange is a bright color"
+
+
+class Fraction(click.ParamType):
+    """A number strictly between 0 and 1."""
+
+    name = "fraction"
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not 0 < x < 1:
+            self.fail(f"{value!r} is not between 0 and 1", param, ctx)
+        return x
+
+
+@click.command(cls=Command, short_help="learn W_Q, W_K, W_V on a corpus by backpropagation")
+@click.argument("corpus", metavar="CORPUS", shell_complete=complete_path)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_path("output", (".npz",)),
+              required=True, metavar="FILE.npz", help="The projections to write, for --qkv FILE.npz.")
+@click.option("--force", is_flag=True, help="Replace the file if it exists.")
+@click.option("--steps", type=click.IntRange(1, 10_000_000), default=1500, show_default=True,
+              help="Steps of Adam, a batch each: a budget in steps, so the same seed gives the same file anywhere.")
+@click.option("--lr", type=FiniteFloat(positive=True), default=0.01, show_default=True, help="Adam's learning rate.")
+@click.option("--batch", type=click.IntRange(1, 65_536), default=256, show_default=True, help="Examples a step.")
+@click.option("--window", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="The visible words either side of a hidden one.")
+@click.option("--out-vocab", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
+              help="Predict among the N most frequent words of the corpus that have vectors.")
+@click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
+              help="The share of the corpus's lines kept out of training, to measure the loss on.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
+@click.option("--probe", default=PROBE, show_default=True, metavar="SENTENCE_A|SENTENCE_B",
+              help="Two sentences whose --token's context vectors are compared before and after.")
+@click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
+@vectors_options
+@output_options
+def train(corpus, output, force, steps, lr, batch, window, out_vocab, holdout, seed, probe, token, load, out):
+    """Learn the projections W_query, W_key, W_value (d x d, so context vectors stay among the
+    word vectors) on CORPUS, one sentence or paragraph a line, by backpropagation: each
+    example hides a word, its query attends over the words within --window of it, and their
+    context vector must predict it among the --out-vocab most frequent words (a softmax over
+    their fixed vectors). Adam, from the identity (the untrained attention of the other
+    commands). Out: the .npz for --qkv, written whole, and a summary: the held-out loss
+    before and after, and the probe word's attention and context cosine before and after.
+    Ctrl-C stops after the step under way and writes what was learned so far (exit 130).
+
+    \b
+    Examples:
+      attncli train corpus.txt -o proj.npz
+      attncli compare "The earth is like an orange" "Orange is a bright color" --token orange --qkv proj.npz --mask self
+      attncli train corpus.txt -o proj.npz --steps 3000 --seed 1 --probe "I sat on the bank|The bank raised rates" --token bank
+    """
+    from attncli import train as learning
+
+    path = Path(output)
+    if path.exists() and not force:
+        raise click.UsageError(f"{path} exists; give --force to replace it")
+    sentences = [s for s in probe.split("|") if s.strip()]
+    if len(sentences) != 2:
+        raise click.UsageError("--probe takes two sentences, separated by |")
+    data = limits.read_file(corpus, "CORPUS")
+    text = decode(data, corpus)
+    if not text.strip():
+        raise InputError(f"{corpus} is empty")
+    vectors = load()
+    options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
+                                    holdout=holdout, seed=seed)
+    d = vectors.dim
+    identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
+    before = learning.probe(identity, vectors, sentences, token)  # a probe that cannot run: an error now
+    with _stopping() as stopped, progress("steps") as update:
+        result = learning.train(text, vectors, options, progress=lambda step, total, *_: update(step, total),
+                                stopped=stopped)
+    record = {**result["record"], "corpus": learning.corpus_record(corpus, data), "attncli": __version__}
+    params = result["params"]
+    words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
+    arrays = {"W_query": params["W_query"], "W_key": params["W_key"], "W_value": params["W_value"],
+              "b_out": params["b_out"], "out_words": words, "train": learning.record_array(record)}
+    blob = learning.npz_bytes(arrays)
+    write_whole(path, lambda f: f.write(blob))
+    losses = record["held_out_loss"]
+    doc = {"command": "train", "path": str(path), "steps": record["steps_done"], "examples": record["examples"],
+           "held_out_loss": {"untrained": losses[0]["loss"], "trained": losses[-1]["loss"]},
+           "probe": {"before": before, "after": learning.probe(params, vectors, sentences, token)}, "train": record}
+    emit([doc], out, "train_view")
+    if record["steps_done"] < steps:
+        warn(f"stopped after {record['steps_done']:,} of {steps:,} steps; {path} holds what was learned so far")
+        return ExitStatus.INTERRUPTED
+
+
+@contextlib.contextmanager
+def _stopping():
+    """stopped() turns True at a Ctrl-C, which then ends training after the step under way
+    instead of where it falls."""
+    asked = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: asked.append(True))
+    except ValueError:  # not the main thread: Ctrl-C stays as it is
+        yield lambda: False
+        return
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,104 @@
+"""attncli train: a corpus to projections, through the CLI: the file it writes is read by
+--qkv, the same seed gives the same bytes, and every mistake is one line."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from clirunner import fails, one, run
+
+WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
+         "she said that he was not there but they were here with us today").split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(WORDS, size=rng.integers(5, 12))) for _ in range(300)]
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+ARGS = ["--steps", "40", "--batch", "32", "--out-vocab", "40", "--probe", "the cat sat on a mat|the dog sat in the park",
+        "--token", "sat", "--json"]
+
+
+def test_train_writes_projections_that_qkv_reads_and_a_summary(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    doc = one(run("train", corpus, "-o", out, *ARGS))
+    assert doc["command"] == "train" and doc["steps"] == 40 and doc["path"] == str(out)
+    assert doc["held_out_loss"]["trained"] < doc["held_out_loss"]["untrained"]
+    with np.load(out) as f:
+        assert sorted(f.files) == ["W_key", "W_query", "W_value", "b_out", "out_words", "train"]
+        W = {k: f[k] for k in ("W_query", "W_key", "W_value")}
+        record = json.loads(str(f["train"][0]))
+    assert all(w.shape == (50, 50) for w in W.values()) and not np.allclose(W["W_query"], np.eye(50))
+    assert record["corpus"]["bytes"] == corpus.stat().st_size and record["options"]["seed"] == 0
+    assert record["held_out_loss"][0]["step"] == 0 and record["held_out_loss"][-1]["step"] == 40
+    # the trained projections are what --qkv FILE.npz uses
+    scored = one(run("scores", "the cat sat on a mat", "--qkv", out, "--mask", "self", "--json"))
+    assert scored["qkv"]["kind"] == "file"
+    assert doc["probe"]["after"]["sentences"][0]["top"][0]["weight"] == pytest.approx(
+        max(scored["weights"][2]), abs=1e-12)
+
+
+def test_the_same_seed_gives_the_same_bytes(corpus, tmp_path):
+    a, b, c = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "c.npz"
+    for path, seed in ((a, "0"), (b, "0"), (c, "1")):
+        assert run("train", corpus, "-o", path, *ARGS, "--seed", seed).exit_code == 0
+    assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+    assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in zipfile.ZipFile(a).infolist())
+
+
+def test_an_existing_file_needs_force(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    out.write_bytes(b"mine")
+    fails(run("train", corpus, "-o", out, *ARGS), "exists; give --force", code=2)
+    assert out.read_bytes() == b"mine"
+    assert run("train", corpus, "-o", out, *ARGS, "--force").exit_code == 0
+
+
+@pytest.mark.parametrize("args,words,code", [
+    (["--steps", "0"], ["--steps"], 2),
+    (["--lr", "0"], ["--lr"], 2),
+    (["--lr", "nan"], ["--lr"], 2),
+    (["--holdout", "1"], ["--holdout", "not between 0 and 1"], 2),
+    (["--probe", "just one sentence"], ["--probe takes two sentences"], 2),
+    (["--token", "zebra"], ["'zebra' is not among the tokens"], 1),
+])
+def test_bad_options(corpus, tmp_path, args, words, code):
+    out = tmp_path / "proj.npz"
+    fails(run("train", corpus, "-o", out, *ARGS, *args), *words, code=code)
+    assert not out.exists()
+
+
+def test_a_corpus_too_small_or_empty(tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("the cat sat\n", encoding="utf-8")
+    fails(run("train", small, "-o", tmp_path / "p.npz", *ARGS), "examples to learn from", "at least 100")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n", encoding="utf-8")
+    fails(run("train", empty, "-o", tmp_path / "p.npz", *ARGS), "is empty")
+    fails(run("train", tmp_path / "none.txt", "-o", tmp_path / "p.npz", *ARGS), "no such file")
+    assert not (tmp_path / "p.npz").exists()
+
+
+def test_a_loss_that_is_no_longer_a_number_stops_at_once(corpus, tmp_path, monkeypatch):
+    from attncli import learn
+
+    real, calls = learn.forward, []
+
+    def poisoned(*a, **k):  # the fourth step's loss overflows
+        loss, kept = real(*a, **k)
+        calls.append(1)
+        return (float("nan") if len(calls) > 4 else loss), kept
+
+    monkeypatch.setattr(learn, "forward", poisoned)
+    out = tmp_path / "proj.npz"
+    fails(run("train", corpus, "-o", out, *ARGS), "the loss is nan at step 4", "nothing was written", "smaller --lr")
+    assert not out.exists()
