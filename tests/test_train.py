@@ -102,3 +102,26 @@ def test_a_loss_that_is_no_longer_a_number_stops_at_once(corpus, tmp_path, monke
     out = tmp_path / "proj.npz"
     fails(run("train", corpus, "-o", out, *ARGS), "the loss is nan at step 4", "nothing was written", "smaller --lr")
     assert not out.exists()
+
+
+def test_ctrl_c_stops_after_the_step_and_writes_what_was_learned(corpus, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "proj.npz"
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "ATTNCLI_MODEL")}
+    proc = subprocess.Popen([sys.executable, "-m", "attncli", "train", str(corpus), "-o", str(out), *ARGS[:-1],
+                             "--steps", "10000000", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attncli: warning: stopped after "), lines
+    doc = json.loads(stdout)
+    assert 0 < doc["steps"] < 10_000_000
+    with np.load(out) as f:
+        assert json.loads(str(f["train"][0]))["steps_done"] == doc["steps"]
