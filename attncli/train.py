@@ -113,10 +113,11 @@ def mean_loss(params, ex: Examples, matrix, E, scale, most: int = 2000) -> float
     return total / n
 
 
-def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, stopped=lambda: False) -> dict:
+def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, stopped=lambda: False,
+          untrained=None) -> dict:
     """Learn W_query, W_key, W_value (and b_out) on `text`; the arrays and a record of the run.
-    progress(step, steps, loss, held_out) is called as it goes; stopped() ends it early,
-    after the step under way."""
+    untrained(loss) is told the held-out loss before any step, progress(step, steps, loss,
+    held_out) is called as it goes; stopped() ends it early, after the step under way."""
     rng = np.random.default_rng(options.seed)
     sentences = sentences_of(text, vectors)
     order = rng.permutation(len(sentences))
@@ -135,8 +136,10 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),
               "b_out": np.log(out[:, 1] / out[:, 1].sum())}
     adam = learn.Adam(lr=options.lr)
-    untrained = mean_loss(params, held_ex, matrix, E, scale)
-    losses, held_losses = [], [(0, untrained)]
+    before = mean_loss(params, held_ex, matrix, E, scale)
+    if untrained is not None:
+        untrained(before)
+    losses, held_losses = [], [(0, before)]
     step = 0
     for step in range(1, options.steps + 1):
         picked = rng.integers(0, len(train_ex.target), size=options.batch)

@@ -315,25 +315,25 @@ def same_terminal(one, other) -> bool:
 
 
 @contextlib.contextmanager
-def progress(unit: str, *, shown: bool = True):
-    """update(done, total) as the work goes; a progress bar (count, rate, time left) on
-    stderr when it is a terminal and `shown`, unless stdout is that same terminal: the
-    bar would be drawn among the results as they are written."""
-    if not (shown and sys.stderr.isatty()) or same_terminal(sys.stdout, sys.stderr):
-        yield lambda done, total: None
+def progress(unit: str, *, shown: bool = True, streaming: bool = True):
+    """update(done, total, note="") as the work goes; a progress bar (count, rate, time left,
+    the note) on stderr when it is a terminal and `shown`, unless the results are `streaming`
+    to stdout and stdout is that same terminal: the bar would be drawn among them."""
+    if not (shown and sys.stderr.isatty()) or (streaming and same_terminal(sys.stdout, sys.stderr)):
+        yield lambda done, total, note="": None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     # redirect_stdout=False: by default rich would route the results on stdout to the terminal
     with Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                  TimeRemainingColumn(), transient=True, console=stderr_console(),
-                  redirect_stdout=False, redirect_stderr=False) as bar:
-        task = bar.add_task(unit, total=None, rate="")
+                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
+                  console=stderr_console(), redirect_stdout=False, redirect_stderr=False) as bar:
+        task = bar.add_task(unit, total=None, rate="", note="")
         start = time.monotonic()
 
-        def update(done: int, total: int) -> None:
+        def update(done: int, total: int, note: str = "") -> None:
             rate = done / max(time.monotonic() - start, 1e-9)
-            bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s")
+            bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s", note=note)
 
         yield update
 

@@ -89,9 +89,19 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, holdout, s
     d = vectors.dim
     identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
     before = learning.probe(identity, vectors, sentences, token)  # a probe that cannot run: an error now
-    with _stopping() as stopped, progress("steps") as update:
-        result = learning.train(text, vectors, options, progress=lambda step, total, *_: update(step, total),
-                                stopped=stopped)
+    seen: dict[str, float] = {}  # the held-out losses so far, for the bar
+
+    def report(update, step: int, total: int, loss: float, held_loss: float | None) -> None:
+        if held_loss is not None:
+            seen["held-out"] = held_loss
+        note = ", ".join(f"{name} {value:.3f}" for name, value in (("loss", loss), *seen.items()))
+        update(step, total, note)
+
+    # the summary comes at the end: the bar may share the terminal with stdout
+    with _stopping() as stopped, progress("steps", streaming=False) as update:
+        result = learning.train(text, vectors, options, stopped=stopped,
+                                progress=lambda *args: report(update, *args),
+                                untrained=lambda loss: seen.update(untrained=loss))
     record = {**result["record"], "corpus": learning.corpus_record(corpus, data), "attncli": __version__}
     params = result["params"]
     words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
