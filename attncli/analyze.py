@@ -460,7 +460,7 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
     else:
         own = {vectors.key(att.tokens[i]) or att.tokens[i]}
         # a context vector is a sum of value vectors: in word space only when V = X
-        in_word_space = att.projections.kind == "identity"
+        in_word_space = att.projections.word_space
     return {
         "token": att.tokens[i],
         "index": i,
@@ -528,9 +528,9 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
     i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased, has_index=False)
-    if att.projections.kind != "identity":
-        raise TokenError("nearest words of a context vector need identity projections: with --qkv it is a sum of "
-                         "value vectors, not a word vector")
+    if not att.projections.word_space:
+        raise TokenError("nearest words of a context vector need identity projections, or ones attncli train "
+                         "learned: with other --qkv it is a sum of value vectors, not a word vector")
     own = {vectors.key(att.tokens[i]) or att.tokens[i]}
     return {**doc, "word": att.tokens[i], "sentence": sentence, "index": i,
             "context": att.context[i].tolist(), "neighbors": _neighbors(vectors, att.context[i], k, own)}

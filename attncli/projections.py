@@ -41,6 +41,12 @@ class Projections:
     b: dict = field(default_factory=dict)  # b_query, b_key, b_value: (d_k,), those given
     seed: int | None = None
     path: str | None = None
+    trained: bool = False  # made by attncli train (d_k = d): its context vectors live among the word vectors
+
+    @property
+    def word_space(self) -> bool:
+        """Whether a context vector is a point among the word vectors, so that words near it mean something."""
+        return self.kind == "identity" or self.trained
 
     def apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Q, K, V: each (T, d_k); the raw vectors themselves for identity."""
@@ -68,6 +74,8 @@ class Projections:
             out["seed"] = self.seed
         if self.path is not None:
             out["path"] = self.path
+        if self.trained:
+            out["trained"] = True
         return out
 
 
@@ -246,8 +254,12 @@ def load(path: str, d: int) -> Projections:
         return {**{w: (d, d_k) for w in WEIGHTS}, **{b: (d_k,) for b in BIASES}}
 
     arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
+    # attncli train writes its record beside the weights, and learns them to predict words
+    # from the context vectors: with d_k = d those vectors are points among the word vectors
+    with zipfile.ZipFile(path) as archive:
+        trained = "train.npy" in archive.namelist() and arrays["W_value"].shape == (d, d)
     return Projections("file", {w: arrays[w] for w in WEIGHTS}, {b: arrays[b] for b in BIASES if b in arrays},
-                       path=str(path))
+                       path=str(path), trained=trained)
 
 
 def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:

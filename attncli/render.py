@@ -205,7 +205,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             parts.append(Text("no nearest words: a trained model's hidden states and context vectors are not word "
                               "vectors of a vocabulary", style="dim"))
             return Group(*parts)
-        if doc["qkv"]["kind"] != "identity":
+        if not _word_space(doc):
             parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
                               style="dim"))
         near = Table(title="nearest vocabulary words (cosine)")
@@ -280,7 +280,7 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
            "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
            "These context vectors are sums of value vectors under the projections given."), style="dim"))
-    if docs[0]["qkv"]["kind"] != "identity":
+    if not _word_space(docs[0]):
         parts.append(Text("no nearest words for the context vectors: with projections they are sums of value "
                           "vectors, not word vectors", style="dim"))
         return Group(*parts)
@@ -299,6 +299,11 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         near.add_row(*cells)
     parts += [near, *_abridged(rows, "nearest words")]
     return Group(*parts)
+
+
+def _word_space(doc: dict) -> bool:
+    """Whether the document's context vectors are points among the word vectors (projections.word_space)."""
+    return doc["qkv"]["kind"] == "identity" or bool(doc["qkv"].get("trained"))
 
 
 def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:

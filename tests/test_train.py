@@ -125,3 +125,25 @@ def test_ctrl_c_stops_after_the_step_and_writes_what_was_learned(corpus, tmp_pat
     assert 0 < doc["steps"] < 10_000_000
     with np.load(out) as f:
         assert json.loads(str(f["train"][0]))["steps_done"] == doc["steps"]
+
+
+def test_trained_projections_give_context_vectors_nearest_words(corpus, tmp_path):
+    """What train learned lives among the word vectors (d_k = d, learned to predict words),
+    so compare and context list the words nearest its context vectors; other projections
+    files do not."""
+    from attncli.load import load_vectors
+
+    out = tmp_path / "proj.npz"
+    assert run("train", corpus, "-o", out, *ARGS).exit_code == 0
+    doc = one(run("context", "the cat sat on a mat", "--token", "cat", "--qkv", out, "--mask", "self",
+                  "--neighbors", "4", "--json"))
+    assert doc["qkv"]["trained"] is True and len(doc["neighbors"]) == 4
+    vectors = load_vectors()
+    z = np.array(doc["context"])
+    found = vectors.nearest(z, 4, exclude={"cat"})
+    assert [n["word"] for n in doc["neighbors"]] == [w for w, _ in found]
+    plain = tmp_path / "plain.npz"
+    with np.load(out) as f:
+        np.savez(plain, **{k: f[k] for k in ("W_query", "W_key", "W_value")})
+    other = one(run("context", "the cat sat on a mat", "--token", "cat", "--qkv", plain, "--json"))
+    assert "trained" not in other["qkv"] and other["neighbors"] == []
