@@ -37,8 +37,40 @@ class Batch:
     target: np.ndarray  # (B,) the hidden words' places in the output vocabulary
 
 
-def forward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: float) -> tuple[float, dict]:
-    """The mean loss over the batch, and what the backward pass needs."""
+@dataclass(frozen=True)
+class Sampled:
+    """A sampled softmax's candidates (Jean et al. 2015): the distinct output words drawn
+    for a step, and log Q(w), the log of each output word's chance of being among them, which
+    each logit gives back so that the sample's softmax estimates the whole one's."""
+
+    candidates: np.ndarray  # (S,) distinct places in the output vocabulary
+    log_q: np.ndarray  # (V_out,) log(1 - (1 - q_w)^n) for n draws from q
+
+
+def sample(rng: np.random.Generator, q: np.ndarray, n: int) -> Sampled:
+    """n draws from q (V_out,), with replacement, kept once each. A word's chance of being
+    among them is 1 - (1 - q_w)^n: that, not n q_w, is the correction for candidates kept once."""
+    candidates = np.unique(rng.choice(len(q), size=n, p=q))
+    return Sampled(candidates, np.log(-np.expm1(n * np.log1p(-q))))
+
+
+def _logits(params, z, E, target, sampled: Sampled | None):
+    """(B, 1 + S) logits, the target's first: every output word's (sampled None: S = V_out,
+    and column 0 is then unused), or the target's and the candidates', each less its log Q,
+    and a candidate that is the target itself left out (an "accidental hit")."""
+    if sampled is None:
+        return z @ E.T + params["b_out"]  # (B, V_out)
+    c = sampled.candidates
+    true = (z * E[target]).sum(axis=1) + params["b_out"][target] - sampled.log_q[target]  # (B,)
+    others = z @ E[c].T + params["b_out"][c] - sampled.log_q[c]  # (B, S)
+    others = np.where(c[None, :] == target[:, None], -np.inf, others)
+    return np.concatenate([true[:, None], others], axis=1)  # (B, 1 + S)
+
+
+def forward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: float,
+            sampled: Sampled | None = None) -> tuple[float, dict]:
+    """The mean loss over the batch (over every output word, or over a sample of them), and
+    what the backward pass needs."""
     B, m, d = batch.C.shape
     q = attention.project(batch.x, params["W_query"])[:, None, :]  # (B, 1, d_k)
     flat = batch.C.reshape(B * m, d)  # (B m, d)
@@ -47,22 +79,34 @@ def forward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: f
     omega = attention.scores(q, K)  # (B, 1, m)
     alpha = attention.weights(omega, scale, 1.0, batch.pad[:, None, :])  # (B, 1, m)
     z = attention.context(alpha, V)[:, 0, :]  # (B, d)
-    logits = z @ E.T + params["b_out"]  # (B, V_out)
-    logits -= logits.max(axis=1, keepdims=True)
-    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))  # (B, V_out)
-    loss = -float(log_p[np.arange(B), batch.target].mean())
-    return loss, {"q": q, "K": K, "V": V, "alpha": alpha, "z": z, "p": np.exp(log_p)}
+    logits = _logits(params, z, E, batch.target, sampled)  # (B, V_out) or (B, 1 + S)
+    logits = logits - logits.max(axis=1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    right = batch.target if sampled is None else np.zeros(B, dtype=np.int64)  # the target's column
+    loss = -float(log_p[np.arange(B), right].mean())
+    return loss, {"q": q, "K": K, "V": V, "alpha": alpha, "z": z, "p": np.exp(log_p), "right": right,
+                  "sampled": sampled}
 
 
 def backward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: float,
              kept: dict) -> dict[str, np.ndarray]:
     """The mean loss's gradient with respect to each parameter."""
     B, m, d = batch.C.shape
-    d_logits = kept["p"].copy()  # (B, V_out): softmax minus the one-hot target, over B
-    d_logits[np.arange(B), batch.target] -= 1.0
+    d_logits = kept["p"].copy()  # softmax minus the one-hot target, over B
+    d_logits[np.arange(B), kept["right"]] -= 1.0
     d_logits /= B
-    grads = {"b_out": d_logits.sum(axis=0)}  # (V_out,)
-    dz = (d_logits @ E)[:, None, :]  # (B, 1, d)
+    sampled = kept["sampled"]
+    if sampled is None:
+        grads = {"b_out": d_logits.sum(axis=0)}  # (V_out,)
+        dz = d_logits @ E  # (B, d)
+    else:  # column 0 is each example's target, the rest the candidates
+        c = sampled.candidates
+        b_out = np.zeros_like(params["b_out"])
+        np.add.at(b_out, batch.target, d_logits[:, 0])
+        np.add.at(b_out, c, d_logits[:, 1:].sum(axis=0))
+        grads = {"b_out": b_out}
+        dz = d_logits[:, :1] * E[batch.target] + d_logits[:, 1:] @ E[c]  # (B, d)
+    dz = dz[:, None, :]  # (B, 1, d)
     d_alpha, dV = attention.context_backward(kept["alpha"], kept["V"], dz)  # (B, 1, m), (B, m, d)
     d_omega = attention.weights_backward(kept["alpha"], d_alpha, scale)  # (B, 1, m)
     dq, dK = attention.scores_backward(kept["q"], kept["K"], d_omega)  # (B, 1, d_k), (B, m, d_k)

@@ -4,7 +4,8 @@ progress callback and a stop flag.
 
 Each example hides one word of a sentence and keeps the words within `window` of it
 visible (learn.py: its query attends over them, and their context vector must predict
-it). The projections start as the identity (d_k = d), so step 0 is attention over the raw
+it). A step's loss is a sampled softmax over `negatives` draws of the output words (by
+their frequency); the held-out loss is always the whole softmax's, the number to compare. The projections start as the identity (d_k = d), so step 0 is attention over the raw
 vectors, the tool's untrained picture; b_out starts at the output words' log frequencies.
 """
 
@@ -39,6 +40,7 @@ class TrainOptions:
     out_vocab: int = 10_000
     holdout: float = 0.1
     seed: int = 0
+    negatives: int = 2048  # draws of a sampled softmax a step; 0: the whole output vocabulary
     evaluate_every: int = 200
 
 
@@ -136,6 +138,8 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),
               "b_out": np.log(out[:, 1] / out[:, 1].sum())}
     adam = learn.Adam(lr=options.lr)
+    q = out[:, 1] / out[:, 1].sum()  # (V_out,): the sample's proposal, the words' frequencies
+    sampling = 0 < options.negatives < len(out)
     before = mean_loss(params, held_ex, matrix, E, scale)
     if untrained is not None:
         untrained(before)
@@ -144,7 +148,8 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     for step in range(1, options.steps + 1):
         picked = rng.integers(0, len(train_ex.target), size=options.batch)
         batch = batch_of(train_ex, picked, matrix)
-        loss, kept_ = learn.forward(params, batch, E, scale)
+        sampled = learn.sample(rng, q, options.negatives) if sampling else None
+        loss, kept_ = learn.forward(params, batch, E, scale, sampled)
         if not math.isfinite(loss):
             raise TrainingError(f"the loss is {loss} at step {step}; nothing was written: give a smaller --lr")
         adam.step(params, learn.backward(params, batch, E, scale, kept_))

@@ -78,3 +78,36 @@ def test_adam_learns_to_attend_to_the_word_that_predicts_the_target():
     alpha = learn.forward(params, b, E, 1.0)[1]["alpha"][:, 0, :]  # (B, 3)
     informative = np.argmax(b.C @ marker, axis=1)  # where the marked word went
     assert alpha[np.arange(B), informative].mean() > 0.9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_sampled_softmax_gradients_equal_finite_differences(seed):
+    params, batch, E = tiny(seed, V_out=9)
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(9))
+    sampled = learn.sample(rng, q, 5)
+    sampled = learn.Sampled(np.union1d(sampled.candidates, batch.target[:1]), sampled.log_q)  # an accidental hit
+    loss, kept = learn.forward(params, batch, E, 0.4, sampled)
+    grads = learn.backward(params, batch, E, 0.4, kept)
+    eps = 1e-6
+    for name, P in params.items():
+        expected = np.zeros_like(P)
+        for idx in np.ndindex(P.shape):
+            keep = P[idx]
+            P[idx] = keep + eps
+            plus = learn.forward(params, batch, E, 0.4, sampled)[0]
+            P[idx] = keep - eps
+            minus = learn.forward(params, batch, E, 0.4, sampled)[0]
+            P[idx] = keep
+            expected[idx] = (plus - minus) / (2 * eps)
+        np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
+
+
+def test_a_candidate_that_is_the_target_is_left_out_and_q_is_the_chance_of_being_drawn():
+    q = np.array([0.5, 0.3, 0.2])
+    sampled = learn.sample(np.random.default_rng(0), q, 4)
+    np.testing.assert_allclose(np.exp(sampled.log_q), 1 - (1 - q) ** 4, rtol=1e-14)
+    params, batch, E = tiny(1, V_out=3)
+    logits = learn._logits(params, np.ones((4, 5)), E, batch.target, learn.Sampled(np.arange(3), sampled.log_q))
+    for b, t in enumerate(batch.target):
+        assert logits[b, 1 + t] == -np.inf and np.isfinite(logits[b, 0])

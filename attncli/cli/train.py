@@ -47,6 +47,8 @@ class Fraction(click.ParamType):
               help="The visible words either side of a hidden one.")
 @click.option("--out-vocab", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
               help="Predict among the N most frequent words of the corpus that have vectors.")
+@click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
+              help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
@@ -55,7 +57,8 @@ class Fraction(click.ParamType):
 @click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
 @vectors_options
 @output_options
-def train(corpus, output, force, steps, lr, batch, window, out_vocab, holdout, seed, probe, token, load, out):
+def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, holdout, seed, probe, token, load,
+          out):
     """Learn the projections W_query, W_key, W_value (d x d, so context vectors stay among the
     word vectors) on CORPUS, one sentence or paragraph a line, by backpropagation: each
     example hides a word, its query attends over the words within --window of it, and their
@@ -85,7 +88,7 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, holdout, s
         raise InputError(f"{corpus} is empty")
     vectors = load()
     options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
-                                    holdout=holdout, seed=seed)
+                                    holdout=holdout, seed=seed, negatives=negatives)
     d = vectors.dim
     identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
     before = learning.probe(identity, vectors, sentences, token)  # a probe that cannot run: an error now
