@@ -147,3 +147,18 @@ def test_trained_projections_give_context_vectors_nearest_words(corpus, tmp_path
         np.savez(plain, **{k: f[k] for k in ("W_query", "W_key", "W_value")})
     other = one(run("context", "the cat sat on a mat", "--token", "cat", "--qkv", plain, "--json"))
     assert "trained" not in other["qkv"] and other["neighbors"] == []
+
+
+def test_jsonl_lines_give_the_same_corpus(corpus, tmp_path):
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text("\n".join(json.dumps({"body": line, "id": k}) for k, line in enumerate(lines)) + "\nnot json\n",
+                     encoding="utf-8")
+    plain, as_json = tmp_path / "a.npz", tmp_path / "b.npz"
+    assert run("train", corpus, "-o", plain, *ARGS).exit_code == 0
+    result = run("train", jsonl, "--jsonl", "--field", "body", "-o", as_json, *ARGS)
+    assert result.exit_code == 0
+    assert result.stderr.startswith("attncli: warning: ") and "1 of 301 lines skipped (line 301: not JSON" in result.stderr
+    with np.load(plain) as a, np.load(as_json) as b:
+        for name in ("W_query", "W_key", "W_value", "b_out"):
+            np.testing.assert_array_equal(a[name], b[name])

@@ -11,7 +11,7 @@ import numpy as np
 from attncli import __version__, limits
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
-from attncli.cli.options import FiniteFloat, complete_path, output_options, output_path, vectors_options
+from attncli.cli.options import FiniteFloat, TextParam, complete_path, output_options, output_path, vectors_options
 from attncli.cli.output import emit, progress, warn, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
@@ -52,13 +52,16 @@ class Fraction(click.ParamType):
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
+@click.option("--jsonl", is_flag=True, help="CORPUS's lines are JSON objects; the text is in their --field.")
+@click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
+              help="The field of --jsonl lines to read.")
 @click.option("--probe", default=PROBE, show_default=True, metavar="SENTENCE_A|SENTENCE_B",
               help="Two sentences whose --token's context vectors are compared before and after.")
 @click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
 @vectors_options
 @output_options
-def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, holdout, seed, probe, token, load,
-          out):
+def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, holdout, seed, jsonl, field_name, probe,
+          token, load, out):
     """Learn the projections W_query, W_key, W_value (d x d, so context vectors stay among the
     word vectors) on CORPUS, one sentence or paragraph a line, by backpropagation: each
     example hides a word, its query attends over the words within --window of it, and their
@@ -83,7 +86,7 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
     if len(sentences) != 2:
         raise click.UsageError("--probe takes two sentences, separated by |")
     data = limits.read_file(corpus, "CORPUS")
-    text = decode(data, corpus)
+    text = _jsonl_text(data, corpus, field_name) if jsonl else decode(data, corpus)
     if not text.strip():
         raise InputError(f"{corpus} is empty")
     vectors = load()
@@ -120,6 +123,18 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
     if record["steps_done"] < steps:
         warn(f"stopped after {record['steps_done']:,} of {steps:,} steps; {path} holds what was learned so far")
         return ExitStatus.INTERRUPTED
+
+
+def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
+    """The --field of each JSON line, a line each; the lines that have none skipped, with a note."""
+    from attncli import batch
+
+    items = batch.parse_lines(data, jsonl=True, field_name=field_name)
+    bad = [(n, error) for n, _, error in items if error is not None]
+    if bad:
+        n, error = bad[0]
+        warn(f"{corpus}: {len(bad):,} of {len(items):,} lines skipped (line {n}: {error})")
+    return "\n".join(text for _, text, error in items if error is None)
 
 
 @contextlib.contextmanager
