@@ -47,18 +47,19 @@ def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.nda
 
 
 def split_heads(M: np.ndarray, H: int) -> np.ndarray:
-    """Head h takes the columns h*d_k/H .. (h+1)*d_k/H - 1 of Q, K or V."""
-    T, d_k = M.shape
+    """Head h takes the columns h*d_k/H .. (h+1)*d_k/H - 1 of Q, K or V (any leading axes
+    before T, a batch of sentences say, are kept)."""
+    *lead, T, d_k = M.shape
     H = whole("heads", H, 1)
     if d_k % H:
         raise OptionError(f"heads must divide d_k = {d_k}, got {H}")
-    return M.reshape(T, H, d_k // H).transpose(1, 0, 2)  # (T, d_k) -> (H, T, d_k/H)
+    return np.moveaxis(M.reshape(*lead, T, H, d_k // H), -2, -3)  # (..., T, d_k) -> (..., H, T, d_k/H)
 
 
 def merge_heads(Z: np.ndarray) -> np.ndarray:
     """The heads' context vectors side by side again: the inverse of split_heads."""
-    H, T, d_h = Z.shape
-    return Z.transpose(1, 0, 2).reshape(T, H * d_h)  # (H, T, d_k/H) -> (T, d_k)
+    *lead, H, T, d_h = Z.shape
+    return np.moveaxis(Z, -3, -2).reshape(*lead, T, H * d_h)  # (..., H, T, d_k/H) -> (..., T, d_k)
 
 
 def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:

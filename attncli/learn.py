@@ -68,24 +68,26 @@ def _logits(params, z, E, target, sampled: Sampled | None):
 
 
 def forward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: float,
-            sampled: Sampled | None = None) -> tuple[float, dict]:
+            sampled: Sampled | None = None, heads: int = 1) -> tuple[float, dict]:
     """The mean loss over the batch (over every output word, or over a sample of them), and
-    what the backward pass needs."""
+    what the backward pass needs; with `heads`, H heads of d_k/H columns each attend apart."""
     B, m, d = batch.C.shape
+    H = heads
     q = attention.project(batch.x, params["W_query"])[:, None, :]  # (B, 1, d_k)
     flat = batch.C.reshape(B * m, d)  # (B m, d)
     K = attention.project(flat, params["W_key"]).reshape(B, m, -1)  # (B, m, d_k)
     V = attention.project(flat, params["W_value"]).reshape(B, m, -1)  # (B, m, d)
-    omega = attention.scores(q, K)  # (B, 1, m)
-    alpha = attention.weights(omega, scale, 1.0, batch.pad[:, None, :])  # (B, 1, m)
-    z = attention.context(alpha, V)[:, 0, :]  # (B, d)
+    qh, Kh, Vh = (attention.split_heads(M, H) for M in (q, K, V))  # (B, H, 1, d_k/H), (B, H, m, .) each
+    omega = attention.scores(qh, Kh)  # (B, H, 1, m)
+    alpha = attention.weights(omega, scale, 1.0, batch.pad[:, None, None, :])  # (B, H, 1, m)
+    z = attention.merge_heads(attention.context(alpha, Vh))[:, 0, :]  # (B, H, 1, d/H) -> (B, d)
     logits = _logits(params, z, E, batch.target, sampled)  # (B, V_out) or (B, 1 + S)
     logits = logits - logits.max(axis=1, keepdims=True)
     log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     right = batch.target if sampled is None else np.zeros(B, dtype=np.int64)  # the target's column
     loss = -float(log_p[np.arange(B), right].mean())
-    return loss, {"q": q, "K": K, "V": V, "alpha": alpha, "z": z, "p": np.exp(log_p), "right": right,
-                  "sampled": sampled}
+    return loss, {"q": qh, "K": Kh, "V": Vh, "alpha": alpha, "z": z, "p": np.exp(log_p), "right": right,
+                  "sampled": sampled, "heads": H}
 
 
 def backward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: float,
@@ -106,10 +108,11 @@ def backward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: 
         np.add.at(b_out, c, d_logits[:, 1:].sum(axis=0))
         grads = {"b_out": b_out}
         dz = d_logits[:, :1] * E[batch.target] + d_logits[:, 1:] @ E[c]  # (B, d)
-    dz = dz[:, None, :]  # (B, 1, d)
-    d_alpha, dV = attention.context_backward(kept["alpha"], kept["V"], dz)  # (B, 1, m), (B, m, d)
-    d_omega = attention.weights_backward(kept["alpha"], d_alpha, scale)  # (B, 1, m)
-    dq, dK = attention.scores_backward(kept["q"], kept["K"], d_omega)  # (B, 1, d_k), (B, m, d_k)
+    dz = attention.split_heads(dz[:, None, :], kept["heads"])  # (B, H, 1, d/H)
+    d_alpha, dVh = attention.context_backward(kept["alpha"], kept["V"], dz)  # (B, H, 1, m), (B, H, m, d/H)
+    d_omega = attention.weights_backward(kept["alpha"], d_alpha, scale)  # (B, H, 1, m)
+    dqh, dKh = attention.scores_backward(kept["q"], kept["K"], d_omega)  # (B, H, 1, d_k/H), (B, H, m, d_k/H)
+    dq, dK, dV = (attention.merge_heads(M) for M in (dqh, dKh, dVh))  # (B, 1, d_k), (B, m, d_k), (B, m, d)
     flat = batch.C.reshape(B * m, d)
     grads["W_query"] = attention.project_backward(batch.x, params["W_query"], dq[:, 0, :])[0]
     grads["W_key"] = attention.project_backward(flat, params["W_key"], dK.reshape(B * m, -1))[0]

@@ -41,6 +41,7 @@ class TrainOptions:
     holdout: float = 0.1
     seed: int = 0
     negatives: int = 2048  # draws of a sampled softmax a step; 0: the whole output vocabulary
+    heads: int = 1
     evaluate_every: int = 200
 
 
@@ -105,13 +106,13 @@ def batch_of(ex: Examples, picked: np.ndarray, matrix: np.ndarray) -> learn.Batc
     return learn.Batch(x=matrix[ex.query[picked]].astype(np.float64), C=C, pad=pad, target=ex.target[picked])
 
 
-def mean_loss(params, ex: Examples, matrix, E, scale, most: int = 2000) -> float:
+def mean_loss(params, ex: Examples, matrix, E, scale, heads: int = 1, most: int = 2000) -> float:
     """The held-out loss, over its first `most` examples, in batches."""
     n = min(len(ex.target), most)
     total = 0.0
     for start in range(0, n, 500):
         picked = np.arange(start, min(start + 500, n))
-        total += learn.forward(params, batch_of(ex, picked, matrix), E, scale)[0] * len(picked)
+        total += learn.forward(params, batch_of(ex, picked, matrix), E, scale, heads=heads)[0] * len(picked)
     return total / n
 
 
@@ -132,15 +133,18 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
                          f"to check on; it needs at least {MIN_EXAMPLES} and 1: give more text, in lines of two words "
                          "or more that have vectors")
     matrix = vectors.matrix
-    d = vectors.dim
+    d, H = vectors.dim, options.heads
+    if d % H:
+        raise InputError(f"--heads {H} does not divide d = {d}, the vectors' size; choose one of "
+                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
     E = matrix[out[:, 0]].astype(np.float64)  # (V_out, d): fixed, the output words' own vectors
-    scale = attention.default_scale(d)
+    scale = attention.default_scale(d // H)
     params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),
               "b_out": np.log(out[:, 1] / out[:, 1].sum())}
     adam = learn.Adam(lr=options.lr)
     q = out[:, 1] / out[:, 1].sum()  # (V_out,): the sample's proposal, the words' frequencies
     sampling = 0 < options.negatives < len(out)
-    before = mean_loss(params, held_ex, matrix, E, scale)
+    before = mean_loss(params, held_ex, matrix, E, scale, H)
     if untrained is not None:
         untrained(before)
     losses, held_losses = [], [(0, before)]
@@ -149,21 +153,21 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
         picked = rng.integers(0, len(train_ex.target), size=options.batch)
         batch = batch_of(train_ex, picked, matrix)
         sampled = learn.sample(rng, q, options.negatives) if sampling else None
-        loss, kept_ = learn.forward(params, batch, E, scale, sampled)
+        loss, kept_ = learn.forward(params, batch, E, scale, sampled, heads=H)
         if not math.isfinite(loss):
             raise TrainingError(f"the loss is {loss} at step {step}; nothing was written: give a smaller --lr")
         adam.step(params, learn.backward(params, batch, E, scale, kept_))
         losses.append(loss)
         held_loss = None
         if step % options.evaluate_every == 0 or step == options.steps:
-            held_loss = mean_loss(params, held_ex, matrix, E, scale)
+            held_loss = mean_loss(params, held_ex, matrix, E, scale, H)
             held_losses.append((step, held_loss))
         if progress is not None:
             progress(step, options.steps, loss, held_loss)
         if stopped():
             break
     if held_losses[-1][0] != step:
-        held_losses.append((step, mean_loss(params, held_ex, matrix, E, scale)))
+        held_losses.append((step, mean_loss(params, held_ex, matrix, E, scale, H)))
     record = {"options": asdict(options), "steps_done": step, "examples": int(len(train_ex.target)),
               "held_out_examples": int(len(held_ex.target)), "out_vocab": int(len(out)),
               "held_out_loss": [{"step": s, "loss": v} for s, v in held_losses],
@@ -196,25 +200,26 @@ def record_array(record: dict) -> np.ndarray:
     return np.array([json.dumps(record, sort_keys=True)])
 
 
-def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str], token: str) -> dict:
-    """The probe word in each sentence under `params`: its top attended and its context
-    vector, and the cosine between its context vectors in the first two sentences; its own
-    position masked, as in training, where the hidden word is never among the keys
-    (--mask self shows the same)."""
+def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str], token: str, heads: int = 1) -> dict:
+    """The probe word in each sentence under `params`: its top attended (the mean over the
+    heads) and its context vector, and the cosine between its context vectors in the first
+    two sentences; its own position masked, as in training, where the hidden word is never
+    among the keys (--mask self shows the same)."""
     from attncli.analyze import Options, embed_sentence, find_position
 
-    scale = attention.default_scale(vectors.dim)
+    scale = attention.default_scale(vectors.dim // heads)
     shown, contexts = [], []
     for sentence in sentences:
         embedded = embed_sentence(sentence, vectors, Options())
         X = embedded.X.astype(np.float64)  # (T, d)
         i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
-        Q, K, V = (attention.project(X, params[w]) for w in ("W_query", "W_key", "W_value"))
-        alpha = attention.weights(attention.scores(Q, K), scale, 1.0, attention.self_mask(len(X)))  # (T, T)
-        z = attention.context(alpha, V)[i]  # (d,)
-        top = attention.top_attended(alpha[i], 3)
-        shown.append({"sentence": sentence, "top": [{"token": embedded.tokens[j], "weight": float(alpha[i, j])}
-                                                    for j in top]})
+        Qh, Kh, Vh = (attention.split_heads(attention.project(X, params[w]), heads)
+                      for w in ("W_query", "W_key", "W_value"))  # (H, T, d/H) each
+        alpha = attention.weights(attention.scores(Qh, Kh), scale, 1.0, attention.self_mask(len(X)))  # (H, T, T)
+        z = attention.merge_heads(attention.context(alpha, Vh))[i]  # (d,)
+        mean = alpha.mean(axis=0)  # (T, T)
+        shown.append({"sentence": sentence, "top": [{"token": embedded.tokens[j], "weight": float(mean[i, j])}
+                                                    for j in attention.top_attended(mean[i], 3)]})
         contexts.append(z)
     a, b = contexts[0], contexts[1]
     cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) if np.linalg.norm(a) * np.linalg.norm(b) else 0.0

@@ -20,11 +20,11 @@ def tiny(seed: int, B=4, m=3, d=5, V_out=7):
     return params, batch, rng.normal(size=(V_out, d))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_hide_objectives_gradients_equal_finite_differences(seed):
-    params, batch, E = tiny(seed)
-    scale = 1 / np.sqrt(5)
-    loss, kept = learn.forward(params, batch, E, scale)
+@pytest.mark.parametrize("seed,heads", [(0, 1), (1, 1), (2, 1), (0, 2), (1, 3)])
+def test_the_hide_objectives_gradients_equal_finite_differences(seed, heads):
+    params, batch, E = tiny(seed, d=6)
+    scale = 1 / np.sqrt(6 // heads)
+    loss, kept = learn.forward(params, batch, E, scale, heads=heads)
     grads = learn.backward(params, batch, E, scale, kept)
     eps = 1e-6
     for name, P in params.items():
@@ -32,9 +32,9 @@ def test_the_hide_objectives_gradients_equal_finite_differences(seed):
         for idx in np.ndindex(P.shape):
             keep = P[idx]
             P[idx] = keep + eps
-            plus = learn.forward(params, batch, E, scale)[0]
+            plus = learn.forward(params, batch, E, scale, heads=heads)[0]
             P[idx] = keep - eps
-            minus = learn.forward(params, batch, E, scale)[0]
+            minus = learn.forward(params, batch, E, scale, heads=heads)[0]
             P[idx] = keep
             expected[idx] = (plus - minus) / (2 * eps)
         np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
@@ -43,7 +43,7 @@ def test_the_hide_objectives_gradients_equal_finite_differences(seed):
 def test_padding_gets_no_weight_and_no_gradient():
     params, batch, E = tiny(4)
     _, kept = learn.forward(params, batch, E, 0.5)
-    assert np.all(kept["alpha"][:, 0, :][batch.pad] == 0)
+    assert np.all(kept["alpha"][:, 0, 0, :][batch.pad] == 0)
     moved = learn.Batch(batch.x, batch.C + 5.0 * batch.pad[..., None], batch.pad, batch.target)
     assert learn.forward(params, moved, E, 0.5)[0] == pytest.approx(learn.forward(params, batch, E, 0.5)[0], abs=1e-12)
 
@@ -75,7 +75,7 @@ def test_adam_learns_to_attend_to_the_word_that_predicts_the_target():
     last = np.mean([learn.forward(params, batch(), E, 1.0)[0] for _ in range(5)])
     assert last < 0.1 * first, (first, last)
     b = batch()
-    alpha = learn.forward(params, b, E, 1.0)[1]["alpha"][:, 0, :]  # (B, 3)
+    alpha = learn.forward(params, b, E, 1.0)[1]["alpha"][:, 0, 0, :]  # (B, 3): the one head's
     informative = np.argmax(b.C @ marker, axis=1)  # where the marked word went
     assert alpha[np.arange(B), informative].mean() > 0.9
 

@@ -162,3 +162,16 @@ def test_jsonl_lines_give_the_same_corpus(corpus, tmp_path):
     with np.load(plain) as a, np.load(as_json) as b:
         for name in ("W_query", "W_key", "W_value", "b_out"):
             np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_heads_train_apart_and_the_file_shows_them_with_heads(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    doc = one(run("train", corpus, "-o", out, *ARGS, "--heads", "2"))
+    assert doc["train"]["options"]["heads"] == 2
+    scored = one(run("scores", "the cat sat on a mat", "--qkv", out, "--heads", "2", "--mask", "self", "--json"))
+    top = doc["probe"]["after"]["sentences"][0]["top"][0]
+    assert top["weight"] == pytest.approx(max(scored["weights"][2]), abs=1e-12)
+    assert scored["tokens"][[i for i, w in enumerate(scored["weights"][2]) if w == max(scored["weights"][2])][0]] == \
+        top["token"]
+    fails(run("train", corpus, "-o", tmp_path / "x.npz", *ARGS, "--heads", "3"), "--heads 3 does not divide d = 50",
+          "choose one of 1, 2, 5, 10, 25, 50")

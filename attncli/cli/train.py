@@ -49,6 +49,8 @@ class Fraction(click.ParamType):
               help="Predict among the N most frequent words of the corpus that have vectors.")
 @click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
               help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
+@click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="Heads of d/H columns each; use the file with --qkv FILE.npz --heads H.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
@@ -60,8 +62,8 @@ class Fraction(click.ParamType):
 @click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
 @vectors_options
 @output_options
-def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, holdout, seed, jsonl, field_name, probe,
-          token, load, out):
+def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, heads, holdout, seed, jsonl, field_name,
+          probe, token, load, out):
     """Learn the projections W_query, W_key, W_value (d x d, so context vectors stay among the
     word vectors) on CORPUS, one sentence or paragraph a line, by backpropagation: each
     example hides a word, its query attends over the words within --window of it, and their
@@ -91,10 +93,13 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
         raise InputError(f"{corpus} is empty")
     vectors = load()
     options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
-                                    holdout=holdout, seed=seed, negatives=negatives)
+                                    holdout=holdout, seed=seed, negatives=negatives, heads=heads)
     d = vectors.dim
+    if d % heads:
+        raise InputError(f"--heads {heads} does not divide d = {d}, the vectors' size; choose one of "
+                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
     identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
-    before = learning.probe(identity, vectors, sentences, token)  # a probe that cannot run: an error now
+    before = learning.probe(identity, vectors, sentences, token, heads)  # a probe that cannot run: an error now
     seen: dict[str, float] = {}  # the held-out losses so far, for the bar
 
     def report(update, step: int, total: int, loss: float, held_loss: float | None) -> None:
@@ -118,7 +123,7 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
     losses = record["held_out_loss"]
     doc = {"command": "train", "path": str(path), "steps": record["steps_done"], "examples": record["examples"],
            "held_out_loss": {"untrained": losses[0]["loss"], "trained": losses[-1]["loss"]},
-           "probe": {"before": before, "after": learning.probe(params, vectors, sentences, token)}, "train": record}
+           "probe": {"before": before, "after": learning.probe(params, vectors, sentences, token, heads)}, "train": record}
     emit([doc], out, "train_view")
     if record["steps_done"] < steps:
         warn(f"stopped after {record['steps_done']:,} of {steps:,} steps; {path} holds what was learned so far")
