@@ -55,6 +55,13 @@ class Examples:
     target: np.ndarray  # (N,) the hidden word's place in the output vocabulary
 
 
+def check_heads(d: int, heads: int) -> None:
+    """Heads split d, the vectors' size (W is d x d): refused where they cannot."""
+    if d % heads:
+        raise InputError(f"--heads {heads} does not divide d = {d}, the vectors' size; choose one of "
+                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
+
+
 def sentences_of(text: str, vectors: Vectors) -> list[np.ndarray]:
     """Each line's tokens that have vectors, as rows of the vectors (punctuation left out)."""
     rows: dict[str, int | None] = {}
@@ -134,9 +141,7 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
                          "or more that have vectors")
     matrix = vectors.matrix
     d, H = vectors.dim, options.heads
-    if d % H:
-        raise InputError(f"--heads {H} does not divide d = {d}, the vectors' size; choose one of "
-                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
+    check_heads(d, H)
     E = matrix[out[:, 0]].astype(np.float64)  # (V_out, d): fixed, the output words' own vectors
     scale = attention.default_scale(d // H)
     params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),

@@ -95,9 +95,7 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
     options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
                                     holdout=holdout, seed=seed, negatives=negatives, heads=heads)
     d = vectors.dim
-    if d % heads:
-        raise InputError(f"--heads {heads} does not divide d = {d}, the vectors' size; choose one of "
-                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
+    learning.check_heads(d, heads)  # before the probe, which splits by them too
     identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
     before = learning.probe(identity, vectors, sentences, token, heads)  # a probe that cannot run: an error now
     seen: dict[str, float] = {}  # the held-out losses so far, for the bar
