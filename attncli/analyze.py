@@ -135,27 +135,24 @@ class Trained:
     size = property(lambda self: self.model.config.vocab_size)
     cased = False
 
-    def run(self, sentence: str, *, keep: tuple[int, ...] = ()):
-        """The sentence's word pieces and the model's forward pass over them."""
+    def run(self, sentence: str, *, keep: tuple[int, ...] = (), listed: int = 0):
+        """The sentence's word pieces and the model's forward pass over them, refused before
+        it starts when the pass and the T x T numbers a document lists (`listed` a cell)
+        cannot fit in memory."""
         from attncli import transformer
 
         if not sentence.strip():
             raise InputError("the sentence is empty; give some words")
         pieces = self.model.encode(sentence)
-        config = self.model.config
-        limits.require(transformer.pass_bytes(len(pieces.ids), config),
-                       f"{self.model.name}'s forward pass over {len(pieces.ids):,} word pieces", "give a shorter sentence")
+        config, T = self.model.config, len(pieces.ids)
+        limits.require(transformer.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
+                       f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
         return pieces, transformer.forward(pieces.ids, self.model.weights, config, keep=keep)
 
     def attend(self, sentence: str, *, listed: int = 0) -> Attention:
         """The sentence through the model, and layer `layer`'s attention as an Attention."""
-        from attncli import transformer
-
         config, l = self.model.config, self.layer - 1
-        T = len(self.model.encode(sentence).ids) if sentence.strip() else 0
-        limits.require(T * T * cell_bytes(config.heads, listed), f"the T x T matrices of {T:,} word pieces",
-                       "give a shorter sentence")
-        pieces, run = self.run(sentence, keep=(l,))
+        pieces, run = self.run(sentence, keep=(l,), listed=listed)
         steps = run.steps[l]
         w, p = self.model.weights, f"encoder.layer.{l}.attention.self"
         proj = Projections(kind="model", path=self.model.name,

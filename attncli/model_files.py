@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
 HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
+TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json: MiniLM's is 466 kB, the largest known a few MB
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,8 @@ def read_tokenizer(where: Path, config: Config):
     path = where / "tokenizer.json"
     try:
         if path.is_file():
-            limits.read_file(path, "--model", most=100_000_000)  # a regular file of a readable size
+            if limits.regular_file(path, "--model").st_size > TOKENIZER_MOST:  # tokenizers reads it whole
+                raise ModelError(f"{path}: holds more than {limits.size(TOKENIZER_MOST)}; it is not a tokenizer")
             tokenizer = tokenizers.Tokenizer.from_file(str(path))
         elif (where / "vocab.txt").is_file():
             from tokenizers.implementations import BertWordPieceTokenizer
@@ -271,8 +272,3 @@ def load_model(spec: str) -> Model:
     tokenizer = read_tokenizer(where, config)
     weights = read_weights(where / "model.safetensors", config)
     return Model(name=name, path=where, config=config, weights=weights, tokenizer=tokenizer)
-
-
-def model_spec(spec: str | None) -> str | None:
-    """--model, or ATTNCLI_MODEL when it is not given."""
-    return spec if spec is not None else os.environ.get("ATTNCLI_MODEL") or None

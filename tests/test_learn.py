@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from attncli import learn
+from test_gradients import numeric  # central differences, one helper for every gradient check
 
 
 def tiny(seed: int, B=4, m=3, d=5, V_out=7):
@@ -26,17 +27,8 @@ def test_the_hide_objectives_gradients_equal_finite_differences(seed, heads):
     scale = 1 / np.sqrt(6 // heads)
     loss, kept = learn.forward(params, batch, E, scale, heads=heads)
     grads = learn.backward(params, batch, E, scale, kept)
-    eps = 1e-6
     for name, P in params.items():
-        expected = np.zeros_like(P)
-        for idx in np.ndindex(P.shape):
-            keep = P[idx]
-            P[idx] = keep + eps
-            plus = learn.forward(params, batch, E, scale, heads=heads)[0]
-            P[idx] = keep - eps
-            minus = learn.forward(params, batch, E, scale, heads=heads)[0]
-            P[idx] = keep
-            expected[idx] = (plus - minus) / (2 * eps)
+        expected = numeric(lambda: learn.forward(params, batch, E, scale, heads=heads)[0], P)
         np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
 
 
@@ -89,17 +81,8 @@ def test_the_sampled_softmax_gradients_equal_finite_differences(seed):
     sampled = learn.Sampled(np.union1d(sampled.candidates, batch.target[:1]), sampled.log_q)  # an accidental hit
     loss, kept = learn.forward(params, batch, E, 0.4, sampled)
     grads = learn.backward(params, batch, E, 0.4, kept)
-    eps = 1e-6
     for name, P in params.items():
-        expected = np.zeros_like(P)
-        for idx in np.ndindex(P.shape):
-            keep = P[idx]
-            P[idx] = keep + eps
-            plus = learn.forward(params, batch, E, 0.4, sampled)[0]
-            P[idx] = keep - eps
-            minus = learn.forward(params, batch, E, 0.4, sampled)[0]
-            P[idx] = keep
-            expected[idx] = (plus - minus) / (2 * eps)
+        expected = numeric(lambda: learn.forward(params, batch, E, 0.4, sampled)[0], P)
         np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
 
 
