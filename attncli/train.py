@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attncli import attention, learn
+from attncli import attention, learn, limits
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation, iter_tokens
 from attncli.vectors import Vectors
@@ -60,6 +60,16 @@ def check_heads(d: int, heads: int) -> None:
     if d % heads:
         raise InputError(f"--heads {heads} does not divide d = {d}, the vectors' size; choose one of "
                          + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
+
+
+def working_bytes(options: TrainOptions, V_out: int, d: int, examples: int) -> int:
+    """Memory training holds beside the vectors, in float64: the output words' vectors, bias
+    and Adam's moments of each (V_out, d); a step's visible words, their keys and values and
+    their gradients (about eight (B, 2 window, d) arrays); its logits and their softmax, twice
+    (B, candidates); and the examples' rows (2 window + 2 a example, int64)."""
+    B, m = options.batch, 2 * options.window
+    candidates = V_out if options.negatives == 0 else min(options.negatives, V_out) + 1
+    return 8 * (4 * V_out * (d + 1) + 8 * B * m * d + 4 * B * candidates + examples * (m + 2))
 
 
 def sentences_of(text: str, vectors: Vectors) -> list[np.ndarray]:
@@ -142,6 +152,9 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     matrix = vectors.matrix
     d, H = vectors.dim, options.heads
     check_heads(d, H)
+    limits.require(working_bytes(options, len(out), d, len(train_ex.target) + len(held_ex.target)),
+                   f"training with --batch {options.batch:,}, --window {options.window:,} and {len(out):,} output words",
+                   "give a smaller --batch, --window or --out-vocab")
     E = matrix[out[:, 0]].astype(np.float64)  # (V_out, d): fixed, the output words' own vectors
     scale = attention.default_scale(d // H)
     params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),

@@ -175,3 +175,22 @@ def test_heads_train_apart_and_the_file_shows_them_with_heads(corpus, tmp_path):
         top["token"]
     fails(run("train", corpus, "-o", tmp_path / "x.npz", *ARGS, "--heads", "3"), "--heads 3 does not divide d = 50",
           "choose one of 1, 2, 5, 10, 25, 50")
+
+
+def test_sizes_are_checked_against_memory_before_training(corpus, tmp_path, monkeypatch):
+    from attncli import limits, train
+
+    need = train.working_bytes(train.TrainOptions(batch=65_536, window=100), 40, 50, 10_000)
+    assert need > 5e9  # (65,536 x 200 x 50) float64 arrays, several of them
+    monkeypatch.setattr(limits, "available", lambda: 10**9)
+    out = tmp_path / "proj.npz"
+    fails(run("train", corpus, "-o", out, *ARGS, "--batch", "65536", "--window", "100"),
+          "training with --batch 65,536, --window 100 and", "output words needs about", "smaller --batch")
+    assert not out.exists()
+
+
+def test_the_output_is_never_the_corpus(tmp_path):
+    corpus = tmp_path / "corpus.npz"  # a corpus named so, that -o could otherwise replace
+    corpus.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
+    fails(run("train", corpus, "-o", corpus, "--force", *ARGS), "is the same file as CORPUS", code=2)
+    assert corpus.read_text(encoding="utf-8").startswith("the cat sat")

@@ -264,7 +264,7 @@ def output_path(kind: str, suffixes: tuple[str, ...] = ()):
 
 # the parameters whose value can name a file the run reads, with how a message names them
 _INPUTS = {"vectors_source": "--vectors", "qkv": "--qkv", "weights_file": "--weights", "document_file": "--file",
-           "input_file": "FILE", "source": "SOURCE"}
+           "input_file": "FILE", "source": "SOURCE", "corpus": "CORPUS"}
 
 
 def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, str]]]:
