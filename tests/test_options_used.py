@@ -4,6 +4,7 @@ shape the context vector, and refuses them without it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from attncli.cli import cli
@@ -38,6 +39,17 @@ RUNS = {
 }
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Projections as attncli train writes them (its record beside W, d_k = d): neighbors'
+    only --qkv other than the identity."""
+    path = tmp_path_factory.mktemp("trained") / "proj.npz"
+    rng = np.random.default_rng(0)
+    W = {name: np.eye(50) + rng.normal(scale=0.3, size=(50, 50)) for name in ("W_query", "W_key", "W_value")}
+    np.savez(path, **W, train=np.array(["{}"]))
+    return path
+
+
 def options_of(name: str) -> list[str]:
     return [opt for param in cli.commands[name].params for opt in param.opts if opt in CHANGES]
 
@@ -51,25 +63,43 @@ def result(name: str, extra: list[str]) -> list[dict]:
 
 
 @pytest.mark.parametrize("name,option", CASES, ids=[f"{n} {o}" for n, o in CASES])
-def test_every_attention_option_a_command_takes_changes_its_result(name, option):
+def test_every_attention_option_a_command_takes_changes_its_result(name, option, trained):
     changed, needs = CHANGES[option]
+    if name == "neighbors" and option == "--qkv":  # the projections whose context vectors are words
+        changed = ["--qkv", str(trained)]
     assert result(name, needs + changed) != result(name, needs), f"{name} takes {option} and ignores it"
 
 
 def test_the_commands_take_what_they_use():
     assert set(options_of("explain")) == set(CHANGES) - {"--top-k", "--include-self"}  # explain lists no top attended
     # the raw vectors only, and no top-attended list
-    assert set(options_of("neighbors")) == {"--heads", "--mask", "--scale", "--temperature", "--keep-punct", "--oov"}
+    assert set(options_of("neighbors")) == {"--qkv", "--heads", "--mask", "--scale", "--temperature", "--keep-punct",
+                                            "--oov"}
     for name in ("scores", "context", "compare", "batch"):
         assert set(options_of(name)) == set(CHANGES), name
 
 
-@pytest.mark.parametrize("option", ["--heads", "--mask", "--scale", "--temperature", "--keep-punct", "--oov"])
+@pytest.mark.parametrize("option", ["--qkv", "--heads", "--mask", "--scale", "--temperature", "--keep-punct", "--oov"])
 def test_neighbors_without_context_refuses_attention_options(option):
     changed, _ = CHANGES[option]
     fails(run("neighbors", "earth", *changed), option, "needs --context", code=2)
 
 
-@pytest.mark.parametrize("option", ["--top-k", "--include-self", "--qkv"])
+@pytest.mark.parametrize("option", ["--top-k", "--include-self", "--d-k", "--seed"])
 def test_neighbors_has_no_options_it_cannot_use(option):
     fails(run("neighbors", "earth", "--context", SENTENCE, *CHANGES[option][0]), "no such option", code=2)
+
+
+def test_neighbors_of_a_trained_context_vector_and_not_of_random_projections(trained):
+    from attncli.analyze import Options, attend
+    from attncli.load import load_vectors
+
+    doc = ok(run("neighbors", "earth", "--context", OTHER, "--qkv", trained, "--k", "3", "--json"))[0]
+    vectors = load_vectors()
+    z = attend(OTHER, vectors, Options(qkv=str(trained))).context[1]  # "earth", by the library
+    M = np.asarray(vectors.matrix, dtype=np.float64)
+    cos = M @ z / (np.linalg.norm(M, axis=1) * np.linalg.norm(z))
+    np.testing.assert_allclose(doc["context"], z, rtol=0, atol=0)
+    assert [n["cosine"] for n in doc["neighbors"]] == pytest.approx(
+        sorted((c for i, c in enumerate(cos) if vectors.vocab.word(i) != "earth"), reverse=True)[:3], abs=1e-6)
+    fails(run("neighbors", "earth", "--context", OTHER, "--qkv", "random"), "need identity projections, or ones attncli")

@@ -116,11 +116,12 @@ neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), defau
                                 help="How many nearest vocabulary words to list.")
 
 
-def attention_options(f=None, *, top: bool = True, projections: bool = True):
+def attention_options(f=None, *, top: bool = True, projections: bool | str = True):
     """The options of every command that computes attention, packed into one Options.
     Without `top`, no --top-k and --include-self (a command that lists no top-attended
-    tokens); without `projections`, no --qkv, --d-k and --seed (one that needs the raw
-    vectors): a command takes only the options it uses."""
+    tokens); projections "trained": only --qkv, for none or a file attncli train wrote
+    (one whose context vectors must be among the word vectors); False: no --qkv, --d-k and
+    --seed. A command takes only the options it uses."""
     if f is None:
         return functools.partial(attention_options, top=top, projections=projections)
 
@@ -133,7 +134,13 @@ def attention_options(f=None, *, top: bool = True, projections: bool = True):
                help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
         option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
                help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
-    ] if projections else []
+    ] if projections is True else [
+        option("attention", "--qkv", default="identity", show_default=True, metavar="identity|PATH.npz",
+               shell_complete=complete_path,
+               help="Query, key and value projections: none (the raw vectors), or a .npz attncli train "
+                    "wrote, whose context vectors are points among the word vectors."),
+    ] if projections == "trained" else []
+    taken = {"qkv", "d_k", "seed"} if projections is True else {"qkv"} if projections == "trained" else set()
     options += [
         option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
                help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
@@ -153,7 +160,7 @@ def attention_options(f=None, *, top: bool = True, projections: bool = True):
     ] if top else []
     options += [keep_punct_option, oov_option]
     names = [name for name in _OPTIONS_FIELDS if top or name not in ("top_k", "include_self")
-             if projections or name not in ("qkv", "d_k", "seed")]
+             if name in taken or name not in ("qkv", "d_k", "seed")]
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):

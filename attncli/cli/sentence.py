@@ -218,22 +218,24 @@ def compare(sentences, token, neighbors, load, opts, out):
 @click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
               help="Use WORD's context vector in SENTENCE instead of its own vector.")
 @vectors_options
-@attention_options(top=False, projections=False)
+@attention_options(top=False, projections="trained")
 @output_options
 def neighbors(word, k, sentence, load, opts, out):
     """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
     vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
     vocabulary is compared. The attention and token options shape the context vector, so
-    they need --context; it is a mix of word vectors only without projections, so there is
-    no --qkv.
+    they need --context; it is a point among the word vectors without projections, or with
+    those attncli train learned (--qkv FILE.npz), not with others.
 
     \b
     Examples:
       attncli neighbors orange
       attncli neighbors orange --context "The earth is like an orange" --k 5
+      attncli neighbors bank --context "I sat on the bank of the river" --qkv proj.npz --mask self
     """
     if sentence is None:
-        unused = given_options(click.get_current_context(), ("heads", "mask", "scale", "temperature", "keep_punct", "oov"))
+        unused = given_options(click.get_current_context(),
+                               ("qkv", "heads", "mask", "scale", "temperature", "keep_punct", "oov"))
         if unused:
             raise click.UsageError(f"{unused[0]} needs --context SENTENCE: without it, neighbors uses WORD's own "
                                    "vector, and no sentence is read or attended")
