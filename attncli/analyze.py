@@ -80,10 +80,10 @@ class Attention:
     scale: float
     Q: np.ndarray  # (T, d_k) queries
     K: np.ndarray  # (T, d_k) keys
-    V: np.ndarray  # (T, d_k) values
+    V: np.ndarray  # (T, d_v) values (d_v = d_k, unless a file says otherwise)
     scores: np.ndarray  # (H, T, T) omega, per head
     weights: np.ndarray  # (H, T, T) alpha, per head
-    context: np.ndarray  # (T, d_k) z, the heads' context vectors side by side
+    context: np.ndarray  # (T, d_v) z, the heads' context vectors side by side
     mask: np.ndarray | None  # (T, T) True where masked
     shown: int | None = None  # the head the top-level matrices show (from 0); None: their mean
     hidden: np.ndarray | None = None  # (L + 1, T, D): a trained model's hidden states, every layer
@@ -217,23 +217,24 @@ def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: 
     if isinstance(vectors, Trained):
         return vectors.attend(sentence, listed=listed)
     proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
-    d_k, H = proj.describe(vectors.dim)["d_k"], opts.heads
-    if d_k % H:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
+    d_k, d_v, H = proj.describe(vectors.dim)["d_k"], proj.d_v(vectors.dim), opts.heads
+    if d_k % H or d_v % H:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
         small = [h for h in range(1, math.isqrt(d_k) + 1) if d_k % h == 0]
-        divisors = sorted({*small, *(d_k // h for h in small)})
-        raise InputError(f"--heads {H} does not divide d_k = {d_k}; choose one of {', '.join(map(str, divisors))}")
+        divisors = sorted(h for h in {*small, *(d_k // h for h in small)} if d_v % h == 0)
+        sizes = f"d_k = {d_k}" if d_v == d_k else f"both d_k = {d_k} and d_v = {d_v}"
+        raise InputError(f"--heads {H} does not divide {sizes}; choose one of {', '.join(map(str, divisors))}")
     embedded = embed_fitting(sentence, vectors, opts, cell_bytes(H, listed))
-    Q, K, V = proj.apply(embedded.X)  # (T, d_k) each
+    Q, K, V = proj.apply(embedded.X)  # (T, d_k), (T, d_k), (T, d_v)
     T = len(Q)
     scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
     mask = {"causal": attention.causal_mask, "self": attention.self_mask}.get(opts.mask, lambda T: None)(T)
     if opts.mask == "self" and T < 2:
         raise InputError(_ALONE.format(what="the sentence"))
-    Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H) each
+    Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H), twice, and (H, T, d_v/H)
     omega = attention.scores(Qh, Kh)  # (H, T, T)
     proj.check_finite("the scores Q K^T", omega)
     alpha = attention.weights(omega, scale, opts.temperature, mask)  # (H, T, T)
-    Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_k/H) -> (T, d_k)
+    Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_v/H) -> (T, d_v)
     proj.check_finite("the context vectors A V", Z)
     return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
 

@@ -1,8 +1,9 @@
 """Learned weights from outside: query, key and value projections (none, drawn at random,
 or read from a .npz), and the RNN's weights.
 
-A projections .npz holds W_query, W_key, W_value of shape (d, d_k), and
-optionally b_query, b_key, b_value of shape (d_k,); an RNN's holds W_hx (N, d), W_hh (N, N)
+A projections .npz holds W_query, W_key of shape (d, d_k) and W_value of shape (d, d_v)
+(d_v is d_k, unless the file says otherwise), and optionally their biases b_query, b_key
+(d_k,) and b_value (d_v,); an RNN's holds W_hx (N, d), W_hh (N, N)
 and b_h (N,). Both are read with allow_pickle=False: an object array (a pickle) is refused,
 never run. A .npz is a zip archive, in which a few kB can declare GBs: every member's .npy
 header (dtype and shape), its size and the memory the arrays will take are checked before
@@ -37,8 +38,8 @@ class ProjectionError(AttncliError):
 @dataclass(frozen=True)
 class Projections:
     kind: str  # "identity", "random" or "file"
-    W: dict = field(default_factory=dict)  # W_query, W_key, W_value: (d, d_k); empty for identity
-    b: dict = field(default_factory=dict)  # b_query, b_key, b_value: (d_k,), those given
+    W: dict = field(default_factory=dict)  # W_query, W_key: (d, d_k), W_value: (d, d_v); empty for identity
+    b: dict = field(default_factory=dict)  # b_query, b_key: (d_k,), b_value: (d_v,), those given
     seed: int | None = None
     path: str | None = None
     trained: bool = False  # made by attncli train (d_k = d): its context vectors live among the word vectors
@@ -49,13 +50,14 @@ class Projections:
         return self.kind == "identity" or self.trained
 
     def apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Q, K, V: each (T, d_k); the raw vectors themselves for identity."""
+        """Q, K (T, d_k) and V (T, d_v); the raw vectors themselves for identity."""
         if self.kind == "identity":
             X = np.asarray(X, dtype=np.float64)  # (T, d)
             return X, X, X
-        (T, d), d_k = np.shape(X), self.W["W_query"].shape[1]
-        # Q, K, V (T, d_k) each, a bias's sum beside one of them, and X as float64 (T, d)
-        limits.require((4 * T * d_k + T * d) * 8, f"projecting {T:,} tokens to queries, keys and values of d_k = {d_k:,}",
+        (T, d), d_k, d_v = np.shape(X), self.W["W_query"].shape[1], self.W["W_value"].shape[1]
+        # Q, K (T, d_k), V (T, d_v), a bias's sum beside one of them, and X as float64 (T, d)
+        limits.require((2 * T * d_k + 2 * T * max(d_k, d_v) + T * d) * 8,
+                       f"projecting {T:,} tokens to queries, keys and values of d_k = {d_k:,}",
                        "choose a smaller --d-k, or a shorter sentence")
         QKV = tuple(attention.project(X, self.W[w], self.b.get(b)) for w, b in zip(WEIGHTS, BIASES))
         self.check_finite("the queries, keys and values (X W)", *QKV)
@@ -67,9 +69,15 @@ class Projections:
             where = self.path or f"--qkv {self.kind}"
             raise ProjectionError(f"{where}: {what} overflow to infinity; the projections are too large for these vectors")
 
+    def d_v(self, d: int) -> int:
+        """The values' size: d_k, unless a file's W_value says otherwise."""
+        return d if self.kind == "identity" else int(self.W["W_value"].shape[1])
+
     def describe(self, d: int) -> dict:
-        """The JSON `qkv` key: kind, d_k, and the seed or the file."""
+        """The JSON `qkv` key: kind, d_k, d_v where it is not d_k, and the seed or the file."""
         out = {"kind": self.kind, "d_k": d if self.kind == "identity" else int(self.W["W_query"].shape[1])}
+        if self.d_v(d) != out["d_k"]:
+            out["d_v"] = self.d_v(d)
         if self.seed is not None:
             out["seed"] = self.seed
         if self.path is not None:
@@ -250,8 +258,11 @@ def load(path: str, d: int) -> Projections:
         W_query = shapes["W_query"]
         if len(W_query) != 2 or not W_query[1]:
             raise ProjectionError(f"{path}: W_query has shape {W_query}, not (d, d_k) = ({d}, d_k)")
-        d_k = W_query[1]  # as W_query says: the others must agree
-        return {**{w: (d, d_k) for w in WEIGHTS}, **{b: (d_k,) for b in BIASES}}
+        d_k = W_query[1]  # as W_query says: W_key must agree
+        W_value = shapes["W_value"]  # the values may be of another size, d_v (attncli train keeps d)
+        d_v = W_value[1] if len(W_value) == 2 and W_value[1] else d_k
+        return {"W_query": (d, d_k), "W_key": (d, d_k), "W_value": (d, d_v),
+                "b_query": (d_k,), "b_key": (d_k,), "b_value": (d_v,)}
 
     arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
     # attncli train writes its record beside the weights, and learns them to predict words

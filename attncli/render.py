@@ -35,7 +35,8 @@ def _describe(doc: dict) -> Text:
     q = doc["qkv"]
     if q["kind"] != "identity" or doc["mask"] != "none" or q["heads"] > 1:
         source = {"random": f", seed {q.get('seed')}", "file": f" {q.get('path')}"}.get(q["kind"], "")
-        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']}; {q['heads']} head(s); mask {doc['mask']}",
+        values = f", d_v = {q['d_v']}" if "d_v" in q else ""
+        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']}{values}; {q['heads']} head(s); mask {doc['mask']}",
                     style="dim")
     if doc["oov"]:
         done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
@@ -392,7 +393,8 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     """Each step of attention as a titled panel with its shape; with --token, its row too."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
-    d, d_k = len(steps["X"][0]), len(steps["Q"][0])
+    d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
+    shapes = f"{T} x {d_k} each" if d_v == d_k else f"{T} x {d_k}, {T} x {d_k}, {T} x {d_v}"
     masked = _masked(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
@@ -419,14 +421,14 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         _describe(doc),
         Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T} x {d})")),
         Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
-              title=Text(f"2. queries, keys, values: {roles}  ({T} x {d_k} each)")),
+              title=Text(f"2. queries, keys, values: {roles}  ({shapes})")),
         Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
         Panel(per_head("scaled", "scaled score"),
               title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
         Panel(per_head("weights", "α"),
               title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
-              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_k})")),
+              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_v})")),
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
@@ -691,21 +693,27 @@ def _head_picture(M: np.ndarray, scale, high: float) -> list[Text]:
 
 def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """What training learned: the held-out loss before and after, and the probe word's top
-    attended and context cosine before and after."""
+    attended (each head's too, when there are several) and context cosine before and after."""
     loss = doc["held_out_loss"]
     parts: list[RenderableType] = [
         Text(f"wrote {doc['path']}: {doc['steps']:,} steps over {doc['examples']:,} examples", style="bold"),
-        Text(f"held-out loss (nats): {loss['untrained']:.3f} untrained (identity projections), "
-             f"{loss['trained']:.3f} trained"),
+        Text(f"held-out loss (nats): {loss['untrained']:.3f} untrained, {loss['trained']:.3f} trained"),
     ]
     before, after = doc["probe"]["before"], doc["probe"]["after"]
-    table = Table(title=Text(f"{before['token']!r}, its own position masked (--mask self)"))
+    masks = {"self": "its own position masked (--mask self)", "causal": "the words after it masked (--mask causal)",
+             "causal+self": "itself and the words after it masked"}
+    table = Table(title=Text(f"{before['token']!r}, {masks[before['mask']]}"))
     table.add_column("sentence")
     table.add_column("top attended, untrained")
     table.add_column("top attended, trained")
+
+    def top(entries: list[dict]) -> Text:
+        return Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in entries))
+
     for b, a in zip(before["sentences"], after["sentences"]):
-        table.add_row(Text(b["sentence"]), *(Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in s["top"]))
-                                              for s in (b, a)))
+        table.add_row(Text(b["sentence"]), top(b["top"]), top(a["top"]))
+        for h, (bh, ah) in enumerate(zip(b.get("heads", []), a.get("heads", [])), start=1):
+            table.add_row(Text(f"  head {h}", style="dim"), top(bh), top(ah))
     parts.append(table)
     parts.append(Text(f"cosine of the context vectors of {before['token']!r} between the two sentences: "
                       f"{before['cosine']:.3f} untrained, {after['cosine']:.3f} trained"))

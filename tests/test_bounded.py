@@ -500,7 +500,7 @@ BOMB_MB = 16  # zeros each member really holds, deflated to a few kB
     ("square", three((50000, 50000), data=BOMB_MB << 20), ["W_query", "(50000, 50000)", "(50, 50000)"]),
     ("wide", three((50, 50_000_000), data=BOMB_MB << 20), []),  # the memory check, or the size check
     ("last_wrong", {"W_query": declared((50, 4)), "W_key": declared((50, 4)),
-                    "W_value": declared((50000, 50000), data=BOMB_MB << 20)}, ["W_value", "(50, 4)"]),
+                    "W_value": declared((50000, 50000), data=BOMB_MB << 20)}, ["W_value", "(50000, 50000)", "(50, "]),
 ])
 def test_npz_bomb_refused_before_reading(tmp_path, no_data_read, name, members, words):
     path = write_npz(tmp_path / f"{name}.npz", members)
