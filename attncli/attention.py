@@ -380,7 +380,10 @@ def scores_backward(Q: np.ndarray, K: np.ndarray, d_omega: np.ndarray) -> tuple[
     return d_omega @ K, np.swapaxes(d_omega, -1, -2) @ Q
 
 
-def project_backward(X: np.ndarray, W: np.ndarray, dP: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """P = X W + b: dW = X^T dP (d, d_k), db = the sum of dP's rows (d_k,), dX = dP W^T (T, d)."""
+def project_backward(X: np.ndarray, W: np.ndarray, dP: np.ndarray,
+                     inputs: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """P = X W + b: dW = X^T dP (d, d_k), db = the sum of dP's rows (d_k,), dX = dP W^T (T, d)
+    (None with inputs=False, when X is data and not learned)."""
     X = np.asarray(X, dtype=np.float64)
-    return X.T @ dP, dP.sum(axis=0), dP @ np.asarray(W, dtype=np.float64).T
+    dX = dP @ np.asarray(W, dtype=np.float64).T if inputs else None
+    return X.T @ dP, dP.sum(axis=0), dX

@@ -1,12 +1,23 @@
-"""A corpus to learned projections: examples for the hide objective, the training loop, the
+"""A corpus to learned projections: examples for the objectives, the training loop, the
 held-out loss and the probe the user watches. No click, no rich: the caller gives a
 progress callback and a stop flag.
 
-Each example hides one word of a sentence and keeps the words within `window` of it
-visible (learn.py: its query attends over them, and their context vector must predict
-it). A step's loss is a sampled softmax over `negatives` draws of the output words (by
-their frequency); the held-out loss is always the whole softmax's, the number to compare. The projections start as the identity (d_k = d), so step 0 is attention over the raw
-vectors, the tool's untrained picture; b_out starts at the output words' log frequencies.
+Each example hides one word of a sentence and keeps some words around it visible; its
+query attends over them, and their context vector must predict it (learn.py). The
+objectives:
+- hide: the hidden word's own vector gives the query; the words within `window` either
+  side are visible, never the word itself (what --mask self shows);
+- mask: the same examples, the query from one learned vector for every hidden word, as
+  BERT's [MASK]: it learns where to look without knowing the word, so W_Q itself, applied
+  to real words, barely moves (the file keeps the vector as `mask`);
+- next: predict the next word from the `window` words up to and including this one, whose
+  vector gives the query (what --mask causal shows); mask_self leaves the word itself out.
+A step's loss is a sampled softmax over `negatives` draws of the output words (by their
+frequency); the held-out loss is always the whole softmax's, the number to compare. With
+d_k = d the projections start as the identity, so step 0 is attention over the raw
+vectors, the tool's untrained picture; a smaller d_k starts W_Q = W_K at the output words'
+d_k principal directions, whose scores are the raw ones' best rank-d_k approximation.
+b_out starts at the output words' log frequencies.
 """
 
 from __future__ import annotations
@@ -43,6 +54,13 @@ class TrainOptions:
     negatives: int = 2048  # draws of a sampled softmax a step; 0: the whole output vocabulary
     heads: int = 1
     evaluate_every: int = 200
+    objective: str = "hide"  # hide, mask or next
+    d_k: int | None = None  # None: d
+    epochs: float | None = None  # given: the steps are as many as this many passes over the examples take
+    mask_self: bool = False  # next: the query's own word not among its keys (hide and mask never show it)
+
+
+OBJECTIVES = ("hide", "mask", "next")
 
 
 MIN_EXAMPLES = 100  # fewer words with vectors (and neighbours) than this teach nothing
@@ -55,11 +73,21 @@ class Examples:
     target: np.ndarray  # (N,) the hidden word's place in the output vocabulary
 
 
-def check_heads(d: int, heads: int) -> None:
-    """Heads split d, the vectors' size (W is d x d): refused where they cannot."""
-    if d % heads:
-        raise InputError(f"--heads {heads} does not divide d = {d}, the vectors' size; choose one of "
-                         + ", ".join(str(h) for h in range(1, d + 1) if d % h == 0))
+def check_sizes(d: int, heads: int, d_k: int | None = None) -> None:
+    """Heads split both d_k (of queries and keys) and d (of the values): refused where they
+    cannot, and a d_k above d, which would learn nothing more."""
+    d_k = d if d_k is None else d_k
+    if not 1 <= d_k <= d:
+        raise InputError(f"--d-k {d_k} is not from 1 to d = {d}, the vectors' size")
+    if d % heads or d_k % heads:
+        both = [str(h) for h in range(1, d_k + 1) if d % h == 0 and d_k % h == 0]
+        sizes = f"d = {d}, the vectors' size" if d_k == d else f"both --d-k {d_k} and d = {d}, the vectors' size"
+        raise InputError(f"--heads {heads} does not divide {sizes}; choose one of {', '.join(both)}")
+
+
+def visible(options: TrainOptions) -> int:
+    """m, the words an example keeps visible at most."""
+    return options.window if options.objective == "next" else 2 * options.window
 
 
 def working_bytes(options: TrainOptions, V_out: int, d: int, examples: int) -> int:
@@ -67,7 +95,7 @@ def working_bytes(options: TrainOptions, V_out: int, d: int, examples: int) -> i
     and Adam's moments of each (V_out, d); a step's visible words, their keys and values and
     their gradients (about eight (B, 2 window, d) arrays); its logits and their softmax, twice
     (B, candidates); and the examples' rows (2 window + 2 a example, int64)."""
-    B, m = options.batch, 2 * options.window
+    B, m = options.batch, visible(options)
     candidates = V_out if options.negatives == 0 else min(options.negatives, V_out) + 1
     return 8 * (4 * V_out * (d + 1) + 8 * B * m * d + 4 * B * candidates + examples * (m + 2))
 
@@ -97,40 +125,84 @@ def output_vocabulary(sentences: list[np.ndarray], most: int) -> np.ndarray:
     return np.array([[r, c] for r, c in ranked], dtype=np.int64).reshape(-1, 2)
 
 
-def examples_of(sentences: list[np.ndarray], out_rows: np.ndarray, window: int) -> Examples:
-    """Every word of the output vocabulary in the sentences, hidden once each, with its
-    neighbours within `window` visible."""
+def examples_of(sentences: list[np.ndarray], out_rows: np.ndarray, options: TrainOptions) -> Examples:
+    """Every word of the output vocabulary in the sentences, hidden once each, with the
+    words its objective keeps visible (hide, mask: within `window` either side; next: the
+    `window` words up to the one before it, the query's own among them unless mask_self)."""
     place = {int(r): i for i, r in enumerate(out_rows)}
+    window, m = options.window, visible(options)
     query, context, target = [], [], []
     for s in sentences:
+        s = s.tolist()
         T = len(s)
         for i in range(T):
-            t = place.get(int(s[i]))
-            if t is None:
+            if options.objective == "next":  # the word at i + 1 predicted, the query at i
+                t = place.get(s[i + 1]) if i + 1 < T else None
+                last = i if options.mask_self else i + 1
+                around = s[max(0, i + 1 - window - (last == i)):last]
+                q = s[i]
+            else:
+                t = place.get(s[i])
+                around = s[max(0, i - window):i] + s[i + 1:i + window + 1]
+                q = s[i]
+            if t is None or not around:
                 continue
-            around = [int(s[j]) for j in range(max(0, i - window), min(T, i + window + 1)) if j != i]
-            query.append(int(s[i]))
-            context.append(around + [-1] * (2 * window - len(around)))
+            query.append(q)
+            context.append(around + [-1] * (m - len(around)))
             target.append(t)
-    return Examples(np.array(query, dtype=np.int64), np.array(context, dtype=np.int64).reshape(-1, 2 * window),
+    return Examples(np.array(query, dtype=np.int64), np.array(context, dtype=np.int64).reshape(-1, m),
                     np.array(target, dtype=np.int64))
 
 
-def batch_of(ex: Examples, picked: np.ndarray, matrix: np.ndarray) -> learn.Batch:
+def batch_of(ex: Examples, picked: np.ndarray, matrix: np.ndarray, masked: bool = False) -> learn.Batch:
+    """The picked examples' vectors from `matrix` (float64, with a last row of zeros for
+    padding); masked: no query vectors, the mask objective's learned one takes their place."""
     rows = ex.context[picked]  # (B, m)
     pad = rows < 0
-    C = matrix[np.where(pad, 0, rows)].astype(np.float64) * ~pad[..., None]  # (B, m, d)
-    return learn.Batch(x=matrix[ex.query[picked]].astype(np.float64), C=C, pad=pad, target=ex.target[picked])
+    C = matrix[rows]  # (B, m, d): the -1 of padding is matrix's last row, of zeros
+    x = None if masked else matrix[ex.query[picked]]  # (B, d)
+    return learn.Batch(x=x, C=C, pad=pad, target=ex.target[picked])
 
 
-def mean_loss(params, ex: Examples, matrix, E, scale, heads: int = 1, most: int = 2000) -> float:
+def mean_loss(params, ex: Examples, matrix, E, scale, heads: int = 1, masked: bool = False, most: int = 2000) -> float:
     """The held-out loss, over its first `most` examples, in batches."""
     n = min(len(ex.target), most)
     total = 0.0
     for start in range(0, n, 500):
         picked = np.arange(start, min(start + 500, n))
-        total += learn.forward(params, batch_of(ex, picked, matrix), E, scale, heads=heads)[0] * len(picked)
+        batch = batch_of(ex, picked, matrix, masked)
+        total += learn.forward(params, batch, E, scale, heads=heads)[0] * len(picked)
     return total / n
+
+
+def principal(E: np.ndarray, d_k: int) -> np.ndarray:
+    """(d, d_k): the top d_k eigenvectors of E^T E, each signed so its largest entry is
+    positive (the same matrix on any machine's LAPACK)."""
+    values, vectors = np.linalg.eigh(E.T @ E)  # ascending
+    U = vectors[:, ::-1][:, :d_k]
+    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(d_k)])
+    return U * signs
+
+
+def initial(out: np.ndarray, E: np.ndarray, options: TrainOptions) -> dict[str, np.ndarray]:
+    """Where training starts: the identity (d_k = d) or the principal directions for queries
+    and keys, the identity for the values, b_out the log frequencies, and for the mask
+    objective the mask vector at the output words' mean (by frequency)."""
+    d = E.shape[1]
+    d_k = options.d_k or d
+    W = np.eye(d) if d_k == d else principal(E, d_k)
+    freq = out[:, 1] / out[:, 1].sum()
+    params = {"W_query": W.copy(), "W_key": W.copy(), "W_value": np.eye(d), "b_out": np.log(freq)}
+    if options.objective == "mask":
+        params["mask"] = freq @ E  # (d,)
+    return params
+
+
+def steps_of(options: TrainOptions, examples: int) -> int:
+    """The steps to take: --steps, or as many as --epochs passes over the examples need."""
+    if options.epochs is None:
+        return options.steps
+    return max(1, math.ceil(options.epochs * examples / options.batch))
 
 
 def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, stopped=lambda: False,
@@ -138,61 +210,67 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     """Learn W_query, W_key, W_value (and b_out) on `text`; the arrays and a record of the run.
     untrained(loss) is told the held-out loss before any step, progress(step, steps, loss,
     held_out) is called as it goes; stopped() ends it early, after the step under way."""
+    d, H, masked = vectors.dim, options.heads, options.objective == "mask"
+    check_sizes(d, H, options.d_k)
     rng = np.random.default_rng(options.seed)
     sentences = sentences_of(text, vectors)
+    # the words the corpus uses, as float64 rows of their own: a step gathers from them
+    used, codes = np.unique(np.concatenate(sentences), return_inverse=True) if sentences else (np.zeros(0, int), [])
+    sentences = np.split(codes, np.cumsum([len(s) for s in sentences])[:-1]) if sentences else []
     order = rng.permutation(len(sentences))
     n_held = max(1, int(round(len(sentences) * options.holdout))) if len(sentences) > 1 else 0
     held, kept = [sentences[i] for i in order[:n_held]], [sentences[i] for i in order[n_held:]]
     out = output_vocabulary(kept, options.out_vocab)
-    train_ex, held_ex = examples_of(kept, out[:, 0], options.window), examples_of(held, out[:, 0], options.window)
+    train_ex, held_ex = examples_of(kept, out[:, 0], options), examples_of(held, out[:, 0], options)
     if len(train_ex.target) < MIN_EXAMPLES or len(held_ex.target) == 0:
         raise InputError(f"the corpus gives {len(train_ex.target):,} examples to learn from and {len(held_ex.target):,} "
                          f"to check on; it needs at least {MIN_EXAMPLES} and 1: give more text, in lines of two words "
                          "or more that have vectors")
-    matrix = vectors.matrix
-    d, H = vectors.dim, options.heads
-    check_heads(d, H)
-    limits.require(working_bytes(options, len(out), d, len(train_ex.target) + len(held_ex.target)),
+    limits.require(working_bytes(options, len(out), d, len(train_ex.target) + len(held_ex.target)) + 8 * len(used) * d,
                    f"training with --batch {options.batch:,}, --window {options.window:,} and {len(out):,} output words",
                    "give a smaller --batch, --window or --out-vocab")
-    E = matrix[out[:, 0]].astype(np.float64)  # (V_out, d): fixed, the output words' own vectors
-    scale = attention.default_scale(d // H)
-    params = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d),
-              "b_out": np.log(out[:, 1] / out[:, 1].sum())}
+    matrix = np.zeros((len(used) + 1, d))  # (words used + 1, d): the last, zeros, for padding
+    matrix[:-1] = vectors.matrix[used]
+    E = matrix[out[:, 0]]  # (V_out, d): fixed, the output words' own vectors
+    scale = attention.default_scale((options.d_k or d) // H)
+    params = initial(out, E, options)
+    start = {name: P.copy() for name, P in params.items()}
     adam = learn.Adam(lr=options.lr)
     q = out[:, 1] / out[:, 1].sum()  # (V_out,): the sample's proposal, the words' frequencies
     sampling = 0 < options.negatives < len(out)
-    before = mean_loss(params, held_ex, matrix, E, scale, H)
+    log_q = learn.inclusion_log_q(q, options.negatives) if sampling else None
+    steps = steps_of(options, len(train_ex.target))
+    before = mean_loss(params, held_ex, matrix, E, scale, H, masked)
     if untrained is not None:
         untrained(before)
     losses, held_losses = [], [(0, before)]
     step = 0
-    for step in range(1, options.steps + 1):
+    for step in range(1, steps + 1):
         picked = rng.integers(0, len(train_ex.target), size=options.batch)
-        batch = batch_of(train_ex, picked, matrix)
-        sampled = learn.sample(rng, q, options.negatives) if sampling else None
+        batch = batch_of(train_ex, picked, matrix, masked)
+        sampled = learn.sample(rng, q, options.negatives, log_q) if sampling else None
         loss, kept_ = learn.forward(params, batch, E, scale, sampled, heads=H)
         if not math.isfinite(loss):
             raise TrainingError(f"the loss is {loss} at step {step}; nothing was written: give a smaller --lr")
         adam.step(params, learn.backward(params, batch, E, scale, kept_))
         losses.append(loss)
         held_loss = None
-        if step % options.evaluate_every == 0 or step == options.steps:
-            held_loss = mean_loss(params, held_ex, matrix, E, scale, H)
+        if step % options.evaluate_every == 0 or step == steps:
+            held_loss = mean_loss(params, held_ex, matrix, E, scale, H, masked)
             held_losses.append((step, held_loss))
         if progress is not None:
-            progress(step, options.steps, loss, held_loss)
+            progress(step, steps, loss, held_loss)
         if stopped():
             break
     if held_losses[-1][0] != step:
-        held_losses.append((step, mean_loss(params, held_ex, matrix, E, scale, H)))
-    record = {"options": asdict(options), "steps_done": step, "examples": int(len(train_ex.target)),
+        held_losses.append((step, mean_loss(params, held_ex, matrix, E, scale, H, masked)))
+    record = {"options": asdict(options), "steps": steps, "steps_done": step, "examples": int(len(train_ex.target)),
               "held_out_examples": int(len(held_ex.target)), "out_vocab": int(len(out)),
               "held_out_loss": [{"step": s, "loss": v} for s, v in held_losses],
               "train_loss_last": float(np.mean(losses[-50:])) if losses else None,
               "adam": {"beta1": adam.beta1, "beta2": adam.beta2, "eps": adam.eps},
-              "vectors": vectors.name, "d": d}
-    return {"params": params, "out_rows": out[:, 0], "record": record}
+              "vectors": vectors.name, "d": d, "d_k": options.d_k or d}
+    return {"params": params, "initial": start, "out_rows": used[out[:, 0]], "record": record}
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -218,27 +296,53 @@ def record_array(record: dict) -> np.ndarray:
     return np.array([json.dumps(record, sort_keys=True)])
 
 
-def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str], token: str, heads: int = 1) -> dict:
-    """The probe word in each sentence under `params`: its top attended (the mean over the
-    heads) and its context vector, and the cosine between its context vectors in the first
-    two sentences; its own position masked, as in training, where the hidden word is never
-    among the keys (--mask self shows the same)."""
+def probe_mask(options: TrainOptions) -> str:
+    """The mask the probe shows, as training saw the words: `--mask` of the other commands,
+    except next with mask_self, which hides the future and the word itself ("causal+self")."""
+    if options.objective != "next":
+        return "self"
+    return "causal+self" if options.mask_self else "causal"
+
+
+def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str], token: str,
+          heads: int = 1, mask: str = "self") -> dict:
+    """The probe word in each sentence under `params`: its top attended (the heads' mean,
+    and each head's when there are several) and its context vector, and the cosine between
+    its context vectors in the first two sentences; masked as training saw the words
+    (probe_mask): for hide and mask, its own position, never among the keys."""
     from attncli.analyze import Options, embed_sentence, find_position
 
-    scale = attention.default_scale(vectors.dim // heads)
+    d_k = params["W_query"].shape[1]
+    scale = attention.default_scale(d_k // heads)
     shown, contexts = [], []
     for sentence in sentences:
         embedded = embed_sentence(sentence, vectors, Options())
         X = embedded.X.astype(np.float64)  # (T, d)
+        T = len(X)
         i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
+        hidden = np.zeros((T, T), dtype=bool)
+        if "causal" in mask:
+            hidden |= attention.causal_mask(T)
+        if "self" in mask:
+            hidden |= attention.self_mask(T)
+        if hidden[i].all():
+            raise InputError(f"{token!r} is the first word of {sentence!r}: with --objective next and --mask-self it "
+                             "attends to nothing; give a probe where it comes later")
+        hidden[0, 0] &= not hidden[0].all()  # the first word's row, empty under causal+self (and not the probe's)
         Qh, Kh, Vh = (attention.split_heads(attention.project(X, params[w]), heads)
-                      for w in ("W_query", "W_key", "W_value"))  # (H, T, d/H) each
-        alpha = attention.weights(attention.scores(Qh, Kh), scale, 1.0, attention.self_mask(len(X)))  # (H, T, T)
+                      for w in ("W_query", "W_key", "W_value"))  # (H, T, d_k/H), twice, and (H, T, d/H)
+        alpha = attention.weights(attention.scores(Qh, Kh), scale, 1.0, hidden)  # (H, T, T)
         z = attention.merge_heads(attention.context(alpha, Vh))[i]  # (d,)
-        mean = alpha.mean(axis=0)  # (T, T)
-        shown.append({"sentence": sentence, "top": [{"token": embedded.tokens[j], "weight": float(mean[i, j])}
-                                                    for j in attention.top_attended(mean[i], 3)]})
+
+        def top(row: np.ndarray) -> list[dict]:  # the masked left out
+            ranked = [j for j in attention.top_attended(row, T) if not hidden[i, j]][:3]
+            return [{"token": embedded.tokens[j], "weight": float(row[j])} for j in ranked]
+
+        entry = {"sentence": sentence, "top": top(alpha.mean(axis=0)[i])}
+        if heads > 1:
+            entry["heads"] = [top(alpha[h, i]) for h in range(heads)]
+        shown.append(entry)
         contexts.append(z)
     a, b = contexts[0], contexts[1]
     cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) if np.linalg.norm(a) * np.linalg.norm(b) else 0.0
-    return {"token": token, "sentences": shown, "cosine": cosine}
+    return {"token": token, "mask": mask, "sentences": shown, "cosine": cosine}

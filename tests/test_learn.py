@@ -10,14 +10,20 @@ from attncli import learn
 from test_gradients import numeric  # central differences, one helper for every gradient check
 
 
-def tiny(seed: int, B=4, m=3, d=5, V_out=7):
+def tiny(seed: int, B=4, m=3, d=5, V_out=7, d_k=None, masked=False):
+    """A small random case; d_k: queries and keys narrower than d; masked: every query's
+    input the learned mask vector (the mask objective)."""
     rng = np.random.default_rng(seed)
-    params = {"W_query": rng.normal(scale=0.5, size=(d, d)), "W_key": rng.normal(scale=0.5, size=(d, d)),
+    d_k = d if d_k is None else d_k
+    params = {"W_query": rng.normal(scale=0.5, size=(d, d_k)), "W_key": rng.normal(scale=0.5, size=(d, d_k)),
               "W_value": rng.normal(scale=0.5, size=(d, d)), "b_out": rng.normal(scale=0.1, size=V_out)}
+    if masked:
+        params["mask"] = rng.normal(size=d)
     pad = np.zeros((B, m), dtype=bool)
     pad[0, 2] = pad[1, 1:] = True  # fewer visible words in some examples
     C = rng.normal(size=(B, m, d)) * ~pad[..., None]
-    batch = learn.Batch(x=rng.normal(size=(B, d)), C=C, pad=pad, target=rng.integers(0, V_out, size=B))
+    x = None if masked else rng.normal(size=(B, d))
+    batch = learn.Batch(x=x, C=C, pad=pad, target=rng.integers(0, V_out, size=B))
     return params, batch, rng.normal(size=(V_out, d))
 
 
@@ -30,6 +36,21 @@ def test_the_hide_objectives_gradients_equal_finite_differences(seed, heads):
     for name, P in params.items():
         expected = numeric(lambda: learn.forward(params, batch, E, scale, heads=heads)[0], P)
         np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
+
+
+@pytest.mark.parametrize("seed,heads,d_k,masked", [(0, 1, 4, False), (1, 2, 2, False), (0, 1, 6, True),
+                                                   (1, 2, 4, True), (2, 3, 3, True)])
+def test_narrow_queries_and_the_mask_vector_get_the_gradients_of_finite_differences(seed, heads, d_k, masked):
+    params, batch, E = tiny(seed, d=6, d_k=d_k, masked=masked)
+    scale = 1 / np.sqrt(d_k // heads)
+    sampled = learn.sample(np.random.default_rng(seed), np.full(7, 1 / 7), 4)
+    for s in (None, sampled):
+        loss, kept = learn.forward(params, batch, E, scale, s, heads=heads)
+        grads = learn.backward(params, batch, E, scale, kept)
+        assert set(grads) == set(params)
+        for name, P in params.items():
+            expected = numeric(lambda: learn.forward(params, batch, E, scale, s, heads=heads)[0], P)
+            np.testing.assert_allclose(grads[name], expected, rtol=1e-6, atol=1e-9, err_msg=name)
 
 
 def test_padding_gets_no_weight_and_no_gradient():
@@ -91,6 +112,7 @@ def test_a_candidate_that_is_the_target_is_left_out_and_q_is_the_chance_of_being
     sampled = learn.sample(np.random.default_rng(0), q, 4)
     np.testing.assert_allclose(np.exp(sampled.log_q), 1 - (1 - q) ** 4, rtol=1e-14)
     params, batch, E = tiny(1, V_out=3)
-    logits = learn._logits(params, np.ones((4, 5)), E, batch.target, learn.Sampled(np.arange(3), sampled.log_q))
+    true, others = learn._logits(params, np.ones((4, 5)), E, batch.target, learn.Sampled(np.arange(3), sampled.log_q))
     for b, t in enumerate(batch.target):
-        assert logits[b, 1 + t] == -np.inf and np.isfinite(logits[b, 0])
+        assert others[b, t] == -np.inf and np.isfinite(true[b])
+        assert np.isfinite(np.delete(others[b], t)).all()

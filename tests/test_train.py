@@ -194,3 +194,82 @@ def test_the_output_is_never_the_corpus(tmp_path):
     corpus.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
     fails(run("train", corpus, "-o", corpus, "--force", *ARGS), "is the same file as CORPUS", code=2)
     assert corpus.read_text(encoding="utf-8").startswith("the cat sat")
+
+
+def test_examples_keep_visible_what_each_objective_says():
+    """hide and mask: the words within --window either side, never the word; next: the
+    --window words up to the query, which is the word before the target (itself left out
+    with mask_self)."""
+    from attncli.train import TrainOptions, examples_of
+
+    s = [np.arange(10, 16)]  # one sentence of rows 10..15
+    out = np.arange(10, 16)  # every word an output word, in place r - 10
+    hide = examples_of(s, out, TrainOptions(window=2))
+    assert hide.query.tolist() == list(range(10, 16)) and hide.target.tolist() == list(range(6))
+    assert hide.context[2].tolist() == [10, 11, 13, 14] and hide.context[0].tolist() == [11, 12, -1, -1]
+    nxt = examples_of(s, out, TrainOptions(window=2, objective="next"))
+    assert nxt.query.tolist() == list(range(10, 15)) and nxt.target.tolist() == list(range(1, 6))
+    assert nxt.context[0].tolist() == [10, -1] and nxt.context[3].tolist() == [12, 13]
+    strict = examples_of(s, out, TrainOptions(window=2, objective="next", mask_self=True))
+    assert strict.query.tolist() == list(range(11, 15))  # the first word has nothing before it
+    assert strict.context[0].tolist() == [10, -1] and strict.context[2].tolist() == [11, 12]
+
+
+@pytest.mark.parametrize("objective,extra", [("mask", ["mask"]), ("next", []), ("hide", [])])
+def test_each_objective_learns_and_says_how_its_probe_is_masked(corpus, tmp_path, objective, extra):
+    out = tmp_path / "proj.npz"
+    doc = one(run("train", corpus, "-o", out, *ARGS, "--objective", objective))
+    assert doc["held_out_loss"]["trained"] < doc["held_out_loss"]["untrained"]
+    assert doc["train"]["options"]["objective"] == objective
+    assert doc["probe"]["after"]["mask"] == ("causal" if objective == "next" else "self")
+    with np.load(out) as f:
+        assert sorted(f.files) == sorted(["W_key", "W_query", "W_value", "b_out", "out_words", "train", *extra])
+        if objective == "mask":
+            assert f["mask"].shape == (50,)
+    mask = "causal" if objective == "next" else "self"
+    scored = one(run("scores", "the dog sat in the park", "--qkv", out, "--mask", mask, "--json"))
+    row = scored["weights"][2]  # "sat": the probe's numbers are those of --mask causal or self
+    assert sorted(row, reverse=True)[0] == pytest.approx(doc["probe"]["after"]["sentences"][1]["top"][0]["weight"],
+                                                        abs=1e-12)
+
+
+def test_narrow_queries_and_keys_start_at_the_principal_directions(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    doc = one(run("train", corpus, "-o", out, *ARGS, "--d-k", "10", "--heads", "2"))
+    assert doc["train"]["d_k"] == 10
+    with np.load(out) as f:
+        assert f["W_query"].shape == f["W_key"].shape == (50, 10) and f["W_value"].shape == (50, 50)
+    scored = one(run("scores", "the cat sat on a mat", "--qkv", out, "--heads", "2", "--json"))
+    assert scored["qkv"]["d_k"] == 10 and scored["qkv"]["d_v"] == 50 and scored["qkv"]["trained"]
+    ctx = one(run("context", "the cat sat on a mat", "--token", "sat", "--qkv", out, "--heads", "2", "--json"))
+    assert len(ctx["context"]) == 50 and ctx["neighbors"]  # the values, so the context vectors, keep d: words near
+    # where it started: W_Q = W_K, orthonormal columns spanning the output words' top directions
+    from attncli.load import load_vectors
+    from attncli.train import principal
+
+    E = np.random.default_rng(0).normal(size=(40, 6)) * np.arange(1, 7)
+    U = principal(E, 3)
+    np.testing.assert_allclose(U.T @ U, np.eye(3), atol=1e-12)
+    values, vectors = np.linalg.eigh(E.T @ E)
+    np.testing.assert_allclose(np.abs(U.T @ vectors[:, ::-1][:, :3]), np.eye(3), atol=1e-9)
+    assert load_vectors().dim == 50
+    fails(run("train", corpus, "-o", out, *ARGS, "--d-k", "60", "--force"), "--d-k 60 is not from 1 to d = 50")
+    fails(run("train", corpus, "-o", out, *ARGS, "--d-k", "10", "--heads", "4", "--force"),
+          "--heads 4 does not divide both --d-k 10 and d = 50", "1, 2, 5, 10")
+
+
+def test_epochs_set_the_steps_and_exclude_steps(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    args = ARGS[2:]  # without --steps
+    doc = one(run("train", corpus, "-o", out, *args, "--epochs", "0.5"))
+    assert doc["steps"] == doc["train"]["steps"] == int(np.ceil(0.5 * doc["examples"] / 32))
+    fails(run("train", corpus, "-o", out, *ARGS, "--epochs", "1", "--force"), "give --steps or --epochs, not both",
+          code=2)
+    fails(run("train", corpus, "-o", out, *args, "--epochs", "0", "--force"), "--epochs", code=2)
+
+
+def test_a_probe_word_with_nothing_before_it_under_next_and_mask_self(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    fails(run("train", corpus, "-o", out, *ARGS[:-5], "--probe", "sat on a mat|the dog sat", "--token", "sat",
+              "--objective", "next", "--mask-self", "--json"), "'sat' is the first word of 'sat on a mat'")
+    assert not out.exists()

@@ -11,12 +11,15 @@ import numpy as np
 from attncli import __version__, limits
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
-from attncli.cli.options import FiniteFloat, TextParam, complete_path, output_options, output_path, vectors_options
+from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
+                                 vectors_options)
 from attncli.cli.output import emit, progress, warn, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
+from attncli.train import OBJECTIVES
 
-PROBE = "The earth is like an orange|Orange is a bright color"
+PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
+          "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past
 
 
 class Fraction(click.ParamType):
@@ -39,8 +42,17 @@ class Fraction(click.ParamType):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_path("output", (".npz",)),
               required=True, metavar="FILE.npz", help="The projections to write, for --qkv FILE.npz.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="hide", show_default=True,
+              help="hide: a word's own vector asks for it among its neighbours; mask: one learned vector asks "
+                   "instead (BERT's [MASK]); next: predict the next word from the --window words up to this one.")
+@click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
+              help="Size of the queries and keys (the values keep d, in word space). Default: d.")
+@click.option("--mask-self", is_flag=True,
+              help="With --objective next, leave the word itself out of its keys (hide and mask always do).")
 @click.option("--steps", type=click.IntRange(1, 10_000_000), default=1500, show_default=True,
               help="Steps of Adam, a batch each: a budget in steps, so the same seed gives the same file anywhere.")
+@click.option("--epochs", type=FiniteFloat(positive=True), metavar="N",
+              help="Instead of --steps: as many steps as N passes over the examples take.")
 @click.option("--lr", type=FiniteFloat(positive=True), default=0.01, show_default=True, help="Adam's learning rate.")
 @click.option("--batch", type=click.IntRange(1, 65_536), default=256, show_default=True, help="Examples a step.")
 @click.option("--window", type=click.IntRange(1, 100), default=5, show_default=True,
@@ -50,40 +62,48 @@ class Fraction(click.ParamType):
 @click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
               help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
 @click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True,
-              help="Heads of d/H columns each; use the file with --qkv FILE.npz --heads H.")
+              help="Heads of d_k/H columns of queries and keys, d/H of values; use the file with --qkv FILE.npz --heads H.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
 @click.option("--jsonl", is_flag=True, help="CORPUS's lines are JSON objects; the text is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
-@click.option("--probe", default=PROBE, show_default=True, metavar="SENTENCE_A|SENTENCE_B",
-              help="Two sentences whose --token's context vectors are compared before and after.")
+@click.option("--probe", metavar="SENTENCE_A|SENTENCE_B",
+              help="Two sentences whose --token's context vectors are compared before and after. Default: "
+                   f"\"{PROBES['hide']}\" (next: \"{PROBES['next']}\").")
 @click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
 @vectors_options
 @output_options
-def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives, heads, holdout, seed, jsonl, field_name,
-          probe, token, load, out):
-    """Learn the projections W_query, W_key, W_value (d x d, so context vectors stay among the
-    word vectors) on CORPUS, one sentence or paragraph a line, by backpropagation: each
-    example hides a word, its query attends over the words within --window of it, and their
-    context vector must predict it among the --out-vocab most frequent words (a softmax over
-    their fixed vectors). Adam, from the identity (the untrained attention of the other
-    commands). Out: the .npz for --qkv, written whole, and a summary: the held-out loss
-    before and after, and the probe word's attention and context cosine before and after.
-    Ctrl-C stops after the step under way and writes what was learned so far (exit 130).
+def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, batch, window, out_vocab, negatives,
+          heads, holdout, seed, jsonl, field_name, probe, token, load, out):
+    """Learn the projections W_query, W_key (d x d_k) and W_value (d x d, so context vectors
+    stay among the word vectors) on CORPUS, one sentence or paragraph a line, by
+    backpropagation: each example hides a word, a query attends over the words the
+    --objective keeps visible, and their context vector must predict the word among the
+    --out-vocab most frequent (a softmax over their fixed vectors). Adam, from the identity
+    (the untrained attention of the other commands; with a smaller --d-k, from the vectors'
+    principal directions). Out: the .npz for --qkv, written whole, and a summary: the
+    held-out loss before and after, and the probe word's attention and context cosine
+    before and after, masked as training saw it (hide, mask: --mask self; next: --mask
+    causal). Ctrl-C stops after the step under way and writes what was learned so far
+    (exit 130).
 
     \b
     Examples:
       attncli train corpus.txt -o proj.npz
       attncli compare "The earth is like an orange" "Orange is a bright color" --token orange --qkv proj.npz --mask self
       attncli train corpus.txt -o proj.npz --steps 3000 --seed 1 --probe "I sat on the bank|The bank raised rates" --token bank
+      attncli train corpus.txt -o proj.npz --objective mask --heads 2 --d-k 20 --epochs 2
     """
     from attncli import train as learning
 
+    if epochs is not None and given_options(click.get_current_context(), ("steps",)):
+        raise click.UsageError("give --steps or --epochs, not both")
     path = Path(output)
     if path.exists() and not force:
         raise click.UsageError(f"{path} exists; give --force to replace it")
+    probe = PROBES["next" if objective == "next" else "hide"] if probe is None else probe
     sentences = [s for s in probe.split("|") if s.strip()]
     if len(sentences) != 2:
         raise click.UsageError("--probe takes two sentences, separated by |")
@@ -93,11 +113,12 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
         raise InputError(f"{corpus} is empty")
     vectors = load()
     options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
-                                    holdout=holdout, seed=seed, negatives=negatives, heads=heads)
-    d = vectors.dim
-    learning.check_heads(d, heads)  # before the probe, which splits by them too
-    identity = {"W_query": np.eye(d), "W_key": np.eye(d), "W_value": np.eye(d)}
-    before = learning.probe(identity, vectors, sentences, token, heads)  # a probe that cannot run: an error now
+                                    holdout=holdout, seed=seed, negatives=negatives, heads=heads, objective=objective,
+                                    d_k=d_k, epochs=epochs, mask_self=mask_self)
+    d, mask = vectors.dim, learning.probe_mask(options)
+    learning.check_sizes(d, heads, d_k)  # before the probe, which splits by them too
+    start = {"W_query": np.eye(d, d_k or d), "W_key": np.eye(d, d_k or d), "W_value": np.eye(d)}
+    learning.probe(start, vectors, sentences, token, heads, mask)  # a probe that cannot run: an error now
     seen: dict[str, float] = {}  # the held-out losses so far, for the bar
 
     def report(update, step: int, total: int, loss: float, held_loss: float | None) -> None:
@@ -114,17 +135,17 @@ def train(corpus, output, force, steps, lr, batch, window, out_vocab, negatives,
     record = {**result["record"], "corpus": learning.corpus_record(corpus, data), "attncli": __version__}
     params = result["params"]
     words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
-    arrays = {"W_query": params["W_query"], "W_key": params["W_key"], "W_value": params["W_value"],
-              "b_out": params["b_out"], "out_words": words, "train": learning.record_array(record)}
+    arrays = {**params, "out_words": words, "train": learning.record_array(record)}
     blob = learning.npz_bytes(arrays)
     write_whole(path, lambda f: f.write(blob))
     losses = record["held_out_loss"]
     doc = {"command": "train", "path": str(path), "steps": record["steps_done"], "examples": record["examples"],
            "held_out_loss": {"untrained": losses[0]["loss"], "trained": losses[-1]["loss"]},
-           "probe": {"before": before, "after": learning.probe(params, vectors, sentences, token, heads)}, "train": record}
+           "probe": {"before": learning.probe(result["initial"], vectors, sentences, token, heads, mask),
+                     "after": learning.probe(params, vectors, sentences, token, heads, mask)}, "train": record}
     emit([doc], out, "train_view")
-    if record["steps_done"] < steps:
-        warn(f"stopped after {record['steps_done']:,} of {steps:,} steps; {path} holds what was learned so far")
+    if record["steps_done"] < record["steps"]:
+        warn(f"stopped after {record['steps_done']:,} of {record['steps']:,} steps; {path} holds what was learned so far")
         return ExitStatus.INTERRUPTED
 
 
