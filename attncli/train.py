@@ -69,7 +69,7 @@ MIN_EXAMPLES = 100  # fewer words with vectors (and neighbours) than this teach 
 @dataclass
 class Examples:
     query: np.ndarray  # (N,) the hidden word's row in the vectors
-    context: np.ndarray  # (N, 2 window) the visible words' rows, -1 for none
+    context: np.ndarray  # (N, m) the visible words' rows, -1 for none
     target: np.ndarray  # (N,) the hidden word's place in the output vocabulary
 
 
@@ -94,7 +94,8 @@ def working_bytes(options: TrainOptions, V_out: int, d: int, examples: int) -> i
     """Memory training holds beside the vectors, in float64: the output words' vectors, bias
     and Adam's moments of each (V_out, d); a step's visible words, their keys and values and
     their gradients (about eight (B, 2 window, d) arrays); its logits and their softmax, twice
-    (B, candidates); and the examples' rows (2 window + 2 a example, int64)."""
+    (B, candidates); and the examples' rows (m + 2 a example, int32, and as much again
+    while they are made)."""
     B, m = options.batch, visible(options)
     candidates = V_out if options.negatives == 0 else min(options.negatives, V_out) + 1
     return 8 * (4 * V_out * (d + 1) + 8 * B * m * d + 4 * B * candidates + examples * (m + 2))
@@ -128,30 +129,32 @@ def output_vocabulary(sentences: list[np.ndarray], most: int) -> np.ndarray:
 def examples_of(sentences: list[np.ndarray], out_rows: np.ndarray, options: TrainOptions) -> Examples:
     """Every word of the output vocabulary in the sentences, hidden once each, with the
     words its objective keeps visible (hide, mask: within `window` either side; next: the
-    `window` words up to the one before it, the query's own among them unless mask_self)."""
-    place = {int(r): i for i, r in enumerate(out_rows)}
-    window, m = options.window, visible(options)
-    query, context, target = [], [], []
-    for s in sentences:
-        s = s.tolist()
-        T = len(s)
-        for i in range(T):
-            if options.objective == "next":  # the word at i + 1 predicted, the query at i
-                t = place.get(s[i + 1]) if i + 1 < T else None
-                last = i if options.mask_self else i + 1
-                around = s[max(0, i + 1 - window - (last == i)):last]
-                q = s[i]
-            else:
-                t = place.get(s[i])
-                around = s[max(0, i - window):i] + s[i + 1:i + window + 1]
-                q = s[i]
-            if t is None or not around:
-                continue
-            query.append(q)
-            context.append(around + [-1] * (m - len(around)))
-            target.append(t)
-    return Examples(np.array(query, dtype=np.int64), np.array(context, dtype=np.int64).reshape(-1, m),
-                    np.array(target, dtype=np.int64))
+    `window` words up to the one before it, the query's own among them unless mask_self),
+    -1 where there is none (attention does not care in which column). All positions at once, in int32: a 10 MB corpus has a
+    million and a half examples, which lists of Python ints would hold at ten times the size."""
+    m = visible(options)
+    if not sentences:
+        return Examples(np.zeros(0, np.int32), np.zeros((0, m), np.int32), np.zeros(0, np.int32))
+    lengths = np.array([len(s) for s in sentences])
+    words = np.concatenate(sentences).astype(np.int32)  # (N,) every position's row
+    line = np.repeat(np.arange(len(sentences)), lengths)  # (N,) the sentence of each position
+    place = np.full(max(int(words.max()), int(out_rows.max(initial=0))) + 1, -1, dtype=np.int32)
+    place[out_rows] = np.arange(len(out_rows), dtype=np.int32)
+    p = np.arange(len(words))  # (N,) the query's position
+    w = options.window
+    if options.objective == "next":  # the word at p + 1 predicted, the query at p
+        last = np.minimum(p + 1, len(words) - 1)
+        target = np.where((last > p) & (line[last] == line), place[words[last]], -1)
+        offsets = range(-w, 0) if options.mask_self else range(1 - w, 1)
+    else:
+        target = place[words]
+        offsets = [*range(-w, 0), *range(1, w + 1)]
+    context = np.full((len(words), m), -1, dtype=np.int32)  # (N, m)
+    for c, o in enumerate(offsets):
+        j = np.clip(p + o, 0, len(words) - 1)
+        context[:, c] = np.where((p + o == j) & (line[j] == line), words[j], -1)
+    keep = (target >= 0) & (context >= 0).any(axis=1)
+    return Examples(words[keep], context[keep], target[keep])
 
 
 def batch_of(ex: Examples, picked: np.ndarray, matrix: np.ndarray, masked: bool = False) -> learn.Batch:

@@ -202,17 +202,24 @@ def test_examples_keep_visible_what_each_objective_says():
     with mask_self)."""
     from attncli.train import TrainOptions, examples_of
 
-    s = [np.arange(10, 16)]  # one sentence of rows 10..15
-    out = np.arange(10, 16)  # every word an output word, in place r - 10
+    s = [np.arange(10, 16), np.arange(20, 23)]  # two sentences: rows 10..15, 20..22
+    out = np.array([*range(10, 16), *range(20, 23)])  # every word an output word, in order
+
+    def visible(ex, n):
+        return sorted(int(r) for r in ex.context[n] if r >= 0)
+
     hide = examples_of(s, out, TrainOptions(window=2))
-    assert hide.query.tolist() == list(range(10, 16)) and hide.target.tolist() == list(range(6))
-    assert hide.context[2].tolist() == [10, 11, 13, 14] and hide.context[0].tolist() == [11, 12, -1, -1]
+    assert hide.query.tolist() == [*range(10, 16), 20, 21, 22] and hide.target.tolist() == list(range(9))
+    assert visible(hide, 2) == [10, 11, 13, 14] and visible(hide, 0) == [11, 12] and visible(hide, 6) == [21, 22]
+    assert hide.context.shape == (9, 4) and (hide.context[0] < 0).sum() == 2
     nxt = examples_of(s, out, TrainOptions(window=2, objective="next"))
-    assert nxt.query.tolist() == list(range(10, 15)) and nxt.target.tolist() == list(range(1, 6))
-    assert nxt.context[0].tolist() == [10, -1] and nxt.context[3].tolist() == [12, 13]
+    assert nxt.query.tolist() == [10, 11, 12, 13, 14, 20, 21] and nxt.target.tolist() == [1, 2, 3, 4, 5, 7, 8]
+    assert visible(nxt, 0) == [10] and visible(nxt, 3) == [12, 13] and visible(nxt, 5) == [20]
     strict = examples_of(s, out, TrainOptions(window=2, objective="next", mask_self=True))
-    assert strict.query.tolist() == list(range(11, 15))  # the first word has nothing before it
-    assert strict.context[0].tolist() == [10, -1] and strict.context[2].tolist() == [11, 12]
+    assert strict.query.tolist() == [11, 12, 13, 14, 21]  # a first word has nothing before it
+    assert visible(strict, 0) == [10] and visible(strict, 2) == [11, 12] and visible(strict, 4) == [20]
+    few = examples_of(s, np.array([12, 21]), TrainOptions(window=1))  # only output words are hidden
+    assert few.query.tolist() == [12, 21] and few.target.tolist() == [0, 1] and visible(few, 1) == [20, 22]
 
 
 @pytest.mark.parametrize("objective,extra", [("mask", ["mask"]), ("next", []), ("hide", [])])
