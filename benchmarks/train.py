@@ -91,7 +91,7 @@ def corpora(tmp: Path, quick: bool) -> dict[str, Path]:
 def whole_runs(corpus: Path, runs: int, tmp: Path) -> dict:
     env = child_env(tmp / "cache")
     measured = []
-    for i in range(runs):
+    for _ in range(runs):
         seconds, rss, out = run([ATTNCLI, "train", str(corpus), "-o", str(tmp / "proj.npz"), "--force", "--json"],
                                 env, capture=True)
         measured.append((seconds, rss, out))

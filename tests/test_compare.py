@@ -335,10 +335,12 @@ def test_neighbors_of_a_word_not_in_the_vocabulary(small_path, word):
     fails(run("neighbors", word, "--vectors", small_path, "--json"), "not a word of")
 
 
-def test_neighbors_takes_no_projections():
-    # a context vector is a mix of word vectors only without projections: neighbors has no --qkv
-    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"), "no such option", "--qkv",
-          code=2)
+def test_neighbors_takes_no_projections_but_trained_ones():
+    # a context vector is a point among the word vectors only without projections, or with
+    # those attncli train learned (tests/test_options_used.py): random ones are refused
+    fails(run("neighbors", "orange", "--context", FRUIT, "--qkv", "random", "--json"),
+          "need identity projections, or ones attncli train learned")
+    fails(run("neighbors", "orange", "--context", FRUIT, "--d-k", "10", "--json"), "no such option", "--d-k", code=2)
 
 
 def test_neighbors_context_word_not_in_the_sentence():

@@ -24,7 +24,7 @@ def corpus(tmp_path_factory):
     return path
 
 
-ARGS = ["--steps", "40", "--batch", "32", "--out-vocab", "40", "--probe", "the cat sat on a mat|the dog sat in the park",
+ARGS = ["--steps", "40", "--batch", "32", "--out-vocab", "25", "--probe", "the cat sat on a mat|the dog sat in the park",
         "--token", "sat", "--json"]
 
 
@@ -251,7 +251,6 @@ def test_narrow_queries_and_keys_start_at_the_principal_directions(corpus, tmp_p
     ctx = one(run("context", "the cat sat on a mat", "--token", "sat", "--qkv", out, "--heads", "2", "--json"))
     assert len(ctx["context"]) == 50 and ctx["neighbors"]  # the values, so the context vectors, keep d: words near
     # where it started: W_Q = W_K, orthonormal columns spanning the output words' top directions
-    from attncli.load import load_vectors
     from attncli.train import principal
 
     E = np.random.default_rng(0).normal(size=(40, 6)) * np.arange(1, 7)
@@ -259,7 +258,6 @@ def test_narrow_queries_and_keys_start_at_the_principal_directions(corpus, tmp_p
     np.testing.assert_allclose(U.T @ U, np.eye(3), atol=1e-12)
     values, vectors = np.linalg.eigh(E.T @ E)
     np.testing.assert_allclose(np.abs(U.T @ vectors[:, ::-1][:, :3]), np.eye(3), atol=1e-9)
-    assert load_vectors().dim == 50
     fails(run("train", corpus, "-o", out, *ARGS, "--d-k", "60", "--force"), "--d-k 60 is not from 1 to d = 50")
     fails(run("train", corpus, "-o", out, *ARGS, "--d-k", "10", "--heads", "4", "--force"),
           "--heads 4 does not divide both --d-k 10 and d = 50", "1, 2, 5, 10")
@@ -280,3 +278,16 @@ def test_a_probe_word_with_nothing_before_it_under_next_and_mask_self(corpus, tm
     fails(run("train", corpus, "-o", out, *ARGS[:-5], "--probe", "sat on a mat|the dog sat", "--token", "sat",
               "--objective", "next", "--mask-self", "--json"), "'sat' is the first word of 'sat on a mat'")
     assert not out.exists()
+
+
+def test_an_out_vocab_larger_than_the_corpus_uses_what_there_is_with_a_note(corpus, tmp_path):
+    out = tmp_path / "proj.npz"
+    args = [*ARGS[:4], "--out-vocab", "20", *ARGS[6:]]  # --out-vocab given, smaller than the corpus's 30 words
+    result = run("train", corpus, "-o", out, *ARGS[:4], "--out-vocab", "100000", *ARGS[6:])
+    doc = one(result, stderr=None)
+    words = len(set(WORDS))
+    assert doc["train"]["out_vocab"] <= words < 100000
+    assert result.stderr == (f"attncli: warning: --out-vocab 100,000: the corpus has {doc['train']['out_vocab']:,} "
+                             "words with vectors outside its held-out lines; all of them were used\n")
+    assert one(run("train", corpus, "-o", out, *args, "--force")) and not run(
+        "train", corpus, "-o", out, *args, "--force").stderr

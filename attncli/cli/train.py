@@ -133,6 +133,9 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
                                 progress=lambda *args: report(update, *args),
                                 untrained=lambda loss: seen.update(untrained=loss))
     record = {**result["record"], "corpus": learning.corpus_record(corpus, data), "attncli": __version__}
+    if record["out_vocab"] < out_vocab and given_options(click.get_current_context(), ("out_vocab",)):
+        warn(f"--out-vocab {out_vocab:,}: the corpus has {record['out_vocab']:,} words with vectors outside "
+             "its held-out lines; all of them were used")
     params = result["params"]
     words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
     arrays = {**params, "out_words": words, "train": learning.record_array(record)}
