@@ -8,8 +8,8 @@ objectives:
 - hide: the hidden word's own vector gives the query; the words within `window` either
   side are visible, never the word itself (what --mask self shows);
 - mask: the same examples, the query from one learned vector for every hidden word, as
-  BERT's [MASK]: it learns where to look without knowing the word, so W_Q itself, applied
-  to real words, barely moves (the file keeps the vector as `mask`);
+  BERT's [MASK]: it learns where to look without knowing the word, and W_Q is taught only
+  through that vector's query, never a real word's (the file keeps the vector as `mask`);
 - next: predict the next word from the `window` words up to and including this one, whose
   vector gives the query (what --mask causal shows); mask_self leaves the word itself out.
 A step's loss is a sampled softmax over `negatives` draws of the output words (by their
