@@ -45,37 +45,36 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line does not start another
-    items = []
-    for number, raw in enumerate(lines, start=1):
-        raw = raw.rstrip(b"\r")
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]  # a byte order mark
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            items.append((number, None, f"not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}"))
-            continue
-        if not line.strip():
-            continue
-        if not jsonl:
-            items.append((number, line, None))
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as e:  # RecursionError: nested past Python's depth
-            items.append((number, None, f"not JSON: {type(e).__name__}: {e}"))
-            continue
-        if not isinstance(record, dict):
-            items.append((number, None, "not a JSON object"))
-        elif field_name not in record:
-            items.append((number, None, f"no {field_name!r} field (--field chooses another)"))
-        elif not isinstance(record[field_name], str) or not record[field_name].strip():
-            items.append((number, None, f"the {field_name!r} field is not a sentence (a non-empty string)"))
-        elif any("\ud800" <= c <= "\udfff" for c in record[field_name]):  # a lone \ud800 escape: no character
-            items.append((number, None, f"the {field_name!r} field holds a lone surrogate escape, which is not text"))
-        else:
-            items.append((number, record[field_name], None))
-    return items
+    items = (parse_line(number, raw, jsonl=jsonl, field_name=field_name) for number, raw in enumerate(lines, start=1))
+    return [item for item in items if item is not None]
+
+
+def parse_line(number: int, raw: bytes, *, jsonl: bool = False, field_name: str = "text"):
+    """One line as parse_lines reads it: (number, text, error), or None for a blank line."""
+    raw = raw.rstrip(b"\r\n")
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a byte order mark
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return number, None, f"not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}"
+    if not line.strip():
+        return None
+    if not jsonl:
+        return number, line, None
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past Python's depth
+        return number, None, f"not JSON: {type(e).__name__}: {e}"
+    if not isinstance(record, dict):
+        return number, None, "not a JSON object"
+    if field_name not in record:
+        return number, None, f"no {field_name!r} field (--field chooses another)"
+    if not isinstance(record[field_name], str) or not record[field_name].strip():
+        return number, None, f"the {field_name!r} field is not a sentence (a non-empty string)"
+    if any("\ud800" <= c <= "\udfff" for c in record[field_name]):  # a lone \ud800 escape: no character
+        return number, None, f"the {field_name!r} field holds a lone surrogate escape, which is not text"
+    return number, record[field_name], None
 
 
 _job: Job | None = None

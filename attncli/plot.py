@@ -72,6 +72,8 @@ def heatmaps(docs: list[dict], file) -> None:
     plt = _pyplot()
     if docs and docs[0]["command"] == "heads":
         return _heads(plt, docs, file)
+    if docs and docs[0]["command"] == "stats":
+        return _stats(plt, docs[0], file)
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -119,6 +121,45 @@ def _heads(plt, docs: list[dict], file) -> None:
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
                  + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
                  fontsize=9, parse_math=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        fig.tight_layout()
+        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _stats(plt, doc: dict, file) -> None:
+    """`stats`: for each statistic a layers x heads grid, its numbers written in, and a
+    cross where a baseline equals it."""
+    from attncli.render import STATS_COLUMNS
+
+    records = doc["records"]
+    L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
+    shown = [(k, h) for k, h in STATS_COLUMNS if any(r[k] for r in records)]
+    cols = min(4, len(shown))
+    rows = -(-len(shown) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(0.45 * H * cols + 1.5, 0.45 * L * rows + 1.5), squeeze=False)
+    for ax in axes.flat[len(shown):]:
+        ax.axis("off")
+    for ax, (key, heading) in zip(axes.flat, shown):
+        grid = np.full((L, H), np.nan)
+        for r in records:
+            if r[key] is not None:
+                grid[r["layer"] - 1, r["head"] - 1] = r[key]
+        ax.imshow(grid, cmap="viridis", aspect="auto")
+        for r in records:
+            if r[key] is not None:
+                mark = "x" if r["like_baseline"][key] else ""
+                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.2f}{mark}", ha="center", va="center", fontsize=5,
+                        color="white", parse_math=False)
+        ax.set_title(heading, fontsize=8, parse_math=False)
+        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)
+        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=5)
+        ax.set_xlabel("head", fontsize=6)
+        ax.set_ylabel("layer", fontsize=6)
+    fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); "
+                               "x: as good as equal to a baseline", 100), fontsize=8, parse_math=False)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         warnings.filterwarnings("ignore", message="Tight layout not applied")

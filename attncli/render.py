@@ -718,3 +718,75 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     parts.append(Text(f"cosine of the context vectors of {before['token']!r} between the two sentences: "
                       f"{before['cosine']:.3f} untrained, {after['cosine']:.3f} trained"))
     return Group(*parts)
+
+
+# what the stats table shows of each record: (key, heading), and the baselines' marks
+STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
+                 ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
+                 ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
+BASELINE_MARKS = {"uniform": "u", "shuffled": "s", "random": "r"}
+
+
+def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """A row per head, each statistic marked by the baselines it equals (u uniform, s
+    shuffled, r random projections), then each baseline's mean over the heads; or, --by
+    word, the words that draw the most and the least attention against uniform attention's."""
+    if doc["by"] == "word":
+        return _stats_words(doc)
+    records = doc["records"]
+    def seen(key: str) -> bool:  # [CLS], [SEP] and punctuation only where there are some
+        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
+
+    columns = [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+    first = records[0]
+    source = doc["model"] or doc["vectors"]
+    head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
+                style="bold")
+    letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
+    compact = 8 + len(columns) * (6 + letters) > width
+    pad = 1 if compact else letters
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    table.add_column("head", no_wrap=True)
+    for _, heading in columns:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for r in records:
+        cells = [Text(f"{r['layer']}.{r['head']}")]
+        for key, _ in columns:
+            marks = "".join(BASELINE_MARKS[b] for b in r["like_baseline"][key])
+            marks = "~" if compact and marks else marks
+            value = r[key]
+            cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
+                         + Text(marks.ljust(pad), style="dim"))
+        table.add_row(*cells)
+    for name in first["baselines"]:
+        cells = [Text(name[:8], style="italic")]
+        for key, _ in columns:
+            values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
+            cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
+        table.add_row(*cells)
+    notes = Text("entr: entropy of a row (nats); dist: distance attended (positions); self ... punct: shares "
+                 "of a row's attention; prevT, dupT, indT: TransformerLens's previous-token, duplicate-token "
+                 "and induction scores. Dim and marked: as good as equal (0.005, or 1%) to the baseline u "
+                 "uniform, s shuffled, r random projections" + (" (~: to one of them; a wider terminal says which)"
+                                                                if compact else "")
+                 + "; the baseline rows: their mean over the heads.", style="dim")
+    if doc["skipped"]:
+        notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
+    return Group(head, table, notes)
+
+
+def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
+    """The words seen at least `least` times that draw the most and the least attention."""
+    records = [r for r in doc["records"] if r["count"] >= least and r["ratio"] is not None]
+    parts: list[RenderableType] = [Text(f"{doc['corpus']}: attention each word receives, against uniform "
+                                        f"attention's (words seen {least} times or more)", style="bold")]
+    for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
+        table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
+        for heading in ("word", "count", "received", "uniform", "ratio"):
+            table.add_column(heading, justify="left" if heading == "word" else "right")
+        for r in chosen:
+            table.add_row(Text(r["word"]), f"{r['count']:,}", f"{r['received']:.3f}", f"{r['uniform']:.3f}",
+                          f"{r['ratio']:.2f}")
+        parts.append(table)
+    return Group(*parts)

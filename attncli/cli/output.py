@@ -123,22 +123,24 @@ class Output:
     pager: bool = True  # through the pager, on a terminal, what does not fit on it (see pager.py)
 
 
-def emit(docs: list[dict], out: Output, view: str, **view_args) -> None:
+def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None = None, **view_args) -> None:
     """The pictures asked for first, each written whole or not at all, then stdout: JSON
     Lines, or each document drawn by render.`view` (a rule between documents). So a picture
-    that cannot be written leaves stdout untouched."""
+    that cannot be written leaves stdout untouched. json_docs: what JSON writes, where it
+    is not the documents drawn (the records a summary's table shows, a line each)."""
     if out.png:
         from attncli import plot  # matplotlib: an optional extra, imported only for --png
 
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
         _draw(docs, out, view, view_args)
+    shown = docs if json_docs is None else json_docs
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
         screen = make_console(sys.stdout, out)
-        _show(_json_screen(docs, screen), screen, out)
+        _show(_json_screen(shown, screen), screen, out)
     elif out.fmt == "json":  # the contract: one document a line
         with writing_stdout():
-            for doc in docs:
+            for doc in shown:
                 # a line a write: one huge write to a pipe whose reader has gone can end half
                 # done with no error raised, where small ones raise BrokenPipeError
                 write_json(doc)

@@ -1,0 +1,242 @@
+"""A corpus's sentences through attention, into stats.py's sums: in this process, in N
+worker processes (as batch), or on a Dask cluster. Each chunk of lines gives a Partial,
+and the partials are merged as they come: the order does not matter (stats.py).
+
+Baselines, computed beside the heads on the same sentences (Wiegreffe & Pinter 2019 ask
+for them before reading meaning into attention):
+- uniform: each row's weight spread evenly over the positions it may attend to;
+- shuffled: the same sentence with its words in a random order (seeded by the seed and
+  the line's number, so any chunking gives the same order);
+- random: with word vectors, --qkv random for seeds 0 .. k-1 (their sums together).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attncli import batch, stats
+from attncli.analyze import Options, Trained, attend
+from attncli.errors import AttncliError, InputError
+from attncli.tokenize import is_punctuation
+
+CHUNK = 128  # lines a task: large enough that a task's overhead is small, small enough to spread
+
+
+@dataclass(frozen=True)
+class StatsJob:
+    """What every chunk needs: where the vectors or the model are (batch.Job), and the
+    baselines and word table asked for."""
+
+    load: batch.Job = field(default_factory=batch.Job)
+    seed: int = 0
+    shuffled: bool = True
+    random_seeds: int = 3
+    by_word: bool = False
+
+
+def sentence_arrays(text: str, vectors, opts: Options):
+    """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence."""
+    att = attend(text, vectors, opts)
+    if att.layers is not None:  # a model: every layer, its pieces with [CLS] first and [SEP]s
+        alpha, T = att.layers, len(att.tokens)
+        special = np.array(att.pieces.special, dtype=bool)
+        cls = special & (np.arange(T) == 0)
+        sep = special & (np.arange(T) > 0)
+        allowed = np.ones((T, T), dtype=bool)
+    else:
+        alpha, T = att.weights[None], len(att.tokens)
+        cls = sep = np.zeros(T, dtype=bool)
+        allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask
+    punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
+    return alpha, allowed, list(att.tokens), punct, cls, sep
+
+
+def _sums(arrays) -> stats.HeadSums:
+    alpha, allowed, tokens, punct, cls, sep = arrays
+    numbers = {t: n for n, t in enumerate(dict.fromkeys(tokens))}
+    ids = np.array([numbers[t] for t in tokens])
+    return stats.observe(alpha, allowed, ids, punct, cls, sep)
+
+
+def shuffle(text: str, seed: int, line: int) -> str:
+    """The line's words (as split on white space) in a random order of its own."""
+    words = text.split()
+    order = np.random.default_rng([seed, line]).permutation(len(words))
+    return " ".join(words[i] for i in order)
+
+
+def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
+    """The sums of a chunk of (line number, text, error), with the baselines'; a line with an
+    error, or one attention cannot take (no word with a vector, say), is counted as skipped."""
+    opts = job.load.opts
+    out = stats.Partial(words=stats.WordSums() if job.by_word else None)
+    for number, text, error in chunk:
+        out.lines += 1
+        try:
+            if error is not None:
+                raise InputError(error)
+            arrays = sentence_arrays(text, vectors, opts)
+        except AttncliError as e:
+            out.skipped += 1
+            if out.first_skip is None:
+                out.first_skip = (number, str(e))
+            continue
+        out.add(None, _sums(arrays))
+        alpha, allowed, tokens = arrays[:3]
+        even = stats.uniform(allowed)
+        out.add("uniform", _sums((even, *arrays[1:])))
+        if out.words is not None:
+            out.words.observe(tokens, alpha, allowed)
+        if job.shuffled:
+            try:
+                out.add("shuffled", _sums(sentence_arrays(shuffle(text, job.seed, number), vectors, opts)))
+            except AttncliError:
+                pass  # a shuffled line has the same words, so this cannot happen; kept safe
+        if not isinstance(vectors, Trained):
+            for seed in range(job.random_seeds):
+                random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
+                out.add("random", _sums(sentence_arrays(text, vectors, random)))
+    return out
+
+
+def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS"):
+    """(line number, text or None, error or None) of each line that holds something, read a
+    line at a time (the corpus is never held whole); a line that is not UTF-8 ends the run."""
+    for number, raw in enumerate(stream, start=1):
+        item = batch.parse_line(number, raw, jsonl=jsonl, field_name=field_name)
+        if item is None:
+            continue
+        if item[2] is not None and item[2].startswith("not UTF-8"):
+            raise InputError(f"{name}: line {number} is {item[2]}; give UTF-8 text")
+        yield item
+
+
+def chunks_of(items, size: int = CHUNK):
+    """The items in lists of `size`, as they come."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def repeated(vocabulary: list[str], count: int, length: int, seed: int) -> list[tuple]:
+    """The standard induction test: `count` sequences of `length` words drawn at random
+    (seeded) from the vocabulary, each written twice in a row."""
+    if not vocabulary:
+        raise InputError("--probe repeated draws words from the vectors' vocabulary, and it has no word of "
+                         "letters; use other --vectors")
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in range(count):
+        words = [vocabulary[i] for i in rng.integers(0, len(vocabulary), size=length)]
+        out.append((n + 1, " ".join(words + words), None))
+    return out
+
+
+# --- one process, or N of them, as batch runs them ------------------------------------------
+
+def _chunk(chunk: list[tuple]) -> stats.Partial:
+    """In a worker that batch._start set up: the chunk's partial, or the reason it could not load."""
+    if batch._failed is not None:
+        raise InputError(batch._failed)
+    return chunk_partial(chunk, batch._vectors, _stats_job)
+
+
+_stats_job: StatsJob | None = None
+
+
+def _start(job: StatsJob, worker: bool = False) -> None:
+    global _stats_job
+    _stats_job = job
+    batch._start(job.load, worker)
+
+
+def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
+    """Each chunk's partial, as it is done; with jobs > 1, at most 2 jobs chunks at a time
+    are read ahead, so the corpus is never held whole."""
+    if jobs == 1:
+        for chunk in chunks:
+            yield chunk_partial(chunk, vectors, job)
+        return
+    import multiprocessing
+    from collections import deque
+
+    with batch._interrupts_held() as release:
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
+        with pool:
+            release()
+            pending: deque = deque()
+            for chunk in chunks:
+                pending.append(pool.apply_async(_chunk, (chunk,)))
+                while len(pending) >= 2 * jobs:
+                    yield pending.popleft().get()
+            while pending:
+                yield pending.popleft().get()
+
+
+# --- a Dask cluster -------------------------------------------------------------------------
+
+_loaded: dict = {}  # in a Dask worker: the vectors or model of each job it has run
+
+
+def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
+    """A Dask task: the worker loads the vectors (or model) once, from the path all workers
+    see, and sums its chunk. Only the chunk's text comes in and the sums go out."""
+    if job.load not in _loaded:
+        try:
+            _loaded[job.load] = _load(job.load)
+        except (AttncliError, OSError) as e:
+            from distributed import get_worker
+
+            where = job.load.model or job.load.source or "the bundled vectors"
+            raise InputError(f"worker {get_worker().address} could not load {where}: {e}") from None
+    return chunk_partial(chunk, _loaded[job.load], job)
+
+
+def _load(job: batch.Job):
+    from attncli.load import load_vectors
+
+    if job.model is not None:
+        from attncli import model_files
+
+        return Trained(model_files.load_model(job.model), job.layer, job.head)
+    return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+
+
+def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
+    """Each chunk's partial from the cluster at `address`, as they finish, with at most 4
+    chunks a worker in flight. A worker lost mid-run has its tasks run again elsewhere
+    (Dask's own rescheduling, and 2 retries); a task that fails ends the run."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({type(e).__name__}); "
+                         "start one (dask scheduler), or check the address") from None
+    with client:
+        window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
+        running = as_completed()
+        chunks = iter(chunks)
+        for chunk in itertools.islice(chunks, window):
+            running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
+        try:
+            for future in running:
+                yield future.result()
+                chunk = next(chunks, None)
+                if chunk is not None:
+                    running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
+        except AttncliError:
+            raise
+        except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
+            raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
