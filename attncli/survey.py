@@ -226,10 +226,9 @@ def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
                          "start one (dask scheduler), or check the address") from None
     with client:
         window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
-        running = as_completed()
         chunks = iter(chunks)
-        for chunk in itertools.islice(chunks, window):
-            running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
+        running = as_completed([client.submit(dask_chunk, chunk, job, retries=2, pure=False)
+                                for chunk in itertools.islice(chunks, window)], loop=client.loop)
         try:
             for future in running:
                 yield future.result()

@@ -1,0 +1,300 @@
+"""attncli stats: each statistic against a computation of its own, partial sums merged in
+any order, the baselines, and the command through the CLI on one process and on several."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from attncli import stats
+from clirunner import fails, ok, run
+
+WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
+         "she said that he was not there but they were here with us today").split()
+
+
+def loops(alpha, allowed, ids, punct, cls, sep):
+    """Every statistic's sum over the rows, one number at a time, as the definitions read."""
+    L, H, T, _ = alpha.shape
+    out = {name: np.zeros((L, H)) for name in stats.STATISTICS}
+    repeats = len(set(ids.tolist())) < T
+    for l in range(L):
+        for h in range(H):
+            for i in range(T):
+                a = alpha[l, h, i]
+                out["entropy"][l, h] -= sum(x * math.log(x) for x in a if x > 0)
+                out["distance"][l, h] += sum(a[j] * abs(i - j) for j in range(T))
+                out["self"][l, h] += a[i]
+                out["previous"][l, h] += a[i - 1] if i > 0 else 0.0
+                out["next"][l, h] += a[i + 1] if i < T - 1 else 0.0
+                out["cls"][l, h] += sum(a[j] for j in range(T) if cls[j])
+                out["sep"][l, h] += sum(a[j] for j in range(T) if sep[j])
+                out["punct"][l, h] += sum(a[j] for j in range(T) if punct[j])
+                out["previous_token"][l, h] += a[i - 1] if i > 0 else 0.0
+                if repeats:
+                    out["duplicate_token"][l, h] += sum(a[j] for j in range(i) if ids[j] == ids[i])
+                    out["induction"][l, h] += sum(a[j] for j in range(1, i + 1) if ids[j - 1] == ids[i])
+    return out
+
+
+def random_sentence(rng, L=2, H=3, T=7, masked=False):
+    logits = rng.normal(size=(L, H, T, T))
+    allowed = np.tril(np.ones((T, T), dtype=bool)) if masked else np.ones((T, T), dtype=bool)
+    logits = np.where(allowed, logits, -np.inf)
+    alpha = np.exp(logits - logits.max(-1, keepdims=True))
+    alpha /= alpha.sum(-1, keepdims=True)
+    ids = rng.integers(0, 4, size=T)
+    flags = [rng.random(T) < 0.3 for _ in range(3)]
+    return alpha, allowed, ids, *flags
+
+
+@pytest.mark.parametrize("seed,masked", [(0, False), (1, True), (2, False)])
+def test_each_statistic_is_its_definition(seed, masked):
+    arrays = random_sentence(np.random.default_rng(seed), masked=masked)
+    sums = stats.observe(*arrays)
+    for name, expected in loops(*arrays).items():
+        np.testing.assert_allclose(sums.sums[name].value, expected, rtol=1e-12, atol=1e-14, err_msg=name)
+    T = len(arrays[2])
+    assert sums.counts["rows"] == T and sums.counts["rows_previous"] == T - 1
+
+
+def test_uniform_attention_has_the_entropy_ln_n_and_the_mean_distance():
+    T = 6
+    allowed = np.tril(np.ones((T, T), dtype=bool))
+    even = stats.uniform(allowed)
+    sums = stats.observe(even, allowed, np.arange(T), *(np.zeros(T, bool),) * 3)
+    assert sums.sums["entropy"].value[0, 0] == pytest.approx(sum(math.log(i + 1) for i in range(T)), rel=1e-14)
+    assert sums.sums["distance"].value[0, 0] == pytest.approx(sum(sum(range(i + 1)) / (i + 1) for i in range(T)))
+
+
+def test_partial_sums_merge_in_any_order_to_the_same_numbers():
+    rng = np.random.default_rng(3)
+    parts = [stats.observe(*random_sentence(rng, T=int(rng.integers(2, 12)))) for _ in range(300)]
+
+    def merged(order):
+        total = stats.HeadSums((2, 3))
+        for group in np.array_split(order, 7):  # chunks, then the chunks merged
+            chunk = stats.HeadSums((2, 3))
+            for i in group:
+                chunk.merge(parts[i])
+            total.merge(chunk)
+        return total.means()
+
+    a, b = merged(np.arange(300)), merged(rng.permutation(300))
+    for name in stats.STATISTICS:
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=0, err_msg=name)
+
+
+def test_compensated_sums_keep_what_plain_float_addition_loses():
+    s = stats.Compensated(())
+    for x in [1e16, 1.0, -1e16] * 1000:
+        s.add(x)
+    assert s.value == 1000.0  # plain addition gives 0
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(WORDS, size=rng.integers(3, 12))) for _ in range(400)]
+    lines[10] = ""  # blank: not a line of the corpus
+    lines[20] = "... !!"  # no word: counted and skipped
+    path = tmp_path_factory.mktemp("stats") / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def records(result):
+    return ok(result, stderr=None)
+
+
+def test_stats_gives_a_record_a_head_with_counts_and_baselines(corpus):
+    result = run("stats", corpus, "--heads", "2", "--json")
+    docs = records(result)
+    assert [(d["layer"], d["head"]) for d in docs] == [(1, 1), (1, 2)]
+    assert docs[0]["sentences"] == 398 and "1 of 399 lines skipped (line 21" in result.stderr
+    assert set(docs[0]["baselines"]) == {"uniform", "shuffled", "random"}
+    # with word vectors and no positions attention ignores order: shuffling the words
+    # changes none of the statistics that do not look at positions
+    for d in docs:
+        for key in ("entropy", "self", "punct"):
+            assert d[key] == pytest.approx(d["baselines"]["shuffled"][key], rel=1e-9, abs=1e-12), key
+            assert "shuffled" in d["like_baseline"][key]
+    assert docs[0]["baselines"]["uniform"]["entropy"] > docs[0]["entropy"]
+
+
+def test_stats_equals_a_computation_of_its_own_from_scores(corpus):
+    """The heads' entropy and self share over the corpus, from each line's `batch` weights."""
+    docs = records(run("stats", corpus, "--json", "--no-shuffled", "--random-seeds", "0"))
+    lines = [line for line in corpus.read_text().splitlines() if line.strip()]
+    result = run("batch", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1  # the line of no word: an error object, as stats skips it
+    batch = [json.loads(line) for line in result.stdout.splitlines()]
+    entropy = selfs = rows = 0.0
+    for doc in batch:
+        if "error" in doc:
+            continue
+        W = np.array(doc["weights"])
+        entropy -= float(np.sum(np.where(W > 0, W * np.log(np.where(W > 0, W, 1)), 0)))
+        selfs += float(np.trace(W))
+        rows += len(W)
+    assert docs[0]["rows"] == rows
+    assert docs[0]["entropy"] == pytest.approx(entropy / rows, rel=1e-12)
+    assert docs[0]["self"] == pytest.approx(selfs / rows, rel=1e-12)
+    assert set(docs[0]["baselines"]) == {"uniform"}
+
+
+def test_two_jobs_give_the_numbers_of_one(corpus):
+    one_job, two_jobs = (records(run("stats", corpus, "--json", "--jobs", n)) for n in ("1", "2"))
+    assert len(one_job) == len(two_jobs) == 1
+    a, b = one_job[0], two_jobs[0]
+    for key, value in a.items():
+        if isinstance(value, float):
+            assert b[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+        else:
+            assert b[key] == value, key
+
+
+def test_repeated_sequences_show_what_duplicate_and_induction_scores_measure():
+    docs = records(run("stats", "--probe", "repeated", "--probe-count", "20", "--probe-length", "8", "--json"))
+    d = docs[0]
+    assert d["sentences"] == 20 and d["tokens"] == 20 * 16 and d["rows_repeat"] == d["rows"]
+    # raw word vectors: a word is most like itself, so its earlier copy draws much attention
+    assert d["duplicate_token"] > 3 * d["baselines"]["uniform"]["duplicate_token"]
+    fails(run("stats", "some.txt", "--probe", "repeated"), "leave out CORPUS", code=2)
+
+
+def test_by_word_gives_each_words_attention_against_uniform(corpus):
+    docs = records(run("stats", corpus, "--by", "word", "--json"))
+    words = {d["word"]: d for d in docs}
+    assert set(words) <= set(WORDS)
+    assert sum(d["count"] for d in docs) == records(run("stats", corpus, "--json"))[0]["tokens"]
+    for d in docs:
+        assert d["ratio"] == pytest.approx(d["received"] / d["uniform"])
+    assert [d["ratio"] for d in docs] == sorted((d["ratio"] for d in docs), reverse=True)
+
+
+def test_bad_corpora(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"the cat sat\nthe \xff dog\n")
+    fails(run("stats", bad), "line 2 is not UTF-8")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    fails(run("stats", empty), "holds no sentence")
+    words = tmp_path / "none.txt"
+    words.write_text("zzqx qqzz\n!!!\n")
+    fails(run("stats", words), "no line of", "2 skipped")
+
+
+def test_a_table_on_a_terminal_marks_what_a_baseline_equals(corpus):
+    result = run("stats", corpus, "--format", "table", env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:3] == ["head", "entr", "dist"]
+    row = lines[2].split()
+    assert row[0] == "1.1" and row[1].endswith("s")  # the entropy, as the shuffled baseline's
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_a_models_heads_and_their_share_on_cls_and_sep(tmp_path):
+    pytest.importorskip("safetensors")
+    from attncli import model_files
+    from tinybert import TINY, loop_forward, tiny_weights, write_model
+
+    folder = write_model(tmp_path / "tiny")
+    sentences = ["the earth is like an orange", "an orange is like the earth"]
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    docs = records(run("stats", path, "--model", folder, "--json"))
+    L, H = TINY["num_hidden_layers"], TINY["num_attention_heads"]
+    assert [(d["layer"], d["head"]) for d in docs] == [(l + 1, h + 1) for l in range(L) for h in range(H)]
+    model = model_files.load_model(str(folder))
+    cls = np.zeros((L, H))
+    sep = np.zeros((L, H))
+    rows = 0
+    for sentence in sentences:
+        ids = list(model.encode(sentence).ids)
+        _, alpha = loop_forward(ids, tiny_weights(TINY), TINY)  # (L, H, T, T)
+        cls += alpha[..., 0].sum(-1)
+        sep += alpha[..., -1].sum(-1)
+        rows += len(ids)
+    for d in docs:
+        assert d["cls"] == pytest.approx(cls[d["layer"] - 1, d["head"] - 1] / rows, rel=1e-9)
+        assert d["sep"] == pytest.approx(sep[d["layer"] - 1, d["head"] - 1] / rows, rel=1e-9)
+        assert set(d["baselines"]) == {"uniform", "shuffled"}  # no random projections of a model
+    fails(run("stats", path, "--model", folder, "--by", "word"), "--by word counts words")
+
+
+# --- a Dask cluster ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, silence_logs=50) as c:
+        yield c
+
+
+def test_a_dask_cluster_gives_the_numbers_of_one_process(corpus, cluster):
+    local = records(run("stats", corpus, "--json"))
+    remote = records(run("stats", corpus, "--json", "--scheduler", cluster.scheduler_address))
+    assert remote[0]["sentences"] == local[0]["sentences"] == 398
+    for key, value in local[0].items():
+        if isinstance(value, float):
+            assert remote[0][key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+        elif key != "baselines":
+            assert remote[0][key] == value, key
+
+
+def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
+    import os
+    import signal
+
+    from attncli import batch, survey
+    from distributed import Client
+
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        pids = list(client.run(os.getpid).values())
+    job = survey.StatsJob(batch.Job(), random_seeds=1)
+    lines = list(survey.read_lines(open(corpus, "rb")))
+
+    def chunks():
+        for n, chunk in enumerate(survey.chunks_of(lines, 16)):
+            if n == 6:
+                os.kill(pids[0], signal.SIGKILL)  # one worker dies with tasks of its own
+            yield chunk
+
+    merged, expected = stats.Partial(), stats.Partial()
+    for part in survey.run_dask(chunks(), job, cluster.scheduler_address):
+        merged.merge(part)
+    for part in survey.run(survey.chunks_of(lines, 16), job, 1, vectors=_bundled()):
+        expected.merge(part)
+    assert merged.lines == expected.lines == len(lines) and merged.skipped == expected.skipped == 1
+    assert merged.heads.counts == expected.heads.counts
+    np.testing.assert_allclose(merged.heads.means()["entropy"], expected.heads.means()["entropy"], rtol=1e-12)
+
+
+def _bundled():
+    from attncli.load import load_vectors
+
+    return load_vectors()
+
+
+def test_workers_that_cannot_load_the_vectors_name_themselves_and_the_path(cluster):
+    from attncli import batch, survey
+    from attncli.errors import InputError
+
+    job = survey.StatsJob(batch.Job(source="/nowhere/vectors.txt"))
+    with pytest.raises(InputError, match=r"worker tcp://127\.0\.0\.1:\d+ could not load /nowhere/vectors\.txt"):
+        list(survey.run_dask([[(1, "the cat sat", None)]], job, cluster.scheduler_address))
+
+
+def test_a_scheduler_that_does_not_answer_is_an_error_in_seconds(corpus):
+    import time
+
+    pytest.importorskip("distributed")
+    start = time.monotonic()
+    fails(run("stats", corpus, "--scheduler", "tcp://127.0.0.1:9"), "no Dask scheduler answers at tcp://127.0.0.1:9")
+    assert time.monotonic() - start < 20
