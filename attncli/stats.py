@@ -78,6 +78,14 @@ class HeadSums:
         for name, n in other.counts.items():
             self.counts[name] += n
 
+    def add(self, seen: list[Observation]) -> None:
+        """Sentences' sums, added together first (numpy's pairwise sum), then to the running
+        ones: one compensated addition a chunk, not a sentence."""
+        for name in STATISTICS:
+            self.sums[name].add(np.sum([o.sums[name] for o in seen], axis=0))
+        for name in COUNTS:
+            self.counts[name] += sum(o.counts[name] for o in seen)
+
     def means(self) -> dict[str, np.ndarray]:
         """Each statistic's mean (L, H); NaN where nothing was counted (no repeated token, say)."""
         out = {}
@@ -98,29 +106,39 @@ def patterns(ids: np.ndarray) -> dict[str, np.ndarray]:
     return {"previous_token": previous, "duplicate_token": duplicate, "induction": np.tril(induction)}
 
 
+@dataclass
+class Observation:
+    """One sentence's sums over its rows, (L, H) each, and its counts."""
+
+    sums: dict[str, np.ndarray]
+    counts: dict[str, int]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.sums["entropy"].shape
+
+
 def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.ndarray,
-            cls: np.ndarray, sep: np.ndarray) -> HeadSums:
+            cls: np.ndarray, sep: np.ndarray) -> Observation:
     """One sentence's sums. alpha (L, H, T, T); allowed (T, T) where row i may attend;
     ids (T,) its tokens as numbers (equal tokens, equal numbers); punct, cls, sep (T,) flags."""
     L, H, T, _ = alpha.shape
-    out = HeadSums((L, H))
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(alpha > 0, np.log(np.where(alpha > 0, alpha, 1.0)), 0.0)  # 0 ln 0 = 0
-    out.sums["entropy"].add(-(alpha * logs).sum(axis=(-1, -2)))
     where = np.arange(T)
-    out.sums["distance"].add((alpha * np.abs(where[:, None] - where[None, :])).sum(axis=(-1, -2)))
-    out.sums["self"].add(alpha[..., where, where].sum(axis=-1))
-    out.sums["previous"].add(alpha[..., where[1:], where[:-1]].sum(axis=-1))
-    out.sums["next"].add(alpha[..., where[:-1], where[1:]].sum(axis=-1))
-    for name, flags in (("cls", cls), ("sep", sep), ("punct", punct)):
-        out.sums[name].add(alpha[..., flags].sum(axis=(-1, -2)))
+    sums = {
+        "entropy": -(alpha * logs).sum(axis=(-1, -2)),
+        "distance": (alpha * np.abs(where[:, None] - where[None, :])).sum(axis=(-1, -2)),
+        "self": alpha[..., where, where].sum(axis=-1),
+        "previous": alpha[..., where[1:], where[:-1]].sum(axis=-1),
+        "next": alpha[..., where[:-1], where[1:]].sum(axis=-1),
+        **{name: alpha[..., flags].sum(axis=(-1, -2)) for name, flags in (("cls", cls), ("sep", sep), ("punct", punct))},
+    }
     repeats = len(np.unique(ids)) < T
     for name, P in patterns(ids).items():
-        if name == "previous_token" or repeats:
-            out.sums[name].add((alpha * P).sum(axis=(-1, -2)))
-    out.counts.update(sentences=1, tokens=T, rows=T, rows_previous=T - 1, rows_next=T - 1,
-                      rows_repeat=T if repeats else 0)
-    return out
+        sums[name] = (alpha * P).sum(axis=(-1, -2)) if name == "previous_token" or repeats else np.zeros((L, H))
+    return Observation(sums, {"sentences": 1, "tokens": T, "rows": T, "rows_previous": T - 1, "rows_next": T - 1,
+                              "rows_repeat": T if repeats else 0})
 
 
 def uniform(allowed: np.ndarray) -> np.ndarray:
@@ -170,20 +188,24 @@ class Partial:
     skipped: int = 0
     first_skip: tuple[int, str] | None = None
 
-    def add(self, name: str | None, sums: HeadSums) -> None:
-        """Add a sentence's sums to the heads' (name None) or to a baseline's."""
+    def add(self, name: str | None, seen: list[Observation]) -> None:
+        """Add sentences' sums to the heads' (name None) or to a baseline's."""
+        if not seen:
+            return
         if name is None:
             if self.heads is None:
-                self.heads = HeadSums(sums.shape)
-            self.heads.merge(sums)
+                self.heads = HeadSums(seen[0].shape)
+            self.heads.add(seen)
         else:
-            self.baselines.setdefault(name, HeadSums(sums.shape)).merge(sums)
+            self.baselines.setdefault(name, HeadSums(seen[0].shape)).add(seen)
 
     def merge(self, other: Partial) -> None:
         if other.heads is not None:
-            self.add(None, other.heads)
+            if self.heads is None:
+                self.heads = HeadSums(other.heads.shape)
+            self.heads.merge(other.heads)
         for name, sums in other.baselines.items():
-            self.add(name, sums)
+            self.baselines.setdefault(name, HeadSums(sums.shape)).merge(sums)
         if other.words is not None:
             if self.words is None:
                 self.words = WordSums()

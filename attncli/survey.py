@@ -55,7 +55,7 @@ def sentence_arrays(text: str, vectors, opts: Options):
     return alpha, allowed, list(att.tokens), punct, cls, sep
 
 
-def _sums(arrays) -> stats.HeadSums:
+def _sums(arrays) -> stats.Observation:
     alpha, allowed, tokens, punct, cls, sep = arrays
     numbers = {t: n for n, t in enumerate(dict.fromkeys(tokens))}
     ids = np.array([numbers[t] for t in tokens])
@@ -74,6 +74,7 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
     error, or one attention cannot take (no word with a vector, say), is counted as skipped."""
     opts = job.load.opts
     out = stats.Partial(words=stats.WordSums() if job.by_word else None)
+    seen: dict[str | None, list[stats.Observation]] = {None: [], "uniform": [], "shuffled": [], "random": []}
     for number, text, error in chunk:
         out.lines += 1
         try:
@@ -85,21 +86,19 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
             if out.first_skip is None:
                 out.first_skip = (number, str(e))
             continue
-        out.add(None, _sums(arrays))
+        seen[None].append(_sums(arrays))
         alpha, allowed, tokens = arrays[:3]
-        even = stats.uniform(allowed)
-        out.add("uniform", _sums((even, *arrays[1:])))
+        seen["uniform"].append(_sums((stats.uniform(allowed), *arrays[1:])))
         if out.words is not None:
             out.words.observe(tokens, alpha, allowed)
-        if job.shuffled:
-            try:
-                out.add("shuffled", _sums(sentence_arrays(shuffle(text, job.seed, number), vectors, opts)))
-            except AttncliError:
-                pass  # a shuffled line has the same words, so this cannot happen; kept safe
+        if job.shuffled:  # the same words, so the same errors if any: none here
+            seen["shuffled"].append(_sums(sentence_arrays(shuffle(text, job.seed, number), vectors, opts)))
         if not isinstance(vectors, Trained):
             for seed in range(job.random_seeds):
                 random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
-                out.add("random", _sums(sentence_arrays(text, vectors, random)))
+                seen["random"].append(_sums(sentence_arrays(text, vectors, random)))
+    for name, observed in seen.items():
+        out.add(name, observed)
     return out
 
 
