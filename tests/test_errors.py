@@ -45,6 +45,7 @@ def make_files(folder: Path) -> None:
         "nan.txt": b"2 2\ncat nan 0\ndog 0 1\n",
         "huge.txt": b"1000000000000 300\ncat 1 0\n",
         "latin1.txt": b"caf\xe9 au lait\n",
+        "nowords.txt": b"zzqx qqzz\n!!!\n",
         "corrupt.gz": b"\x1f\x8b\x08\x00" + b"garbage" * 10,
         "model.kv": pickle.dumps({"a": 1}, protocol=4),
         "notnpz.npz": b"hello",
