@@ -116,16 +116,21 @@ def _start(job: Job, worker: bool = False) -> None:
 
 
 def _one(item: tuple[int, str | None, str | None]) -> dict:
+    return one_line(item, _vectors, _job, _failed)
+
+
+def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None) -> dict:
+    """A line's result: its document with `line`, or {"line", "error"}."""
     number, text, error = item
-    if error is None and _failed is not None:
-        error = _failed
+    if error is None and failed is not None:
+        error = failed
     if error is None:
         try:
-            if _job.token is None and _job.index is None and not _job.all_contexts:
-                doc = scores_doc(text, _vectors, _job.opts)
+            if job.token is None and job.index is None and not job.all_contexts:
+                doc = scores_doc(text, vectors, job.opts)
             else:
-                doc = context_doc(text, _vectors, _job.opts, token=_job.token, index=_job.index,
-                                  all_contexts=_job.all_contexts, neighbors=_job.neighbors)
+                doc = context_doc(text, vectors, job.opts, token=job.token, index=job.index,
+                                  all_contexts=job.all_contexts, neighbors=job.neighbors)
             return {"line": number, **doc}
         except AttncliError as e:
             error = str(e)

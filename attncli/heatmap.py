@@ -309,20 +309,24 @@ def header(tokens: list[str], layout: Layout) -> list[Text]:
 
 
 def rows(tokens: list[str], M: np.ndarray, masked: np.ndarray, layout: Layout, numbers: Numbers,
-         scale: Scale | None) -> list[Text]:
+         scale: Scale | None, cursor: tuple[int, int] | None = None) -> list[Text]:
     """A grid's rows: the row label, then each cell's number right-aligned in its column,
-    on its colour (the column's gap included, so the colours join); a masked cell "·"."""
+    on its colour (the column's gap included, so the colours join); a masked cell "·". A
+    cursor (row, column) is drawn in reverse, its row's label underlined."""
     lines = []
     for i, row in enumerate(M):
         name = str(i) if layout.columns == "positions" else tokens[i]
+        label = "bold underline reverse" if cursor is not None and cursor[0] == i else "bold"
         line = _line((_right(name, layout.label) if layout.columns == "positions" else _left(name, layout.label),
-                      "bold"))
+                      label))
         for j, (value, w) in enumerate(zip(row, layout.widths)):
+            here = cursor == (i, j)
             if masked[i, j]:
-                line.append(_right("·", w), style="dim")
+                line.append(_right("·", w), style="reverse" if here else "dim")
                 continue
             text = numbers.text(float(value))
-            line.append(_right(text, w), style=None if scale is None else scale.style(scale.step(float(value))))
+            style = None if scale is None else scale.style(scale.step(float(value)))
+            line.append(_right(text, w), style=Style(reverse=True, bold=True) if here else style)
         lines.append(line)
     return lines
 
@@ -389,10 +393,10 @@ class Heatmap:
     def fits(self) -> bool:
         return self.layout is not None
 
-    def grid(self, M: np.ndarray) -> list[Text]:
-        """Column labels and rows of one matrix (assumes `fits`)."""
+    def grid(self, M: np.ndarray, cursor: tuple[int, int] | None = None) -> list[Text]:
+        """Column labels and rows of one matrix (assumes `fits`), a cursor's cell marked."""
         return header(self.tokens, self.layout) + rows(self.tokens, M, self.masked, self.layout, self.numbers,
-                                                       self.scale)
+                                                       self.scale, cursor)
 
     def key(self) -> list[Text]:
         return [key(self.tokens)] if self.layout is not None and self.layout.columns == "positions" else []

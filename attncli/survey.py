@@ -189,15 +189,7 @@ _loaded: dict = {}  # in a Dask worker: the vectors or model of each job it has 
 def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
     """A Dask task: the worker loads the vectors (or model) once, from the path all workers
     see, and sums its chunk. Only the chunk's text comes in and the sums go out."""
-    if job.load not in _loaded:
-        try:
-            _loaded[job.load] = _load(job.load)
-        except (AttncliError, OSError) as e:
-            from distributed import get_worker
-
-            where = job.load.model or job.load.source or "the bundled vectors"
-            raise InputError(f"worker {get_worker().address} could not load {where}: {e}") from None
-    return chunk_partial(chunk, _loaded[job.load], job)
+    return chunk_partial(chunk, _worker_vectors(job.load), job)
 
 
 def _load(job: batch.Job):
@@ -210,19 +202,65 @@ def _load(job: batch.Job):
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 
+def dask_lines(chunk: list[tuple], job: batch.Job) -> list[dict]:
+    """A Dask task of `batch --scheduler`: the chunk's results, as batch gives them."""
+    return [batch.one_line(item, _worker_vectors(job), job) for item in chunk]
+
+
+def _worker_vectors(job: batch.Job):
+    """In a Dask worker: the vectors or model of `job`, loaded once."""
+    if job not in _loaded:
+        try:
+            _loaded[job] = _load(job)
+        except (AttncliError, OSError) as e:
+            from distributed import get_worker
+
+            where = job.model or job.source or "the bundled vectors"
+            raise InputError(f"worker {get_worker().address} could not load {where}: {e}") from None
+    return _loaded[job]
+
+
+def connect(address: str, timeout: float = 10.0):
+    """A Dask client of the scheduler at `address`, or a one-line error within `timeout`."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({type(e).__name__}); "
+                         "start one (dask scheduler), or check the address") from None
+
+
+def run_dask_in_order(chunks, job: batch.Job, address: str):
+    """`batch --scheduler`: each chunk's results, in input order, with at most 4 chunks a
+    worker in flight (a slow chunk holds back the ones after it, not the workers)."""
+    from collections import deque
+
+    with connect(address) as client:
+        window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
+        pending: deque = deque()
+        try:
+            for chunk in chunks:
+                pending.append(client.submit(dask_lines, chunk, job, retries=2, pure=False))
+                while len(pending) >= window:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        except AttncliError:
+            raise
+        except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
+            raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
+
+
 def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
     """Each chunk's partial from the cluster at `address`, as they finish, with at most 4
     chunks a worker in flight. A worker lost mid-run has its tasks run again elsewhere
     (Dask's own rescheduling, and 2 retries); a task that fails ends the run."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({type(e).__name__}); "
-                         "start one (dask scheduler), or check the address") from None
+    client = connect(address, timeout)
+    from distributed import as_completed  # connect said so if Dask is missing
+
     with client:
         window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
         chunks = iter(chunks)

@@ -297,3 +297,12 @@ def test_a_scheduler_that_does_not_answer_is_an_error_in_seconds(corpus):
     start = time.monotonic()
     fails(run("stats", corpus, "--scheduler", "tcp://127.0.0.1:9"), "no Dask scheduler answers at tcp://127.0.0.1:9")
     assert time.monotonic() - start < 20
+
+
+def test_batch_on_a_dask_cluster_gives_the_lines_of_one_process_in_order(corpus, cluster):
+    local = run("batch", corpus)
+    remote = run("batch", corpus, "--scheduler", cluster.scheduler_address)
+    assert remote.exit_code == local.exit_code == 1  # the line of no word
+    assert remote.stdout == local.stdout
+    assert [json.loads(line)["line"] for line in remote.stdout.splitlines()][:3] == [1, 2, 3]
+    fails(run("batch", corpus, "--scheduler", cluster.scheduler_address, "--jobs", "2"), "give one of them", code=2)

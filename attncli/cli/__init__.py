@@ -187,10 +187,11 @@ def help_command(ctx, command):
 
 
 # the commands, each in the module of its family; imported here, after the group they join
-from attncli.cli import corpus, qkv, rnn, sentence, stats, train, vectors  # noqa: E402
+from attncli.cli import corpus, explore, qkv, rnn, sentence, stats, train, vectors  # noqa: E402
 
 for _command in (sentence.scores, corpus.batch, sentence.context, sentence.compare, sentence.neighbors,
-                 vectors.vectors, sentence.explain, sentence.heads, rnn.rnn, qkv.qkv, train.train, stats.stats):
+                 vectors.vectors, sentence.explain, sentence.heads, rnn.rnn, qkv.qkv, train.train, stats.stats,
+                 explore.explore):
     cli.add_command(_command)
 
 main = cli

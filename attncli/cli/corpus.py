@@ -28,10 +28,13 @@ from attncli.errors import InputError
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
                    "keeps input order.")
+@click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
+              help="A Dask scheduler (tcp://host:8786) whose workers do the work, the output still in input order; "
+                   "needs pip install 'attncli[dask]'.")
 @vectors_options
 @model_options
 @attention_options
-def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, load, opts):
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, load, opts):
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
@@ -44,9 +47,12 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt > results.jsonl
       attncli batch corpus.jsonl --jsonl --field body --token orange --jobs 2
       cat corpus.txt | attncli batch --scale 1 | jq -c '.top[0]'
+      attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
     """
     from attncli import batch as batches
 
+    if scheduler is not None and jobs > 1:
+        raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     data = read_input(input_file)
     items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
     if not items:
@@ -60,9 +66,15 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
         job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
                           trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
                           all_contexts=all_contexts, neighbors=neighbors)
+    if scheduler is not None:
+        from attncli import survey
+
+        results = survey.run_dask_in_order(survey.chunks_of(items), job, scheduler)
+    else:
+        results = batches.run(items, job, jobs)
     failed = 0
     with progress("lines") as update, writing_stdout():
-        for done, result in enumerate(batches.run(items, job, jobs), start=1):
+        for done, result in enumerate(results, start=1):
             failed += "error" in result
             write_json(result)
             update(done, len(items))

@@ -8,9 +8,9 @@ import sys
 
 import click
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 png_option, vectors_options)
+                                 output_path, vectors_options)
 from attncli.cli.output import emit, progress, warn
-from attncli.cli.sections import Command
+from attncli.cli.sections import Command, option
 from attncli.errors import InputError
 
 
@@ -39,7 +39,8 @@ from attncli.errors import InputError
 @vectors_options
 @model_options(head=False)
 @attention_options(top=False)
-@png_option
+@option("output", "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
+        help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
 def stats(input_file, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
           no_shuffled, jobs, scheduler, load, opts, out):

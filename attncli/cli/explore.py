@@ -1,0 +1,51 @@
+"""explore: a sentence's attention in an interactive terminal app (textual)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from attncli.cli.options import (TextParam, attention_options, model_options, output_path, refuse_overwriting_inputs,
+                                 vectors_options)
+from attncli.cli.output import write_whole
+from attncli.cli.sections import Command
+from attncli.errors import InputError
+
+
+@click.command(cls=Command, short_help="move through a sentence's attention with the keyboard")
+@click.argument("sentence", type=TextParam("the sentence"))
+@click.option("--export", type=click.Path(dir_okay=False), callback=output_path("export", (".svg",)),
+              metavar="FILE.svg", help="Where the p key saves the screen, as an SVG picture.")
+@vectors_options
+@model_options(head=False)
+@attention_options(top=False)
+def explore(sentence, export, load, opts):
+    """An interactive view of SENTENCE's attention in the terminal: the weights as a
+    heatmap with a cursor (arrow keys), and beside it the cursor's cell (its raw score,
+    scaled score and weight, each with its formula), its row's weights ranked, and its
+    context vector. Keys change what is computed: r raw scores, + and - the temperature,
+    s the scale, m the mask, h and H the head, a the heads' mean, l and L the layer (with
+    --model), x explain (the row through X, Q, scores, weights, Z), e edit the sentence, c
+    compare with another, p save the screen (--export), ? the keys, q quit. Every number
+    is computed by the same functions as scores, context, explain and compare. Needs a
+    terminal, and textual: pip install 'attncli[explore]'.
+
+    \b
+    Examples:
+      attncli explore "The earth is like an orange"
+      attncli explore "I sat on the bank of the river" --model minilm
+      attncli explore "The earth is like an orange" --qkv proj.npz --mask self --export screen.svg
+    """
+    try:
+        from attncli import explore as app
+    except ImportError:
+        raise InputError("explore needs textual: pip install 'attncli[explore]'") from None
+    refuse_overwriting_inputs({"--export": export})
+    vectors = load()
+    state = app.State(sentence, opts=opts, layer=vectors.layer if load.model else None)
+    explorer = app.Explorer(vectors, state, export=export,  # the sentence's errors come here, before the app
+                            write=lambda path, svg: write_whole(path, lambda f: f.write(svg.encode("utf-8"))))
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        raise InputError("explore needs a terminal, on stdin and stdout; for a pipe or a file, use "
+                         "attncli scores (or --json)")
+    explorer.run()

@@ -1,0 +1,365 @@
+"""explore: a sentence's attention in a terminal app, every number one keypress away.
+
+textual (made by the people who make rich) draws the app; everything it shows comes from
+the documents of analyze.py (scores_doc, context_doc, explain_doc, compare_doc), computed
+again for each change of state: no second copy of any computation lives here. The state
+is a small frozen dataclass, so a test can hold the app's numbers against the library's
+for the same state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.console import Group
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Header, Input, Static
+
+from attncli import heatmap
+from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
+from attncli.errors import AttncliError
+from attncli.render import _masked
+from attncli.visible import visible, visible_all
+
+MASKS = ("none", "causal", "self")
+STEPS = ("x", "q", "scores", "scaled", "weights", "context")  # explain mode: the cursor's row through each step
+STEP_NAMES = {"x": "X: its word vector x_i", "q": "Q: its query q_i = x_i W_Q", "scores": "scores ω_ij = q_i · k_j",
+              "scaled": "scaled scores ω_ij · scale / temperature", "weights": "weights α_ij = softmax_j",
+              "context": "Z: its context vector z_i = Σ_j α_ij v_j"}
+TEMPERATURE_STEP = 0.1
+
+
+@dataclass(frozen=True)
+class State:
+    """What the app shows: the sentence, the attention options, which layer and head (None:
+    the heads' mean), raw scores or weights, the cursor, and explain mode's step."""
+
+    sentence: str
+    opts: Options = field(default_factory=Options)
+    layer: int | None = None  # with a model, from 1
+    head: int | None = None  # from 1; None: the mean
+    raw: bool = False
+    cursor: tuple[int, int] = (0, 0)
+    step: int | None = None  # explain mode: an index into STEPS, None when off
+    other: str | None = None  # compare: a second sentence
+
+
+def source(vectors, state: State):
+    """The vectors, or the model at the state's layer."""
+    if isinstance(vectors, Trained):
+        return Trained(vectors.model, state.layer or vectors.layer, None)
+    return vectors
+
+
+def document(vectors, state: State) -> dict:
+    """The scores document the state shows, as `attncli scores` computes it."""
+    opts = Options() if isinstance(vectors, Trained) else state.opts
+    return scores_doc(state.sentence, source(vectors, state), opts)
+
+
+def shown(doc: dict, state: State) -> np.ndarray:
+    """The T x T matrix on screen: the mean or one head's, weights or raw scores."""
+    part = doc if state.head is None else doc["heads"][state.head - 1]
+    return np.array(part["scores" if state.raw else "weights"])
+
+
+class Help(ModalScreen):
+    """The keys, on a screen of their own."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "close")]
+
+    def compose(self) -> ComposeResult:
+        rows = [f"  {key:<14} {what}" for key, what in KEYS]
+        yield Static(Text("attncli explore: keys\n\n" + "\n".join(rows) + "\n\n  escape, q or ? closes this"),
+                     id="help")
+
+
+KEYS = (("arrows", "move the cursor"), ("r", "raw scores / weights"), ("+ / -", "temperature up / down by 0.1"),
+        ("s", "scale 1 / 1/sqrt(d_k)"), ("m", "mask none / causal / self"), ("h / H", "next / previous head"),
+        ("a", "the heads' mean"), ("l / L", "next / previous layer (a model)"),
+        ("x", "explain: the cursor's row through X, Q, scores, scaled, weights, Z"), ("e", "edit the sentence"),
+        ("c", "compare: a second sentence, the cursor's word in both"), ("p", "save the screen (--export)"),
+        ("?", "these keys"), ("q", "quit"))
+
+
+class Explorer(App):
+    """The heatmap of #grid, the cursor's row and cell in #side, a line of news in #status."""
+
+    AUTO_FOCUS = None  # the keys are the app's; the input line takes them only while it is open
+    CSS = """
+    #main { height: 1fr; }
+    #grid { width: auto; max-width: 65%; padding: 0 1; }
+    #side { width: 1fr; padding: 0 1; border-left: solid $accent; }
+    #status { height: auto; padding: 0 1; color: $text-muted; }
+    #ask { display: none; }
+    #ask.shown { display: block; }
+    #help { padding: 1 2; background: $panel; border: solid $accent; width: auto; height: auto; }
+    Help { align: center middle; }
+    """
+    BINDINGS = [
+        Binding("up", "move(-1, 0)", "up", show=False), Binding("down", "move(1, 0)", "down", show=False),
+        Binding("left", "move(0, -1)", "left", show=False), Binding("right", "move(0, 1)", "right", show=False),
+        Binding("r", "raw", "raw/weights"), Binding("plus,equals_sign", "temperature(1)", "T+"),
+        Binding("minus", "temperature(-1)", "T-"), Binding("s", "scale", "scale"), Binding("m", "mask", "mask"),
+        Binding("h", "head(1)", "head"), Binding("H", "head(-1)", "head-", show=False),
+        Binding("a", "mean", "mean"), Binding("l", "layer(1)", "layer"), Binding("L", "layer(-1)", "layer-", show=False),
+        Binding("x", "explain", "explain"), Binding("e", "edit", "edit"), Binding("c", "compare", "compare"),
+        Binding("p", "export", "save", show=False), Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, vectors, state: State, *, export: str | None = None, write=None):
+        super().__init__()
+        self.vectors, self.export, self.write = vectors, export, write
+        self.state, self.doc = state, document(vectors, state)
+        self.asking: str | None = None  # "edit" or "compare" while the input line is open
+        self.news, self.text = "", {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            yield Static(id="grid")
+            yield Static(id="side")
+        yield Input(id="ask")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "attncli explore"
+        self.redraw()
+
+    # --- the state, changed through the library -------------------------------------------
+
+    def change(self, **changes) -> bool:
+        """Move to a new state, computing its document first; an error keeps the old one
+        and says why on the status line."""
+        state = dataclasses.replace(self.state, **changes)
+        try:
+            doc = self.doc if _same_document(state, self.state) else document(self.vectors, state)
+        except AttncliError as e:
+            self.say(str(e))
+            return False
+        T = len(doc["tokens"])
+        i, j = state.cursor
+        self.state = dataclasses.replace(state, cursor=(min(i, T - 1), min(j, T - 1)))
+        self.doc = doc
+        self.redraw()
+        return True
+
+    def action_move(self, di: int, dj: int) -> None:
+        T = len(self.doc["tokens"])
+        i, j = self.state.cursor
+        self.change(cursor=((i + di) % T, (j + dj) % T))
+
+    def action_raw(self) -> None:
+        self.change(raw=not self.state.raw)
+
+    def action_temperature(self, sign: int) -> None:
+        if self.model():
+            return self.say("a model's attention has no temperature here: it is the model's own")
+        t = round(self.state.opts.temperature + sign * TEMPERATURE_STEP, 10)
+        if t <= 0:
+            return self.say(f"the temperature must stay above 0; it is {self.state.opts.temperature:g}")
+        self.change(opts=dataclasses.replace(self.state.opts, temperature=t))
+
+    def action_scale(self) -> None:
+        if self.model():
+            return self.say("a model's scale is its own, 1/sqrt(d_head)")
+        self.change(opts=dataclasses.replace(self.state.opts, scale=None if self.state.opts.scale is not None else 1.0))
+
+    def action_mask(self) -> None:
+        if self.model():
+            return self.say("a model's attention has no mask here: BERT attends both ways")
+        mask = MASKS[(MASKS.index(self.state.opts.mask) + 1) % len(MASKS)]
+        self.change(opts=dataclasses.replace(self.state.opts, mask=mask))
+
+    def action_head(self, sign: int) -> None:
+        H = len(self.doc["heads"])
+        if H == 1:
+            return self.say("one head: give --heads H (or --model) for more")
+        now = 0 if self.state.head is None else self.state.head
+        self.change(head=(now - 1 + sign) % H + 1 if now else (1 if sign > 0 else H))
+
+    def action_mean(self) -> None:
+        self.change(head=None)
+
+    def action_layer(self, sign: int) -> None:
+        if not self.model():
+            return self.say("one layer over word vectors; --model NAME|DIR has more")
+        L = self.vectors.model.config.layers
+        now = self.state.layer or self.vectors.layer
+        self.change(layer=(now - 1 + sign) % L + 1)
+
+    def action_explain(self) -> None:
+        step = self.state.step
+        self.change(step=0 if step is None else (None if step + 1 == len(STEPS) else step + 1))
+
+    def action_edit(self) -> None:
+        self.ask("edit", self.state.sentence, "a new sentence, then enter (escape: keep this one)")
+
+    def action_compare(self) -> None:
+        self.ask("compare", self.state.other or "", "a second sentence with the cursor's word, then enter")
+
+    def action_keys(self) -> None:
+        self.push_screen(Help())
+
+    def action_export(self) -> None:
+        if self.export is None:
+            return self.say("give --export FILE.svg when starting explore to save the screen with p")
+        svg = self.export_screenshot(title="attncli explore")
+        try:
+            self.write(self.export, svg)
+        except (AttncliError, OSError) as e:
+            return self.say(f"not saved: {e}")
+        self.say(f"saved {self.export}")
+
+    def model(self) -> bool:
+        return isinstance(self.vectors, Trained)
+
+    # --- the input line ---------------------------------------------------------------------
+
+    def ask(self, what: str, value: str, prompt: str) -> None:
+        self.asking = what
+        line = self.query_one("#ask", Input)
+        line.value, line.placeholder = value, prompt
+        line.add_class("shown")
+        line.focus()
+        self.say(prompt)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        line = self.query_one("#ask", Input)
+        line.remove_class("shown")
+        what, self.asking = self.asking, None
+        self.set_focus(None)
+        if what == "edit":
+            if self.change(sentence=event.value, cursor=(0, 0), step=None, other=None):
+                self.say("the new sentence")
+        elif what == "compare":
+            self.change(other=event.value or None)
+
+    def on_key(self, event) -> None:
+        if event.key == "escape" and self.asking is not None:
+            self.query_one("#ask", Input).remove_class("shown")
+            self.asking = None
+            self.set_focus(None)
+            self.say("kept the sentence")
+
+    def say(self, news: str) -> None:
+        self.news = visible(news)
+        self.query_one("#status", Static).update(Text(self.news))
+
+    # --- drawing ---------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        grid, side = self.grid(), self.side()
+        self.query_one("#grid", Static).update(grid)
+        self.query_one("#side", Static).update(side)
+        self.sub_title = self.describe()
+        self.text = {"grid": _plain(grid), "side": _plain(side)}  # what the panels say, for a reader or a test
+
+    def describe(self) -> str:
+        s, o = self.state, self.state.opts
+        what = "raw scores" if s.raw else "weights"
+        head = "mean of heads" if s.head is None else f"head {s.head}"
+        if self.model():
+            return f"{self.vectors.model.name}, layer {s.layer or self.vectors.layer}, {head}, {what}"
+        scale = "1/sqrt(d_k)" if o.scale is None else f"{o.scale:g}"
+        return f"{what}; {head}; temperature {o.temperature:g}; scale {scale}; mask {o.mask}"
+
+    def grid(self):
+        doc = visible_all(self.doc)
+        tokens = doc["tokens"]
+        M = shown(self.doc, self.state)
+        masked = _masked(self.doc, len(tokens)) if not self.state.raw else np.zeros(M.shape, dtype=bool)
+        width = max(20, int(self.size.width * 0.65) - 2) if self.size.width else 80
+        # textual brings colours down to what the terminal has: the grid is drawn in full colour
+        heat = heatmap.Heatmap(tokens, [M], masked, signed=self.state.raw, width=width, color_system="truecolor")
+        title = Text(visible(self.state.sentence), style="bold")
+        if not heat.fits:
+            need = heatmap.plan(tokens, heat.numbers.width, 10_000)
+            i = self.state.cursor[0]
+            ranked = np.argsort(-M[i], kind="stable")[:5]
+            top = ", ".join(f"{tokens[j]} {M[i, j]:.3f}" for j in ranked)
+            return Group(title, Text(f"the grid needs {need.width if need else '?'} columns; the window has "
+                                     f"{width}. Row {tokens[i]!r}: {top}"))
+        return Group(title, *heat.grid(M, self.state.cursor), *heat.key(), *heat.legend(
+            "raw scores q_i · k_j" if self.state.raw else "weights α x 100"))
+
+    def side(self):
+        doc, s = self.doc, self.state
+        tokens = visible_all(doc["tokens"])
+        i, j = s.cursor
+        part = doc if s.head is None else doc["heads"][s.head - 1]
+        omega, alpha = part["scores"][i][j], part["weights"][i][j]
+        c = doc["scale"] / doc["temperature"]
+        lines = [Text(f"row {i} {tokens[i]!r}, column {j} {tokens[j]!r}", style="bold"),
+                 Text(f"ω = q_i · k_j = {omega:.4f}"),
+                 Text(f"scaled = ω · scale / temperature\n       = {omega:.4f} · {doc['scale']:.4g} / "
+                      f"{doc['temperature']:g} = {omega * c:.4f}"),
+                 Text(f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {alpha:.4f}"), Text("")]
+        lines.append(Text(f"row {tokens[i]!r}, its weights ranked:", style="bold"))
+        weights = np.array(part["weights"][i])
+        for jj in np.argsort(-weights, kind="stable"):
+            w = float(weights[jj])
+            lines.append(Text(f"{tokens[jj][:10]:>10} {w:.3f} " + "█" * int(round(w * 10))))
+        lines.append(Text(""))
+        lines += self.context_lines(i)
+        if s.step is not None:
+            lines += [Text("")] + self.explain_lines(i)
+        if s.other is not None:
+            lines += [Text("")] + self.compare_lines(i)
+        return Group(*lines)
+
+    def context_lines(self, i: int) -> list[Text]:
+        """Its context vector: its norm, and the words nearest it where they mean something."""
+        if self.model():
+            return [Text("context vector: a model's, in its own space (no nearest words)", style="dim")]
+        try:
+            ctx = context_doc(self.state.sentence, self.vectors, self.state.opts, index=i, neighbors=5)
+        except AttncliError as e:
+            return [Text(visible(str(e)), style="dim")]
+        norm = math.sqrt(sum(x * x for x in ctx["context"]))
+        near = ", ".join(visible(n["word"]) for n in ctx["neighbors"]) or "none (projections: not in word space)"
+        return [Text(f"context vector z_i: {len(ctx['context'])} numbers, |z_i| = {norm:.3f}"),
+                Text(f"nearest words: {near}")]
+
+    def explain_lines(self, i: int) -> list[Text]:
+        step = STEPS[self.state.step]
+        opts = Options() if self.model() else self.state.opts
+        try:
+            row = explain_doc(self.state.sentence, source(self.vectors, self.state), opts, index=i)["row"]
+        except AttncliError as e:
+            return [Text(visible(str(e)), style="dim")]
+        value = np.array(row[step])
+        if value.ndim == 2:  # per head: the one shown, or the first
+            value = value[(self.state.head or 1) - 1]
+        shown_values = ", ".join(f"{v:.3f}" for v in value[:8]) + (", …" if len(value) > 8 else "")
+        return [Text(f"explain {self.state.step + 1}/{len(STEPS)}: {STEP_NAMES[step]}", style="bold"),
+                Text(f"[{shown_values}] ({len(value)} numbers, |.| = {float(np.linalg.norm(value)):.3f})")]
+
+    def compare_lines(self, i: int) -> list[Text]:
+        word = self.doc["tokens"][i]
+        opts = Options() if self.model() else self.state.opts
+        try:
+            doc = compare_doc([self.state.sentence, self.state.other], source(self.vectors, self.state), opts,
+                              token=word, neighbors=0)
+        except AttncliError as e:
+            return [Text(f"compare: {visible(str(e))}", style="dim")]
+        return [Text(f"compare {visible(word)!r} with {visible(self.state.other)!r}", style="bold"),
+                Text(f"cosine of its context vectors: {doc['context_cosine'][0][1]:.3f} "
+                     f"(raw vectors: {doc['raw_cosine'][0][1]:.3f})")]
+
+
+def _same_document(a: State, b: State) -> bool:
+    """Whether two states show the same scores document (they differ only in what is drawn of it)."""
+    return (a.sentence, a.opts, a.layer) == (b.sentence, b.opts, b.layer)
+
+
+def _plain(group: Group) -> str:
+    return "\n".join(part.plain.rstrip("\n") for part in group.renderables if isinstance(part, Text))

@@ -1,0 +1,152 @@
+"""attncli explore: the app driven headless by textual's Pilot, its numbers read back and
+held against the library's documents for the same state; and its refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("textual", reason="the explore extra: pip install 'attncli[explore]'")
+from attncli.analyze import Options, scores_doc  # noqa: E402
+from attncli.load import load_vectors  # noqa: E402
+from clirunner import fails, run  # noqa: E402
+
+SENTENCE = "The earth is like an orange"
+
+
+def drive(keys, sentence=SENTENCE, size=(120, 40), **state):
+    """Start the app, press the keys, and return (app, its state, its document)."""
+    from attncli import explore
+
+    vectors = load_vectors()
+    app = explore.Explorer(vectors, explore.State(sentence, **state))
+
+    async def go():
+        async with app.run_test(size=size) as pilot:
+            for key in keys:
+                await pilot.press(key)
+            await pilot.pause()
+            return app.state, app.doc, app.text["grid"], app.text["side"]
+
+    return asyncio.run(go())
+
+
+def test_after_plus_twice_the_weights_are_those_of_temperature_1_2():
+    state, doc, _, _ = drive(["plus", "plus"])
+    assert state.opts.temperature == pytest.approx(1.2)
+    expected = scores_doc(SENTENCE, load_vectors(), Options(temperature=1.2))
+    np.testing.assert_array_equal(np.array(doc["weights"]), np.array(expected["weights"]))
+
+
+@pytest.mark.parametrize("keys,changes", [
+    (["m"], {"mask": "causal"}),
+    (["m", "m"], {"mask": "self"}),
+    (["s"], {"scale": 1.0}),
+    (["minus"], {"temperature": 0.9}),
+])
+def test_each_key_recomputes_through_the_library(keys, changes):
+    state, doc, _, _ = drive(keys)
+    opts = dataclasses.replace(Options(), **changes)
+    assert state.opts == opts
+    expected = scores_doc(SENTENCE, load_vectors(), opts)
+    np.testing.assert_array_equal(np.array(doc["weights"]), np.array(expected["weights"]))
+
+
+def test_the_cursor_moves_and_stays_where_it_was_when_the_numbers_change():
+    state, doc, grid, side = drive(["down", "down", "right", "m"])
+    assert state.cursor == (2, 1)
+    expected = scores_doc(SENTENCE, load_vectors(), Options(mask="causal"))
+    w = expected["weights"][2][1]
+    assert f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {w:.4f}" in side
+    assert f"ω = q_i · k_j = {expected['scores'][2][1]:.4f}" in side
+    assert "row 2 'is', column 1 'earth'" in side
+
+
+def test_heads_and_the_raw_scores():
+    state, doc, _, side = drive(["h", "h", "r"], opts=Options(heads=2, qkv="random"))
+    assert state.head == 2 and state.raw
+    expected = scores_doc(SENTENCE, load_vectors(), Options(heads=2, qkv="random"))
+    np.testing.assert_array_equal(np.array(doc["heads"][1]["scores"]), np.array(expected["heads"][1]["scores"]))
+    state, _, _, _ = drive(["h", "a"], opts=Options(heads=2))
+    assert state.head is None
+
+
+def test_an_edited_sentence_replaces_the_old_and_a_bad_one_keeps_it():
+    state, doc, grid, _ = drive(["e", *"orange juice".split()[0], "space", *"juice", "enter"])
+    assert state.sentence.endswith("orange juice") and doc["tokens"][-2:] == ["orange", "juice"]
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("e")
+            app.query_one("#ask").value = "zzqx qqzz"
+            await pilot.press("enter")
+            await pilot.pause()
+            return app.state.sentence, app.news
+
+    sentence, status = asyncio.run(go())
+    assert sentence == SENTENCE and "vector" in status, status
+
+
+def test_explain_steps_through_the_cursors_row():
+    state, _, _, side = drive(["down", "x", "x"])
+    assert state.step == 1 and "explain 2/6: Q: its query" in side
+
+
+def test_a_terminal_too_narrow_for_the_grid_shows_the_row_and_what_it_needs():
+    long = " ".join(["orange"] * 40)
+    _, _, grid, _ = drive([], sentence=long, size=(60, 30))
+    assert "the grid needs" in grid and "columns" in grid
+
+
+def test_explore_needs_a_terminal_and_a_good_sentence():
+    fails(run("explore", SENTENCE), "explore needs a terminal", "attncli scores")
+    fails(run("explore", "..."), "only punctuation")
+
+
+def test_in_a_real_terminal_under_tmux(tmp_path):
+    """The installed command in a real terminal (tmux): the screen holds the sentence's
+    tokens, a key changes it, q ends it."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        pytest.skip("no tmux")
+    attncli = str(Path(sys.executable).with_name("attncli"))
+    session = f"attncli-explore-{tmp_path.name}"
+    socket = ["-S", str(tmp_path / "tmux.sock")]
+    subprocess.run([tmux, *socket, "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+                    f"{attncli} explore '{SENTENCE}'; sleep 5"], check=True)
+
+    def screen() -> str:
+        return subprocess.run([tmux, *socket, "capture-pane", "-p", "-t", session], capture_output=True,
+                              text=True).stdout
+
+    try:
+        deadline = time.monotonic() + 30
+        while "orange" not in screen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        first = screen()
+        assert all(t in first for t in ("earth", "like", "orange")), first
+        assert "temperature 1" in first
+        subprocess.run([tmux, *socket, "send-keys", "-t", session, "+"], check=True)
+        deadline = time.monotonic() + 10
+        while "temperature 1.1" not in screen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "temperature 1.1" in screen()
+        subprocess.run([tmux, *socket, "send-keys", "-t", session, "q"], check=True)
+        deadline = time.monotonic() + 10
+        while "earth" in screen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "earth" not in screen()  # the app ended and gave the screen back
+    finally:
+        subprocess.run([tmux, *socket, "kill-server"], capture_output=True)
