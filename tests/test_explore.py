@@ -150,3 +150,14 @@ def test_in_a_real_terminal_under_tmux(tmp_path):
         assert "earth" not in screen()  # the app ended and gave the screen back
     finally:
         subprocess.run([tmux, *socket, "kill-server"], capture_output=True)
+
+
+@pytest.mark.parametrize("keys", [[], ["down", "down", "right", "r"], ["question_mark"]],
+                         ids=["start", "raw-scores-at-a-cell", "keys"])
+def test_screens_look_as_they_did(snap_compare, keys):
+    """Snapshots (pytest-textual-snapshot): a change of layout shows as a diff of the SVGs
+    kept in tests/__snapshots__; `pytest --snapshot-update` accepts a change."""
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
+    assert snap_compare(app, press=keys, terminal_size=(110, 32))
