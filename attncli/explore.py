@@ -258,8 +258,11 @@ class Explorer(App):
 
     def redraw(self) -> None:
         grid, side = self.grid(), self.side()
-        self.query_one("#grid", Static).update(grid)
-        self.query_one("#side", Static).update(side)
+        # a new layout only for a new sentence or view: a key within one redraws in place
+        shape = (tuple(self.doc["tokens"]), self.state.raw, self.state.step is None, self.state.other is None)
+        layout, self._shape = shape != getattr(self, "_shape", None), shape
+        self.query_one("#grid", Static).update(grid, layout=layout)
+        self.query_one("#side", Static).update(side, layout=layout)
         self.sub_title = self.describe()
         self.text = {"grid": _plain(grid), "side": _plain(side)}  # what the panels say, for a reader or a test
 
