@@ -161,3 +161,67 @@ def test_screens_look_as_they_did(snap_compare, keys):
 
     app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
     assert snap_compare(app, press=keys, terminal_size=(110, 32))
+
+
+def run_app(app, keys, then=None, size=(120, 40)):
+    async def go():
+        async with app.run_test(size=size) as pilot:
+            for key in keys:
+                await pilot.press(key)
+            if then is not None:
+                then(app)
+                await pilot.press("enter")
+            await pilot.pause()
+
+    asyncio.run(go())
+    return app
+
+
+def test_compare_gives_the_cosine_compare_computes():
+    from attncli import explore
+    from attncli.analyze import compare_doc
+
+    def other(app):
+        app.query_one("#ask").value = "Orange is a bright color"
+
+    app = run_app(explore.Explorer(load_vectors(), explore.State(SENTENCE, cursor=(5, 0))), ["c"], then=other)
+    expected = compare_doc([SENTENCE, "Orange is a bright color"], load_vectors(), Options(), token="orange")
+    assert f"cosine of its context vectors: {expected['context_cosine'][0][1]:.3f}" in app.text["side"]
+
+
+def test_p_saves_the_screen_to_the_export_file(tmp_path):
+    from attncli import explore
+
+    saved = {}
+    app = explore.Explorer(load_vectors(), explore.State(SENTENCE), export=str(tmp_path / "screen.svg"),
+                           write=lambda path, svg: saved.update({path: svg}))
+    run_app(app, ["p"])
+    svg = saved[str(tmp_path / "screen.svg")]
+    assert svg.startswith("<svg") and "orange" in svg and app.news == f"saved {tmp_path / 'screen.svg'}"
+    app = run_app(explore.Explorer(load_vectors(), explore.State(SENTENCE)), ["p"])
+    assert "give --export FILE.svg" in app.news
+
+
+def test_a_models_layers_and_heads(tmp_path):
+    pytest.importorskip("safetensors")
+    from attncli import explore, model_files
+    from attncli.analyze import Trained
+    from tinybert import write_model
+
+    model = Trained(model_files.load_model(str(write_model(tmp_path / "tiny"))), 2)
+    app = run_app(explore.Explorer(model, explore.State("the earth is like an orange", layer=2)), ["l", "h"])
+    assert app.state.layer == 1 and app.state.head == 1
+    expected = scores_doc("the earth is like an orange", Trained(model.model, 1), Options())
+    np.testing.assert_array_equal(np.array(app.doc["heads"][0]["weights"]), np.array(expected["heads"][0]["weights"]))
+    app = run_app(explore.Explorer(model, explore.State("the earth is like an orange", layer=2)), ["plus"])
+    assert "no temperature" in app.news and app.state.opts.temperature == 1.0
+
+
+def test_without_textual_explore_says_what_to_install(monkeypatch):
+    import sys
+
+    import attncli
+
+    monkeypatch.setitem(sys.modules, "attncli.explore", None)  # as if textual were not installed
+    monkeypatch.delattr(attncli, "explore", raising=False)
+    fails(run("explore", SENTENCE), "explore needs textual: pip install 'attncli[explore]'")
