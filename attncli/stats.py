@@ -134,9 +134,14 @@ def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.n
         "next": alpha[..., where[:-1], where[1:]].sum(axis=-1),
         **{name: alpha[..., flags].sum(axis=(-1, -2)) for name, flags in (("cls", cls), ("sep", sep), ("punct", punct))},
     }
+    sums["previous_token"] = sums["previous"]  # P_i,i-1 picks the same cells; only the count divided by differs
     repeats = len(np.unique(ids)) < T
-    for name, P in patterns(ids).items():
-        sums[name] = (alpha * P).sum(axis=(-1, -2)) if name == "previous_token" or repeats else np.zeros((L, H))
+    for name in ("duplicate_token", "induction"):
+        sums[name] = np.zeros((L, H))
+    if repeats:
+        for name, P in patterns(ids).items():
+            if name != "previous_token":
+                sums[name] = (alpha * P).sum(axis=(-1, -2))
     return Observation(sums, {"sentences": 1, "tokens": T, "rows": T, "rows_previous": T - 1, "rows_next": T - 1,
                               "rows_repeat": T if repeats else 0})
 
