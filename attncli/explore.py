@@ -29,8 +29,9 @@ from attncli.render import _masked
 from attncli.visible import visible, visible_all
 
 MASKS = ("none", "causal", "self")
-STEPS = ("x", "q", "scores", "scaled", "weights", "context")  # explain mode: the cursor's row through each step
-STEP_NAMES = {"x": "X: its word vector x_i", "q": "Q: its query q_i = x_i W_Q", "scores": "scores ω_ij = q_i · k_j",
+STEPS = ("x", "q", "k", "v", "scores", "scaled", "weights", "context")  # explain mode: the cursor's row, step by step
+STEP_NAMES = {"x": "X: its word vector x_i", "q": "Q: its query q_i = x_i W_Q", "k": "K: its key k_i = x_i W_K",
+              "v": "V: its value v_i = x_i W_V", "scores": "scores ω_ij = q_i · k_j",
               "scaled": "scaled scores ω_ij · scale / temperature", "weights": "weights α_ij = softmax_j",
               "context": "Z: its context vector z_i = Σ_j α_ij v_j"}
 TEMPERATURE_STEP = 0.1
@@ -84,7 +85,7 @@ class Help(ModalScreen):
 KEYS = (("arrows", "move the cursor"), ("r", "raw scores / weights"), ("+ / -", "temperature up / down by 0.1"),
         ("s", "scale 1 / 1/sqrt(d_k)"), ("m", "mask none / causal / self"), ("h / H", "next / previous head"),
         ("a", "the heads' mean"), ("l / L", "next / previous layer (a model)"),
-        ("x", "explain: the cursor's row through X, Q, scores, scaled, weights, Z"), ("e", "edit the sentence"),
+        ("x", "explain: the cursor's row through X, Q, K, V, scores, scaled, weights, Z"), ("e", "edit the sentence"),
         ("c", "compare: a second sentence, the cursor's word in both"), ("p", "save the screen (--export)"),
         ("?", "these keys"), ("q", "quit"))
 
@@ -336,10 +337,10 @@ class Explorer(App):
         step = STEPS[self.state.step]
         opts = Options() if self.model() else self.state.opts
         try:
-            row = explain_doc(self.state.sentence, source(self.vectors, self.state), opts, index=i)["row"]
+            doc = explain_doc(self.state.sentence, source(self.vectors, self.state), opts, index=i)
         except AttncliError as e:
             return [Text(visible(str(e)), style="dim")]
-        value = np.array(row[step])
+        value = np.array(doc["steps"][step.upper()][i] if step in ("k", "v") else doc["row"][step])
         if value.ndim == 2:  # per head: the one shown, or the first
             value = value[(self.state.head or 1) - 1]
         shown_values = ", ".join(f"{v:.3f}" for v in value[:8]) + (", …" if len(value) > 8 else "")

@@ -94,8 +94,15 @@ def test_an_edited_sentence_replaces_the_old_and_a_bad_one_keeps_it():
 
 
 def test_explain_steps_through_the_cursors_row():
+    from attncli.analyze import explain_doc
+
     state, _, _, side = drive(["down", "x", "x"])
-    assert state.step == 1 and "explain 2/6: Q: its query" in side
+    assert state.step == 1 and "explain 2/8: Q: its query" in side
+    state, _, _, side = drive(["down", "x", "x", "x", "x"], opts=Options(qkv="random"))
+    v = np.array(explain_doc(SENTENCE, load_vectors(), Options(qkv="random"), index=1)["steps"]["V"][1])
+    assert "explain 4/8: V: its value" in side and f"|.| = {np.linalg.norm(v):.3f}" in side
+    state, _, _, _ = drive(["x"] * 9)
+    assert state.step is None  # past the last step, explain mode ends
 
 
 def test_a_terminal_too_narrow_for_the_grid_shows_the_row_and_what_it_needs():
