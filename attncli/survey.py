@@ -13,7 +13,10 @@ for them before reading meaning into attention):
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
+import re
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,17 +223,31 @@ def _worker_vectors(job: batch.Job):
     return _loaded[job]
 
 
+ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
+
+
 def connect(address: str, timeout: float = 10.0):
     """A Dask client of the scheduler at `address`, or a one-line error within `timeout`."""
+    if not ADDRESS.match(address):
+        raise InputError(f"--scheduler {address!r} is not a scheduler's address; give one as tcp://HOST:PORT "
+                         "(dask scheduler prints it)")
     try:
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
+    failed = None
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None  # a Client that could not connect complains as it is collected
     try:
-        return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({type(e).__name__}); "
-                         "start one (dask scheduler), or check the address") from None
+        try:
+            return Client(address, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            failed = type(e).__name__
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({failed}); "
+                     "start one (dask scheduler), or check the address")
 
 
 def run_dask_in_order(chunks, job: batch.Job, address: str):

@@ -306,3 +306,9 @@ def test_batch_on_a_dask_cluster_gives_the_lines_of_one_process_in_order(corpus,
     assert remote.stdout == local.stdout
     assert [json.loads(line)["line"] for line in remote.stdout.splitlines()][:3] == [1, 2, 3]
     fails(run("batch", corpus, "--scheduler", cluster.scheduler_address, "--jobs", "2"), "give one of them", code=2)
+
+
+@pytest.mark.parametrize("address", ["foo", "tcp://", "", "tcp://host:port"])
+def test_what_is_not_an_address_is_a_usage_error(corpus, address):
+    for command in ("stats", "batch"):
+        fails(run(command, corpus, "--scheduler", address), "is not a scheduler's address", code=2)

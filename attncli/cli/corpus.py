@@ -9,7 +9,7 @@ import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, neighbors_option,
-                                 vectors_options)
+                                 scheduler_address, vectors_options)
 from attncli.cli.output import progress, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import InputError
@@ -29,6 +29,7 @@ from attncli.errors import InputError
               help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
                    "keeps input order.")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
+              callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work, the output still in input order; "
                    "needs pip install 'attncli[dask]'.")
 @vectors_options

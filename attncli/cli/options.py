@@ -396,3 +396,15 @@ class TextParam(click.ParamType):
 
 
 sentence_argument = click.argument("sentence", required=False, type=TextParam("the sentence"))
+
+
+def scheduler_address(ctx, param, value):
+    """--scheduler: refused at once, as a usage error, when it is not an address at all."""
+    if value is None:
+        return None
+    from attncli.survey import ADDRESS
+
+    if not ADDRESS.match(value):
+        raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT "
+                                 "(dask scheduler prints it)", ctx, param)
+    return value

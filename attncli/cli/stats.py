@@ -8,7 +8,7 @@ import sys
 
 import click
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, vectors_options)
+                                 output_path, scheduler_address, vectors_options)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
@@ -35,6 +35,7 @@ from attncli.errors import InputError
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes on this machine (at most one a core).")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
+              callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'attncli[dask]'.")
 @vectors_options
 @model_options(head=False)
