@@ -946,3 +946,16 @@ def test_mask_self_through_the_commands(tmp_path):
     fails(run("scores", "--file", one_word, "--mask", "self"), "the document has one token")
     shown = run("scores", "The earth is like an orange", "--mask", "self", "--format", "table")
     assert "own position masked (--mask self)" in shown.stdout and shown.stdout.count("·") >= 6
+
+
+def test_fields_write_only_the_keys_asked_for():
+    full = ok(run("scores", "the earth is like an orange", "--json"))[0]
+    part = ok(run("scores", "the earth is like an orange", "--fields", "weights,tokens", "--json"))[0]
+    assert part == {"tokens": full["tokens"], "weights": full["weights"]}
+    ctx = ok(run("context", "the earth is like an orange", "--token", "orange", "--fields", "context,contexts"))[0]
+    assert list(ctx) == ["context"]  # a key this document has not is left out, as gh does
+    lines = ok(run("batch", "--fields", "top", input="the cat sat\nthe dog ran\n"), stderr="")
+    assert [list(d) for d in lines] == [["line", "top"], ["line", "top"]]
+    fails(run("scores", "the cat", "--fields", "weights,nope"), "nope: not a key of its documents", "weights", code=2)
+    fails(run("scores", "the cat", "--fields", "weights", "--format", "table"), "--fields chooses the keys", code=2)
+    fails(run("scores", "--file", __file__, "--fields", "weights"), "a document (--file, --document)", code=2)

@@ -8,9 +8,9 @@ import sys
 import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
-from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, neighbors_option,
-                                 scheduler_address, vectors_options)
-from attncli.cli.output import progress, write_json, writing_stdout
+from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
+                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
+from attncli.cli.output import only, progress, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import InputError
 
@@ -32,10 +32,11 @@ from attncli.errors import InputError
               callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work, the output still in input order; "
                    "needs pip install 'attncli[dask]'.")
+@fields_option(tuple(dict.fromkeys(("line", *SCORES_FIELDS, *CONTEXT_FIELDS))))
 @vectors_options
 @model_options
 @attention_options
-def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, load, opts):
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, fields, load, opts):
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
@@ -49,6 +50,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.jsonl --jsonl --field body --token orange --jobs 2
       cat corpus.txt | attncli batch --scale 1 | jq -c '.top[0]'
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
+      attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
     from attncli import batch as batches
 
@@ -77,7 +79,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     with progress("lines") as update, writing_stdout():
         for done, result in enumerate(results, start=1):
             failed += "error" in result
-            write_json(result)
+            write_json(result if fields is None or "error" in result else only(result, ("line", *fields)))
             update(done, len(items))
         sys.stdout.flush()
     if failed:

@@ -347,13 +347,16 @@ def output_options(f):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
         fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
+        fields = kwargs.pop("fields", None)
+        if fields is not None and fmt != "json":
+            raise click.UsageError("--fields chooses the keys of JSON documents; add --json")
         png = kwargs.pop("png", None)
         refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
             from attncli import plot
 
             plot.require()  # a missing extra is an error before any output, not after it
-        return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager), **kwargs)
+        return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager, fields=fields), **kwargs)
 
     options = [
         option("output", "--format", "fmt", type=click.Choice(["table", "json"]), default=None,
@@ -408,3 +411,30 @@ def scheduler_address(ctx, param, value):
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT "
                                  "(dask scheduler prints it)", ctx, param)
     return value
+
+
+COMMON_FIELDS = ("command", "sentence", "tokens", "lookups", "oov", "vectors", "qkv", "mask", "scale", "temperature",
+                 "model", "layer", "head", "special", "offsets")
+SCORES_FIELDS = COMMON_FIELDS + ("scores", "weights", "top", "include_self", "heads", "rollout", "norms", "pieces",
+                                 "special_share")
+CONTEXT_FIELDS = COMMON_FIELDS + ("token", "index", "weights", "top", "include_self", "heads", "context", "neighbors",
+                                  "token_neighbors", "contexts")
+
+
+def fields_option(keys: tuple[str, ...]):
+    """--fields a,b,c: the top-level keys of each JSON document to write (as gh's --json),
+    the others left out; a key a document does not have is left out of it too."""
+
+    def check(ctx, param, value):
+        if value is None:
+            return None
+        fields = tuple(dict.fromkeys(f.strip() for f in value.split(",") if f.strip()))
+        unknown = [f for f in fields if f not in keys]
+        if not fields or unknown:
+            raise click.BadParameter(f"{', '.join(unknown) or 'nothing'}: not a key of its documents; "
+                                     f"choose among {', '.join(keys)}", ctx, param)
+        return fields
+
+    return option("output", "--fields", callback=check, metavar="KEY,...",
+                  help="Write only these top-level keys of each JSON document: " + ", ".join(keys) + ".")
+

@@ -121,6 +121,12 @@ class Output:
     html: Path | None = None
     png: Path | None = None  # a matplotlib heatmap
     pager: bool = True  # through the pager, on a terminal, what does not fit on it (see pager.py)
+    fields: tuple[str, ...] | None = None  # --fields: the JSON documents' keys to write
+
+
+def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
+    """The document with only `fields` among its keys (all of them for None)."""
+    return doc if fields is None else {k: v for k, v in doc.items() if k in fields}
 
 
 def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None = None, **view_args) -> None:
@@ -134,7 +140,7 @@ def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None 
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
         _draw(docs, out, view, view_args)
-    shown = docs if json_docs is None else json_docs
+    shown = [only(doc, out.fields) for doc in (docs if json_docs is None else json_docs)]
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
         screen = make_console(sys.stdout, out)
         _show(_json_screen(shown, screen), screen, out)

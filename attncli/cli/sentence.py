@@ -9,8 +9,9 @@ import click
 from attncli import limits
 from attncli.analyze import Options, compare_doc, context_doc, heads_doc, document_rows, explain_doc, neighbors_doc, scores_doc
 from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
-from attncli.cli.options import (TextParam, attention_options, model_options, given_options, neighbors_option, output_options,
-                                 png_option, sentence_argument, vectors_options)
+from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, fields_option,
+                                 given_options, model_options, neighbors_option, output_options, png_option,
+                                 sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, warn, write_json, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -41,6 +42,7 @@ from attncli.visible import visible, visible_all
 @model_options
 @attention_options
 @png_option
+@fields_option(SCORES_FIELDS)
 @output_options
 def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, load, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
@@ -70,6 +72,9 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
     if (document_file or document) and load.model:
         raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
                                "minilm); a document (--file, --document) needs the word vectors")
+    if (document_file or document) and out.fields is not None:
+        raise click.UsageError("--fields chooses the keys of a sentence's document; a document (--file, --document) "
+                               "writes a line a token, of token, index, top and context")
     if document_file or document:
         return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
     if window:
@@ -141,6 +146,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
 @model_options
 @attention_options
 @png_option
+@fields_option(CONTEXT_FIELDS)
 @output_options
 def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     """One token's attention over SENTENCE and its context vector.
