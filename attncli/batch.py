@@ -35,6 +35,8 @@ class Job:
     model: str | None = None  # a trained model's folder, in place of the vectors
     layer: int = 1
     head: int | None = None
+    fields: tuple[str, ...] | None = None  # run_encoded: the keys to write (with `line`), all for None
+    ascii_only: bool = False  # run_encoded: JSON for a stream that is not UTF-8
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
@@ -119,6 +121,27 @@ def _one(item: tuple[int, str | None, str | None]) -> dict:
     return one_line(item, _vectors, _job, _failed)
 
 
+def _encoded(item: tuple[int, str | None, str | None]) -> tuple[bool, str]:
+    return encoded_line(item, _vectors, _job, _failed)
+
+
+def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
+    """The document with only `fields` among its keys (all of them for None)."""
+    return doc if fields is None else {k: v for k, v in doc.items() if k in fields}
+
+
+def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bool, str]:
+    """(whether the line failed, its result as a line of JSON): where the work is done, so
+    that a parent process has only to write it."""
+    from attncli.analyze import to_json
+
+    result = one_line(item, vectors, job, failed)
+    error = "error" in result
+    if not error and job.fields is not None:
+        result = only(result, ("line", *job.fields))
+    return error, to_json(result, ascii_only=job.ascii_only)
+
+
 def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None) -> dict:
     """A line's result: its document with `line`, or {"line", "error"}."""
     number, text, error = item
@@ -151,6 +174,20 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
         with pool:
             release()  # a Ctrl-C that came while the workers started is raised here, and ends them
             yield from pool.imap(_one, items, chunksize=64)
+
+
+def run_encoded(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int = 1) -> Iterator[tuple[bool, str]]:
+    """As run, but each result already a line of JSON, (failed, line), made where it was
+    computed: with workers, the parent only writes what they send."""
+    if jobs == 1:
+        _start(job)
+        yield from map(_encoded, items)
+        return
+    with _interrupts_held() as release:
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
+        with pool:
+            release()
+            yield from pool.imap(_encoded, items, chunksize=64)
 
 
 @contextlib.contextmanager

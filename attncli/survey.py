@@ -205,9 +205,9 @@ def _load(job: batch.Job):
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 
-def dask_lines(chunk: list[tuple], job: batch.Job) -> list[dict]:
-    """A Dask task of `batch --scheduler`: the chunk's results, as batch gives them."""
-    return [batch.one_line(item, _worker_vectors(job), job) for item in chunk]
+def dask_lines(chunk: list[tuple], job: batch.Job) -> list[tuple[bool, str]]:
+    """A Dask task of `batch --scheduler`: the chunk's results, as lines of JSON (batch.run_encoded)."""
+    return [batch.encoded_line(item, _worker_vectors(job), job) for item in chunk]
 
 
 def _worker_vectors(job: batch.Job):

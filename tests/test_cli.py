@@ -959,3 +959,24 @@ def test_fields_write_only_the_keys_asked_for():
     fails(run("scores", "the cat", "--fields", "weights,nope"), "nope: not a key of its documents", "weights", code=2)
     fails(run("scores", "the cat", "--fields", "weights", "--format", "table"), "--fields chooses the keys", code=2)
     fails(run("scores", "--file", __file__, "--fields", "weights"), "a document (--file, --document)", code=2)
+
+
+@pytest.mark.parametrize("options", [[], ["--heads", "2", "--qkv", "random"], ["--mask", "causal"],
+                                     ["--mask", "self", "--temperature", "0.5"], ["--oov", "zero", "--keep-punct"]])
+def test_batch_on_one_or_two_workers_writes_the_bytes_of_scores(tmp_path, options):
+    """Workers write their own JSON: batch --jobs 1, --jobs 2 and scores on each line give
+    the same bytes (batch's `line` key aside)."""
+    rng = np.random.default_rng(len(options))
+    words = ("the cat sat on a mat zzqx , dog ran to the park . she said that he was not there").split()
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(120)]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    one_job = run("batch", corpus, *options)
+    two_jobs = run("batch", corpus, *options, "--jobs", "2")
+    assert one_job.stdout == two_jobs.stdout and one_job.exit_code == two_jobs.exit_code
+    for n, (line, out) in enumerate(zip(lines, one_job.stdout.splitlines()), start=1):
+        single = run("scores", line, *options, "--json")
+        if '"error"' in out[:40]:
+            assert single.exit_code == 1
+            continue
+        assert out == f'{{"line":{n},' + single.stdout.rstrip("\n")[1:]

@@ -10,7 +10,7 @@ from attncli.cli import ExitStatus
 from attncli.cli.inputs import read_input
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
                                  fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
-from attncli.cli.output import only, progress, write_json, writing_stdout
+from attncli.cli.output import progress, utf8, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import InputError
 
@@ -62,24 +62,25 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
         raise InputError(f"{input_file or 'standard input'} holds no sentence (it is empty or blank)")
     jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
     vectors = load()  # here, once: converts and caches a new source before workers start
+    written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
     if load.model:  # each worker reads the model's files again, from the folder found here
         job = batches.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts,
-                          token=token, index=index, all_contexts=all_contexts, neighbors=neighbors)
+                          token=token, index=index, all_contexts=all_contexts, neighbors=neighbors, **written)
     else:
         job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
                           trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
-                          all_contexts=all_contexts, neighbors=neighbors)
+                          all_contexts=all_contexts, neighbors=neighbors, **written)
     if scheduler is not None:
         from attncli import survey
 
         results = survey.run_dask_in_order(survey.chunks_of(items), job, scheduler)
     else:
-        results = batches.run(items, job, jobs)
+        results = batches.run_encoded(items, job, jobs)
     failed = 0
     with progress("lines") as update, writing_stdout():
-        for done, result in enumerate(results, start=1):
-            failed += "error" in result
-            write_json(result if fields is None or "error" in result else only(result, ("line", *fields)))
+        for done, (error, line) in enumerate(results, start=1):
+            failed += error
+            sys.stdout.write(line + "\n")
             update(done, len(items))
         sys.stdout.flush()
     if failed:

@@ -124,11 +124,6 @@ class Output:
     fields: tuple[str, ...] | None = None  # --fields: the JSON documents' keys to write
 
 
-def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
-    """The document with only `fields` among its keys (all of them for None)."""
-    return doc if fields is None else {k: v for k, v in doc.items() if k in fields}
-
-
 def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None = None, **view_args) -> None:
     """The pictures asked for first, each written whole or not at all, then stdout: JSON
     Lines, or each document drawn by render.`view` (a rule between documents). So a picture
@@ -140,7 +135,11 @@ def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None 
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
         _draw(docs, out, view, view_args)
-    shown = [only(doc, out.fields) for doc in (docs if json_docs is None else json_docs)]
+    shown = docs if json_docs is None else json_docs
+    if out.fields is not None:
+        from attncli.batch import only
+
+        shown = [only(doc, out.fields) for doc in shown]
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
         screen = make_console(sys.stdout, out)
         _show(_json_screen(shown, screen), screen, out)
