@@ -40,3 +40,30 @@ def test_pretty_json_layout():
   "empty": [],
   "none": {}
 }"""
+
+
+def test_one_line_json_is_the_same_doubles_and_never_nan():
+    """to_json writes with orjson where it can: the same values as the standard library's
+    JSON, each double read back exactly; NaN refused; a lone surrogate and ASCII-only
+    streams still written, by the standard library."""
+    import json
+    import math
+
+    import numpy as np
+    import pytest
+
+    from attncli.analyze import to_json
+
+    rng = np.random.default_rng(0)
+    values = (rng.standard_normal(2000) * 10.0 ** rng.integers(-30, 30, size=2000)).tolist() + [5e-324, 1e308, 0.1]
+    doc = {"weights": values, "sentence": "caf\u00e9 \x1b[31m", "head": None}
+    line = to_json(doc)
+    assert json.loads(line)["weights"] == values  # every double exactly
+    assert json.loads(line) == json.loads(json.dumps(doc))
+    assert "\x1b" not in line  # escaped as ever
+    with pytest.raises(ValueError):
+        to_json({"weights": [0.5, math.nan]})
+    with pytest.raises(ValueError):
+        to_json({"weights": [math.inf]})
+    assert json.loads(to_json({"path": "a\udcffb"})) == {"path": "a\udcffb"}
+    assert to_json({"w": "caf\u00e9"}, ascii_only=True) == '{"w":"caf\\u00e9"}'
