@@ -177,8 +177,10 @@ class Explorer(App):
     def action_mask(self) -> None:
         if self.model():
             return self.say("a model's attention has no mask here: BERT attends both ways")
-        mask = MASKS[(MASKS.index(self.state.opts.mask) + 1) % len(MASKS)]
-        self.change(opts=dataclasses.replace(self.state.opts, mask=mask))
+        at = MASKS.index(self.state.opts.mask)
+        for k in range(1, len(MASKS)):  # the next mask the sentence can take (self needs two tokens)
+            if self.change(opts=dataclasses.replace(self.state.opts, mask=MASKS[(at + k) % len(MASKS)])):
+                return
 
     def action_head(self, sign: int) -> None:
         H = len(self.doc["heads"])
@@ -202,10 +204,13 @@ class Explorer(App):
         self.change(step=0 if step is None else (None if step + 1 == len(STEPS) else step + 1))
 
     def action_edit(self) -> None:
-        self.ask("edit", self.state.sentence, "a new sentence, then enter (escape: keep this one)")
+        # the line would show the sentence's characters as they are: one a terminal acts on starts it empty
+        plain = visible(self.state.sentence) == self.state.sentence
+        self.ask("edit", self.state.sentence if plain else "", "a new sentence, then enter (escape: keep this one)")
 
     def action_compare(self) -> None:
-        self.ask("compare", self.state.other or "", "a second sentence with the cursor's word, then enter")
+        other = self.state.other or ""
+        self.ask("compare", other if visible(other) == other else "", "a second sentence with the cursor's word, then enter")
 
     def action_keys(self) -> None:
         self.push_screen(Help())

@@ -139,7 +139,8 @@ def _stats(plt, doc: dict, file) -> None:
     shown = [(k, h) for k, h in STATS_COLUMNS if any(r[k] for r in records)]
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(0.45 * H * cols + 1.5, 0.45 * L * rows + 1.5), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(0.45 * H * cols + 1.5, 9.0), 0.45 * L * rows + 1.5 + 0.6 * rows),
+                             squeeze=False)
     for ax in axes.flat[len(shown):]:
         ax.axis("off")
     for ax, (key, heading) in zip(axes.flat, shown):

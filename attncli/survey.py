@@ -129,18 +129,20 @@ def chunks_of(items, size: int = CHUNK):
         yield chunk
 
 
-def repeated(vocabulary: list[str], count: int, length: int, seed: int) -> list[tuple]:
+def repeated(vocabulary: list[str], count: int, length: int, seed: int):
     """The standard induction test: `count` sequences of `length` words drawn at random
-    (seeded) from the vocabulary, each written twice in a row."""
+    (seeded) from the vocabulary, each written twice in a row; made as they are read."""
     if not vocabulary:
         raise InputError("--probe repeated draws words from the vectors' vocabulary, and it has no word of "
                          "letters; use other --vectors")
     rng = np.random.default_rng(seed)
-    out = []
-    for n in range(count):
-        words = [vocabulary[i] for i in rng.integers(0, len(vocabulary), size=length)]
-        out.append((n + 1, " ".join(words + words), None))
-    return out
+
+    def sequences():
+        for n in range(count):
+            words = [vocabulary[i] for i in rng.integers(0, len(vocabulary), size=length)]
+            yield n + 1, " ".join(words + words), None
+
+    return sequences()
 
 
 # --- one process, or N of them, as batch runs them ------------------------------------------

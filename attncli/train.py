@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attncli import attention, learn, limits
-from attncli.errors import AttncliError, InputError
+from attncli.attention import ScaleError
+from attncli.errors import AttncliError, InputError, TokenError
 from attncli.tokenize import is_punctuation, iter_tokens
 from attncli.vectors import Vectors
 
@@ -205,7 +206,14 @@ def steps_of(options: TrainOptions, examples: int) -> int:
     """The steps to take: --steps, or as many as --epochs passes over the examples need."""
     if options.epochs is None:
         return options.steps
-    return max(1, math.ceil(options.epochs * examples / options.batch))
+    steps = max(1, math.ceil(options.epochs * examples / options.batch))
+    if steps > MOST_STEPS:
+        raise InputError(f"--epochs {options.epochs:g} over {examples:,} examples takes {steps:,} steps of "
+                         f"--batch {options.batch:,}, more than {MOST_STEPS:,}; give fewer --epochs")
+    return steps
+
+
+MOST_STEPS = 10_000_000  # as --steps
 
 
 def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, stopped=lambda: False,
@@ -228,7 +236,7 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     if len(train_ex.target) < MIN_EXAMPLES or len(held_ex.target) == 0:
         raise InputError(f"the corpus gives {len(train_ex.target):,} examples to learn from and {len(held_ex.target):,} "
                          f"to check on; it needs at least {MIN_EXAMPLES} and 1: give more text, in lines of two words "
-                         "or more that have vectors")
+                         f"or more that have vectors, or a --holdout other than {options.holdout:g}")
     limits.require(working_bytes(options, len(out), d, len(train_ex.target) + len(held_ex.target)) + 8 * len(used) * d,
                    f"training with --batch {options.batch:,}, --window {options.window:,} and {len(out):,} output words",
                    "give a smaller --batch, --window or --out-vocab")
@@ -252,10 +260,17 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
         picked = rng.integers(0, len(train_ex.target), size=options.batch)
         batch = batch_of(train_ex, picked, matrix, masked)
         sampled = learn.sample(rng, q, options.negatives, log_q) if sampling else None
-        loss, kept_ = learn.forward(params, batch, E, scale, sampled, heads=H)
-        if not math.isfinite(loss):
-            raise TrainingError(f"the loss is {loss} at step {step}; nothing was written: give a smaller --lr")
-        adam.step(params, learn.backward(params, batch, E, scale, kept_))
+        diverged = f"at step {step}; nothing was written: give a smaller --lr"
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is said once, here
+            try:
+                loss, kept_ = learn.forward(params, batch, E, scale, sampled, heads=H)
+            except ScaleError:
+                raise TrainingError(f"the scores overflow {diverged}") from None
+            if not math.isfinite(loss):
+                raise TrainingError(f"the loss is {loss} {diverged}")
+            adam.step(params, learn.backward(params, batch, E, scale, kept_))
+        if not all(np.isfinite(P).all() for P in params.values()):
+            raise TrainingError(f"the projections overflow {diverged}")
         losses.append(loss)
         held_loss = None
         if step % options.evaluate_every == 0 or step == steps:
@@ -322,15 +337,22 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
         embedded = embed_sentence(sentence, vectors, Options())
         X = embedded.X.astype(np.float64)  # (T, d)
         T = len(X)
-        i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
+        try:
+            i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
+        except TokenError as e:  # its advice names options of other commands
+            raise TokenError(f"--probe {sentence!r}: {str(e).split(';')[0]}; give a --token the sentence has, "
+                             "with a vector") from None
         hidden = np.zeros((T, T), dtype=bool)
         if "causal" in mask:
             hidden |= attention.causal_mask(T)
         if "self" in mask:
             hidden |= attention.self_mask(T)
         if hidden[i].all():
-            raise InputError(f"{token!r} is the first word of {sentence!r}: with --objective next and --mask-self it "
-                             "attends to nothing; give a probe where it comes later")
+            why = ("is the first word of {s}: with --objective next and --mask-self it attends to nothing; give a "
+                   "probe where it comes later") if "causal" in mask else (
+                   "is the only word of {s} with a vector: its own position masked, it attends to nothing; give a "
+                   "probe of two words or more")
+            raise InputError(f"{token!r} " + why.format(s=repr(sentence)))
         hidden[0, 0] &= not hidden[0].all()  # the first word's row, empty under causal+self (and not the probe's)
         Qh, Kh, Vh = (attention.split_heads(attention.project(X, params[w]), heads)
                       for w in ("W_query", "W_key", "W_value"))  # (H, T, d_k/H), twice, and (H, T, d/H)

@@ -232,3 +232,22 @@ def test_without_textual_explore_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "attncli.explore", None)  # as if textual were not installed
     monkeypatch.delattr(attncli, "explore", raising=False)
     fails(run("explore", SENTENCE), "explore needs textual: pip install 'attncli[explore]'")
+
+
+def test_the_mask_key_skips_what_a_one_token_sentence_cannot_take():
+    state, _, _, _ = drive(["m", "m"], sentence="orange")
+    assert state.opts.mask == "none"  # causal, then not self (one token attends to nothing), so none again
+
+
+def test_the_edit_line_never_holds_a_character_the_terminal_would_act_on():
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State("the \x1b[31mcat sat"))
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("e")
+            await pilot.pause()
+            return app.query_one("#ask").value
+
+    assert asyncio.run(go()) == ""

@@ -312,3 +312,9 @@ def test_batch_on_a_dask_cluster_gives_the_lines_of_one_process_in_order(corpus,
 def test_what_is_not_an_address_is_a_usage_error(corpus, address):
     for command in ("stats", "batch"):
         fails(run(command, corpus, "--scheduler", address), "is not a scheduler's address", code=2)
+
+
+def test_option_errors_are_said_at_once_not_as_skipped_lines(corpus, tmp_path):
+    fails(run("stats", corpus, "--heads", "7"), "--heads 7 does not divide d_k = 50")
+    fails(run("stats", corpus, "--by", "word", "--png", tmp_path / "w.png"), "--by word has none", code=2)
+    assert not (tmp_path / "w.png").exists()

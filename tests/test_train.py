@@ -291,3 +291,15 @@ def test_an_out_vocab_larger_than_the_corpus_uses_what_there_is_with_a_note(corp
                              "words with vectors outside its held-out lines; all of them were used\n")
     assert one(run("train", corpus, "-o", out, *args, "--force")) and not run(
         "train", corpus, "-o", out, *args, "--force").stderr
+
+
+def test_a_run_too_long_or_diverging_is_refused_in_one_line(corpus, tmp_path):
+    out = tmp_path / "p.npz"
+    fails(run("train", corpus, "-o", out, *ARGS[2:], "--epochs", "1e308"), "--epochs", "at most 1,000,000", code=2)
+    fails(run("train", corpus, "-o", out, *ARGS[2:], "--epochs", "999999"), "more than 10,000,000; give fewer --epochs")
+    fails(run("train", corpus, "-o", out, *ARGS, "--lr", "1e300"), "overflow at step", "give a smaller --lr")
+    assert not out.exists()
+    fails(run("train", corpus, "-o", out, *ARGS[:6], "--probe", "cat|the cat sat", "--token", "cat", "--json"),
+          "'cat' is the only word of 'cat' with a vector")
+    fails(run("train", corpus, "-o", out, *ARGS[:6], "--probe", "the zzqx sat|the cat", "--token", "zzqx", "--json"),
+          "give a --token the sentence has")

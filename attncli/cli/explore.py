@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
+from attncli.cli import ExitStatus
 from attncli.cli.options import (TextParam, attention_options, model_options, output_path, refuse_overwriting_inputs,
                                  vectors_options)
 from attncli.cli.output import write_whole
@@ -14,7 +16,7 @@ from attncli.errors import InputError
 
 @click.command(cls=Command, short_help="move through a sentence's attention with the keyboard")
 @click.argument("sentence", type=TextParam("the sentence"))
-@click.option("--export", type=click.Path(dir_okay=False), callback=output_path("export", (".svg",)),
+@click.option("--export", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
               metavar="FILE.svg", help="Where the p key saves the screen, as an SVG picture.")
 @vectors_options
 @model_options(head=False)
@@ -48,4 +50,10 @@ def explore(sentence, export, load, opts):
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError("explore needs a terminal, on stdin and stdout; for a pipe or a file, use "
                          "attncli scores (or --json)")
-    explorer.run()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: explorer.exit(return_code=ExitStatus.INTERRUPTED))
+    try:
+        explorer.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if explorer.return_code == ExitStatus.INTERRUPTED:
+        raise KeyboardInterrupt  # said and ended as every command's Ctrl-C (exit 130)

@@ -252,7 +252,7 @@ def output_path(kind: str, suffixes: tuple[str, ...] = ()):
             return None
         path = Path(value)
         if suffixes and path.suffix.lower() not in suffixes:
-            raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; --{kind} writes {kind.upper()}",
+            raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; {param.opts[0]} writes {kind.upper()}",
                                      ctx, param)
         folder = path.parent if str(path.parent) else Path(".")
         if not path.is_absolute() and cwd_hint():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 
@@ -15,7 +16,7 @@ from attncli.errors import InputError
 
 
 @click.command(cls=Command, short_help="what each head does across a corpus, beside baselines")
-@click.argument("input_file", required=False, metavar="[CORPUS]", shell_complete=complete_path)
+@click.argument("corpus", required=False, metavar="[CORPUS]", shell_complete=complete_path)
 @click.option("--jsonl", is_flag=True, help="Lines are JSON objects; the sentence is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
@@ -43,7 +44,7 @@ from attncli.errors import InputError
 @option("output", "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
-def stats(input_file, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
+def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
           no_shuffled, jobs, scheduler, load, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
@@ -66,25 +67,35 @@ def stats(input_file, jsonl, field_name, by, probe, probe_count, probe_length, s
     """
     from attncli import batch, stats as statistics, survey
 
+    input_file = corpus
     if probe is not None and input_file is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
+    if by == "word" and out.png:
+        raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
+                               "--html draw the words' tables)")
     vectors = load()
     if by == "word" and load.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
                          "(word pieces are not merged here)")
     if load.model:
-        job = batch.Job(model=str(vectors.model.path), layer=vectors.layer, head=None, opts=opts)
+        job = batch.Job(model=os.path.abspath(vectors.model.path), layer=vectors.layer, head=None, opts=opts)
     else:
-        job = batch.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
-                        trust_pickle=load.trust_pickle, opts=opts)
+        # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
+        survey.sentence_arrays(" ".join(_vocabulary(vectors)[:2]) or vectors.vocab.word(0), vectors, opts)
+        # paths as this folder sees them: a Dask worker starts in its own
+        source = vectors.source if vectors.source != "bundled" else None
+        source = os.path.abspath(source) if source and os.path.exists(source) else source
+        qkv = os.path.abspath(opts.qkv) if opts.qkv not in ("identity", "random") else opts.qkv
+        job = batch.Job(source=source, limit=load.limit, trust_pickle=load.trust_pickle,
+                        opts=dataclasses.replace(opts, qkv=qkv))
     job = survey.StatsJob(job, seed=shuffle_seed, shuffled=not no_shuffled, random_seeds=random_seeds,
                           by_word=by == "word")
     with contextlib.ExitStack() as stack:
         if probe is not None:
             words = load.vectors() if load.model else vectors
-            items = iter(survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed))
+            items = survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed)
             name = "--probe repeated"
         elif input_file in (None, "-"):
             items, name = survey.read_lines(sys.stdin.buffer, jsonl=jsonl, field_name=field_name,

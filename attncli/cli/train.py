@@ -51,8 +51,8 @@ class Fraction(click.ParamType):
               help="With --objective next, leave the word itself out of its keys (hide and mask always do).")
 @click.option("--steps", type=click.IntRange(1, 10_000_000), default=1500, show_default=True,
               help="Steps of Adam, a batch each: a budget in steps, so the same seed gives the same file anywhere.")
-@click.option("--epochs", type=FiniteFloat(positive=True), metavar="N",
-              help="Instead of --steps: as many steps as N passes over the examples take.")
+@click.option("--epochs", type=FiniteFloat(positive=True), metavar="N", callback=lambda ctx, param, v: _epochs(v),
+              help="Instead of --steps: as many steps as N passes over the examples take (at most 10,000,000).")
 @click.option("--lr", type=FiniteFloat(positive=True), default=0.01, show_default=True, help="Adam's learning rate.")
 @click.option("--batch", type=click.IntRange(1, 65_536), default=256, show_default=True, help="Examples a step.")
 @click.option("--window", type=click.IntRange(1, 100), default=5, show_default=True,
@@ -69,10 +69,11 @@ class Fraction(click.ParamType):
 @click.option("--jsonl", is_flag=True, help="CORPUS's lines are JSON objects; the text is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
-@click.option("--probe", metavar="SENTENCE_A|SENTENCE_B",
+@click.option("--probe", metavar="SENTENCE_A|SENTENCE_B", type=TextParam("--probe"),
               help="Two sentences whose --token's context vectors are compared before and after. Default: "
                    f"\"{PROBES['hide']}\" (next: \"{PROBES['next']}\").")
-@click.option("--token", default="orange", show_default=True, metavar="WORD", help="The probe's word.")
+@click.option("--token", default="orange", show_default=True, metavar="WORD", type=TextParam("--token"),
+              help="The probe's word.")
 @vectors_options
 @output_options
 def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, batch, window, out_vocab, negatives,
@@ -150,6 +151,13 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
     if record["steps_done"] < record["steps"]:
         warn(f"stopped after {record['steps_done']:,} of {record['steps']:,} steps; {path} holds what was learned so far")
         return ExitStatus.INTERRUPTED
+
+
+def _epochs(value: float | None) -> float | None:
+    if value is not None and value > 1e6:
+        raise click.BadParameter(f"{value:g} passes over the examples is more than a run can take; "
+                                 "give at most 1,000,000 (or --steps)")
+    return value
 
 
 def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
