@@ -303,3 +303,15 @@ def test_a_run_too_long_or_diverging_is_refused_in_one_line(corpus, tmp_path):
           "'cat' is the only word of 'cat' with a vector")
     fails(run("train", corpus, "-o", out, *ARGS[:6], "--probe", "the zzqx sat|the cat", "--token", "zzqx", "--json"),
           "give a --token the sentence has")
+
+
+def test_the_commands_objectives_are_the_librarys_and_train_is_not_imported_to_start():
+    import subprocess
+    import sys
+
+    from attncli import train as library
+    from attncli.cli import train as command
+
+    assert command.OBJECTIVES == library.OBJECTIVES
+    code = "import sys, attncli.cli; print('attncli.train' in sys.modules, 'attncli.learn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split() == ["False", "False"]

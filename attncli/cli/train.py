@@ -16,7 +16,10 @@ from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_op
 from attncli.cli.output import emit, progress, warn, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
-from attncli.train import OBJECTIVES
+
+# attncli.train's OBJECTIVES (a test holds them equal): importing it here would cost every
+# command's start-up the training code's import
+OBJECTIVES = ("hide", "mask", "next")
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
           "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past
