@@ -25,7 +25,7 @@ from textual.widgets import Footer, Header, Input, Static
 from attncli import heatmap
 from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
 from attncli.errors import AttncliError
-from attncli.render import _masked
+from attncli.render import masked_cells
 from attncli.visible import visible, visible_all
 
 MASKS = ("none", "causal", "self")
@@ -277,7 +277,7 @@ class Explorer(App):
         what = "raw scores" if s.raw else "weights"
         head = "mean of heads" if s.head is None else f"head {s.head}"
         if self.model():
-            return f"{self.vectors.model.name}, layer {s.layer or self.vectors.layer}, {head}, {what}"
+            return f"{visible(self.vectors.model.name)}, layer {s.layer or self.vectors.layer}, {head}, {what}"
         scale = "1/sqrt(d_k)" if o.scale is None else f"{o.scale:g}"
         return f"{what}; {head}; temperature {o.temperature:g}; scale {scale}; mask {o.mask}"
 
@@ -285,7 +285,7 @@ class Explorer(App):
         doc = visible_all(self.doc)
         tokens = doc["tokens"]
         M = shown(self.doc, self.state)
-        masked = _masked(self.doc, len(tokens)) if not self.state.raw else np.zeros(M.shape, dtype=bool)
+        masked = masked_cells(self.doc, len(tokens)) if not self.state.raw else np.zeros(M.shape, dtype=bool)
         width = max(20, int(self.size.width * 0.65) - 2) if self.size.width else 80
         # textual brings colours down to what the terminal has: the grid is drawn in full colour
         heat = heatmap.Heatmap(tokens, [M], masked, signed=self.state.raw, width=width, color_system="truecolor")

@@ -67,6 +67,17 @@ def _title(doc: dict, width: int) -> str:
     return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']}); {options}"
 
 
+def _save(plt, fig, file) -> None:
+    """The figure as a PNG, the same bytes for the same figure (no software stamp)."""
+    with warnings.catch_warnings():  # a word in a script the font lacks is drawn as boxes, not warned of
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
+        warnings.filterwarnings("ignore", message="Tight layout not applied")  # a very long sentence: drawn as it fits
+        fig.tight_layout()
+        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
 def heatmaps(docs: list[dict], file) -> None:
     """Draw every document's heatmaps into one PNG written to the binary `file`."""
     plt = _pyplot()
@@ -93,13 +104,7 @@ def heatmaps(docs: list[dict], file) -> None:
         ax.set_title(title, fontsize=10, parse_math=False)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11, parse_math=False)
-    with warnings.catch_warnings():  # a word in a script the font lacks is drawn as boxes, not warned of
-        warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
-        warnings.filterwarnings("ignore", message="Tight layout not applied")  # a very long sentence: drawn as it fits
-        fig.tight_layout()
-        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    _save(plt, fig, file)
 
 
 def _heads(plt, docs: list[dict], file) -> None:
@@ -121,12 +126,7 @@ def _heads(plt, docs: list[dict], file) -> None:
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
                  + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
                  fontsize=9, parse_math=False)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        warnings.filterwarnings("ignore", message="Tight layout not applied")
-        fig.tight_layout()
-        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    _save(plt, fig, file)
 
 
 def _stats(plt, doc: dict, file) -> None:
@@ -161,9 +161,4 @@ def _stats(plt, doc: dict, file) -> None:
         ax.set_ylabel("layer", fontsize=6)
     fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); "
                                "x: as good as equal to a baseline", 100), fontsize=8, parse_math=False)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        warnings.filterwarnings("ignore", message="Tight layout not applied")
-        fig.tight_layout()
-        fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    _save(plt, fig, file)

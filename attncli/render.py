@@ -77,7 +77,7 @@ def _top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
     return line
 
 
-def _masked(doc: dict, T: int) -> np.ndarray:
+def masked_cells(doc: dict, T: int) -> np.ndarray:
     """(T, T) True where the mask (causal, or self) hides column j from row i."""
     if doc.get("mask") == "causal":
         return np.triu(np.ones((T, T), dtype=bool), k=1)
@@ -121,7 +121,7 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     tokens = doc["tokens"]
     T = len(tokens)
     n = T if max_tokens is None else min(T, max_tokens)
-    masked = _masked(doc, T)[:n, :n]
+    masked = masked_cells(doc, T)[:n, :n]
     key = shown or ("scores" if raw else "weights")  # "rollout" or "norms": what --rollout, --norms add
     raw = raw or key == "norms"  # sizes, not weights: written as scores are
     H = doc["qkv"]["heads"]
@@ -193,7 +193,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
             ranked.add_column(name, justify=justify)
-        masked = _masked(doc, len(doc["tokens"]))[i]
+        masked = masked_cells(doc, len(doc["tokens"]))[i]
         order = np.argsort(-np.array(doc["weights"]), kind="stable")
         for j in order:
             w = doc["weights"][j]
@@ -395,7 +395,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     T, H = len(tokens), len(steps["weights"])
     d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
     shapes = f"{T} x {d_k} each" if d_v == d_k else f"{T} x {d_k}, {T} x {d_k}, {T} x {d_v}"
-    masked = _masked(doc, T)
+    masked = masked_cells(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
     inputs = "the tokens' word vectors X"

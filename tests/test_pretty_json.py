@@ -65,5 +65,7 @@ def test_one_line_json_is_the_same_doubles_and_never_nan():
         to_json({"weights": [0.5, math.nan]})
     with pytest.raises(ValueError):
         to_json({"weights": [math.inf]})
+    with pytest.raises(ValueError):
+        to_json({"scale": math.nan, "head": None})  # a NaN that orjson would write as a key's null
     assert json.loads(to_json({"path": "a\udcffb"})) == {"path": "a\udcffb"}
     assert to_json({"w": "caf\u00e9"}, ascii_only=True) == '{"w":"caf\\u00e9"}'

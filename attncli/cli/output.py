@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import stat
 import sys
@@ -69,8 +68,8 @@ def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
     (a terminal acts on none of them), and it is valid JSON: `jq` reads it as it reads the
     one-line form."""
 
-    def dump(value) -> str:
-        return json.dumps(value, ensure_ascii=ascii_only, allow_nan=False)
+    def dump(value) -> str:  # the numbers spelled as the one-line form spells them
+        return to_json(value, ascii_only=ascii_only)
 
     def flat(value) -> bool:
         return not isinstance(value, (dict, list, tuple))

@@ -83,7 +83,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         job = batch.Job(model=os.path.abspath(vectors.model.path), layer=vectors.layer, head=None, opts=opts)
     else:
         # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
-        survey.sentence_arrays(" ".join(_vocabulary(vectors)[:2]) or vectors.vocab.word(0), vectors, opts)
+        survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
         # paths as this folder sees them: a Dask worker starts in its own
         source = vectors.source if vectors.source != "bundled" else None
         source = os.path.abspath(source) if source and os.path.exists(source) else source
@@ -127,14 +127,14 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     emit([summary], out, "stats_view", json_docs=records)
 
 
-def _vocabulary(vectors) -> list[str]:
-    """The words --probe repeated draws from: the vectors' first 10,000 of letters only."""
+def _vocabulary(vectors, most: int = 10_000) -> list[str]:
+    """The words --probe repeated draws from: the vectors' first `most` of letters only."""
     out = []
     for i in range(vectors.size):
         word = vectors.vocab.word(i)
         if word.isalpha():
             out.append(word)
-            if len(out) == 10_000:
+            if len(out) == most:
                 break
     return out
 
