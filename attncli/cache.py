@@ -31,15 +31,13 @@ raises EntryUnreadable and is left as it is.
 from __future__ import annotations
 
 import errno
-import hashlib
+import importlib.util
 import json
 import os
 import stat
-import tempfile
 import time
 import warnings
 import zlib
-from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -92,10 +90,11 @@ def bundled_prefix() -> Path:
     from a source tree: uninstalled, or shadowing the installed package (`python -m
     attncli` in the root of a clone, whose attncli/ comes first on sys.path); the folder is
     then embeddings/ beside the package's own source."""
-    try:
-        return Path(str(files("attncli.embeddings") / BUNDLED))
-    except ModuleNotFoundError:
-        pass
+    # the package's folder from its spec, without importing it or importlib.resources (whose
+    # readers import zipfile and tempfile: a tenth of a short run's start-up)
+    spec = importlib.util.find_spec("attncli.embeddings")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))) / BUNDLED
     package = Path(__file__).resolve().parent
     beside = package.parent / "embeddings"
     if (beside / f"{BUNDLED}.json").is_file():
@@ -139,6 +138,8 @@ def entry_dir(source: Path, stat_: os.stat_result, options: dict) -> Path:
 def _entry_name(name: str, path: str, size: int, mtime_ns: int, options: dict, version: int) -> str:
     identity = json.dumps({"path": path, "size": size, "mtime_ns": mtime_ns, "options": options, "format": version},
                           sort_keys=True)
+    import hashlib  # here, and tempfile in store: reading the bundled vectors needs neither
+
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return f"{name[:80]}-{digest}"  # a file name can be longer than a folder name may
 
@@ -615,6 +616,8 @@ def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     folder there, and that process keeps the first one's entry. Raises OSError when the
     cache directory cannot be written; whatever fails, no temporary folder is left.
     """
+    import tempfile
+
     folder.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=folder.parent))
     placed = False

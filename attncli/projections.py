@@ -16,16 +16,19 @@ import math
 import os
 import struct
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.lib import format as npy
 
 from attncli import attention, limits, rnn
 from attncli.errors import AttncliError
+
+if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's runs need not pay for it
+    import zipfile
 
 WEIGHTS = ("W_query", "W_key", "W_value")
 BIASES = ("b_query", "b_key", "b_value")
@@ -132,6 +135,8 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
             if f.read(4) != b"PK\x03\x04":  # a .npz is a zip archive of .npy files
                 raise ProjectionError(f"{path}: not a .npz file; it needs {', '.join(required)} (numpy.savez writes one)")
             _check_directory(f, path)
+            import zipfile
+
             with warnings.catch_warnings(), zipfile.ZipFile(f) as archive:
                 warnings.simplefilter("ignore", SyntaxWarning)  # numpy parses a damaged header as Python
                 warnings.simplefilter("ignore", UserWarning)  # ... or as Python 2's; and duplicate member names
@@ -267,6 +272,8 @@ def load(path: str, d: int) -> Projections:
     arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
     # attncli train writes its record beside the weights, and learns them to predict words
     # from the context vectors: with d_k = d those vectors are points among the word vectors
+    import zipfile
+
     with zipfile.ZipFile(path) as archive:
         trained = "train.npy" in archive.namelist() and arrays["W_value"].shape == (d, d)
     return Projections("file", {w: arrays[w] for w in WEIGHTS}, {b: arrays[b] for b in BIASES if b in arrays},
