@@ -29,8 +29,9 @@ def _troff(page: str) -> str:
 
 def _contexts(ctx: click.Context) -> list[click.Context]:
     """ctx and, depth first, the contexts of every command below it."""
-    commands = getattr(ctx.command, "commands", {})
-    children = [click.Context(cmd, info_name=name, parent=ctx) for name, cmd in sorted(commands.items())]
+    group = ctx.command if isinstance(ctx.command, click.Group) else None
+    names = sorted(group.list_commands(ctx)) if group else []
+    children = [click.Context(group.get_command(ctx, name), info_name=name, parent=ctx) for name in names]
     return [ctx] + [c for child in children for c in _contexts(child)]
 
 

@@ -18,8 +18,10 @@ HEADING = re.compile(r"^(\w[\w ]*):$")
 def tree(command=cli, path=()):
     """(path, command) for attncli and every command and group below it."""
     yield path, command
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        yield from tree(sub, path + (name,))
+    if isinstance(command, click.Group):  # its commands as click lists them (attncli's are loaded lazily)
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from tree(command.get_command(ctx, name), path + (name,))
 
 
 COMMANDS = [path for path, _ in tree()]

@@ -51,7 +51,7 @@ def trained(tmp_path_factory):
 
 
 def options_of(name: str) -> list[str]:
-    return [opt for param in cli.commands[name].params for opt in param.opts if opt in CHANGES]
+    return [opt for param in cli.get_command(None, name).params for opt in param.opts if opt in CHANGES]
 
 
 CASES = [(name, opt) for name in RUNS for opt in options_of(name)]

@@ -10,6 +10,7 @@ then one module for each family of commands.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import signal
@@ -86,8 +87,28 @@ def _terminate(signum, frame):
     raise _Terminated
 
 
+# the commands, each in the module of its family (attncli.cli.MODULE), by name; a module is
+# imported only when its command is run or listed (click's documented lazy group), so that
+# `attncli scores` does not pay for building the options of train, stats and the rest
+LAZY = {
+    "scores": "scores", "context": "sentence", "compare": "sentence", "neighbors": "sentence",
+    "explain": "sentence", "heads": "sentence", "batch": "corpus", "vectors": "vectors",
+    "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "explore": "explore",
+}
+
+
 class AttncliGroup(Group):
-    """A click group whose every failure is one line on stderr and an ExitStatus."""
+    """A click group whose every failure is one line on stderr and an ExitStatus, and whose
+    commands (LAZY) are imported when first asked for."""
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *LAZY})
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in LAZY:
+            module = importlib.import_module(f"attncli.cli.{LAZY[name]}")
+            self.add_command(getattr(module, name), name)
+        return self.commands.get(name)
 
     def invoke(self, ctx):
         try:
@@ -185,13 +206,5 @@ def help_command(ctx, command):
         target = click.Context(sub, info_name=name, parent=target)
     click.echo(target.get_help(), color=ctx.color)
 
-
-# the commands, each in the module of its family; imported here, after the group they join
-from attncli.cli import corpus, explore, qkv, rnn, sentence, stats, train, vectors  # noqa: E402
-
-for _command in (sentence.scores, corpus.batch, sentence.context, sentence.compare, sentence.neighbors,
-                 vectors.vectors, sentence.explain, sentence.heads, rnn.rnn, qkv.qkv, train.train, stats.stats,
-                 explore.explore):
-    cli.add_command(_command)
 
 main = cli

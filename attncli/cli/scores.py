@@ -1,0 +1,136 @@
+"""The scores command: a sentence's T x T attention, or a document's rows streamed.
+
+Its own module, apart from the other commands over a sentence: the command run most, and
+the one whose start-up is measured, so that it builds only its own options."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import click
+from attncli import limits
+from attncli.analyze import document_rows, scores_doc
+from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
+from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
+                                 png_option, sentence_argument, vectors_options)
+from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.cli.sections import Command
+from attncli.errors import AttncliError, InputError
+from attncli.visible import visible, visible_all
+
+
+@click.command(cls=Command, short_help="attention weights between every pair of tokens, as a heatmap")
+@sentence_argument
+@click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
+@click.option("--rollout", is_flag=True,
+              help="Show the attention rollout (Abnar & Zuidema 2020): R_l = (0.5 A_l + 0.5 I) R_l-1 over the "
+                   "layers up to --layer, A_l a layer's mean weights; over word vectors 0.5 A + 0.5 I.")
+@click.option("--words", is_flag=True,
+              help="With --model: attention between the sentence's words, not its word pieces (Clark et al. "
+                   "2019): to a word the sum over its pieces, from a word their mean.")
+@click.option("--norms", is_flag=True,
+              help="Show ||a_ij f(x_j)||, how much token j sends i (Kobayashi et al. 2020): f(x_j) its value, "
+                   "through W_O with --model.")
+@click.option("--max-tokens", type=click.IntRange(min=1), metavar="N",
+              help="Draw the table for the first N tokens only (JSON always holds them all).")
+@click.option("--file", "document_file", type=click.Path(dir_okay=False), metavar="DOC.txt",
+              help="Treat this whole text file as one sequence: per token, its top attended and context "
+                   "vector, streamed as computed, in memory that grows with T, not T x T.")
+@click.option("--document", is_flag=True, help="The same for standard input, read whole as one sequence.")
+@click.option("--window", type=click.IntRange(min=1), metavar="W",
+              help="With --file or --document: attend only within W tokens either side.")
+@vectors_options
+@model_options
+@attention_options
+@png_option
+@fields_option(SCORES_FIELDS)
+@output_options
+def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, load, opts, out):
+    """Attention between every pair of tokens of SENTENCE: a T x T table.
+
+    Step I scores every pair by the dot product of their word vectors; Step II turns each
+    row into weights that sum to 1 with softmax(scores * scale / temperature). The table
+    shows the weights (or, with --raw, the scores) colored as a heatmap, then each token's
+    top-attended tokens. SENTENCE absent or "-": one sentence per line of standard input
+    (blank lines skipped).
+
+    \b
+    Examples:
+      attncli scores "The earth is like an orange"
+      attncli scores "The earth is like an orange" --raw
+      attncli scores "The earth is like an orange" | jq '.weights'
+      attncli scores --scale 1 < sentences.txt
+    """
+    chosen = [name for name, given in (("--raw", raw), ("--rollout", rollout), ("--norms", norms)) if given]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{chosen[0]} and {chosen[1]} show different matrices; give one of them")
+    if words and not load.model:
+        raise click.UsageError("--words merges a model's word pieces into words; it needs --model NAME|DIR")
+    if words and chosen:
+        raise click.UsageError(f"--words merges the weights, and {chosen[0]} shows another matrix; give one of them")
+    if (document_file or document) and (rollout or norms):
+        raise click.UsageError(f"{chosen[0]} needs the T x T weights, which a document never holds; leave it out")
+    if (document_file or document) and load.model:
+        raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
+                               "minilm); a document (--file, --document) needs the word vectors")
+    if (document_file or document) and out.fields is not None:
+        raise click.UsageError("--fields chooses the keys of a sentence's document; a document (--file, --document) "
+                               "writes a line a token, of token, index, top and context")
+    if document_file or document:
+        return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
+    if window:
+        raise click.UsageError("--window needs a document: --file DOC.txt or --document")
+    sentences = read_sentences(sentence)
+    vectors = load()
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
+    shown = "rollout" if rollout else "norms" if norms else None
+    emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
+
+
+def score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out) -> None:
+    """scores --file / --document: one long sequence, streamed a row at a time."""
+    if sentence is not None:
+        raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
+    if document_file and document:
+        raise click.UsageError("give --file or --document (standard input), not both")
+    drawn = [name for name, given in (("--png", out.png), ("--svg", out.svg), ("--html", out.html), ("--raw", raw),
+                                       ("--max-tokens", max_tokens)) if given]
+    if drawn:
+        raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
+    where = document_file or "standard input"
+    data = limits.read_file(document_file, "--file") if document_file else read_stdin()
+    text = decode(data, where)
+    if not text.strip():
+        raise InputError(f"{where} is empty")
+    vectors = load()
+    # a long document's T x T work takes minutes: a progress bar, unless its rows are drawn on the terminal
+    with progress("rows", shown=out.fmt == "json") as update:
+        rows = document_rows(text, vectors, opts, window=window, progress=update)
+        first = next(rows)  # no known word, or scores that overflow: an error here, before any output
+        _write_rows(itertools.chain([first], rows), out, where, vectors.name, opts, window, vectors.dim)
+
+
+def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, dim: int) -> None:
+    """A document's rows to stdout as they come: JSON Lines, or a line of text each."""
+    if out.fmt == "json":
+        def write(row: dict) -> None:
+            write_json(row)
+    else:
+        from attncli import render
+
+        screen = make_console(sys.stdout, out)
+        with writing_stdout():
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window, dim=dim))
+
+        def write(row: dict) -> None:
+            screen.print(render.document_row(visible_all(row)))
+    written = 0
+    try:
+        with writing_stdout():
+            for row in rows:
+                write(row)
+                written += 1
+            sys.stdout.flush()
+    except AttncliError as e:  # a stream can fail midway only where no check could foresee it
+        raise type(e)(f"{e} (the output stopped after {written:,} rows; it is incomplete)") from None
