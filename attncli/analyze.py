@@ -106,12 +106,16 @@ class Attention:
     @property
     def mean_scores(self) -> np.ndarray:
         """The scores shown: the heads' mean (the one head's own when H = 1), or the head chosen."""
-        return self.scores.mean(axis=0) if self.shown is None else self.scores[self.shown]  # (T, T)
+        if self.shown is None and len(self.scores) > 1:
+            return self.scores.mean(axis=0)  # (T, T)
+        return self.scores[self.shown or 0]  # (T, T): the mean of one head is that head, to the bit
 
     @property
     def mean_weights(self) -> np.ndarray:
         """The weights shown, as mean_scores; each row still sums to 1."""
-        return self.weights.mean(axis=0) if self.shown is None else self.weights[self.shown]  # (T, T)
+        if self.shown is None and len(self.weights) > 1:
+            return self.weights.mean(axis=0)  # (T, T)
+        return self.weights[self.shown or 0]  # (T, T)
 
 
 @dataclass(frozen=True)
@@ -201,9 +205,19 @@ def cell_bytes(heads: int, listed: int) -> int:
     return 8 * (6 * heads + 2) + 130 * listed
 
 
+UNASKED = 1 << 20  # bytes a sentence's T x T matrices may take before the system is asked for room
+
+
 def embed_fitting(sentence: str, vectors: Vectors, opts: Options, per_cell: int) -> Embedded:
     """embed_sentence, refusing a sentence whose T x T matrices, at `per_cell` bytes a cell,
-    cannot fit in the memory available: the count stops at the most that fit."""
+    cannot fit in the memory available: the count stops at the most that fit.
+
+    A short sentence's matrices (a megabyte at most, as Python's own objects take) are made
+    without asking: the question, /proc/meminfo read again, cost batch a tenth of its time."""
+    try:
+        return embed_sentence(sentence, vectors, opts, most=math.isqrt(UNASKED // per_cell))
+    except TooManyTokens:
+        pass
     most = math.isqrt(limits.available() // per_cell)
     try:
         return embed_sentence(sentence, vectors, opts, most=most)
@@ -279,6 +293,13 @@ def _top(att: Attention, weights: np.ndarray, i: int, opts: Options) -> list[dic
     ]
 
 
+def _tops(att: Attention, weights: np.ndarray, opts: Options) -> list[list[dict]]:
+    """Every row's top attended in `weights` (T, T), as _top gives them one row at a time."""
+    rows, values = attention.top_attended_rows(weights, opts.top_k, opts.include_self, att.mask)
+    tokens = att.tokens
+    return [[{"token": tokens[j], "index": j, "weight": w} for j, w in zip(row, ws)] for row, ws in zip(rows, values)]
+
+
 def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
                norms: bool = False, words: bool = False) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
@@ -286,18 +307,18 @@ def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Option
     `rollout` adds the attention rollout up to the layer shown; `norms` what each token
     sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms)."""
     att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads + (2 if rollout or norms else 0))
-    T = len(att.tokens)
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
+    shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
+    if att.heads == 1 and att.shown is None:  # the mean of one head is that head, to the bit: its lists serve twice
+        heads = [dict(shown)]
+    else:
+        heads = [{"scores": om.tolist(), "weights": al.tolist(), "top": _tops(att, al, opts)}
+                 for om, al in zip(att.scores, att.weights)]
     doc = {
         **_common("scores", sentence, vectors, att, opts),
-        "scores": att.mean_scores.tolist(),
-        "weights": mean.tolist(),
-        "top": [_top(att, mean, i, opts) for i in range(T)],
+        **shown,
         "include_self": opts.include_self,  # whether a `top` may hold the token's own position
-        "heads": [
-            {"scores": om.tolist(), "weights": al.tolist(), "top": [_top(att, al, i, opts) for i in range(T)]}
-            for om, al in zip(att.scores, att.weights)
-        ],
+        "heads": heads,
     }
     if rollout:
         # a model's layers up to the one shown; over word vectors, the one layer there is

@@ -53,13 +53,13 @@ def split_heads(M: np.ndarray, H: int) -> np.ndarray:
     H = whole("heads", H, 1)
     if d_k % H:
         raise OptionError(f"heads must divide d_k = {d_k}, got {H}")
-    return np.moveaxis(M.reshape(*lead, T, H, d_k // H), -2, -3)  # (..., T, d_k) -> (..., H, T, d_k/H)
+    return M.reshape(*lead, T, H, d_k // H).swapaxes(-2, -3)  # (..., T, d_k) -> (..., H, T, d_k/H)
 
 
 def merge_heads(Z: np.ndarray) -> np.ndarray:
     """The heads' context vectors side by side again: the inverse of split_heads."""
     *lead, H, T, d_h = Z.shape
-    return np.moveaxis(Z, -3, -2).reshape(*lead, T, H * d_h)  # (..., H, T, d_k/H) -> (..., T, d_k)
+    return Z.swapaxes(-3, -2).reshape(*lead, T, H * d_h)  # (..., H, T, d_k/H) -> (..., T, d_k)
 
 
 def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
@@ -109,7 +109,7 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
         # not; and when that ratio itself overflows, the other order may still fit
         c = scale / temperature
         logits = omega * c if np.isfinite(c) else omega * scale / temperature  # (T, T)
-    if not np.all(np.isfinite(logits)):
+    if not np.isfinite(logits).all():
         raise _overflow(scale, temperature)
     if mask is not None:
         logits = np.where(mask, -np.inf, logits)  # (T, T); no row is all masked: i may attend to i
@@ -307,6 +307,26 @@ def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None, masked
     order = np.argsort(-alpha_i, kind="stable")  # (T,)
     kept = (int(j) for j in order if j != exclude and (masked is None or not masked[j]))
     return list(itertools.islice(kept, k))  # stops at k: a long row is not walked in Python
+
+
+def top_attended_rows(alpha: np.ndarray, k: int, include_self: bool = False,
+                      mask: np.ndarray | None = None) -> tuple[list[list[int]], list[list[float]]]:
+    """top_attended for every row i of alpha (T, T), its own position i left out unless
+    `include_self`: the positions and their weights, row by row. The same lists as T calls
+    of top_attended, from one sort of the whole matrix (each row sorted alone, as there)."""
+    T = alpha.shape[-1]
+    order = np.argsort(-alpha, axis=-1, kind="stable")  # (T, T)
+    hidden = np.zeros((T, T), dtype=bool) if mask is None else np.array(mask, dtype=bool)  # (T, T)
+    if not include_self:
+        np.fill_diagonal(hidden, True)
+    kept = ~hidden[np.arange(T)[:, None], order]  # (T, T), in each row's sorted order
+    chosen = kept & (np.cumsum(kept, axis=-1) <= k)  # (T, T): a row's first k kept
+    rows, places = np.nonzero(chosen)  # row-major: each row's choices together, in sorted order
+    positions = order[rows, places]  # (n,)
+    ends = np.cumsum(chosen.sum(axis=-1)).tolist()  # (T,)
+    flat, weights = positions.tolist(), alpha[rows, positions].tolist()
+    starts = [0, *ends[:-1]]
+    return ([flat[a:b] for a, b in zip(starts, ends)], [weights[a:b] for a, b in zip(starts, ends)])
 
 
 # What the weights leave out, measured two ways from the literature.

@@ -87,6 +87,32 @@ def test_overflowing_scale_is_refused():
         attention.weights(np.array([[10.0, 1.0]]), scale=1e308)
 
 
+def by_sorting(row, k, exclude, masked):
+    """A row's top k as the definition says: positions ranked by (-weight, position), the
+    excluded and masked ones left out; independent of top_attended's numpy sort."""
+    ranked = sorted(range(len(row)), key=lambda j: (-row[j], j))
+    return [j for j in ranked if j != exclude and (masked is None or not masked[j])][:k]
+
+
+@pytest.mark.parametrize("T", [1, 2, 5, 17])
+def test_top_attended_rows_equal_each_rows_top(T):
+    rng = np.random.default_rng(T)
+    for trial in range(20):
+        # few distinct values, so that ties are common; exact zeros where a mask would put them
+        alpha = rng.integers(0, 4, size=(T, T)).astype(float) / 4
+        mask = None if trial % 3 == 0 else (attention.causal_mask(T) if trial % 3 == 1 else rng.random((T, T)) < 0.3)
+        if mask is not None:
+            np.fill_diagonal(mask, False)
+        for k in (1, 3, T + 2):
+            for include_self in (False, True):
+                rows, values = attention.top_attended_rows(alpha, k, include_self, mask)
+                for i in range(T):
+                    exclude, masked = None if include_self else i, None if mask is None else mask[i]
+                    want = attention.top_attended(alpha[i], k, exclude, masked)
+                    assert rows[i] == want == by_sorting(alpha[i].tolist(), k, exclude, masked)
+                    assert values[i] == [alpha[i, j] for j in want]
+
+
 def test_top_attended_order_ties_and_exclusion():
     row = np.array([0.1, 0.4, 0.1, 0.4])
     assert attention.top_attended(row, 3) == [1, 3, 0]  # ties: earlier position first
