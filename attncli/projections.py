@@ -68,7 +68,7 @@ class Projections:
 
     def check_finite(self, what: str, *arrays: np.ndarray) -> None:
         """Projections too large for the vectors overflow float64: say so, and whose they are."""
-        if not all(np.all(np.isfinite(a)) for a in arrays):
+        if not all(np.isfinite(a).all() for a in arrays):
             where = self.path or f"--qkv {self.kind}"
             raise ProjectionError(f"{where}: {what} overflow to infinity; the projections are too large for these vectors")
 

@@ -149,6 +149,9 @@ class Vectors:
     source: str = ""
     subwords: Subwords | None = None
     meta: dict = field(default_factory=dict)  # what the cache entry says, when there is one
+    # the tokens embed has found, with a finite vector, and their rows: checked once a run,
+    # not once a sentence (at most Vocabulary.MEMO of them)
+    checked: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def dim(self) -> int:
@@ -315,10 +318,15 @@ def _look_up(token: str, vectors: Vectors, oov: str, extra: _Extra) -> tuple[str
     """(token, code, lookup) for embed: code a row of the matrix, or one of `extra`'s; lookup
     None when the token is left out. Raises for a vector that is not finite, and for a
     missing one under "error"."""
+    found = vectors.checked.get(token)
+    if found is not None:
+        return token, found, "word"
     found = vectors.row(token)
     if found is not None:
-        if not np.all(np.isfinite(vectors.matrix[found])):
+        if not np.isfinite(vectors.matrix[found]).all():
             raise _not_finite(token, vectors)
+        if len(vectors.checked) < Vocabulary.MEMO:
+            vectors.checked[token] = found
         return token, found, "word"
     if vectors.subwords is not None and (v := vectors.subwords.vector(token)) is not None:
         if not np.all(np.isfinite(v)):

@@ -1106,3 +1106,32 @@ def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypa
     monkeypatch.setattr(limits, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
     assert limits.read_file(path, "--file", most=5000) == b"z" * 5000
     assert opened[0].sizes == [5001]  # a file its size describes: one read
+
+
+def test_a_short_sentence_is_made_without_asking_and_a_long_one_asks(monkeypatch, glove_vectors):
+    """Matrices of at most analyze.UNASKED bytes need no reading of /proc/meminfo (batch
+    would read it for every line); past that the system is asked, and a room too small refuses."""
+    asked = []
+    monkeypatch.setattr(limits, "available", lambda: asked.append(1) or 0)
+    per_cell = analyze.cell_bytes(1, 4)
+    fits = math.isqrt(analyze.UNASKED // per_cell)
+    letters = [w for w in map(glove_vectors.vocab.word, range(200, 400)) if w.isalpha()][: fits + 1]
+    words = " ".join(letters[:fits])
+    assert len(analyze.embed_fitting(words, glove_vectors, analyze.Options(), per_cell).tokens) == fits
+    assert asked == []
+    longer = " ".join(letters)
+    with pytest.raises(limits.ResourceError, match="its T x T matrices would need more than"):
+        analyze.embed_fitting(longer, glove_vectors, analyze.Options(), per_cell)
+    assert asked
+
+
+def test_a_vector_not_finite_is_refused_on_every_sentence_that_holds_it(glove_vectors):
+    matrix = np.array(glove_vectors.matrix[:300])
+    matrix[250, 3] = np.nan
+    vectors = Vectors("v", glove_vectors.vocab.first(300), matrix, cased=False)
+    word = vectors.vocab.word(250)
+    for sentence in (f"{word} the", f"the {word}"):
+        with pytest.raises(InputError, match="holds NaN or infinity"):
+            analyze.scores_doc(sentence, vectors)
+    assert analyze.scores_doc("the of", vectors)["tokens"] == ["the", "of"]
+    assert word not in vectors.checked and "the" in vectors.checked
