@@ -56,7 +56,7 @@ def whole_text_tokens(text: str, lowercase: bool = True) -> list[str]:
 
 
 # what the rules look at: quotes, clitics, colons and commas beside digits, dots, dashes, spaces of all kinds
-TRICKY = st.lists(st.sampled_from(list("ab'tnsdm:,.-0123?\"(") + ["n't", "'s", "...", "\u2019", "\u2026", "\u2014",
+TRICKY = st.lists(st.sampled_from(list("ab'tnsdm:,.-0123?\"(é_") + ["n't", "'s", "...", "\u2019", "\u02bc", "\u2026", "\u2014",
                                                                    " ", "\n", "\t", "\u00a0", "\u2003", "\x1c", "U.S."]),
                   max_size=40).map("".join)
 
@@ -73,6 +73,20 @@ def test_pieces_give_the_tokens_of_the_whole_text(parts, piece):
         assert "".join(tokenize_module._pieces(text)) == text
     finally:
         tokenize_module.PIECE = before
+
+
+def test_a_piece_split_as_it_is_is_one_no_rule_would_change():
+    """iter_tokens runs no rule over a piece that _TRIGGER finds nothing in: every character
+    any rule of one character can match (and the clitics' and final period's ' and .) is one
+    it finds, over all of Unicode, alone and beside a letter or a digit."""
+    missed = []
+    for code in range(0x110000):
+        c = chr(code)
+        if tokenize_module._TRIGGER.search(c) is None:
+            missed += [(hex(code), pattern.pattern) for pattern, _ in tokenize_module._RULES
+                       if pattern.search(c) or pattern.search("a" + c) or pattern.search(c + "1")]
+    assert missed == []
+    assert all(tokenize_module._TRIGGER.search(c) for c in "'.")
 
 
 def test_a_long_text_is_tokenized_a_piece_at_a_time(monkeypatch):
