@@ -8,6 +8,7 @@ process made before starting them: a memory map, so the pages are shared, never 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import multiprocessing
 import os
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from attncli import limits
 from attncli.analyze import Options, context_doc, scores_doc
 from attncli.errors import AttncliError
 
@@ -35,8 +37,8 @@ class Job:
     model: str | None = None  # a trained model's folder, in place of the vectors
     layer: int = 1
     head: int | None = None
-    fields: tuple[str, ...] | None = None  # run_encoded: the keys to write (with `line`), all for None
-    ascii_only: bool = False  # run_encoded: JSON for a stream that is not UTF-8
+    fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
+    ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
@@ -44,11 +46,40 @@ def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -
     never the end of the run. A blank line (nothing but white space) is skipped, as `scores`
     skips it on standard input and as jq skips it in JSON Lines, and the lines keep the
     numbers of their places in the input, so each result's `line` is still its line."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line does not start another
-    items = (parse_line(number, raw, jsonl=jsonl, field_name=field_name) for number, raw in enumerate(lines, start=1))
-    return [item for item in items if item is not None]
+    return list(read_items(io.BytesIO(data), jsonl=jsonl, field_name=field_name, most=len(data)))
+
+
+def read_items(stream, *, jsonl: bool = False, field_name: str = "text", most: int | None = None,
+               where: str = "the input") -> Iterator[tuple[int, str | None, str | None]]:
+    """parse_lines of a binary stream, read a line at a time, so that a corpus is never held
+    whole; a line of more than `most` bytes (default: a tenth of the memory available) is
+    refused, a ResourceError, before it is held whole either. Lines end at b"\n" only (a
+    final line without one is a line), as str.split("\n") would cut them."""
+    most = limits.input_limit() if most is None else most
+    number = 0
+    while raw := stream.readline(most + 1):
+        number += 1
+        if len(raw) > most and not raw.endswith(b"\n"):
+            raise limits.ResourceError(f"{where}: line {number} holds more than {limits.size(most)}, more than this "
+                                       "run can take in memory; split it into lines")
+        item = parse_line(number, raw, jsonl=jsonl, field_name=field_name)
+        if item is not None:
+            yield item
+
+
+CHUNK = 128  # lines a task: large enough that a task's overhead is small, small enough to spread
+
+
+def chunks_of(items: Iterable, size: int = CHUNK) -> Iterator[list]:
+    """The items in lists of `size`, as they come."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def parse_line(number: int, raw: bytes, *, jsonl: bool = False, field_name: str = "text"):
@@ -117,12 +148,12 @@ def _start(job: Job, worker: bool = False) -> None:
         _failed = f"a worker could not load the vectors: {e}"
 
 
-def _one(item: tuple[int, str | None, str | None]) -> dict:
-    return one_line(item, _vectors, _job, _failed)
+def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
+    return [one_line(item, _vectors, _job, _failed) for item in chunk]
 
 
-def _encoded(item: tuple[int, str | None, str | None]) -> tuple[bool, str]:
-    return encoded_line(item, _vectors, _job, _failed)
+def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> tuple[int, int, bytes]:
+    return encoded_chunk(chunk, _vectors, _job, _failed)
 
 
 def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
@@ -140,6 +171,14 @@ def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bo
     if not error and job.fields is not None:
         result = only(result, ("line", *job.fields))
     return error, to_json(result, ascii_only=job.ascii_only)
+
+
+def encoded_chunk(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> tuple[int, int, bytes]:
+    """(lines that failed, lines, their results as JSON Lines in UTF-8) of a chunk of items:
+    one message from a worker, which the parent writes as it is."""
+    lines = [encoded_line(item, vectors, job, failed) for item in chunk]
+    text = "".join(line + "\n" for _, line in lines)
+    return sum(error for error, _ in lines), len(lines), text.encode("utf-8")  # json_safe escaped every surrogate
 
 
 def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None) -> dict:
@@ -162,32 +201,40 @@ def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed
 
 def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int = 1) -> Iterator[dict]:
     """One result per item, in order: a document with its `line`, or {"line", "error"}."""
+    for docs in in_order(_docs, chunks_of(items), _start, job, jobs):
+        yield from docs
+
+
+def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """encoded_chunk of each chunk, in order, made where it was computed: with workers, the
+    parent only writes what they send, a chunk at a time."""
+    return in_order(_encoded, chunks, _start, job, jobs)
+
+
+def in_order(work, chunks: Iterable, start, job, jobs: int = 1) -> Iterator:
+    """work(chunk) of each chunk, in input order: here (after start(job)), or in `jobs`
+    worker processes each started with start(job, True), with at most 2 jobs chunks read
+    ahead, so that the input is never read much beyond what is being worked on."""
     if jobs == 1:
-        _start(job)
-        yield from map(_one, items)
+        start(job)
+        yield from map(work, chunks)
         return
+    from collections import deque
+
     # Ctrl-C reaches every process of the terminal's group, a worker too until it leaves the
     # group (_start), and only this process may stop: it ends the workers as it leaves the
     # `with` (Pool.terminate), so that no worker is left and none prints a traceback of its own.
     with _interrupts_held() as release:
-        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=start, initargs=(job, True))
         with pool:
             release()  # a Ctrl-C that came while the workers started is raised here, and ends them
-            yield from pool.imap(_one, items, chunksize=64)
-
-
-def run_encoded(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int = 1) -> Iterator[tuple[bool, str]]:
-    """As run, but each result already a line of JSON, (failed, line), made where it was
-    computed: with workers, the parent only writes what they send."""
-    if jobs == 1:
-        _start(job)
-        yield from map(_encoded, items)
-        return
-    with _interrupts_held() as release:
-        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
-        with pool:
-            release()
-            yield from pool.imap(_encoded, items, chunksize=64)
+            pending: deque = deque()
+            for chunk in chunks:
+                pending.append(pool.apply_async(work, (chunk,)))
+                while len(pending) >= 2 * jobs:
+                    yield pending.popleft().get()
+            while pending:
+                yield pending.popleft().get()
 
 
 @contextlib.contextmanager

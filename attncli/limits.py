@@ -129,7 +129,7 @@ def read_file(path: str | os.PathLike, what: str, *, most: int | None = None) ->
     what memory can hold a few copies of, as decoding and splitting make them): before
     reading when its size says so, else as soon as it holds more. A file's size is only a
     hint: /proc files are regular and of size 0, and a file may grow while it is read."""
-    most = _input_limit() if most is None else most
+    most = input_limit() if most is None else most
     with open_regular(path, what) as f:
         n = os.fstat(f.fileno()).st_size
         _check_input_size(n, str(path), most)
@@ -145,7 +145,7 @@ def read_file(path: str | os.PathLike, what: str, *, most: int | None = None) ->
 def read_stream(stream, where: str, *, most: int | None = None, chunk: int = 1 << 20) -> bytes:
     """All of a stream (standard input), a chunk at a time, stopping with an error once it
     holds more than `most` bytes: an endless stream (/dev/zero) must not take all memory."""
-    most = _input_limit() if most is None else most
+    most = input_limit() if most is None else most
     try:
         return _read_to_end(stream, where, most, chunk=chunk)
     except OSError as e:
@@ -168,14 +168,15 @@ def _read_to_end(f, where: str, most: int, *, first: bytes = b"", chunk: int = 1
         parts.append(data)
 
 
-def _input_limit() -> int:
+def input_limit() -> int:
+    """The most bytes of input (a file, standard input, a line) a run takes in memory."""
     # the text is decoded (up to 4 bytes a character in memory), split and tokenized: a tenth
     # of the memory available keeps all of that within it
     return max(available() // 10, 1 << 20)
 
 
 def _check_input_size(n: int, where: str, most: int | None) -> None:
-    most = _input_limit() if most is None else most
+    most = input_limit() if most is None else most
     if n > most:
         raise ResourceError(f"{where} holds {size(n)}, more than this run can take in memory ({size(most)}); "
                             "give a smaller input, or split it")

@@ -26,7 +26,6 @@ from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
 
-CHUNK = 128  # lines a task: large enough that a task's overhead is small, small enough to spread
 
 
 @dataclass(frozen=True)
@@ -117,18 +116,6 @@ def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: s
         yield item
 
 
-def chunks_of(items, size: int = CHUNK):
-    """The items in lists of `size`, as they come."""
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def repeated(vocabulary: list[str], count: int, length: int, seed: int):
     """The standard induction test: `count` sequences of `length` words drawn at random
     (seeded) from the vocabulary, each written twice in a row; made as they are read."""
@@ -170,20 +157,7 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
         for chunk in chunks:
             yield chunk_partial(chunk, vectors, job)
         return
-    import multiprocessing
-    from collections import deque
-
-    with batch._interrupts_held() as release:
-        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_start, initargs=(job, True))
-        with pool:
-            release()
-            pending: deque = deque()
-            for chunk in chunks:
-                pending.append(pool.apply_async(_chunk, (chunk,)))
-                while len(pending) >= 2 * jobs:
-                    yield pending.popleft().get()
-            while pending:
-                yield pending.popleft().get()
+    yield from batch.in_order(_chunk, chunks, _start, job, jobs)
 
 
 # --- a Dask cluster -------------------------------------------------------------------------
@@ -207,9 +181,9 @@ def _load(job: batch.Job):
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 
-def dask_lines(chunk: list[tuple], job: batch.Job) -> list[tuple[bool, str]]:
-    """A Dask task of `batch --scheduler`: the chunk's results, as lines of JSON (batch.run_encoded)."""
-    return [batch.encoded_line(item, _worker_vectors(job), job) for item in chunk]
+def dask_lines(chunk: list[tuple], job: batch.Job) -> tuple[int, int, bytes]:
+    """A Dask task of `batch --scheduler`: the chunk's results as JSON Lines (batch.encoded_chunk)."""
+    return batch.encoded_chunk(chunk, _worker_vectors(job), job)
 
 
 def _worker_vectors(job: batch.Job):
@@ -264,9 +238,9 @@ def run_dask_in_order(chunks, job: batch.Job, address: str):
             for chunk in chunks:
                 pending.append(client.submit(dask_lines, chunk, job, retries=2, pure=False))
                 while len(pending) >= window:
-                    yield from pending.popleft().result()
+                    yield pending.popleft().result()
             while pending:
-                yield from pending.popleft().result()
+                yield pending.popleft().result()
         except AttncliError:
             raise
         except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask

@@ -260,7 +260,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
     lines = list(survey.read_lines(open(corpus, "rb")))
 
     def chunks():
-        for n, chunk in enumerate(survey.chunks_of(lines, 16)):
+        for n, chunk in enumerate(batch.chunks_of(lines, 16)):
             if n == 6:
                 os.kill(pids[0], signal.SIGKILL)  # one worker dies with tasks of its own
             yield chunk
@@ -268,7 +268,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
     merged, expected = stats.Partial(), stats.Partial()
     for part in survey.run_dask(chunks(), job, cluster.scheduler_address):
         merged.merge(part)
-    for part in survey.run(survey.chunks_of(lines, 16), job, 1, vectors=_bundled()):
+    for part in survey.run(batch.chunks_of(lines, 16), job, 1, vectors=_bundled()):
         expected.merge(part)
     assert merged.lines == expected.lines == len(lines) and merged.skipped == expected.skipped == 1
     assert merged.heads.counts == expected.heads.counts

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import sys
 
 import click
 from attncli.cli import ExitStatus
-from attncli.cli.inputs import read_input
+from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
                                  fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
-from attncli.cli.output import progress, utf8, writing_stdout
+from attncli.cli.output import progress, utf8, write_bytes, writing_stdout
 from attncli.cli.sections import Command
-from attncli.errors import InputError
+from attncli.errors import AttncliError, InputError
+from attncli.limits import open_regular
 
 
 @click.command(cls=Command, short_help="many sentences, one a line: one JSON result a line, in order")
@@ -56,33 +59,44 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
 
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
-    data = read_input(input_file)
-    items = batches.parse_lines(data, jsonl=jsonl, field_name=field_name)
-    if not items:
-        raise InputError(f"{input_file or 'standard input'} holds no sentence (it is empty or blank)")
-    jobs = min(jobs, len(items), os.cpu_count() or 1)  # more workers than lines or cores only cost start-up
-    vectors = load()  # here, once: converts and caches a new source before workers start
-    written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-    if load.model:  # each worker reads the model's files again, from the folder found here
-        job = batches.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts,
-                          token=token, index=index, all_contexts=all_contexts, neighbors=neighbors, **written)
-    else:
-        job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
-                          trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
-                          all_contexts=all_contexts, neighbors=neighbors, **written)
-    if scheduler is not None:
-        from attncli import survey
+    where = input_file if input_file not in (None, "-") else "standard input"
+    with contextlib.ExitStack() as stack:
+        stream = stdin_stream() if input_file in (None, "-") else stack.enter_context(open_regular(input_file, "FILE"))
+        # a line at a time, a chunk of lines to a task: the corpus is never held whole
+        chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where))
+        first = next(chunks, None)
+        if first is None:
+            raise InputError(f"{where} holds no sentence (it is empty or blank)")
+        if len(first) < batches.CHUNK:  # the whole input: more workers than lines only cost start-up
+            jobs = min(jobs, len(first))
+        jobs = min(jobs, os.cpu_count() or 1)
+        vectors = load()  # here, once: converts and caches a new source before workers start
+        written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
+        if load.model:  # each worker reads the model's files again, from the folder found here
+            job = batches.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts,
+                              token=token, index=index, all_contexts=all_contexts, neighbors=neighbors, **written)
+        else:
+            job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                              trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
+                              all_contexts=all_contexts, neighbors=neighbors, **written)
+        chunks = itertools.chain([first], chunks)
+        if scheduler is not None:
+            from attncli import survey
 
-        results = survey.run_dask_in_order(survey.chunks_of(items), job, scheduler)
-    else:
-        results = batches.run_encoded(items, job, jobs)
-    failed = 0
-    with progress("lines") as update, writing_stdout():
-        for done, (error, line) in enumerate(results, start=1):
-            failed += error
-            sys.stdout.write(line + "\n")
-            update(done, len(items))
-        sys.stdout.flush()
+            results = survey.run_dask_in_order(chunks, job, scheduler)
+        else:
+            results = batches.run_chunks(chunks, job, jobs)
+        failed = done = 0
+        with progress("lines") as update, writing_stdout():
+            try:
+                for errors, lines, blob in results:
+                    write_bytes(blob)
+                    failed, done = failed + errors, done + lines
+                    update(done, None)
+            except AttncliError as e:  # the input can fail midway (a line too long), after lines were written
+                if done:
+                    raise type(e)(f"{e} (the output stopped after {done:,} lines; it is incomplete)") from None
+                raise
     if failed:
-        click.echo(f"attncli: {failed} of {len(items)} lines failed; their objects hold \"error\"", err=True)
+        click.echo(f"attncli: {failed} of {done} lines failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR

@@ -11,12 +11,17 @@ from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError
 
 
-def read_stdin() -> bytes:
-    """All of standard input, within what memory can take (an endless /dev/zero is refused)."""
+def stdin_stream():
+    """Standard input's binary stream; a terminal is no input."""
     stdin = sys.stdin.buffer
     if stdin.isatty():
         raise click.UsageError("no input: give it as an argument or a file, or pipe it on standard input")
-    return limits.read_stream(stdin, "standard input")
+    return stdin
+
+
+def read_stdin() -> bytes:
+    """All of standard input, within what memory can take (an endless /dev/zero is refused)."""
+    return limits.read_stream(stdin_stream(), "standard input")
 
 
 def decode(data: bytes, where: str) -> str:
@@ -66,7 +71,3 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
             click.echo(f"attncli: note: {one_line(note)}", err=True)
         docs.append(doc)
     return docs
-
-
-def read_input(input_file: str | None) -> bytes:
-    return read_stdin() if input_file in (None, "-") else limits.read_file(input_file, "FILE")

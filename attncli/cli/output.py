@@ -61,6 +61,17 @@ def write_json(doc: dict) -> None:
     sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
 
 
+def write_bytes(data: bytes) -> None:
+    """UTF-8 (or ASCII) text already encoded, such as batch's workers send, on stdout: to
+    its buffer as it is where stdout is UTF-8, else through its encoding."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None or not utf8(sys.stdout):
+        sys.stdout.write(data.decode("utf-8"))
+        return
+    sys.stdout.flush()  # what was written as text goes first
+    buffer.write(data)
+
+
 def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
     """A document as JSON laid out for a person reading a terminal: an object a key a line,
     indented by two; an object or list that holds only numbers, strings and the like on one

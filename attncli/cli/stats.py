@@ -105,7 +105,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
             items, name = survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=input_file), input_file
         total = statistics.Partial()
         jobs = min(jobs, os.cpu_count() or 1)
-        chunks = survey.chunks_of(items)
+        chunks = batch.chunks_of(items)
         parts = (survey.run_dask(chunks, job, scheduler) if scheduler is not None
                  else survey.run(chunks, job, jobs, vectors))
         with progress("lines", streaming=False) as update:
