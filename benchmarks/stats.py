@@ -72,7 +72,7 @@ def forward_share(corpus: Path) -> float:
     job = survey.StatsJob(batch.Job(model="minilm", layer=6))
     profile = cProfile.Profile()
     profile.enable()
-    for chunk in survey.chunks_of(items):
+    for chunk in batch.chunks_of(items):
         survey.chunk_partial(chunk, model, job)
     profile.disable()
     table = pstats.Stats(profile).stats
