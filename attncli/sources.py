@@ -2,8 +2,10 @@
 
 `resolve` turns a SOURCE into a local regular file (a path, or a gensim-data name already
 downloaded); `detect` tells its format from its content, never from its name alone; `read`
-loads it with gensim into Vectors. gensim is imported only here, and only when a file must
-be read: a cached or bundled load never needs it.
+loads it with gensim into Vectors, except a text file of plain decimals, which numpy parses
+to the very words and float32 values gensim's reader gives (_read_plain_text). gensim is
+imported only here, and only when a file must be read by it: a cached or bundled load
+never needs it.
 
 gensim raises bare ValueError or EOFError for most broken files, allocates whatever a header
 claims, and silently stops at a header's word count; the checks here name the file, the
@@ -322,7 +324,7 @@ def _quiet():
 
 def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle: bool = False,
          progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
-    """Load a source through gensim and check what gensim does not."""
+    """Load a source (through gensim, or _read_plain_text) and check what gensim does not."""
     warn = warn or (lambda message: None)
     with _quiet():
         return _read(source, fmt, limit, trust_pickle, progress, warn)
@@ -534,9 +536,6 @@ def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple
 
 
 def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Progress | None, warn: Warn):
-    _import_gensim()
-    from gensim.models import KeyedVectors
-
     prefix, done_before, size = b"", 0, source.stat.st_size
     if fmt.kind == "glove":
         try:
@@ -546,6 +545,102 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         prefix = f"{fmt.count} {fmt.dim}\n".encode()  # gensim's one-pass reader wants a word2vec header
         done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
+    binary = fmt.kind == "word2vec-binary"
+    plain = None if binary else _read_plain_text(source, fmt, limit, lambda done: done_before + done,
+                                                 done_before + size, progress)
+    if plain is not None:
+        words, matrix = plain
+    else:
+        words, matrix = _read_through_gensim(source, fmt, limit, progress, prefix, done_before, size)
+    expected = min(fmt.count, limit) if limit else fmt.count
+    if len(words) < expected:
+        warn(f"{source.path}: {expected - len(words)} word(s) occur twice or more; the first vector of each is kept")
+    return words, matrix, None
+
+
+# What a plain text vectors file's numbers are made of: digits, a point, signs, exponents.
+PLAIN = b"0123456789.+-eE "
+BLOCK = 1 << 24  # bytes of text parsed at a time: the matrix is the only thing the file's size grows
+
+
+def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Callable[[int], int], total: int,
+                     progress: Progress | None) -> tuple[list[str], np.ndarray] | None:
+    """The words and float32 matrix of a text file (word2vec text, fastText .vec, GloVe,
+    compressed or not) in which every line is a word, a space, and fmt.dim decimal numbers
+    between single spaces, exactly as gensim's load_word2vec_format reads them: the first
+    vector of a repeated word, a word's bad bytes as U+FFFD, each number parsed to the
+    nearest double and that rounded to float32, as gensim's np.float32(text) does; None for
+    any other file, which gensim then reads, with today's errors.
+
+    gensim parses a number at a time in Python (94 s for 400,000 x 300); here numpy parses a
+    block of text at once (np.fromstring, the same correctly rounded strtod as Python's
+    float). Its separator " " also takes no space at all ("1-2" reads as two numbers), and
+    it stops early at what it cannot read, with a warning: so each line's spaces are
+    counted, the block holds only PLAIN bytes, the warning is an error, and the count of
+    numbers read must be the count of tokens, one number a token."""
+    wanted = min(fmt.count, limit) if limit else fmt.count
+    dim = fmt.dim
+    try:
+        matrix = np.empty((wanted, dim), dtype=np.float32)  # (V, d): the header was checked against memory
+        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
+                _Ticker(lambda: done(raw.tell()), total, progress), warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # numpy's "could not be read to its end"
+            return _parse_plain(f, matrix, fmt.kind == "word2vec-text", limit is None, line_most(dim))
+    except (ValueError, DeprecationWarning, OSError, EOFError, zlib.error, MemoryError):
+        return None  # gensim reads it again, and says what is wrong
+
+
+def _parse_plain(f, matrix: np.ndarray, header: bool, whole: bool, most: int) -> tuple[list[str], np.ndarray] | None:
+    """_read_plain_text's loop: a block of lines at a time into `matrix` (V, d)."""
+    wanted, dim = matrix.shape
+    words: list[str] = []
+    seen: dict[str, None] = {}
+    lines_read, carry, rest = 0, b"", []
+    while lines_read < wanted:
+        block = f.read(BLOCK)
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop() if block else b""  # a line the next block ends; at the end, the last line is one
+        if len(carry) > most:
+            return None
+        if header and lines:
+            lines, header = lines[1:], False  # "COUNT DIM", which detect has read
+        rest = lines[wanted - lines_read :]  # lines past the header's count
+        lines = [line.rstrip() for line in lines[: wanted - lines_read]]  # as gensim strips a line
+        if not lines:
+            if not block:
+                return None  # fewer lines than the header says
+            continue
+        if max(map(len, lines)) > most:
+            return None  # gensim's path names the line
+        split = [line.partition(b" ") for line in lines]  # (word, " ", numbers)
+        numbers = [part[2] for part in split]
+        if any(n.count(b" ") != dim - 1 for n in numbers):
+            return None
+        text = b" ".join(numbers)
+        if text.translate(None, PLAIN) or b"  " in text:
+            return None
+        values = np.fromstring(text, dtype=np.float64, sep=" ")  # (n * d,)
+        if values.size != len(lines) * dim:
+            return None
+        with np.errstate(over="ignore"):  # beyond float32: infinity, as gensim's cast; the finite check names it
+            rows = values.reshape(len(lines), dim).astype(np.float32)  # (n, d)
+        keep = []
+        for k, (word, _, _) in enumerate(split):
+            word = word.decode("utf-8", UNICODE_ERRORS)
+            if word not in seen:
+                seen[word] = None
+                words.append(word)
+                keep.append(k)
+        matrix[len(words) - len(keep) : len(words)] = rows if len(keep) == len(lines) else rows[keep]
+        lines_read += len(lines)
+    if whole and (rest or carry or f.read(1)):  # more than the header says: gensim's path says what
+        return None
+    return words, matrix[: len(words)]
+def _read_through_gensim(source: Source, fmt: Format, limit: int | None, progress: Progress | None, prefix: bytes,
+                         done_before: int, size: int) -> tuple[list[str], np.ndarray]:
+    _import_gensim()
+    from gensim.models import KeyedVectors
+
     binary = fmt.kind == "word2vec-binary"
     feed = _Feed(source.path, fmt.compression, prefix, drain=not limit, dim=fmt.dim, binary=binary,
                  header_line=fmt.kind == "word2vec-text")
@@ -569,13 +664,10 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         raise _too_long(source, fmt, feed)
     if feed.bad_line:  # gensim broadcasts a row of one value to the whole row, silently
         raise VectorsError(_wrong_length(source, fmt, feed))
-    words, matrix, subwords = _from_keyed_vectors(kv, None)
+    words, matrix, _ = _from_keyed_vectors(kv, None)
     if not limit:
         _check_nothing_left(source, fmt, feed, words)
-    expected = min(fmt.count, limit) if limit else fmt.count
-    if len(words) < expected:
-        warn(f"{source.path}: {expected - len(words)} word(s) occur twice or more; the first vector of each is kept")
-    return words, matrix, subwords
+    return words, matrix
 
 
 def _too_long(source: Source, fmt: Format, feed: _Feed) -> VectorsError:

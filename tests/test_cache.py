@@ -128,7 +128,7 @@ def test_a_second_load_in_another_process_does_not_import_gensim(cache, source):
                           "words": [v.vocab.word(i) for i in range(v.size)], "matrix": v.matrix.tolist()}}))
     """
     first = json.loads(python(code, cache).stdout)
-    assert first["gensim"] is True  # the first load reads the file through gensim
+    assert first["gensim"] is False  # a plain text file is read without gensim (sources._read_plain_text)
     second = json.loads(python(code, cache).stdout)
     assert second["gensim"] is False
     assert second["entry"] == first["entry"]
@@ -398,7 +398,7 @@ def test_two_processes_converting_one_file_both_succeed_and_leave_one_entry(cach
         outputs.append(json.loads(out))
     a, b = outputs
     # both read the file (a cached load takes a hundredth of a second): they did race
-    assert a["load_seconds"] > 0.3 and b["load_seconds"] > 0.3, (a["load_seconds"], b["load_seconds"])
+    assert a["load_seconds"] > 0.1 and b["load_seconds"] > 0.1, (a["load_seconds"], b["load_seconds"])
     assert a["cache_entry"] == b["cache_entry"] is not None
     for doc in outputs:
         assert (doc["words"], doc["dim"], doc["format"]) == (20_000, 50, "word2vec-text")

@@ -57,7 +57,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import batch, cache, projections
+from attncli import batch, cache, projections, sources
 from attncli.cli import cli
 from attncli.cli.inputs import decode
 from attncli.errors import AttncliError, InputError
@@ -539,12 +539,38 @@ def words_and_matrix(v: Vectors) -> tuple[list[str], np.ndarray]:
     return [v.vocab.word(i) for i in range(v.size)], np.array(v.matrix)
 
 
+def check_plain_text_is_gensims(target: str, path: Path) -> None:
+    """Where the fast reader of text files (sources._read_plain_text) takes a file, gensim's
+    own reader takes it too and gives the same words and the same float32 bits."""
+    try:
+        source = sources.resolve(str(path))
+        fmt = sources.detect(source)
+        if fmt.kind not in ("word2vec-text", "glove"):
+            return
+        prefix = b""
+        if fmt.kind == "glove":
+            fmt.count, fmt.dim = sources._glove_size(source, fmt, None)
+            prefix = f"{fmt.count} {fmt.dim}\n".encode()
+        sources._check_header(source, fmt, None)
+    except AttncliError:
+        return
+    plain = sources._read_plain_text(source, fmt, None, lambda done: done, 1, None)
+    if plain is None:
+        NOTES[target]["note: a text file left to gensim"] += 1
+        return
+    NOTES[target]["note: a text file read without gensim"] += 1
+    with sources._quiet():
+        words, M = sources._read_through_gensim(source, fmt, None, None, prefix, 0, source.stat.st_size)
+    assert plain[0] == words and plain[1].dtype == M.dtype and plain[1].tobytes() == M.tobytes(), (plain, words, M)
+
+
 def check_vectors_file(target: str, data: bytes, use_cache: bool) -> None:
     """load_vectors on `data` as a file: Vectors or AttncliError; with the cache, a second
     load (from the entry) gives the very same words and numbers."""
     with tempfile.TemporaryDirectory(prefix="attncli-fuzz-") as tmp:
         path = Path(tmp, "vectors")
         path.write_bytes(data)
+        check_plain_text_is_gensims(target, path)
         with environment(ATTNCLI_CACHE_DIR=Path(tmp, "cache")):
             kind, v = run_contract(target, lambda: load_vectors(path, use_cache=use_cache))
             if kind != "ok":
