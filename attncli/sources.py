@@ -560,7 +560,7 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
 
 # What a plain text vectors file's numbers are made of: digits, a point, signs, exponents.
 PLAIN = b"0123456789.+-eE "
-BLOCK = 1 << 24  # bytes of text parsed at a time: the matrix is the only thing the file's size grows
+BLOCK = 1 << 22  # bytes of text parsed at a time (about 25 MB in flight): only the matrix grows with the file
 
 
 def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Callable[[int], int], total: int,
