@@ -239,3 +239,19 @@ def test_the_stream_with_mask_self_equals_the_whole_matrix(window):
             filled = w[r] >= 0  # -1: a place no candidate filled, its position meaningless
             assert i not in top[r][filled]
             np.testing.assert_allclose(w[r][filled], alpha[i, top[r][filled]], rtol=2e-5)
+
+
+@pytest.mark.parametrize("k", [1, 3, attention.ROUNDS, attention.ROUNDS + 1, 40])
+def test_top_k_by_rounds_and_by_partition_equal_the_definition(k):
+    """The stream's _top_k (rounds of argmax up to ROUNDS, argpartition past it) against a
+    sort by (-weight, position), on rows full of ties and of masked cells (-1)."""
+    rng = np.random.default_rng(k)
+    E = rng.integers(0, 5, size=(30, 50)).astype(np.float32) / 4
+    E[rng.random(E.shape) < 0.3] = -1.0
+    E[0] = -1.0  # a row with no candidate
+    top, w = attention._top_k(E.copy(), k)
+    for r in range(len(E)):
+        want = [j for j in by_sorting(E[r].tolist(), k, None, E[r] < 0)]
+        got = [j for j, v in zip(top[r].tolist(), w[r].tolist()) if v >= 0]
+        assert got == want
+        assert w[r].tolist() == [float(E[r, j]) for j in want] + [-1.0] * (k - len(want))
