@@ -1,5 +1,5 @@
 """Where a run's word vectors come from: the bundled entry, a cache entry, or a source
-read through gensim once and then cached."""
+read once (through gensim, or numpy for plain text) and then cached."""
 
 from __future__ import annotations
 
