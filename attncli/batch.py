@@ -8,6 +8,7 @@ process made before starting them: a memory map, so the pages are shared, never 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import multiprocessing
@@ -39,6 +40,7 @@ class Job:
     head: int | None = None
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
+    spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
@@ -152,8 +154,24 @@ def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
     return [one_line(item, _vectors, _job, _failed) for item in chunk]
 
 
-def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> tuple[int, int, bytes]:
-    return encoded_chunk(chunk, _vectors, _job, _failed)
+def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> tuple[int, int, bytes | str]:
+    errors, lines, data = encoded_chunk(chunk, _vectors, _job, _failed)
+    return errors, lines, data if _job.spool is None else _spooled(data, _job.spool)
+
+
+def _spooled(data: bytes, folder: str) -> bytes | str:
+    """A worker's chunk of lines left in a file of `folder`, its path returned: a megabyte
+    sent through the pool's pipe costs the parent five copies and the pickling, a file one
+    read. Where the file cannot be written (a full disk), the bytes themselves."""
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(prefix="chunk-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+    except OSError:
+        return data
 
 
 def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
@@ -207,8 +225,31 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
 
 def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterator[tuple[int, int, bytes]]:
     """encoded_chunk of each chunk, in order, made where it was computed: with workers, the
-    parent only writes what they send, a chunk at a time."""
-    return in_order(_encoded, chunks, _start, job, jobs)
+    parent only writes what they send, a chunk at a time. The workers leave their chunks
+    in files of a folder this run makes (and removes, whatever happens), which the parent
+    reads once and deletes; without such a folder (no room for one), through the pipe."""
+    if jobs == 1:
+        yield from in_order(_encoded, chunks, _start, job, jobs)
+        return
+    import shutil
+    import tempfile
+
+    try:
+        folder = tempfile.mkdtemp(prefix="attncli-batch-")
+    except OSError:
+        folder = None
+    results = in_order(_encoded, chunks, _start, dataclasses.replace(job, spool=folder), jobs)
+    try:
+        for errors, lines, data in results:
+            if isinstance(data, str):  # a file of the folder: read, then deleted
+                with open(data, "rb") as f:
+                    path, data = data, f.read()
+                os.unlink(path)
+            yield errors, lines, data
+    finally:
+        results.close()  # the workers end first, so that none writes in the folder as it goes
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def in_order(work, chunks: Iterable, start, job, jobs: int = 1) -> Iterator:

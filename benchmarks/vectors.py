@@ -50,8 +50,8 @@ from gensim.models import KeyedVectors
 imported = time.perf_counter()
 kv = KeyedVectors.load_word2vec_format(sys.argv[1])
 done = time.perf_counter()
-import hashlib, numpy  # after the timed call: what attncli's load must equal, to the bit
-digest = hashlib.sha256(numpy.ascontiguousarray(kv.vectors, dtype=numpy.float32).tobytes())
+import hashlib, numpy  # after the timed call: what attncli's load must equal, to the bit (no copy: the RSS stays)
+digest = hashlib.sha256(memoryview(numpy.ascontiguousarray(kv.vectors, dtype=numpy.float32)).cast("B"))
 digest.update("\\n".join(kv.index_to_key).encode("utf-8", "surrogatepass"))
 print(json.dumps({"import": imported - start, "load": done - imported, "words": len(kv), "dim": kv.vector_size,
                   "sha256": digest.hexdigest()}))
@@ -61,7 +61,7 @@ ENTRY_CHILD = """
 import hashlib, json, sys, numpy
 from attncli.load import load_vectors
 v = load_vectors(sys.argv[1])
-digest = hashlib.sha256(numpy.ascontiguousarray(v.matrix, dtype=numpy.float32).tobytes())
+digest = hashlib.sha256(memoryview(numpy.ascontiguousarray(v.matrix, dtype=numpy.float32)).cast("B"))
 digest.update("\\n".join(v.vocab.word(i) for i in range(v.size)).encode("utf-8", "surrogatepass"))
 print(json.dumps({"sha256": digest.hexdigest(), "entry": v.meta.get("entry")}))
 """

@@ -968,7 +968,7 @@ def test_batch_on_one_or_two_workers_writes_the_bytes_of_scores(tmp_path, option
     the same bytes (batch's `line` key aside)."""
     rng = np.random.default_rng(len(options))
     words = ("the cat sat on a mat zzqx , dog ran to the park . she said that he was not there").split()
-    lines = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(120)]
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(300)]  # three chunks of lines
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(lines) + "\n")
     one_job = run("batch", corpus, *options)
@@ -980,3 +980,22 @@ def test_batch_on_one_or_two_workers_writes_the_bytes_of_scores(tmp_path, option
             assert single.exit_code == 1
             continue
         assert out == f'{{"line":{n},' + single.stdout.rstrip("\n")[1:]
+
+
+def test_batch_workers_leave_no_file_and_need_no_folder(tmp_path, monkeypatch):
+    """--jobs 2's workers leave each chunk's lines in a folder of the run, which is gone at
+    the end; where no folder can be made, the lines come through the pipe, the same bytes."""
+    import tempfile
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"the cat sat on mat number {n}\n" for n in range(700)))
+    one_job = run("batch", corpus)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    two_jobs = run("batch", corpus, "--jobs", "2")
+    assert two_jobs.exit_code == 0 and two_jobs.stdout == one_job.stdout and len(two_jobs.stdout.splitlines()) == 700
+    assert list(spool.iterdir()) == []
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "not-a-folder"))
+    assert run("batch", corpus, "--jobs", "2").stdout == one_job.stdout
