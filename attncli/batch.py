@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 from dataclasses import dataclass, field
 
 from attncli import limits
@@ -132,9 +133,7 @@ def _start(job: Job, worker: bool = False) -> None:
     from attncli.load import load_vectors
 
     if worker:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        os.setpgrp()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        worker_signals()
     _job = job
     try:
         if job.model is not None:
@@ -150,13 +149,21 @@ def _start(job: Job, worker: bool = False) -> None:
         _failed = f"a worker could not load the vectors: {e}"
 
 
+def worker_signals() -> None:
+    """In a worker of in_order, first: SIGINT ignored and the terminal's process group left
+    (see _start)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.setpgrp()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
     return [one_line(item, _vectors, _job, _failed) for item in chunk]
 
 
-def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> tuple[int, int, bytes | str]:
-    errors, lines, data = encoded_chunk(chunk, _vectors, _job, _failed)
-    return errors, lines, data if _job.spool is None else _spooled(data, _job.spool)
+def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> Encoded:
+    done = encoded_chunk(chunk, _vectors, _job, _failed)
+    return done if _job.spool is None else done._replace(data=_spooled(done.data, _job.spool))
 
 
 def _spooled(data: bytes, folder: str) -> bytes | str:
@@ -191,12 +198,21 @@ def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bo
     return error, to_json(result, ascii_only=job.ascii_only)
 
 
-def encoded_chunk(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> tuple[int, int, bytes]:
-    """(lines that failed, lines, their results as JSON Lines in UTF-8) of a chunk of items:
-    one message from a worker, which the parent writes as it is."""
+class Encoded(NamedTuple):
+    """A chunk of items done: one message from a worker, which the parent writes as it is."""
+
+    failed: int  # its lines whose object holds "error"
+    lines: int  # its lines
+    last: int  # the number of its last line in the input
+    data: bytes  # their results, JSON Lines in UTF-8 (a worker's: or the path of a file holding them)
+
+
+def encoded_chunk(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> Encoded:
+    """A chunk of items' results, as JSON Lines."""
     lines = [encoded_line(item, vectors, job, failed) for item in chunk]
     text = "".join(line + "\n" for _, line in lines)
-    return sum(error for error, _ in lines), len(lines), text.encode("utf-8")  # json_safe escaped every surrogate
+    return Encoded(sum(error for error, _ in lines), len(lines), chunk[-1][0],
+                   text.encode("utf-8"))  # json_safe escaped every surrogate
 
 
 def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None) -> dict:
@@ -223,7 +239,7 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
         yield from docs
 
 
-def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterator[tuple[int, int, bytes]]:
+def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterator[Encoded]:
     """encoded_chunk of each chunk, in order, made where it was computed: with workers, the
     parent only writes what they send, a chunk at a time. The workers leave their chunks
     in files of a folder this run makes (and removes, whatever happens), which the parent
@@ -240,12 +256,13 @@ def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterat
         folder = None
     results = in_order(_encoded, chunks, _start, dataclasses.replace(job, spool=folder), jobs)
     try:
-        for errors, lines, data in results:
-            if isinstance(data, str):  # a file of the folder: read, then deleted
-                with open(data, "rb") as f:
-                    path, data = data, f.read()
-                os.unlink(path)
-            yield errors, lines, data
+        for done in results:
+            if isinstance(done.data, str):  # a file of the folder: read, then deleted
+                with open(done.data, "rb") as f:
+                    data = f.read()
+                os.unlink(done.data)
+                done = done._replace(data=data)
+            yield done
     finally:
         results.close()  # the workers end first, so that none writes in the folder as it goes
         if folder is not None:

@@ -560,7 +560,7 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
 
 # What a plain text vectors file's numbers are made of: digits, a point, signs, exponents.
 PLAIN = b"0123456789.+-eE "
-BLOCK = 1 << 22  # bytes of text parsed at a time (about 25 MB in flight): only the matrix grows with the file
+BLOCK = 1 << 20  # bytes of text parsed at a time (about 6 MB in flight): only the matrix grows with the file
 
 
 def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Callable[[int], int], total: int,
@@ -574,68 +574,131 @@ def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Calla
 
     gensim parses a number at a time in Python (94 s for 400,000 x 300); here numpy parses a
     block of text at once (np.fromstring, the same correctly rounded strtod as Python's
-    float). Its separator " " also takes no space at all ("1-2" reads as two numbers), and
-    it stops early at what it cannot read, with a warning: so each line's spaces are
-    counted, the block holds only PLAIN bytes, the warning is an error, and the count of
-    numbers read must be the count of tokens, one number a token."""
+    float), in worker processes too for a large file (np.fromstring holds the GIL). It stops
+    early at what it cannot read, with a warning (an error here), and its separator " "
+    would take runs of spaces as one: so each line's spaces are counted, the block holds
+    only PLAIN bytes and no two spaces together, and the count of numbers read must be the
+    count of tokens, one number a token."""
     wanted = min(fmt.count, limit) if limit else fmt.count
-    dim = fmt.dim
     try:
-        matrix = np.empty((wanted, dim), dtype=np.float32)  # (V, d): the header was checked against memory
+        matrix = np.empty((wanted, fmt.dim), dtype=np.float32)  # (V, d): the header was checked against memory
         with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
-                _Ticker(lambda: done(raw.tell()), total, progress), warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)  # numpy's "could not be read to its end"
-            return _parse_plain(f, matrix, fmt.kind == "word2vec-text", limit is None, line_most(dim))
-    except (ValueError, DeprecationWarning, OSError, EOFError, zlib.error, MemoryError):
+                _Ticker(lambda: done(raw.tell()), total, progress):
+            blocks = _plain_blocks(f, fmt.dim, wanted, fmt.kind == "word2vec-text", limit is None, line_most(fmt.dim))
+            return _assemble(blocks, matrix, _parsers(source.stat.st_size))
+    except (_NotPlain, OSError, EOFError, zlib.error, MemoryError):
         return None  # gensim reads it again, and says what is wrong
 
 
-def _parse_plain(f, matrix: np.ndarray, header: bool, whole: bool, most: int) -> tuple[list[str], np.ndarray] | None:
-    """_read_plain_text's loop: a block of lines at a time into `matrix` (V, d)."""
-    wanted, dim = matrix.shape
-    words: list[str] = []
-    seen: dict[str, None] = {}
+class _NotPlain(Exception):
+    """A file _read_plain_text leaves to gensim."""
+
+
+PARALLEL = 64 << 20  # bytes of a file from which worker processes parse its numbers
+
+
+def _parsers(size: int) -> int:
+    """Processes to parse a file's numbers: one a core for a large file, none (this one)
+    for a small one, or where this process is itself a worker (of batch, of Dask)."""
+    import multiprocessing
+
+    if size < PARALLEL or multiprocessing.parent_process() is not None:
+        return 1
+    return os.cpu_count() or 1
+
+
+def _plain_blocks(f, dim: int, wanted: int, header: bool, whole: bool, most: int):
+    """(words as bytes, their numbers' text) of each block of lines; _NotPlain at a line
+    that is not a word and `dim` plain numbers, and past `wanted` lines when `whole`."""
     lines_read, carry, rest = 0, b"", []
     while lines_read < wanted:
         block = f.read(BLOCK)
         lines = (carry + block).split(b"\n")
         carry = lines.pop() if block else b""  # a line the next block ends; at the end, the last line is one
         if len(carry) > most:
-            return None
+            raise _NotPlain
         if header and lines:
             lines, header = lines[1:], False  # "COUNT DIM", which detect has read
         rest = lines[wanted - lines_read :]  # lines past the header's count
         lines = [line.rstrip() for line in lines[: wanted - lines_read]]  # as gensim strips a line
         if not lines:
             if not block:
-                return None  # fewer lines than the header says
+                raise _NotPlain  # fewer lines than the header says
             continue
         if max(map(len, lines)) > most:
-            return None  # gensim's path names the line
+            raise _NotPlain  # gensim's path names the line
         split = [line.partition(b" ") for line in lines]  # (word, " ", numbers)
         numbers = [part[2] for part in split]
         if any(n.count(b" ") != dim - 1 for n in numbers):
-            return None
+            raise _NotPlain
         text = b" ".join(numbers)
         if text.translate(None, PLAIN) or b"  " in text:
-            return None
-        values = np.fromstring(text, dtype=np.float64, sep=" ")  # (n * d,)
-        if values.size != len(lines) * dim:
-            return None
-        with np.errstate(over="ignore"):  # beyond float32: infinity, as gensim's cast; the finite check names it
-            rows = values.reshape(len(lines), dim).astype(np.float32)  # (n, d)
-        keep = []
-        for k, (word, _, _) in enumerate(split):
-            word = word.decode("utf-8", UNICODE_ERRORS)
-            if word not in seen:
-                seen[word] = None
-                words.append(word)
-                keep.append(k)
-        matrix[len(words) - len(keep) : len(words)] = rows if len(keep) == len(lines) else rows[keep]
+            raise _NotPlain
+        yield [part[0] for part in split], text
         lines_read += len(lines)
     if whole and (rest or carry or f.read(1)):  # more than the header says: gensim's path says what
+        raise _NotPlain
+
+
+def _parse_numbers(block: tuple[bytes, int, int]) -> np.ndarray | None:
+    """A block's text of n x d numbers as float32 (n, d), each cast as gensim casts it;
+    None where it is not one number a token."""
+    text, n, d = block
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # numpy's "could not be read to its end"
+            values = np.fromstring(text, dtype=np.float64, sep=" ")  # (n * d,)
+    except (ValueError, DeprecationWarning):
         return None
+    if values.size != n * d:
+        return None
+    with np.errstate(over="ignore"):  # beyond float32: infinity, as gensim's cast; the finite check names it
+        return values.reshape(n, d).astype(np.float32)  # (n, d)
+
+
+def _parser_start(job, worker: bool = False) -> None:
+    if worker:
+        from attncli import batch
+
+        batch.worker_signals()
+
+
+def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndarray]:
+    """The blocks' numbers parsed (by `jobs` processes, in order) into `matrix` (V, d), the
+    first row of each word kept."""
+    from collections import deque
+
+    from attncli import batch
+
+    d = matrix.shape[1]
+    words: list[str] = []
+    seen: dict[str, None] = {}
+    stash: deque = deque()  # the words of the blocks sent to be parsed, in order
+
+    def texts():
+        for block_words, text in blocks:
+            stash.append(block_words)
+            yield text, len(block_words), d
+
+    parsed = batch.in_order(_parse_numbers, texts(), _parser_start, None, jobs)
+    try:
+        for rows in parsed:
+            block_words = stash.popleft()
+            if rows is None:
+                raise _NotPlain
+            keep = []
+            for k, word in enumerate(block_words):
+                word = word.decode("utf-8", UNICODE_ERRORS)
+                if word not in seen:
+                    seen[word] = None
+                    words.append(word)
+                    keep.append(k)
+            matrix[len(words) - len(keep) : len(words)] = rows if len(keep) == len(rows) else rows[keep]
+    finally:
+        parsed.close()  # with workers: they end here, whatever happened
     return words, matrix[: len(words)]
+
+
 def _read_through_gensim(source: Source, fmt: Format, limit: int | None, progress: Progress | None, prefix: bytes,
                          done_before: int, size: int) -> tuple[list[str], np.ndarray]:
     _import_gensim()

@@ -181,7 +181,7 @@ def _load(job: batch.Job):
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 
-def dask_lines(chunk: list[tuple], job: batch.Job) -> tuple[int, int, bytes]:
+def dask_lines(chunk: list[tuple], job: batch.Job) -> batch.Encoded:
     """A Dask task of `batch --scheduler`: the chunk's results as JSON Lines (batch.encoded_chunk)."""
     return batch.encoded_chunk(chunk, _worker_vectors(job), job)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -100,13 +101,29 @@ def test_the_same_words_and_bits_as_gensim(tmp_path, compression, kind, ending):
 
 def test_blocks_cut_anywhere_give_the_same(tmp_path, monkeypatch):
     rng = np.random.default_rng(1)
-    lines = [" ".join([f"w{i}", *spellings(rng, 5)]) for i in range(200)]
-    path = write(tmp_path / "v.txt", lines, "200 5", None)
+    lines = [" ".join([f"w{i}", *spellings(rng, 5)]) for i in ["dup"] + list(range(200)) + ["dup"]]
+    path = write(tmp_path / "v.txt", lines, "202 5", None)
     want_words, want = gensim_reads(path, False, None)
     for block in (1, 7, 64, 1000):
         monkeypatch.setattr(sources, "BLOCK", block)
         words, got = plain_reads(path, None)
         assert words == want_words and got.tobytes() == want.tobytes()
+
+
+def test_worker_processes_parse_to_the_same_bits(tmp_path, monkeypatch):
+    """A large file's numbers are parsed by a process a core (sources.PARALLEL): the blocks
+    come back in order, to the same words and bits; a bad line still leaves it to gensim."""
+    rng = np.random.default_rng(2)
+    lines = [" ".join([f"w{i % 150}", *spellings(rng, 9)]) for i in range(400)]  # repeated words across blocks
+    path = write(tmp_path / "v.txt", lines, "400 9", "gzip")
+    want_words, want = gensim_reads(path.rename(tmp_path / "v.txt.gz"), False, None)
+    monkeypatch.setattr(sources, "PARALLEL", 0)
+    monkeypatch.setattr(sources, "BLOCK", 3000)
+    assert sources._parsers(1) == (os.cpu_count() or 1)
+    words, got = plain_reads(tmp_path / "v.txt.gz", None)
+    assert words == want_words and got.tobytes() == want.tobytes()
+    bad = write(tmp_path / "bad.txt", lines[:300] + ["w 1 2 nan 4 5 6 7 8 9"] + lines[300:399], "400 9", None)
+    assert plain_reads(bad, None) is None
 
 
 DECLINED = {

@@ -336,7 +336,7 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
     """update(done, total, note="") as the work goes; a progress bar (count, rate, time left,
     the note) on stderr when it is a terminal and `shown`, unless the results are `streaming`
     to stdout and stdout is that same terminal: the bar would be drawn among them."""
-    if not (shown and sys.stderr.isatty()) or (streaming and same_terminal(sys.stdout, sys.stderr)):
+    if not (shown and progress_shown(streaming)):
         yield lambda done, total, note="": None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -353,6 +353,11 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
             bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s", note=note)
 
         yield update
+
+
+def progress_shown(streaming: bool = True) -> bool:
+    """Whether progress draws its bar: stderr is a terminal, and not the one results stream to."""
+    return sys.stderr.isatty() and not (streaming and same_terminal(sys.stdout, sys.stderr))
 
 
 def stderr_console():
