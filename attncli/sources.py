@@ -598,13 +598,14 @@ PARALLEL = 64 << 20  # bytes of a file from which worker processes parse its num
 
 
 def _parsers(size: int) -> int:
-    """Processes to parse a file's numbers: one a core for a large file, none (this one)
-    for a small one, or where this process is itself a worker (of batch, of Dask)."""
+    """Processes to parse a file's numbers: one a core (at most four) for a large file, none
+    (this one) for a small one, or where this process is itself a worker (of batch, of Dask)."""
     import multiprocessing
 
     if size < PARALLEL or multiprocessing.parent_process() is not None:
         return 1
-    return os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 4)  # past about four, this process's splitting of the lines is the limit
 
 
 def _plain_blocks(f, dim: int, wanted: int, header: bool, whole: bool, most: int):
