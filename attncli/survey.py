@@ -106,13 +106,11 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
 
 def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS"):
     """(line number, text or None, error or None) of each line that holds something, read a
-    line at a time (the corpus is never held whole); a line that is not UTF-8 ends the run."""
-    for number, raw in enumerate(stream, start=1):
-        item = batch.parse_line(number, raw, jsonl=jsonl, field_name=field_name)
-        if item is None:
-            continue
+    line at a time as batch reads them (the corpus is never held whole, nor a line past a
+    tenth of the memory); a line that is not UTF-8 ends the run."""
+    for item in batch.read_items(stream, jsonl=jsonl, field_name=field_name, where=name):
         if item[2] is not None and item[2].startswith("not UTF-8"):
-            raise InputError(f"{name}: line {number} is {item[2]}; give UTF-8 text")
+            raise InputError(f"{name}: line {item[0]} is {item[2]}; give UTF-8 text")
         yield item
 
 

@@ -275,9 +275,10 @@ def test_endless_inputs_are_refused_at_once():
         fails(run(*args), "not a regular file")
     proc = process("scores", "-", stdin=open("/dev/zero", "rb"), preexec_fn=limited(4))
     assert proc.returncode == 1 and "standard input holds more than" in one_error_line(proc.stderr)
-    proc = process("batch", stdin=open("/dev/zero", "rb"), preexec_fn=limited(4))  # a line at a time
-    assert proc.returncode == 1 and "standard input: line 1 holds more than" in one_error_line(proc.stderr)
-    assert not proc.stdout
+    for command in ("batch", "stats"):  # a line at a time
+        proc = process(command, stdin=open("/dev/zero", "rb"), preexec_fn=limited(4))
+        assert proc.returncode == 1 and "standard input: line 1 holds more than" in one_error_line(proc.stderr)
+        assert not proc.stdout
 
 
 def test_huge_counts_are_capped_at_the_vocabulary(tmp_path):
