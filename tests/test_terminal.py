@@ -341,3 +341,12 @@ def test_no_pager_on_a_dumb_terminal(recorder):
     status, _, _, screen = ptys.run(TALL, on_tty=("stdout",), env={"ATTNCLI_PAGER": line, "TERM": "dumb"})
     assert status == 0 and got() == (None, None)
     assert ptys.plain(screen).count("\n") > 24
+
+
+def test_batch_counts_a_files_lines_for_its_bar(tmp_path):
+    """Read a line at a time, batch knows a file's end only by counting its lines first,
+    which it does only where the bar is drawn: there it shows how many of them."""
+    (tmp_path / "corpus.txt").write_bytes(CORPUS * 5)
+    status, out, _, screen = ptys.run(["batch", tmp_path / "corpus.txt"], on_tty=("stderr",))
+    assert status == 0 and len(out.splitlines()) == 200
+    assert BAR in screen and "/200" in ptys.plain(screen).replace(",", "")
