@@ -586,7 +586,7 @@ def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Calla
                 _Ticker(lambda: done(raw.tell()), total, progress):
             blocks = _plain_blocks(f, fmt.dim, wanted, fmt.kind == "word2vec-text", limit is None, line_most(fmt.dim))
             return _assemble(blocks, matrix, _parsers(source.stat.st_size))
-    except (_NotPlain, OSError, EOFError, zlib.error, MemoryError):
+    except (_NotPlain, OSError, EOFError, zlib.error, MemoryError, ValueError):  # ValueError: a shape numpy refuses
         return None  # gensim reads it again, and says what is wrong
 
 

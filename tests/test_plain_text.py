@@ -156,6 +156,14 @@ def test_a_header_that_is_wrong_is_left_to_gensim(tmp_path):
     assert plain_reads(write(tmp_path / "blank.txt", lines + [""], "3 2", None), None) is None
 
 
+def test_a_header_numpy_cannot_shape_is_left_to_gensim(tmp_path):
+    """Found by the fuzz target: 0 words of 2^63 - 1 values, which np.empty refuses."""
+    path = write(tmp_path / "v.txt", ["the 1 2"], f"0 {2**63 - 1}", None)
+    source = sources.resolve(str(path))
+    fmt = sources.Format("word2vec-text", None, 0, 2**63 - 1)
+    assert sources._read_plain_text(source, fmt, None, lambda done: done, 1, None) is None
+
+
 def test_the_load_gives_the_errors_it_gave(tmp_path):
     """What the fast reader leaves to gensim ends as before: the errors of the gensim path."""
     from attncli.errors import VectorsError
