@@ -392,12 +392,11 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
                       att.scale, att.Q, att.K, att.V, weights, weights, att.context, None, shown=att.shown)
-    U = len(labels)
     out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups")}
     out.update(tokens=labels, special=special, pieces=[[att.tokens[i] for i in g] for g in groups],
-               weights=mean.tolist(), top=[_top(words, mean, i, opts) for i in range(U)],
+               weights=mean.tolist(), top=_tops(words, mean, opts),
                special_share=mean[:, special].sum(axis=1).tolist(),
-               heads=[{"weights": w.tolist(), "top": [_top(words, w, i, opts) for i in range(U)]} for w in weights])
+               heads=[{"weights": w.tolist(), "top": _tops(words, w, opts)} for w in weights])
     return out
 
 

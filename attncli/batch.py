@@ -16,8 +16,8 @@ import os
 import signal
 import threading
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from attncli import limits
 from attncli.analyze import Options, context_doc, scores_doc
@@ -71,18 +71,28 @@ def read_items(stream, *, jsonl: bool = False, field_name: str = "text", most: i
 
 
 CHUNK = 128  # lines a task: large enough that a task's overhead is small, small enough to spread
+CHUNK_TEXT = 1 << 20  # characters of text a task: past them it ends early, so that a chunk holds one long line at most
 
 
 def chunks_of(items: Iterable, size: int = CHUNK) -> Iterator[list]:
-    """The items in lists of `size`, as they come."""
-    chunk = []
+    """The items (line number, text, error) in lists of `size`, as they come; a list ends
+    sooner once its texts hold CHUNK_TEXT characters."""
+    chunk, held = [], 0
     for item in items:
         chunk.append(item)
-        if len(chunk) == size:
+        held += len(item[1] or "")
+        if len(chunk) == size or held >= CHUNK_TEXT:
             yield chunk
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield chunk
+
+
+def line_most(jobs: int) -> int:
+    """The longest line a run of `jobs` workers takes: in_order holds 2 jobs chunks and the
+    workers jobs more, each with one long line at most, and together they stay within the
+    input's share of the memory (limits.input_limit)."""
+    return max(limits.input_limit() // (3 * jobs), 1 << 20)
 
 
 def parse_line(number: int, raw: bytes, *, jsonl: bool = False, field_name: str = "text"):

@@ -582,11 +582,14 @@ def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Calla
     wanted = min(fmt.count, limit) if limit else fmt.count
     try:
         matrix = np.empty((wanted, fmt.dim), dtype=np.float32)  # (V, d): the header was checked against memory
+    except (ValueError, MemoryError):  # a shape numpy refuses (0 words of 2^63 values), or no room
+        return None  # gensim's path says which
+    try:
         with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
                 _Ticker(lambda: done(raw.tell()), total, progress):
             blocks = _plain_blocks(f, fmt.dim, wanted, fmt.kind == "word2vec-text", limit is None, line_most(fmt.dim))
             return _assemble(blocks, matrix, _parsers(source.stat.st_size))
-    except (_NotPlain, OSError, EOFError, zlib.error, MemoryError, ValueError):  # ValueError: a shape numpy refuses
+    except (_NotPlain, OSError, EOFError, zlib.error):
         return None  # gensim reads it again, and says what is wrong
 
 
@@ -672,8 +675,7 @@ def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndar
     from attncli import batch
 
     d = matrix.shape[1]
-    words: list[str] = []
-    seen: dict[str, None] = {}
+    words: dict[str, None] = {}  # the words kept, in order: a repeated one is not kept again
     stash: deque = deque()  # the words of the blocks sent to be parsed, in order
 
     def texts():
@@ -690,14 +692,13 @@ def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndar
             keep = []
             for k, word in enumerate(block_words):
                 word = word.decode("utf-8", UNICODE_ERRORS)
-                if word not in seen:
-                    seen[word] = None
-                    words.append(word)
+                if word not in words:
+                    words[word] = None
                     keep.append(k)
             matrix[len(words) - len(keep) : len(words)] = rows if len(keep) == len(rows) else rows[keep]
     finally:
         parsed.close()  # with workers: they end here, whatever happened
-    return words, matrix[: len(words)]
+    return list(words), matrix[: len(words)]
 
 
 def _read_through_gensim(source: Source, fmt: Format, limit: int | None, progress: Progress | None, prefix: bytes,

@@ -104,11 +104,11 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
     return out
 
 
-def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS"):
+def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS", jobs: int = 1):
     """(line number, text or None, error or None) of each line that holds something, read a
-    line at a time as batch reads them (the corpus is never held whole, nor a line past a
-    tenth of the memory); a line that is not UTF-8 ends the run."""
-    for item in batch.read_items(stream, jsonl=jsonl, field_name=field_name, where=name):
+    line at a time as batch reads them (the corpus is never held whole, nor a line past
+    batch.line_most); a line that is not UTF-8 ends the run."""
+    for item in batch.read_items(stream, jsonl=jsonl, field_name=field_name, where=name, most=batch.line_most(jobs)):
         if item[2] is not None and item[2].startswith("not UTF-8"):
             raise InputError(f"{name}: line {item[0]} is {item[2]}; give UTF-8 text")
         yield item

@@ -23,6 +23,7 @@ import pytest
 
 from attncli import Options, attention, context_doc, load_vectors, scores_doc
 from attncli import batch as batches
+from attncli import limits
 from attncli.analyze import document_rows
 from clirunner import CLEAN_ENV, fails, ok, one, run
 
@@ -511,6 +512,18 @@ SENTENCES = [
     "Stocks rose sharply on Monday",
     "  leading and trailing spaces  ",
 ]
+
+
+def test_a_chunk_of_lines_ends_at_its_count_or_its_text(monkeypatch):
+    """batch and stats send lines in chunks of CHUNK, or fewer once their text reaches
+    CHUNK_TEXT characters, so that a chunk in flight holds one long line at most; and the
+    longest line a run takes shrinks with its workers, so that all in flight fit."""
+    monkeypatch.setattr(batches, "CHUNK_TEXT", 10)
+    items = [(1, "a" * 12, None), (2, "b", None), (3, None, "not UTF-8"), (4, "c" * 9, None), (5, "d", None)]
+    assert [[n for n, _, _ in chunk] for chunk in batches.chunks_of(items, 3)] == [[1], [2, 3, 4], [5]]
+    assert [[n for n, _, _ in chunk] for chunk in batches.chunks_of(items[1:], 2)] == [[2, 3], [4, 5]]
+    monkeypatch.setattr(limits, "available", lambda: 600 << 20)
+    assert [batches.line_most(jobs) for jobs in (1, 2, 40)] == [20 << 20, 10 << 20, 1 << 20]
 
 
 def test_parse_lines():

@@ -60,16 +60,17 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     where = input_file if input_file not in (None, "-") else "standard input"
+    jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         stream = stdin_stream() if input_file in (None, "-") else stack.enter_context(open_regular(input_file, "FILE"))
         # a line at a time, a chunk of lines to a task: the corpus is never held whole
-        chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where))
+        chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where,
+                                                      most=batches.line_most(jobs)))
         first = next(chunks, None)
         if first is None:
             raise InputError(f"{where} holds no sentence (it is empty or blank)")
         if len(first) < batches.CHUNK:  # the whole input: more workers than lines only cost start-up
             jobs = min(jobs, len(first))
-        jobs = min(jobs, os.cpu_count() or 1)
         vectors = load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
         if load.model:  # each worker reads the model's files again, from the folder found here

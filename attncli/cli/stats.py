@@ -92,6 +92,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
                         opts=dataclasses.replace(opts, qkv=qkv))
     job = survey.StatsJob(job, seed=shuffle_seed, shuffled=not no_shuffled, random_seeds=random_seeds,
                           by_word=by == "word")
+    jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:
             words = load.vectors() if load.model else vectors
@@ -99,12 +100,12 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
             name = "--probe repeated"
         elif input_file in (None, "-"):
             items, name = survey.read_lines(sys.stdin.buffer, jsonl=jsonl, field_name=field_name,
-                                            name="standard input"), "standard input"
+                                            name="standard input", jobs=jobs), "standard input"
         else:
             stream = stack.enter_context(_open(input_file))
-            items, name = survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=input_file), input_file
+            items, name = survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=input_file,
+                                            jobs=jobs), input_file
         total = statistics.Partial()
-        jobs = min(jobs, os.cpu_count() or 1)
         chunks = batch.chunks_of(items)
         parts = (survey.run_dask(chunks, job, scheduler) if scheduler is not None
                  else survey.run(chunks, job, jobs, vectors))
