@@ -19,7 +19,7 @@ from attncli import attention, limits, projections, rnn
 from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
 from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize
 from attncli.projections import Projections
-from attncli.vectors import Embedded, TooManyTokens, Vectors, embed
+from attncli.vectors import Embedded, TooManyTokens, Vectors, cosines, embed, unit_rows
 from attncli.visible import json_safe
 
 try:
@@ -497,11 +497,20 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
     }
 
 
-def _cosines(M: np.ndarray) -> np.ndarray:
-    """Cosine of every pair of rows; 0 where a row is zero (the cosine is undefined there)."""
-    norms = np.linalg.norm(M, axis=1)  # (k,)
-    unit = M / np.where(norms == 0, 1.0, norms)[:, None]  # (k, n)
-    return np.clip(unit @ unit.T, -1.0, 1.0)  # (k, k)
+def _cosine_lists(M: np.ndarray) -> list[list[float | None]]:
+    """vectors.cosines of M's rows as lists, None (JSON's null) where a cosine is undefined."""
+    return [[None if math.isnan(x) else x for x in row] for row in cosines(M).tolist()]
+
+
+def _undefined(noun: str, token: str, M: np.ndarray, after: str = "") -> list[str]:
+    """The note that says which sentences' `noun` (a row of M) of `token` has no direction, if any."""
+    zero = [str(n + 1) for n, row in enumerate(unit_rows(M)) if not np.isfinite(row).all()]
+    if not zero:
+        return []
+    many = len(zero) > 1
+    which = f"sentences {', '.join(zero[:-1])} and {zero[-1]}" if many else f"sentence {zero[0]}"
+    return [f"the {noun}{'s' if many else ''} of {token!r}{after} in {which} {'are' if many else 'is'} zero: "
+            f"{'their' if many else 'its'} cosines are undefined (null in JSON, a dash in a table)"]
 
 
 def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(), *, token: str,
@@ -523,16 +532,22 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
         ctx.append(att.context[i])
         if att.hidden is not None:
             hidden.append(att.hidden[:, i])  # (L + 1, D)
+    word = docs[0]["token"]
+    ctx, raw = np.array(ctx, dtype=np.float64), np.array(raw, dtype=np.float64)  # (k, d_v), (k, d)
     doc = {
         "command": "compare",
-        "token": docs[0]["token"],
+        "token": word,
         "sentences": docs,
-        "context_cosine": _cosines(np.array(ctx, dtype=np.float64)).tolist(),
-        "raw_cosine": _cosines(np.array(raw, dtype=np.float64)).tolist(),
+        "context_cosine": _cosine_lists(ctx),
+        "raw_cosine": _cosine_lists(raw),
+        "notes": _undefined("context vector", word, ctx) + _undefined("raw vector", word, raw),
     }
     if hidden:  # the word's hidden state after the embeddings (0) and after each layer (1 .. L)
         states = np.stack(hidden, axis=1)  # (L + 1, k, D)
-        doc["hidden_cosine"] = [_cosines(layer).tolist() for layer in states]
+        doc["hidden_cosine"] = [_cosine_lists(layer) for layer in states]
+        doc["notes"] += [note for l, layer in enumerate(states)
+                         for note in _undefined("hidden state", word, layer,
+                                                f" after layer {l}" if l else " after the embeddings")]
     return doc
 
 

@@ -25,7 +25,7 @@ from textual.widgets import Footer, Header, Input, Static
 from attncli import heatmap
 from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
 from attncli.errors import AttncliError
-from attncli.render import masked_cells
+from attncli.render import cosine_text, masked_cells
 from attncli.visible import visible, visible_all
 
 MASKS = ("none", "causal", "self")
@@ -361,8 +361,9 @@ class Explorer(App):
         except AttncliError as e:
             return [Text(f"compare: {visible(str(e))}", style="dim")]
         return [Text(f"compare {visible(word)!r} with {visible(self.state.other)!r}", style="bold"),
-                Text(f"cosine of its context vectors: {doc['context_cosine'][0][1]:.3f} "
-                     f"(raw vectors: {doc['raw_cosine'][0][1]:.3f})")]
+                Text(f"cosine of its context vectors: {cosine_text(doc['context_cosine'][0][1])} "
+                     f"(raw vectors: {cosine_text(doc['raw_cosine'][0][1])})"),
+                *(Text(note, style="dim") for note in doc["notes"])]
 
 
 def _same_document(a: State, b: State) -> bool:

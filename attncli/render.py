@@ -236,20 +236,39 @@ def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
 
 
-def _span(values: np.ndarray) -> str:
-    """"0.963", or "0.951 to 0.985" when the values differ at the precision shown."""
-    low, high = f"{values.min():.3f}", f"{values.max():.3f}"
+UNDEFINED = "–"  # a cosine with a zero vector: no number, which 0.000 ("unrelated") would claim
+
+
+def cosine_text(c: float | None) -> str:
+    return UNDEFINED if c is None else f"{c:.3f}"
+
+
+def _off_diagonal(M: list[list[float | None]]) -> list[float]:
+    """The defined cosines between different sentences."""
+    return [x for a, row in enumerate(M) for b, x in enumerate(row) if a != b and x is not None]
+
+
+def _span(values: list[float]) -> str:
+    """"0.963", or "0.951 to 0.985" when the values differ at the precision shown; "undefined"
+    when none is defined."""
+    if not values:
+        return "undefined"
+    low, high = f"{min(values):.3f}", f"{max(values):.3f}"
     return low if low == high else f"{low} to {high}"
 
 
-def _cosines(title: str, labels: list[str], M: np.ndarray) -> Table:
+def _cosines(title: str, labels: list[str], M: list[list[float | None]]) -> Table:
     table = Table(title=title)
     table.add_column("")
     for label in labels:
         table.add_column(label, justify="right")
     for label, row in zip(labels, M):
-        table.add_row(label, *(f"{x:.3f}" for x in row))
+        table.add_row(label, *map(cosine_text, row))
     return table
+
+
+def _notes(doc: dict) -> list[RenderableType]:
+    return [Text(note, style="dim") for note in doc.get("notes", ())]
 
 
 def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -267,16 +286,16 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     if "hidden_cosine" in doc:
         parts += _model_cosines(doc, labels)
-        return Group(*parts)
-    ctx, raw = np.array(doc["context_cosine"]), np.array(doc["raw_cosine"])
+        return Group(*parts, *_notes(doc))
+    ctx, raw = doc["context_cosine"], doc["raw_cosine"]
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
     parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
     parts.append(Columns([_cosines("context vectors", labels, ctx), _cosines("raw vectors", labels, raw)],
                          padding=(0, 2)))
-    off = ~np.eye(k, dtype=bool)
+    parts += _notes(doc)
     parts.append(Text(
-        f"the context vectors of {token!r} have cosine {_span(ctx[off])} between sentences "
-        f"(its raw vectors: {_span(raw[off])}). "
+        f"the context vectors of {token!r} have cosine {_span(_off_diagonal(ctx))} between sentences "
+        f"(its raw vectors: {_span(_off_diagonal(raw))}). "
         + ("With raw vectors and no learned projections, context barely moves a word: each token attends "
            "mostly to itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what "
            "would let the sentences pull it apart." if docs[0]["qkv"]["kind"] == "identity" else
@@ -311,24 +330,23 @@ def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
     """A trained model's view of one word across sentences: the cosine of its hidden states
     after the embeddings and after each layer, for every pair of sentences; beside it, what
     attention over the word vectors gives (doc["static"])."""
-    token, hidden = doc["token"], np.array(doc["hidden_cosine"])  # (L + 1, k, k)
-    k = hidden.shape[1]
+    token, hidden = doc["token"], doc["hidden_cosine"]  # (L + 1, k, k)
+    k = len(hidden[0])
     pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
     table = Table()
     table.add_column("after")
     for a, b in pairs:
         table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
     for l, M in enumerate(hidden):
-        table.add_row("embeddings" if l == 0 else f"layer {l}", *(f"{M[a, b]:.3f}" for a, b in pairs))
+        table.add_row("embeddings" if l == 0 else f"layer {l}", *(cosine_text(M[a][b]) for a, b in pairs))
     parts: list[RenderableType] = [Text(f"cosine of {token!r}'s hidden states between the sentences:", style="bold"),
                                    table]
     static = doc.get("static")
     if static is not None:
-        ctx, raw = np.array(static["context_cosine"]), np.array(static["raw_cosine"])
-        off = ~np.eye(k, dtype=bool)
+        ctx, raw = _off_diagonal(static["context_cosine"]), _off_diagonal(static["raw_cosine"])
         parts.append(Text(
             f"over the word vectors {static['vectors']}, with no learned projections, the context vectors of "
-            f"{token!r} have cosine {_span(ctx[off])} (raw vectors: {_span(raw[off])}): the trained model's "
+            f"{token!r} have cosine {_span(ctx)} (raw vectors: {_span(raw)}): the trained model's "
             "learned W_Q, W_K, W_V and its layers are what let the sentences pull the word apart.", style="dim"))
     return parts
 
@@ -716,7 +734,7 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
             table.add_row(Text(f"  head {h}", style="dim"), top(bh), top(ah))
     parts.append(table)
     parts.append(Text(f"cosine of the context vectors of {before['token']!r} between the two sentences: "
-                      f"{before['cosine']:.3f} untrained, {after['cosine']:.3f} trained"))
+                      f"{cosine_text(before['cosine'])} untrained, {cosine_text(after['cosine'])} trained"))
     return Group(*parts)
 
 

@@ -36,7 +36,7 @@ from attncli import attention, learn, limits
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
 from attncli.tokenize import is_punctuation, iter_tokens
-from attncli.vectors import Vectors
+from attncli.vectors import Vectors, cosines
 
 
 class TrainingError(AttncliError):
@@ -368,6 +368,5 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
             entry["heads"] = [top(alpha[h, i]) for h in range(heads)]
         shown.append(entry)
         contexts.append(z)
-    a, b = contexts[0], contexts[1]
-    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) if np.linalg.norm(a) * np.linalg.norm(b) else 0.0
-    return {"token": token, "mask": mask, "sentences": shown, "cosine": cosine}
+    cosine = float(cosines(np.stack(contexts))[0, 1])  # NaN where a context vector is zero: undefined
+    return {"token": token, "mask": mask, "sentences": shown, "cosine": None if math.isnan(cosine) else cosine}

@@ -6,6 +6,7 @@ chooses between them), and no click or rich.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -202,10 +203,12 @@ class Vectors:
         so a memory-mapped matrix of millions of words is never copied whole; only the
         cosines (V,) are kept. If refused words crowd the best out, look further down.
         """
-        norm = float(np.linalg.norm(v))
-        if k < 1 or norm == 0.0:
+        v = np.asarray(v)  # (d,)
+        top = float(np.abs(v).max(initial=0.0))
+        if k < 1 or top == 0.0 or not np.isfinite(v).all():
             return []  # the cosine with a zero vector is undefined
-        u = np.asarray(v, dtype=np.float32) / np.float32(norm)  # (d,)
+        v = np.ldexp(v, -math.frexp(top)[1])  # (d,), near 1 in size (see unit_rows), its own dtype
+        u = np.asarray(v, dtype=np.float32) / np.float32(np.linalg.norm(v))  # (d,)
         cos = np.concatenate([self._cosines(u, start, block) for start in range(0, self.size, block)])  # (V,)
         take = k + len(exclude)
         while True:
@@ -220,10 +223,48 @@ class Vectors:
             take *= 4
 
     def _cosines(self, u: np.ndarray, start: int, block: int) -> np.ndarray:
+        """The cosines of a block of rows with the unit vector u, at the matrix's own
+        precision; the rows whose length that precision cannot hold (its square overflows
+        float32 from entries near 1.8e19, or underflows near 1e-19) again by unit_rows."""
         B = np.asarray(self.matrix[start : start + block])  # (b, d)
-        norms = np.linalg.norm(B, axis=1)  # (b,)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(norms > 0, (B @ u) / norms, -np.inf)  # (b,); a zero row is never near
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            norms = np.linalg.norm(B, axis=1)  # (b,)
+            cos = (B @ u) / norms  # (b,)
+        odd = np.flatnonzero(~(norms >= SHORTEST) | ~np.isfinite(norms))  # (m,) zero, tiny, huge or not finite
+        if len(odd):
+            exact = unit_rows(B[odd]) @ u.astype(np.float64)  # (m,); NaN for a row of no direction
+            cos[odd] = np.where(np.isfinite(exact), exact, -np.inf)  # a zero row is never near
+        return cos
+
+
+# A row's length below this, computed in float32, may have lost its entries' squares to
+# underflow (those below 1e-19): such rows are measured again by unit_rows.
+SHORTEST = 1e-15
+
+
+def unit_rows(M: np.ndarray) -> np.ndarray:
+    """Each row of M (k, n) scaled to length 1, in float64; NaN for a row that has no
+    direction (all zero) or no length (an entry not finite).
+
+    Each row is brought near 1 in size by the power of two of its largest magnitude before
+    its length is taken, so that the squares neither overflow (float32 entries near 3e38,
+    float64 ones past 1e154) nor underflow: the row's direction, and so every cosine, comes
+    out exact to rounding. A power of two scales without rounding, so a row that needed no
+    scaling gives the very bits of M / |M|."""
+    M = np.asarray(M, dtype=np.float64)  # (k, n)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        top = np.abs(M).max(axis=1, keepdims=True, initial=0.0)  # (k, 1)
+        usable = (top > 0) & np.isfinite(top) & np.isfinite(M).all(axis=1, keepdims=True)  # (k, 1)
+        S = np.ldexp(M, -np.frexp(np.where(usable, top, 1.0))[1])  # (k, n), entries in (-1, 1)
+        U = S / np.linalg.norm(S, axis=1, keepdims=True)  # (k, n)
+    return np.where(usable, U, np.nan)
+
+
+def cosines(M: np.ndarray) -> np.ndarray:
+    """The cosine of every pair of rows of M (k, n) -> (k, k); NaN where either row has no
+    direction (a zero vector): undefined there, not 0, which would read as "unrelated"."""
+    U = unit_rows(M)  # (k, n)
+    return np.clip(U @ U.T, -1.0, 1.0)  # (k, k); clip keeps NaN
 
 
 @dataclass

@@ -648,3 +648,96 @@ def test_a_relative_picture_path_lands_in_the_working_directory(tmp_path, monkey
     ok(run("scores", FRUIT, "--svg", "here.svg", "--png", "here.png"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here.png", "here.svg"]
     assert "orange" in svg_text(tmp_path / "here.svg")
+
+
+# --------------------------------------------------------------------------- cosines at the edges of the range
+
+
+def exact_cosines(rows: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Cosines computed apart from numpy, in Python floats: each vector divided by its
+    largest entry first, its sums by math.fsum."""
+    out = []
+    for row in rows:
+        top = max(abs(float(x)) for x in row)
+        a = [float(x) / top for x in row]
+        t = max(abs(float(x)) for x in v)
+        b = [float(x) / t for x in v]
+        out.append(math.fsum(x * y for x, y in zip(a, b)) / math.sqrt(math.fsum(x * x for x in a))
+                   / math.sqrt(math.fsum(y * y for y in b)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("size", [3e38, 1e30, 1e20, 1e-20, 1e-30, 1e-38, 1e-44])
+def test_nearest_at_any_size_float32_holds(size):
+    """Rows whose squares overflow float32 (3e38, 1e30, 1e20) or underflow it (1e-20 down to
+    denormal 1e-44) keep their cosines: 1, 1/3 and -1 here, as at an ordinary size."""
+    M = np.array([[3, 0], [1, 2 * math.sqrt(2)], [-3, 0], [0.5, 0.5]], dtype=np.float64) * size / 3
+    M = M.astype(np.float32)
+    vectors = Vectors("edge", Vocabulary.from_words(["alpha", "beta", "gamma", "delta"]), M, cased=False)
+    got = dict(vectors.nearest(M[0], 3, {"alpha"}))
+    expected = dict(zip(["beta", "gamma", "delta"], exact_cosines(M[1:], M[0])))
+    assert set(got) == set(expected)
+    for word, c in got.items():
+        assert c == pytest.approx(expected[word], abs=2e-6), (word, c, expected[word])
+    assert got["gamma"] == pytest.approx(-1.0, abs=1e-6) and got["delta"] == pytest.approx(math.sqrt(0.5), abs=1e-6)
+
+
+def test_nearest_mixes_huge_tiny_and_ordinary_rows_in_one_block():
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((200, 6))
+    M[::7] *= 1e37
+    M[3::11] *= 1e-39
+    M = M.astype(np.float32)
+    vectors = Vectors("mixed", Vocabulary.from_words([f"w{i}" for i in range(200)]), M, cased=False)
+    v = rng.standard_normal(6) * 1e300  # a float64 query far past float32's range
+    got = vectors.nearest(v, 200, block=64)
+    expected = exact_cosines(M.astype(np.float64), v)
+    assert [w for w, _ in got] == [f"w{i}" for i in np.argsort(-expected, kind="stable")]
+    np.testing.assert_allclose([c for _, c in got], np.sort(expected)[::-1], atol=2e-6)
+
+
+def test_neighbors_of_vectors_near_float32s_largest(tmp_path):
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("3 2\nalpha 3e38 0\nbeta 1e38 2.8284271e38\ngamma -3e38 0\n", encoding="utf-8")
+    doc = one(run("neighbors", "alpha", "--vectors", vectors, "--json"))
+    assert [n["word"] for n in doc["neighbors"]] == ["beta", "gamma"]
+    np.testing.assert_allclose([n["cosine"] for n in doc["neighbors"]], [1 / 3, -1.0], atol=1e-6)
+
+
+def test_cosines_do_not_depend_on_the_vectors_size():
+    """vectors.cosines of rows scaled by powers of two is bit for bit the same, from 2^-1000
+    to 2^1000, and by other factors the same to rounding; a zero row's cosines are NaN."""
+    from attncli.vectors import cosines
+
+    rng = np.random.default_rng(5)
+    M = rng.standard_normal((4, 9))
+    base = cosines(M)
+    for e in (-1000, -500, -60, 60, 500, 1000):
+        np.testing.assert_array_equal(cosines(np.ldexp(M, e)), base)
+    np.testing.assert_allclose(cosines(M * 1e300), base, atol=1e-15)
+    np.testing.assert_allclose(cosines(M * 1e-300), base, atol=1e-15)
+    M[2] = 0
+    C = cosines(M)
+    assert np.isnan(C[2]).all() and np.isnan(C[:, 2]).all()
+    assert np.isfinite(np.delete(np.delete(C, 2, 0), 2, 1)).all()
+
+
+def test_compare_of_zero_vectors_gives_null_a_note_and_a_dash():
+    """--oov zero gives 'xyzzy' the zero vector in both sentences: the cosine of its raw
+    vectors is undefined, null in JSON with a note, a dash in the table, never 0.000."""
+    args = ("compare", "xyzzy cat", "xyzzy dog", "--token", "xyzzy", "--oov", "zero")
+    doc = one(run(*args, "--json"))
+    assert doc["raw_cosine"] == [[None, None], [None, None]]
+    ctx = doc["context_cosine"]  # its context vectors are not zero: cat's and dog's share
+    assert ctx[0][0] == 1.0 and ctx[1][1] == 1.0 and 0 < ctx[0][1] < 1
+    assert doc["notes"] == ["the raw vectors of 'xyzzy' in sentences 1 and 2 are zero: their cosines are "
+                            "undefined (null in JSON, a dash in a table)"]
+    table = run(*args, "--format", "table", "--no-color")
+    assert table.exit_code == 0
+    assert "│ (1) │   – │   – │" in table.stdout and "0.000" not in table.stdout
+    assert "(its raw vectors: undefined)" in " ".join(table.stdout.split())
+    # one zero vector among three: only its row and column are undefined
+    three = one(run("compare", "xyzzy cat", "the cat", "a cat", "--token", "cat", "--json"))
+    assert three["notes"] == [] and all(c is not None for row in three["raw_cosine"] for c in row)
+    mixed = one(run("compare", "xyzzy cat", "xyzzy", "the xyzzy", "--token", "xyzzy", "--oov", "zero", "--json"))
+    assert all(row == [None] * 3 for row in mixed["raw_cosine"])

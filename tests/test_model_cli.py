@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -266,3 +267,22 @@ def test_heads_draws_one_picture_of_every_layer_and_head(tiny, tmp_path):
     doc = one(run("heads", SENTENCE, "--model", tiny, "--png", png, "--json"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert doc == one(run("heads", SENTENCE, "--model", tiny, "--json"))  # the JSON is untouched by the picture
+
+
+def test_compare_of_zero_hidden_states_gives_null_and_a_note(tmp_path):
+    """The last layer's LayerNorm scaled to 0: every hidden state after it is the zero vector,
+    so the word's cosine there is undefined, null with a note, never 0 ("fully apart")."""
+    weights = tiny_weights(TINY)
+    weights["bert.encoder.layer.1.output.LayerNorm.weight"][:] = 0
+    weights["bert.encoder.layer.1.output.LayerNorm.bias"][:] = 0
+    folder = write_model(tmp_path / "flat", weights=weights)
+    sentences = ["the bank river", "an orange bank"]
+    doc = one(run("compare", *sentences, "--token", "bank", "--model", folder, "--json"))
+    *before, last = doc["hidden_cosine"]
+    assert last == [[None, None], [None, None]]
+    assert all(c is not None for layer in before for row in layer for c in row)
+    assert doc["notes"] == ["the hidden states of 'bank' after layer 2 in sentences 1 and 2 are zero: their "
+                            "cosines are undefined (null in JSON, a dash in a table)"]
+    table = run("compare", *sentences, "--token", "bank", "--model", folder, "--format", "table", "--no-color")
+    assert table.exit_code == 0
+    assert re.search(r"│ layer 2 +│ +– │", table.stdout), table.stdout
