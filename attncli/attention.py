@@ -166,13 +166,13 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     with np.errstate(over="ignore"):  # an infinite ratio is refused just below, as an overflow
         c = np.float64(scale) / np.float64(temperature)
     sq = _largest_square_norm(X)  # max_i |x_i|^2
-    dtype = _working_dtype(X, c, sq, T if window is None else min(T, block) + 2 * W)
+    with np.errstate(over="ignore"):  # inf: refused just below
+        reach = sq and sq * (abs(c) if np.isfinite(c) else abs(np.float64(scale)) / np.float64(temperature))
+    dtype = _working_dtype(X, c, reach, sq, T if window is None else min(T, block) + 2 * W)
     # the keys (T + 2W, d), X itself when it must be widened, a check of the keys (T, d) bool
     need = (T + 2 * W) * d * dtype.itemsize + (0 if X.dtype == dtype else T * d * dtype.itemsize) + T * d
     limits.require(need, f"a document of {T:,} tokens x {d} dimensions", "split it into shorter documents")
-    with np.errstate(over="ignore"):  # inf: refused just below
-        reach = sq and sq * (abs(c) if np.isfinite(c) else abs(np.float64(scale)) / np.float64(temperature))
-    if not reach * (1 + (d + 2) * float(np.finfo(dtype).eps)) <= float(np.finfo(dtype).max):  # room for rounding
+    if not _fits(reach, d, np.float64):  # past float64, weights() refuses the same sentence
         raise _overflow(scale, temperature)
     X = X.astype(dtype, copy=False)
     keys = np.zeros((T + 2 * W, d), dtype=dtype)  # (T + 2W, d): W rows of zeros either side of c X
@@ -235,14 +235,24 @@ def _scaled_scores(X_b: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return X_b @ keys.T  # (b, d) @ (d, n) -> (b, n)
 
 
-def _working_dtype(X: np.ndarray, c: float, sq: float, n: int) -> np.dtype:
+def _fits(reach: float, d: int, dtype) -> bool:
+    """Whether scaled scores of size up to `reach` fit `dtype`, with room for the rounding
+    of a d-term product."""
+    return reach * (1 + (d + 2) * float(np.finfo(dtype).eps)) <= float(np.finfo(dtype).max)
+
+
+def _working_dtype(X: np.ndarray, c: float, reach: float, sq: float, n: int) -> np.dtype:
     """float32, the vectors' own, unless the numbers leave its range, and then float64: a c
-    beyond it (or below its smallest normal), or a context sum over n columns, at most
-    n max_j |x_j| = n sqrt(sq), that could overflow it."""
+    beyond it (or below its smallest normal), scaled scores up to `reach` = |c| max_i |x_i|^2
+    beyond it (a --scale of 1e38 over vectors of length 5), or a context sum over n
+    columns, at most n max_j |x_j| = n sqrt(sq), that could overflow it. So the stream
+    refuses only what float64, and so the sentence's own path, cannot hold."""
     f32 = np.finfo(np.float32)
     if X.dtype != np.float32 or not (c == 0 or float(f32.tiny) <= abs(c) < float(f32.max)):
         return np.dtype(np.float64)
-    return np.dtype(np.float32 if n * np.sqrt(sq) < float(f32.max) / 2 else np.float64)
+    if not _fits(reach, X.shape[1], np.float32) or not n * np.sqrt(sq) < float(f32.max) / 2:
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
 
 
 def _largest_square_norm(X: np.ndarray, chunk: int = 1 << 12) -> float:

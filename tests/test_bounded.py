@@ -51,6 +51,7 @@ pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 ENTRY_POINT = Path(sys.executable).parent / "attncli"
 RTOL = 1e-4  # float32 against float64, as stream promises
 F32_MAX = float(np.finfo(np.float32).max)
+F64_MAX = float(np.finfo(np.float64).max)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -338,14 +339,21 @@ def norms_X(T: int = 3000, big_at: int = -1, big: float = 100.0) -> np.ndarray:
 
 
 @pytest.mark.parametrize("window", [None, 5])
-@pytest.mark.parametrize("scale", [1e35, -1e35, 1e306, -1e306])
+@pytest.mark.parametrize("scale", [1e306, -1e306])
 def test_overflow_anywhere_is_refused_at_the_first_next(scale, window):
     """The one row that overflows is the last: the old check would have yielded every block
-    before it. c |x|^2 = 1e35 x 1e4 passes float32's range (c > 0: the row's own score);
-    1e306 is float64 work, 1e306 x 1e4 passes its range."""
+    before it. c |x|^2 = 1e306 x 1e4 passes float64's range (c > 0: the row's own score)."""
     rows = attention.stream(norms_X(), scale, 1.0, 3, window=window)
     with pytest.raises(ScaleError, match="overflow.*--scale"):
         next(rows)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("scale", [1e35, -1e35])
+def test_scores_past_float32_are_computed_in_float64(scale, window):
+    """c |x|^2 = 1e35 x 1e4 passes float32's range but not float64's, which the sentence path
+    computes in: the stream works in float64 then, and gives the whole matrix's numbers."""
+    check_against_whole(norms_X(600), scale, 1.0, 3, 64, causal=False, window=window, include_self=False, rtol=1e-9)
 
 
 def test_overflow_message_is_the_sentence_paths():
@@ -377,8 +385,47 @@ def test_just_inside_the_range_works_and_matches_the_sentence_path():
     for c in (0.5 * F32_MAX / sq, -0.5 * F32_MAX / sq, 1e300 / sq):  # float32, and float64 work
         check_against_whole(X, c, 1.0, 3, 64, causal=False, window=None, include_self=False)
         check_against_whole(X, c, 1.0, 3, 64, causal=True, window=3, include_self=True)
+    check_against_whole(X, 2 * F32_MAX / sq, 1.0, 3, 64, causal=False, window=None, include_self=False, rtol=1e-9)
     with pytest.raises(ScaleError):
-        next(attention.stream(X, 2 * F32_MAX / sq, 1.0, 3))
+        next(attention.stream(X, F64_MAX / sq * 2, 1.0, 3))  # sq > 1: a finite scale
+
+
+def sentence_outcome(X, scale, temperature):
+    """What the sentence path (Step II on the whole matrix, in float64) makes of X: its
+    weights, or the message it refuses with."""
+    try:
+        return attention.weights(attention.scores(X), scale, temperature)
+    except ScaleError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("mask", ["none", "self", "causal"])
+def test_the_stream_and_the_sentence_path_refuse_the_same_scales(mask):
+    """Over a sweep of scales across float32's edge and float64's, with vectors of lengths
+    from 1e-3 to 1e3, the stream and the whole matrix both compute (and agree) or both
+    refuse with the same message: never one computing what the other refuses. A scale
+    within 1e-9 of float64's edge is left out, where rounding alone decides."""
+    X = norms_X(300, big_at=150, big=1e3)
+    X[7] = 1e-3 / np.sqrt(8)
+    sq = float((X.astype(np.float64) ** 2).sum(axis=1).max())
+    exponents = np.arange(30.0, 42.0, 0.5).tolist() + np.arange(296.0, 308.5, 0.25).tolist()
+    seen = set()
+    for e in exponents:
+        for scale in (10.0 ** e, -(10.0 ** e)):
+            if abs(abs(scale) * sq / F64_MAX - 1) < 1e-9:
+                continue
+            whole = sentence_outcome(X, scale, 1.0)
+            try:
+                rows = collect(attention.stream(X, scale, 1.0, 3, causal=mask == "causal",
+                                                exclude_self=mask == "self", block=64))
+            except ScaleError as refused:
+                assert whole == str(refused), (scale, whole)
+                seen.add("refused")
+                continue
+            assert not isinstance(whole, str), (scale, whole)
+            assert np.all(np.isfinite(rows[2])) and np.all(np.isfinite(rows[3]))
+            seen.add("computed")
+    assert seen == {"refused", "computed"}
 
 
 def test_every_scale_refuses_at_the_first_next_or_never():
@@ -416,6 +463,7 @@ def big_last_word(tmp_path) -> tuple[Path, Path]:
     """Vectors where one word is far longer than the rest, and a document that ends with it."""
     vectors = tmp_path / "vectors.txt"
     vectors.write_text("4 2\nfoo 1 0\nbar 0 1\nbaz 1 1\nhuge 1e19 0\n", encoding="utf-8")
+    vectors.with_name("far.txt").write_text("4 2\nfoo 1 0\nbar 0 1\nbaz 1 1\nhuge 3e38 0\n", encoding="utf-8")
     doc = tmp_path / "doc.txt"
     doc.write_text("foo bar baz " * 400 + "huge\n", encoding="utf-8")
     return vectors, doc
@@ -423,17 +471,39 @@ def big_last_word(tmp_path) -> tuple[Path, Path]:
 
 def test_cli_document_overflow_writes_nothing(big_last_word, tmp_path):
     vectors, doc = big_last_word
-    # |huge|^2 = 1e38: with the default scale 1/sqrt(2) it fits; with --scale 10 it overflows, in row 1200 only
+    # |huge|^2 = 1e38: with the default scale 1/sqrt(2) it fits float32, with --scale 10 float64 only
     rows = ok(run("scores", "--file", doc, "--vectors", vectors, "--json"))
     assert len(rows) == 1201
-    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "10"), "overflow", "--scale")
-    fails(run("scores", "--file", doc, "--vectors", vectors, "--format", "table", "--scale", "10"), "overflow")
-    fails(run("scores", "--file", doc, "--vectors", vectors, "--json", "--temperature", "0.01"), "overflow",
+    assert len(ok(run("scores", "--file", doc, "--vectors", vectors, "--json", "--scale", "10"))) == 1201
+    # |huge|^2 = 9e76: with --scale 1e240 it overflows float64 too, in row 1200 only
+    far = vectors.with_name("far.txt")
+    fails(run("scores", "--file", doc, "--vectors", far, "--json", "--scale", "1e240"), "overflow", "--scale")
+    fails(run("scores", "--file", doc, "--vectors", far, "--format", "table", "--scale", "1e240"), "overflow")
+    fails(run("scores", "--file", doc, "--vectors", far, "--json", "--temperature", "1e-240"), "overflow",
           "--temperature")
     glove_doc = tmp_path / "glove.txt"
     glove_doc.write_text("the cat sat on the mat\n" * 100, encoding="utf-8")
-    fails(run("scores", "--file", glove_doc, "--json", "--scale", "1e38"), "overflow")
-    fails(run("scores", "--file", glove_doc, "--json", "--scale", "-1e38", "--window", "2"), "overflow")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "1e308"), "overflow")
+    fails(run("scores", "--file", glove_doc, "--json", "--scale", "-1e308", "--window", "2"), "overflow")
+
+
+@pytest.mark.parametrize("scale", ["1e38", "-1e38", "1e300", "1e307", "-1e307", "1e308"])
+def test_cli_document_and_sentence_agree_on_every_scale(scale, tmp_path):
+    """The same words as a sentence and as a document: both give the same top lists, or both
+    fail with the same message (its --scale 1e38 once refused a document only)."""
+    text = "the cat sat on the mat"
+    doc = tmp_path / "doc.txt"
+    doc.write_text(text + "\n", encoding="utf-8")
+    sentence = run("scores", text, "--json", "--scale", scale)
+    document = run("scores", "--file", doc, "--json", "--scale", scale)
+    assert sentence.exit_code == document.exit_code, (sentence.stderr, document.stderr)
+    if sentence.exit_code:
+        assert sentence.stderr == document.stderr and "overflow" in sentence.stderr
+        return
+    rows, whole = ok(document), one(sentence)
+    assert [[t["index"] for t in r["top"]] for r in rows] == [[t["index"] for t in top] for top in whole["top"]]
+    for r, top in zip(rows, whole["top"]):
+        np.testing.assert_allclose([t["weight"] for t in r["top"]], [t["weight"] for t in top], rtol=1e-6, atol=1e-12)
 
 
 def test_cli_document_of_vectors_near_float32_max(tmp_path):
