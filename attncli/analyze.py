@@ -235,13 +235,8 @@ def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: 
     own, that is checked against the memory available before anything T x T is made."""
     if isinstance(vectors, Trained):
         return vectors.attend(sentence, listed=listed)
-    proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed)
-    d_k, d_v, H = proj.describe(vectors.dim)["d_k"], proj.d_v(vectors.dim), opts.heads
-    if d_k % H or d_v % H:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
-        small = [h for h in range(1, math.isqrt(d_k) + 1) if d_k % h == 0]
-        divisors = sorted(h for h in {*small, *(d_k // h for h in small)} if d_v % h == 0)
-        sizes = f"d_k = {d_k}" if d_v == d_k else f"both d_k = {d_k} and d_v = {d_v}"
-        raise InputError(f"--heads {H} does not divide {sizes}; choose one of {', '.join(map(str, divisors))}")
+    proj = projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed, opts.heads)
+    d_k, H = proj.describe(vectors.dim)["d_k"], opts.heads
     embedded = embed_fitting(sentence, vectors, opts, cell_bytes(H, listed))
     Q, K, V = proj.apply(embedded.X)  # (T, d_k), (T, d_k), (T, d_v)
     T = len(Q)

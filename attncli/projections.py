@@ -12,6 +12,7 @@ any of their data is read.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import struct
@@ -32,6 +33,12 @@ if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's ru
 
 WEIGHTS = ("W_query", "W_key", "W_value")
 BIASES = ("b_query", "b_key", "b_value")
+
+# The widest queries, keys and values (d_k, d_v) of --d-k or of a file: 64 times the widest
+# transformers' d_model of 1,024, and 4 times the largest hidden size any model has (16,384).
+# A file that declares more is not a projection any attention uses (a few MB of zeros can
+# declare GBs, a zip bomb), and is refused from its headers, before its data is inflated.
+MOST_D_K = 65_536
 
 
 class ProjectionError(AttncliError):
@@ -90,22 +97,39 @@ class Projections:
         return out
 
 
-def resolve(spec: str, d: int, d_k: int | None, seed: int) -> Projections:
-    """--qkv identity|random|PATH.npz for vectors of dimension d."""
+def resolve(spec: str, d: int, d_k: int | None, seed: int, heads: int = 1) -> Projections:
+    """--qkv identity|random|PATH.npz for vectors of dimension d, split into `heads` heads.
+
+    Every option is checked against the others (--d-k against identity or the file's,
+    --heads against d_k and d_v) before any array is drawn or read: --d-k 3000000 with
+    --heads 7 is refused at once, not after drawing 3.6 GB of weights."""
     if spec == "identity":
         if d_k is not None and d_k != d:
             raise ProjectionError(f"--d-k {d_k} needs projections: identity keeps d_k = d = {d}; add --qkv random")
+        check_heads(heads, d, d)
         return Projections("identity")
     if spec == "random":
+        check_heads(heads, d_k or d, d_k or d)
         return _random(d, d_k or d, seed)
     try:
         st = os.stat(spec)
     except OSError:
         st = None
-    proj = _load(spec, d, st and (st.st_size, st.st_mtime_ns))  # a changed file is read again
-    if d_k is not None and d_k != proj.W["W_query"].shape[1]:
-        raise ProjectionError(f"{spec}: holds projections of d_k = {proj.W['W_query'].shape[1]}, not the --d-k {d_k} asked for")
-    return proj
+    return _load(spec, d, d_k, heads, st and (st.st_size, st.st_mtime_ns))  # a changed file is read again
+
+
+def check_heads(heads: int, d_k: int, d_v: int, where: str = "") -> None:
+    """Refuse heads that do not divide both the queries' and keys' d_k and the values' d_v,
+    listing the counts that do (the dozen nearest the one asked for, when there are more)."""
+    if d_k % heads or d_v % heads:  # before the sizes: a --heads above d_k is this mistake, not a memory limit
+        small = [h for h in range(1, math.isqrt(d_k) + 1) if d_k % h == 0]
+        divisors = sorted(h for h in {*small, *(d_k // h for h in small)} if d_v % h == 0)
+        at = bisect.bisect(divisors, heads)
+        near = divisors[max(0, at - 6):at + 6]
+        listed = ("…, " if near[0] != divisors[0] else "") + ", ".join(map(str, near)) + \
+            (", …" if near[-1] != divisors[-1] else "")
+        sizes = f"d_k = {d_k}" if d_v == d_k else f"both d_k = {d_k} and d_v = {d_v}"
+        raise ProjectionError(f"{where}--heads {heads} does not divide {sizes}; choose one of {listed}")
 
 
 @lru_cache(maxsize=8)
@@ -114,8 +138,8 @@ def _random(d: int, d_k: int, seed: int) -> Projections:
 
 
 @lru_cache(maxsize=8)
-def _load(spec: str, d: int, version: tuple | None) -> Projections:
-    return load(spec, d)
+def _load(spec: str, d: int, d_k: int | None, heads: int, version: tuple | None) -> Projections:
+    return load(spec, d, d_k=d_k, heads=heads)
 
 
 def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = (), *,
@@ -256,18 +280,29 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, header: tuple)
     return a
 
 
-def load(path: str, d: int) -> Projections:
-    """Projections from a .npz: W_query, W_key, W_value (d, d_k); b_query, b_key, b_value (d_k,)."""
+def load(path: str, d: int, *, d_k: int | None = None, heads: int = 1) -> Projections:
+    """Projections from a .npz: W_query, W_key, W_value (d, d_k); b_query, b_key, b_value (d_k,).
+    A d_k asked for, and the heads, are checked against the headers before any data is read."""
+    asked = d_k
 
     def expect(shapes: dict[str, tuple]) -> dict[str, tuple]:
         W_query = shapes["W_query"]
         if len(W_query) != 2 or not W_query[1]:
             raise ProjectionError(f"{path}: W_query has shape {W_query}, not (d, d_k) = ({d}, d_k)")
         d_k = W_query[1]  # as W_query says: W_key must agree
+        for name in ("W_query", "W_value"):
+            if len(shapes[name]) == 2 and shapes[name][1] > MOST_D_K:
+                raise ProjectionError(f"{path}: {name} has shape {shapes[name]}, {shapes[name][1]:,} columns, more "
+                                      f"than any attention's queries, keys or values need ({MOST_D_K:,} at most)")
+        if asked is not None and asked != d_k:
+            raise ProjectionError(f"{path}: holds projections of d_k = {d_k}, not the --d-k {asked} asked for")
         W_value = shapes["W_value"]  # the values may be of another size, d_v (attncli train keeps d)
         d_v = W_value[1] if len(W_value) == 2 and W_value[1] else d_k
-        return {"W_query": (d, d_k), "W_key": (d, d_k), "W_value": (d, d_v),
+        want = {"W_query": (d, d_k), "W_key": (d, d_k), "W_value": (d, d_v),
                 "b_query": (d_k,), "b_key": (d_k,), "b_value": (d_v,)}
+        if all(shapes.get(name, want[name]) == want[name] for name in want):  # the shapes' own errors first
+            check_heads(heads, d_k, d_v, f"{path}: ")
+        return want
 
     arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
     # attncli train writes its record beside the weights, and learns them to predict words
@@ -289,6 +324,9 @@ def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:
         if len(W_hh) != 2 or not W_hh[0]:
             raise ProjectionError(f"{path}: W_hh has shape {W_hh}, not (N, N)")
         N = W_hh[0]  # as W_hh says: the others must agree
+        if N > rnn.MOST_HIDDEN:
+            raise ProjectionError(f"{path}: W_hh has shape {W_hh}, a hidden size of {N:,}, more than the "
+                                  f"{rnn.MOST_HIDDEN:,} attncli runs")
         return {"W_hx": (N, d), "W_hh": (N, N), "b_h": (N,)}
 
     return read_arrays(path, ("W_hx", "W_hh", "b_h"), expect=expect, what="--weights",

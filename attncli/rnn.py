@@ -25,6 +25,11 @@ import numpy as np
 from attncli import limits
 
 
+# The largest hidden size N, of --hidden or of a --weights file: its weights take 134 MB and
+# a sentence's derivatives a second or two.
+MOST_HIDDEN = 4096
+
+
 def working_bytes(N: int, d: int) -> int:
     """What influence() holds at once beside the weights: J, a step's Jacobian and their
     product (N, N) each, and d h_T / d x_t with its factor (N, d) each, in float64."""

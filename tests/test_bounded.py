@@ -579,6 +579,28 @@ def test_npz_bomb_refused_before_reading(tmp_path, no_data_read, name, members, 
     assert "MemoryError" not in line
 
 
+@pytest.mark.parametrize("members,args,words", [
+    # three members of 1 GB each as declared, a few kB of zeros in the file (the last narrower)
+    (three((50, 2_684_354), data=BOMB_MB << 20), (), ["W_query has shape (50, 2684354)", "65,536 at most"]),
+    ({**three((50, 2_684_354), data=BOMB_MB << 20), "W_value": declared((50, 7), data=0)}, (),
+     ["W_query has shape (50, 2684354)", "65,536 at most"]),
+    ({**three((50, 10)), "W_value": declared((50, 100_000), data=BOMB_MB << 20)}, (),
+     ["W_value has shape (50, 100000)", "65,536 at most"]),
+    # of bounded size, but not of the heads or the --d-k asked for: known from the headers too
+    (three((50, 60_000)), ("--heads", "7"),
+     ["--heads 7 does not divide d_k = 60000; choose one of 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 20, …"]),
+    ({**three((50, 60_000)), "W_value": declared((50, 50))}, ("--heads", "4"),
+     ["--heads 4 does not divide both d_k = 60000 and d_v = 50", "choose one of 1, 2, 5, 10, 25, 50"]),
+    (three((50, 60_000)), ("--d-k", "16"), ["holds projections of d_k = 60000, not the --d-k 16"]),
+])
+def test_npz_checked_against_the_run_from_its_headers(tmp_path, no_data_read, members, args, words):
+    """Every member's shape against d, --d-k, --heads and the widest projection any
+    attention uses, from the headers alone: nothing of the data is inflated."""
+    path = write_npz(tmp_path / "p.npz", members)
+    assert path.stat().st_size < 200_000 or not any("BOMB" in w for w in words)
+    fails(run("scores", "the cat", "--qkv", path, *args), str(path), *words)
+
+
 def limited_run(*args, address_space: int = 2 << 30, timeout: float = 60) -> subprocess.CompletedProcess:
     """attncli in a process of its own with at most `address_space` bytes of memory."""
     def limit():
@@ -602,18 +624,24 @@ def assert_one_error(result: subprocess.CompletedProcess, *words: str) -> str:
 
 def test_npz_bomb_in_2_gb_of_memory(tmp_path):
     """Three members of a shape these vectors take, 20 GB each as declared, a few kB each in
-    the file: in 2 GB of address space the refusal is ours, not a MemoryError."""
+    the file: in 2 GB of address space the refusal is ours, from the headers, not a
+    MemoryError: d_k = 50,000,000 is no projection any attention uses."""
     path = write_npz(tmp_path / "bomb.npz", three((50, 50_000_000), data=BOMB_MB << 20))
-    assert_one_error(limited_run("scores", "the cat", "--qkv", path), str(path), "needs about", "of memory")
-    # every byte there: 80 MB of int8 a member, 9 bytes a number once read and made float64
-    honest = write_npz(tmp_path / "honest.npz", three((50, 1_600_000), "|i1"))
+    assert_one_error(limited_run("scores", "the cat", "--qkv", path), str(path), "W_query has shape (50, 50000000)",
+                     "65,536 at most")
+    # every byte there, of a d_k within bounds over vectors of d = 4,000: 80 MB of int8 a member,
+    # 9 bytes a number once read and made float64
+    wide = tmp_path / "wide.txt"
+    wide.write_text("".join(f"{w} " + " ".join(["0.5"] * 4000) + "\n" for w in ("the", "cat")), encoding="utf-8")
+    honest = write_npz(tmp_path / "honest.npz", three((4000, 20_000), "|i1"))
     assert honest.stat().st_size < 2 << 20
-    assert_one_error(limited_run("scores", "the cat", "--qkv", honest), "reading W_query, W_key, W_value",
-                     "(240,000,000 numbers) needs about 2.2 GB", "of memory", "smaller d_k")
+    assert_one_error(limited_run("scores", "the cat", "--vectors", wide, "--qkv", honest),
+                     "reading W_query, W_key, W_value", "(240,000,000 numbers) needs about 2.2 GB", "of memory",
+                     "smaller d_k")
     rnn_bomb = write_npz(tmp_path / "rnn.npz", {"W_hx": declared((200_000, 50), data=1 << 20),
                                                  "W_hh": declared((200_000, 200_000), data=BOMB_MB << 20),
                                                  "b_h": declared((200_000,))})
-    assert_one_error(limited_run("rnn", "the cat", "--weights", rnn_bomb), "needs about", "hidden size N")
+    assert_one_error(limited_run("rnn", "the cat", "--weights", rnn_bomb), "a hidden size of 200,000", "4,096")
 
 
 def test_npz_declared_sizes_must_agree_with_the_headers(tmp_path, no_data_read):
@@ -658,9 +686,17 @@ def test_npz_rnn_shapes_from_w_hh(tmp_path, no_data_read):
                           ({"W_hh": declared((N, N, N))}, ["W_hh", "not (N, N)"]),
                           ({"b_h": declared((N + 1,))}, ["b_h", "(7,)"]),
                           ({"W_hx": declared((10 ** 8, 50), data=0), "W_hh": declared((10 ** 8, 10 ** 8), data=0),
-                            "b_h": declared((10 ** 8,), data=0)}, ["needs about", "hidden size N"])]:
+                            "b_h": declared((10 ** 8,), data=0)}, ["a hidden size of 100,000,000", "4,096"])]:
         path = write_npz(tmp_path / "rnn.npz", {**base, **change})
         fails(run("rnn", "the cat", "--weights", path), str(path), *words)
+
+
+def test_npz_rnn_weights_within_bounds_are_held_to_memory(tmp_path, no_data_read, monkeypatch):
+    N = 4096  # the largest hidden size: 134 MB of W_hh, refused where memory is short
+    path = write_npz(tmp_path / "rnn.npz", {"W_hx": declared((N, 50), data=0), "W_hh": declared((N, N), data=0),
+                                            "b_h": declared((N,), data=0)})
+    with_memory(monkeypatch, 50 << 20)
+    fails(run("rnn", "the cat", "--weights", path), str(path), "needs about", "hidden size N")
 
 
 def test_npz_memory_counts_the_arrays_and_their_float64_copies(tmp_path, monkeypatch):
@@ -757,19 +793,37 @@ def test_npz_errors_are_projection_errors(tmp_path):
 HUGE = 100_000_000_000  # 10^11: 3 x 50 x 10^11 x 8 bytes = 120 TB
 
 
-@pytest.mark.parametrize("args", [
-    ("qkv", "init", "--d-k", HUGE, "-o", "{out}"),
-    ("scores", "the cat", "--qkv", "random", "--d-k", HUGE),
-    ("context", "the cat", "--token", "cat", "--qkv", "random", "--d-k", HUGE),
-    ("explain", "the cat", "--qkv", "random", "--d-k", HUGE),
-    ("scores", "the cat", "--qkv", "random", "--d-k", 100_000_000),
-])
-def test_huge_d_k_refused_before_drawing(tmp_path, args):
+D_K_COMMANDS = [
+    ("qkv", "init", "-o", "{out}"),
+    ("scores", "the cat", "--qkv", "random"),
+    ("context", "the cat", "--token", "cat", "--qkv", "random"),
+    ("explain", "the cat", "--qkv", "random"),
+    ("scores", "the cat", "--qkv", "random", "--heads", "7"),
+]
+
+
+@pytest.mark.parametrize("args", D_K_COMMANDS)
+@pytest.mark.parametrize("d_k", [HUGE, 100_000_000, 65_537])
+def test_huge_d_k_refused_before_drawing(tmp_path, args, d_k):
     out = tmp_path / "p.npz"
-    line = fails(run(*[str(a).format(out=out) for a in args]), "drawing W_query, W_key, W_value of 50 x",
-                 "needs about", "of memory", "is available", "smaller --d-k")
-    assert ("120.0 TB" in line) == (HUGE in args)
+    fails(run(*[str(a).format(out=out) for a in args], "--d-k", d_k), "--d-k", "1<=x<=65536", code=2)
     assert not out.exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", D_K_COMMANDS[:4])
+def test_a_d_k_within_bounds_is_held_to_memory_before_drawing(tmp_path, monkeypatch, args):
+    out = tmp_path / "p.npz"
+    with_memory(monkeypatch, 10 << 20)
+    fails(run(*[str(a).format(out=out) for a in args], "--d-k", 65_536), "drawing W_query, W_key, W_value of 50 x 65,536",
+          "needs about 78.6 MB", "of memory", "is available", "smaller --d-k")
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_heads_are_checked_against_d_k_before_anything_is_drawn(monkeypatch):
+    """--heads 7 of --d-k 65,535: refused as that mistake, with no memory at all to draw in."""
+    with_memory(monkeypatch, 0)
+    fails(run("scores", "the cat", "--qkv", "random", "--d-k", 65_535, "--heads", 7), "--heads 7 does not divide "
+          "d_k = 65535")
 
 
 def test_init_projections_checks_its_three_arrays(monkeypatch):

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
+from attncli.projections import MOST_D_K
 from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
@@ -130,8 +131,9 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
                shell_complete=complete_qkv,
                help="Query, key and value projections: none (the raw vectors), drawn at random "
                     "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
-        option("attention", "--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
-               help="Size of queries, keys and values for --qkv random. Default: d, the vectors' size."),
+        option("attention", "--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
+               help=f"Size of queries, keys and values for --qkv random, at most {MOST_D_K:,}. Default: d, "
+                    "the vectors' size."),
         option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
                help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
     ] if projections is True else [

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 from attncli import attention
+from attncli.projections import MOST_D_K
 from attncli.cli.options import output_options, output_path, vectors_options
 from attncli.cli.output import emit, write_whole
 from attncli.cli.sections import Group
@@ -24,7 +25,8 @@ def qkv():
 
 
 @qkv.command(short_help="write random projections to a .npz file")
-@click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N", help="Size of queries, keys and values. Default: d.")
+@click.option("--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
+              help=f"Size of queries, keys and values, at most {MOST_D_K:,}. Default: d.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_path("output"), required=True,
               help="The .npz file to write.")

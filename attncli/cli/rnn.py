@@ -11,8 +11,7 @@ from attncli.cli.options import keep_punct_option, oov_option, output_options, s
 from attncli.cli.output import emit, warn
 from attncli.cli.sections import Command
 
-# The largest --hidden: its weights take 134 MB and a sentence's derivatives a second or two.
-MOST_HIDDEN = 4096
+MOST_HIDDEN = recurrent.MOST_HIDDEN
 
 
 @click.command(cls=Command, short_help="the recurrent network attention replaced, beside attention")
