@@ -15,9 +15,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
+import os
 import re
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +28,6 @@ from attncli import batch, stats
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
-
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,72 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
 
 # --- a Dask cluster -------------------------------------------------------------------------
 
-_loaded: dict = {}  # in a Dask worker: the vectors or model of each job it has run
+_loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
+
+
+def for_workers(job: batch.Job) -> batch.Job:
+    """`job` as Dask workers must take it: every path it names absolute, as this process's
+    folder sees it (a worker starts in a folder of its own), and the identity of each file
+    they will read, recorded now, which a worker checks before it computes anything."""
+    qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
+    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
+                              opts=dataclasses.replace(job.opts, qkv=qkv))
+    return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else os.path.abspath(path)
+
+
+def _files_read(job: batch.Job) -> list[str]:
+    """The files a worker reads for `job`: the vectors (none for the bundled ones, which come
+    with attncli), the --qkv file, the model's."""
+    paths = [job.source] if job.source is not None else []
+    if job.opts.qkv not in ("identity", "random"):
+        paths.append(job.opts.qkv)
+    if job.model is not None:
+        from attncli import model_files
+
+        paths += [str(path) for path in model_files.files_read(Path(job.model))]
+    return paths
+
+
+def identity(path: str) -> tuple[int, int] | str:
+    """A file's (size, modification time in ns), or why it has none: what the vectors cache
+    takes to mean the same file, known from a stat, where a hash would read gigabytes on
+    every machine at every run."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        return (getattr(e, "strerror", None) or str(e)).lower()
+    return st.st_size, st.st_mtime_ns
+
+
+def _same_files(files: tuple, worker: str) -> None:
+    """In a Dask worker: each file of `files` is the one the client recorded, or an error
+    that says which, where, and how it differs."""
+    for path, here in files:
+        there = identity(path)
+        if there != here:
+            raise InputError(f"worker {worker} sees another {path} than this run read here "
+                             f"({_difference(there, here)}); give every worker the same file, unchanged while the "
+                             "run lasts (a copy keeps its time with cp -p or rsync -a)")
+
+
+def _difference(there, here) -> str:
+    """How two identities differ, in words: 12,345 bytes there, 12,400 here."""
+    if isinstance(there, str) or isinstance(here, str):
+        def said(side) -> str:
+            return side if isinstance(side, str) else f"{side[0]:,} bytes"
+
+        return f"{said(there)} there, {said(here)} here"
+    if there[0] != here[0]:
+        return f"{there[0]:,} bytes there, {here[0]:,} here"
+    return f"{here[0]:,} bytes each, modified {_when(there[1])} there and {_when(here[1])} here"
+
+
+def _when(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9:09d}"
 
 
 def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
@@ -185,15 +252,19 @@ def dask_lines(chunk: list[tuple], job: batch.Job) -> batch.Encoded:
 
 
 def _worker_vectors(job: batch.Job):
-    """In a Dask worker: the vectors or model of `job`, loaded once."""
+    """In a Dask worker: the vectors or model of `job`, loaded once, after its files were
+    found to be the client's (at every task: a --qkv file is read as the lines are)."""
+    from distributed import get_worker
+
+    worker = get_worker().address
+    _same_files(job.files, worker)
     if job not in _loaded:
+        _loaded.clear()  # a worker that serves many runs holds one job's vectors, not every one's
         try:
             _loaded[job] = _load(job)
         except (AttncliError, OSError) as e:
-            from distributed import get_worker
-
             where = job.model or job.source or "the bundled vectors"
-            raise InputError(f"worker {get_worker().address} could not load {where}: {e}") from None
+            raise InputError(f"worker {worker} could not load {where}: {e}") from None
     return _loaded[job]
 
 

@@ -217,6 +217,20 @@ def model_options(f=None, *, head: bool = True):
     return with_options(wrapper, options)
 
 
+def worker_job(load, vectors, opts: Options, **fields):
+    """The batch.Job that workers (--jobs, --scheduler) load this run's vectors or model by,
+    as `load` (vectors_options, model_options) loaded them here: its paths resolved and its
+    files recorded for Dask workers elsewhere (survey.for_workers). `fields`: the Job's others."""
+    from attncli import batch, survey
+
+    if load.model:
+        job = batch.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts, **fields)
+    else:
+        job = batch.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                        trust_pickle=load.trust_pickle, opts=opts, **fields)
+    return survey.for_workers(job)
+
+
 # what a trained model fixes itself: its projections, heads, scale and tokens
 _MODEL_REFUSES = ("qkv", "d_k", "seed", "heads", "mask", "scale", "temperature", "keep_punct", "oov", "limit",
                   "trust_pickle")

@@ -1,0 +1,207 @@
+"""attncli on a Dask cluster: its workers read the very files the client read (paths resolved
+by the client, each file's identity checked by the worker before any work). Every server
+here is the test's own, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clirunner import fails, run
+from tinybert import TINY, tiny_weights, write_model
+
+distributed = pytest.importorskip("distributed")
+
+CORPUS = "the earth is like an orange\nthe river bank\nan orange is like the earth\n"
+WORDS = ["the", "earth", "is", "like", "an", "orange", "river", "bank"]
+SAME_FILE = ("give every worker the same file, unchanged while the run lasts (a copy keeps its time with cp -p or "
+             "rsync -a)")
+
+
+@pytest.fixture(scope="module")
+def workers_folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("workers")
+
+
+@pytest.fixture(scope="module")
+def cluster(workers_folder) -> str:
+    """A scheduler's address; its two workers started in a folder of their own, as on
+    another machine (a worker process starts in the folder its parent is in)."""
+    here = os.getcwd()
+    os.chdir(workers_folder)
+    try:
+        local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                         dashboard_address="127.0.0.1:0", silence_logs=50)
+    finally:
+        os.chdir(here)
+    with local:
+        yield local.scheduler_address
+
+
+def vectors_file(path: Path, seed: int, words=WORDS) -> Path:
+    rng = np.random.default_rng(seed)
+    lines = [f"{len(words)} 4"] + [f"{w} " + " ".join(f"{x:.6f}" for x in rng.normal(size=4)) for w in words]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def make_files(folder: Path, seed: int, *, larger: bool = False) -> None:
+    """v.txt, p.npz and a model's folder m, each of its own numbers for each seed; `larger`:
+    each file a little larger than the other seed's (a word more, a d_k of 5, a config.json
+    of another activation)."""
+    vectors_file(folder / "v.txt", seed, WORDS + ["bird"] if larger else WORDS)
+    rng = np.random.default_rng(seed)
+    d_k = 5 if larger else 4
+    np.savez(folder / "p.npz", W_query=rng.normal(size=(4, d_k)), W_key=rng.normal(size=(4, d_k)),
+             W_value=rng.normal(size=(4, d_k)))
+    config = {**TINY, "hidden_act": "gelu_new"} if larger else TINY
+    write_model(folder / "m", config=config, weights=tiny_weights(TINY, seed))
+    (folder / "corpus.txt").write_text(CORPUS, encoding="utf-8")
+
+
+ARGS = [("--vectors", "v.txt"), ("--vectors", "v.txt", "--qkv", "p.npz"), ("--model", "m")]
+
+
+def numbers(result, command: str) -> list:
+    """What a run computed: batch's weights of each line, stats' records."""
+    assert result.exit_code == 0, result.stderr
+    docs = [json.loads(line) for line in result.stdout.splitlines()]
+    return [doc["weights"] for doc in docs] if command == "batch" else docs
+
+
+# --- the files the workers read -------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["batch", "stats"])
+@pytest.mark.parametrize("args", ARGS, ids=["vectors", "qkv", "model"])
+def test_relative_paths_name_the_files_beside_the_client_not_the_workers(cluster, workers_folder, tmp_path,
+                                                                         monkeypatch, command, args):
+    make_files(workers_folder, seed=1)  # the same names where the workers started, other numbers
+    make_files(tmp_path, seed=0)
+    extra = ("--json",) if command == "stats" else ()
+    monkeypatch.chdir(workers_folder)
+    theirs = numbers(run(command, "corpus.txt", *args, *extra), command)
+    monkeypatch.chdir(tmp_path)
+    local = numbers(run(command, "corpus.txt", *args, *extra), command)
+    remote = numbers(run(command, "corpus.txt", *args, *extra, "--scheduler", cluster), command)
+    assert remote == local
+    assert local != theirs
+
+
+def test_a_file_only_beside_the_client_is_read_by_the_workers(cluster, tmp_path, monkeypatch):
+    vectors_file(tmp_path / "mine.txt", seed=3)
+    (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    local = run("batch", "corpus.txt", "--vectors", "mine.txt")
+    remote = run("batch", "corpus.txt", "--vectors", "mine.txt", "--scheduler", cluster)
+    assert remote.exit_code == local.exit_code == 0 and remote.stderr == ""
+    assert remote.stdout == local.stdout
+
+
+def test_a_worker_that_ran_a_file_before_reads_it_again_once_it_changed(cluster, tmp_path, monkeypatch):
+    (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for seed in (4, 5):  # the same path, other numbers
+        vectors_file(tmp_path / "v.txt", seed)
+        local = run("batch", "corpus.txt", "--vectors", "v.txt")
+        assert run("batch", "corpus.txt", "--vectors", "v.txt", "--scheduler", cluster).stdout == local.stdout
+
+
+def _when(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9:09d}"
+
+
+@pytest.mark.parametrize("command", ["batch", "stats"])
+@pytest.mark.parametrize("args,read", [(("--vectors", "links/v.txt"), "links/v.txt"),
+                                       (("--vectors", "v.txt", "--qkv", "links/p.npz"), "links/p.npz"),
+                                       (("--model", "links/m"), "links/m/config.json")],
+                         ids=["vectors", "qkv", "model"])
+def test_a_path_that_is_another_file_on_a_worker_is_refused_before_any_work(cluster, workers_folder, tmp_path,
+                                                                            monkeypatch, command, args, read):
+    # links whose target is in the folder of the process that follows them: on the workers
+    # their own files, here this folder's, as one path is two files on two machines
+    make_files(workers_folder, seed=1, larger=True)
+    make_files(tmp_path, seed=0)
+    (tmp_path / "links").mkdir()
+    for name in ("v.txt", "p.npz", "m"):
+        (tmp_path / "links" / name).symlink_to(f"/proc/self/cwd/{name}")
+    monkeypatch.chdir(tmp_path)
+    target = read.replace("links/", "")
+    there, here = (workers_folder / target).stat().st_size, (tmp_path / target).stat().st_size
+    assert there > here
+    message = fails(run(command, "corpus.txt", *args, "--scheduler", cluster))
+    said = (f" sees another {tmp_path / read} than this run read here ({there:,} bytes there, {here:,} here); "
+            + SAME_FILE)
+    assert re.fullmatch(r"attncli: error: worker tcp://127\.0\.0\.1:\d+" + re.escape(said), message), message
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A vectors file and a batch.Job whose files the client recorded as they are now."""
+    from attncli import batch, survey
+
+    path = vectors_file(tmp_path / "v.txt", seed=0)
+    return path, survey.for_workers(batch.Job(source=str(path)))
+
+
+def _refused(job, cluster) -> str:
+    """Both Dask paths' error for `job`, which must be the same; never a result first."""
+    from attncli import survey
+    from attncli.errors import InputError
+
+    said = []
+    for results in (survey.run_dask([[(1, "the earth", None)]], survey.StatsJob(job), cluster),
+                    survey.run_dask_in_order([[(1, "the earth", None)]], job, cluster)):
+        with pytest.raises(InputError) as e:
+            next(results)
+        said.append(re.sub(r"^worker tcp://127\.0\.0\.1:\d+ ", "worker W ", str(e.value)))
+    assert said[0] == said[1]
+    return said[0]
+
+
+def test_a_file_that_grew_after_the_client_recorded_it_is_refused(cluster, recorded):
+    path, job = recorded
+    before = path.stat().st_size
+    vectors_file(path, seed=0, words=WORDS + ["bird"])
+    after = path.stat().st_size
+    assert _refused(job, cluster) == (f"worker W sees another {path} than this run read here ({after:,} bytes there, "
+                                      f"{before:,} here); {SAME_FILE}")
+
+
+def test_a_file_touched_after_the_client_recorded_it_is_refused(cluster, recorded):
+    path, job = recorded
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_500_000_001))  # the same bytes, another time
+    assert _refused(job, cluster) == (f"worker W sees another {path} than this run read here ({st.st_size:,} bytes "
+                                      f"each, modified {_when(st.st_mtime_ns + 1_500_000_001)} there and "
+                                      f"{_when(st.st_mtime_ns)} here); {SAME_FILE}")
+
+
+def test_a_file_removed_after_the_client_recorded_it_is_refused(cluster, recorded):
+    path, job = recorded
+    size = path.stat().st_size
+    path.unlink()
+    assert _refused(job, cluster) == (f"worker W sees another {path} than this run read here (no such file or "
+                                      f"directory there, {size:,} bytes here); {SAME_FILE}")
+
+
+def test_the_job_holds_absolute_paths_and_their_identities(tmp_path, monkeypatch):
+    from attncli import batch, survey
+    from attncli.analyze import Options
+
+    make_files(tmp_path, seed=0)
+    monkeypatch.chdir(tmp_path)
+    job = survey.for_workers(batch.Job(source="v.txt", opts=Options(qkv="p.npz")))
+    assert (job.source, job.opts.qkv) == (str(tmp_path / "v.txt"), str(tmp_path / "p.npz"))
+    assert job.files == tuple((str(tmp_path / name), (os.stat(name).st_size, os.stat(name).st_mtime_ns))
+                              for name in ("v.txt", "p.npz"))
+    model = survey.for_workers(batch.Job(model="m"))
+    assert model.model == str(tmp_path / "m")
+    assert [path for path, _ in model.files] == [str(tmp_path / "m" / name)
+                                                 for name in ("config.json", "tokenizer.json", "model.safetensors")]
+    assert survey.for_workers(batch.Job()).files == ()  # the bundled vectors: none of the user's files
