@@ -13,11 +13,9 @@ for them before reading meaning into attention):
 from __future__ import annotations
 
 import dataclasses
-import gc
 import itertools
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,7 +270,9 @@ ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-
 
 
 def connect(address: str, timeout: float = 10.0):
-    """A Dask client of the scheduler at `address`, or a one-line error within `timeout`."""
+    """A Dask client of the scheduler at `address`, once it has a worker, or a one-line error
+    within `timeout` seconds a step: the scheduler's handshake (_identify), the client's own
+    start, the first worker."""
     if not ADDRESS.match(address):
         raise InputError(f"--scheduler {address!r} is not a scheduler's address; give one as tcp://HOST:PORT "
                          "(dask scheduler prints it)")
@@ -280,19 +280,87 @@ def connect(address: str, timeout: float = 10.0):
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
-    failed = None
-    hook = sys.unraisablehook
-    sys.unraisablehook = lambda unraisable: None  # a Client that could not connect complains as it is collected
+    _identify(address, _connection_args(address), timeout)
     try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except Exception as e:  # noqa: BLE001: the scheduler answered just now; whatever stops its client is said
+        raise InputError(f"the Dask scheduler at {address} answered, but a client of it could not start "
+                         f"({type(e).__name__}: {e})") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise InputError(f"the Dask scheduler at {address} has no worker (none joined within {timeout:g} s); "
+                         f"start one: dask worker {address}") from None
+    return client
+
+
+def _connection_args(address: str) -> dict:
+    """What Dask's configuration gives a client to connect with (a TLS context, if any);
+    tls:// and wss:// refused without one, which is all Dask would say in a traceback."""
+    from distributed import Security
+    from distributed.comm import parse_address
+
+    try:
+        args = Security().get_connection_args("client")
+    except (OSError, ValueError) as e:  # a certificate file named but missing, or not one
+        raise InputError(f"Dask's TLS configuration cannot be used ({getattr(e, 'strerror', None) or e}); check "
+                         "the files distributed.comm.tls names, or give the scheduler's tcp:// address") from None
+    scheme = parse_address(address)[0]
+    if scheme in ("tls", "wss") and args.get("ssl_context") is None:
+        raise InputError(f"{address} asks for TLS, and Dask's configuration gives attncli no certificate to offer; "
+                         "set distributed.comm.tls.ca-file, .client.cert and .client.key (or "
+                         "DASK_DISTRIBUTED__COMM__TLS__CA_FILE and the like), or give the scheduler's tcp:// address")
+    return args
+
+
+def _identify(address: str, args: dict, timeout: float) -> None:
+    """That a Dask scheduler answers at `address`, the time-out over the whole handshake: the
+    connection, Dask's comm handshake (which Dask itself waits on for ever: a server that
+    accepts and says nothing held `stats` past 300 s) and a first exchange, its identity.
+    Bytes that are not Dask's protocol (an HTTP server's answer) are an error here too,
+    not Dask's attempt at a frame of 3.5e18 bytes."""
+    import asyncio
+
+    from distributed.comm import CommClosedError, connect as comm_connect
+
+    async def identity():
+        # Dask retries a refused connection until its own time-out, sooner than this one, to
+        # end with the reason (Connection refused) rather than as a silence would
+        comm = await comm_connect(address, timeout=0.9 * timeout, **args)
         try:
-            return Client(address, timeout=timeout, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as e:
-            failed = type(e).__name__
-        gc.collect()
-    finally:
-        sys.unraisablehook = hook
-    raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({failed}); "
-                     "start one (dask scheduler), or check the address")
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        answer = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except asyncio.TimeoutError:  # before OSError: from Python 3.11 it is one
+        raise InputError(_no_answer(address, timeout)) from None
+    except CommClosedError:
+        raise InputError(f"the server at {address} closed the connection without answering as a Dask scheduler "
+                         "does; check the address (a scheduler that asks for TLS takes tls://)") from None
+    except OSError as e:
+        raise InputError(_no_answer(address, timeout, e)) from None
+    except Exception:  # noqa: BLE001: what Dask makes of bytes not its own (MemoryError, ValueError, ...)
+        raise InputError(f"the server at {address} is not a Dask scheduler (it answered, but not in Dask's "
+                         "protocol); check the address (dask scheduler prints it)") from None
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    if kind != "Scheduler":
+        what = f"a Dask {kind.lower()}" if kind in ("Worker", "Nanny") else "a Dask server"
+        raise InputError(f"the server at {address} is {what}, not the scheduler; give the scheduler's address "
+                         "(dask scheduler prints it)")
+
+
+def _no_answer(address: str, timeout: float, error: BaseException | None = None) -> str:
+    """The message of a scheduler that did not answer, with the system's reason if Dask's
+    'Timed out trying to connect' wraps one (Connection refused)."""
+    while error is not None and not getattr(error, "strerror", None):
+        error = error.__cause__ or error.__context__
+    reason = f" ({error.strerror})" if error is not None else ""
+    return (f"no Dask scheduler answers at {address} within {timeout:g} s{reason}; start one (dask scheduler), "
+            "or check the address")
 
 
 def run_dask_in_order(chunks, job: batch.Job, address: str):

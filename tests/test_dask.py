@@ -1,23 +1,33 @@
 """attncli on a Dask cluster: its workers read the very files the client read (paths resolved
-by the client, each file's identity checked by the worker before any work). Every server
-here is the test's own, on 127.0.0.1."""
+by the client, each file's identity checked by the worker before any work), and a server
+that is not an answering scheduler is one line within seconds. Every server here is the
+test's own, on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import re
+import shutil
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from clirunner import fails, run
+from clirunner import CLEAN_ENV, fails, run
 from tinybert import TINY, tiny_weights, write_model
 
 distributed = pytest.importorskip("distributed")
 
+ENTRY_POINT = Path(sys.executable).parent / "attncli"
 CORPUS = "the earth is like an orange\nthe river bank\nan orange is like the earth\n"
 WORDS = ["the", "earth", "is", "like", "an", "orange", "river", "bank"]
 SAME_FILE = ("give every worker the same file, unchanged while the run lasts (a copy keeps its time with cp -p or "
@@ -205,3 +215,164 @@ def test_the_job_holds_absolute_paths_and_their_identities(tmp_path, monkeypatch
     assert [path for path, _ in model.files] == [str(tmp_path / "m" / name)
                                                  for name in ("config.json", "tokenizer.json", "model.safetensors")]
     assert survey.for_workers(batch.Job()).files == ()  # the bundled vectors: none of the user's files
+
+
+# --- servers that are not an answering scheduler ----------------------------------------------
+
+def attncli(*args, cwd: Path, env: dict | None = None):
+    """The installed attncli as a real process: (the finished process, seconds it took)."""
+    base = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and not k.startswith("DASK_")}
+    start = time.monotonic()
+    done = subprocess.run([str(ENTRY_POINT), *map(str, args)], capture_output=True, cwd=cwd,
+                          env={**base, "PYTHONUTF8": "1", **(env or {})}, timeout=120)
+    return done, time.monotonic() - start
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        self.server.answer(self.request, self.server.stop)
+
+
+@contextlib.contextmanager
+def server(answer):
+    """A TCP server of the test's own on 127.0.0.1 (its port), answering each connection with
+    answer(socket, stop): stop is set as the test ends."""
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Handler) as s:
+        s.daemon_threads, s.block_on_close = True, False
+        s.answer, s.stop = answer, threading.Event()
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        try:
+            yield s.server_address[1]
+        finally:
+            s.stop.set()
+            s.shutdown()
+
+
+def silent(conn, stop):  # accepts, reads nothing, says nothing
+    stop.wait()
+
+
+def http(conn, stop):
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def random_bytes(conn, stop):
+    rng = random.Random(0)
+    with contextlib.suppress(OSError):  # the client hangs up
+        while not stop.is_set():
+            conn.sendall(rng.randbytes(4096))
+            time.sleep(0.01)
+
+
+def closes(conn, stop):  # accepts, then hangs up at once
+    pass
+
+
+NO_ANSWER = "no Dask scheduler answers at {address} within 10 s; start one (dask scheduler), or check the address"
+NOT_DASK = ("the server at {address} is not a Dask scheduler (it answered, but not in Dask's protocol); check the "
+            "address (dask scheduler prints it)")
+SERVERS = {
+    "silent": (silent, NO_ANSWER),
+    "http": (http, NOT_DASK),
+    "random": (random_bytes, NOT_DASK),
+    "closes": (closes, "the server at {address} closed the connection without answering as a Dask scheduler does; "
+                       "check the address (a scheduler that asks for TLS takes tls://)"),
+}
+NO_TLS = ("{address} asks for TLS, and Dask's configuration gives attncli no certificate to offer; set "
+          "distributed.comm.tls.ca-file, .client.cert and .client.key (or DASK_DISTRIBUTED__COMM__TLS__CA_FILE and "
+          "the like), or give the scheduler's tcp:// address")
+
+
+def one_line_within_seconds(command: str, address: str, expected: str, folder: Path, env: dict | None = None) -> None:
+    """`command` on a corpus with --scheduler address: exit 1, nothing on stdout, and its
+    whole stderr the one line `expected`, within 15 s (the time-out is 10)."""
+    (folder / "corpus.txt").write_text(CORPUS, encoding="utf-8")
+    done, seconds = attncli(command, "corpus.txt", "--scheduler", address, cwd=folder, env=env)
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode() == f"attncli: error: {expected.format(address=address)}\n"
+    assert seconds < 15
+
+
+@pytest.mark.parametrize("command", ["stats", "batch"])
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_server_that_is_not_an_answering_scheduler_is_one_line_within_seconds(kind, command, tmp_path):
+    answer, expected = SERVERS[kind]
+    with server(answer) as port:
+        one_line_within_seconds(command, f"tcp://127.0.0.1:{port}", expected, tmp_path)
+
+
+def test_an_address_where_nothing_listens_is_one_line_within_seconds(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    one_line_within_seconds("batch", f"tcp://127.0.0.1:{port}",
+                            NO_ANSWER.replace("10 s", "10 s (Connection refused)"), tmp_path)
+
+
+@pytest.mark.parametrize("scheme", ["tls", "wss"])
+def test_tls_without_certificates_is_one_line_before_connecting(scheme, tmp_path):
+    with server(silent) as port:
+        one_line_within_seconds("stats", f"{scheme}://127.0.0.1:{port}", NO_TLS, tmp_path)
+
+
+def test_websockets_to_a_server_that_is_not_dask_are_one_line(tmp_path):
+    with server(random_bytes) as port:
+        one_line_within_seconds("batch", f"ws://127.0.0.1:{port}", NOT_DASK, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made by openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("makes its certificate with openssl")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True)
+    return cert, key
+
+
+def test_tls_takes_dasks_tls_configuration(certificate, tmp_path):
+    cert, key = certificate
+    security = distributed.Security(tls_ca_file=str(cert), tls_scheduler_cert=str(cert), tls_scheduler_key=str(key),
+                                    tls_worker_cert=str(cert), tls_worker_key=str(key), tls_client_cert=str(cert),
+                                    tls_client_key=str(key), require_encryption=True)
+    configured = {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(cert),
+                  "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(cert),
+                  "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(key)}
+    make_files(tmp_path, seed=0)
+    local, _ = attncli("batch", "corpus.txt", "--vectors", "v.txt", cwd=tmp_path)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://",
+                                  host="127.0.0.1", security=security, dashboard_address="127.0.0.1:0",
+                                  silence_logs=50) as tls:
+        address = tls.scheduler_address
+        remote, _ = attncli("batch", "corpus.txt", "--vectors", "v.txt", "--scheduler", address, cwd=tmp_path,
+                            env=configured)
+        assert (remote.returncode, remote.stderr, remote.stdout) == (0, b"", local.stdout)
+        plain = address.replace("tls://", "tcp://")
+        one_line_within_seconds("batch", plain, SERVERS["closes"][1], tmp_path, env=configured)
+        one_line_within_seconds("batch", address, "Dask's TLS configuration cannot be used (No such file or "
+                                "directory); check the files distributed.comm.tls names, or give the scheduler's "
+                                "tcp:// address", tmp_path,
+                                env={**configured, "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(tmp_path / "none.pem")})
+
+
+def test_a_workers_address_is_not_the_schedulers(cluster, tmp_path):
+    with distributed.Client(cluster, set_as_default=False) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    one_line_within_seconds("stats", worker, "the server at {address} is a Dask worker, not the scheduler; give the "
+                                             "scheduler's address (dask scheduler prints it)", tmp_path)
+
+
+def test_a_scheduler_without_workers_is_an_error_not_a_wait():
+    from attncli import survey
+    from attncli.errors import InputError
+
+    with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                  silence_logs=50) as empty:
+        address = empty.scheduler_address
+        with pytest.raises(InputError) as e:
+            survey.connect(address, timeout=2)
+    assert str(e.value) == (f"the Dask scheduler at {address} has no worker (none joined within 2 s); start one: "
+                            f"dask worker {address}")
