@@ -1,7 +1,7 @@
 """attncli on a Dask cluster: its workers read the very files the client read (paths resolved
-by the client, each file's identity checked by the worker before any work), and a server
-that is not an answering scheduler is one line within seconds. Every server here is the
-test's own, on 127.0.0.1."""
+by the client, each file's identity checked by the worker before any work), a server that
+is not an answering scheduler is one line within seconds, and Dask's own voice never
+reaches stderr. Every server here is the test's own, on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from clirunner import CLEAN_ENV, fails, run
 from tinybert import TINY, tiny_weights, write_model
 
 distributed = pytest.importorskip("distributed")
+import dask.utils  # noqa: E402: with distributed, or skipped
 
 ENTRY_POINT = Path(sys.executable).parent / "attncli"
 CORPUS = "the earth is like an orange\nthe river bank\nan orange is like the earth\n"
@@ -376,3 +378,53 @@ def test_a_scheduler_without_workers_is_an_error_not_a_wait():
             survey.connect(address, timeout=2)
     assert str(e.value) == (f"the Dask scheduler at {address} has no worker (none joined within 2 s); start one: "
                             f"dask worker {address}")
+
+
+def test_a_run_on_a_cluster_says_nothing_on_stderr(cluster, tmp_path):
+    make_files(tmp_path, seed=0)
+    for command in ("batch", "stats"):
+        local, _ = attncli(command, "corpus.txt", "--vectors", "v.txt", cwd=tmp_path)
+        remote, _ = attncli(command, "corpus.txt", "--vectors", "v.txt", "--scheduler", cluster, cwd=tmp_path)
+        assert (remote.returncode, remote.stderr) == (0, b"")
+        assert remote.stdout == local.stdout != b""
+
+
+def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_traceback(tmp_path):
+    # Dask's client logs the reconnections it tries, tracebacks and all
+    bin_folder = Path(sys.executable).parent
+    lines = [" ".join(random.Random(n).choices(WORDS, k=12)) for n in range(20_000)]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = tmp_path / "scheduler.json"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": tmp_path}
+    scheduler = subprocess.Popen([bin_folder / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                  "--dashboard-address", "127.0.0.1:0", "--scheduler-file", found], **quiet)
+    worker = subprocess.Popen([bin_folder / "dask", "worker", "--scheduler-file", found, "--nthreads", "1",
+                               "--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1"], **quiet)
+    try:
+        deadline = time.monotonic() + 60
+        while not found.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(found.read_text())["address"]
+        base = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV and not k.startswith("DASK_")}
+        batch_run = subprocess.Popen([ENTRY_POINT, "batch", "corpus.txt", "--scheduler", address], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base)
+        assert batch_run.stdout.readline().startswith(b'{"line":1,')  # under way
+        scheduler.kill()
+        _, err = batch_run.communicate(timeout=120)
+    finally:
+        for process in (scheduler, worker):
+            process.kill()
+            process.wait()
+    assert batch_run.returncode == 1
+    assert re.fullmatch(rf"attncli: error: the cluster at {re.escape(address)} failed a task: .+ \(the output "
+                        r"stopped after [\d,]+ lines; it is incomplete\)\n", err.decode()), err.decode()
+
+
+def test_only_dasks_unraisable_exceptions_are_kept_quiet():
+    from attncli.cli.output import _of_dask
+
+    assert _of_dask(types.SimpleNamespace(object=distributed.Client.__del__, exc_traceback=None))
+    assert not _of_dask(types.SimpleNamespace(object=json.loads, exc_traceback=None))
+    with pytest.raises(ValueError) as raised:
+        dask.utils.parse_bytes("a lot")  # raised in dask's own code
+    assert _of_dask(types.SimpleNamespace(object=None, exc_traceback=raised.value.__traceback__))

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
-from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
+from attncli.cli.output import Output, cwd_hint, not_replaceable, quiet_dask, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
@@ -416,7 +416,8 @@ sentence_argument = click.argument("sentence", required=False, type=TextParam("t
 
 
 def scheduler_address(ctx, param, value):
-    """--scheduler: refused at once, as a usage error, when it is not an address at all."""
+    """--scheduler: refused at once, as a usage error, when it is not an address at all; else
+    this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
     from attncli.survey import ADDRESS
@@ -424,6 +425,7 @@ def scheduler_address(ctx, param, value):
     if not ADDRESS.match(value):
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT "
                                  "(dask scheduler prints it)", ctx, param)
+    quiet_dask()
     return value
 
 
