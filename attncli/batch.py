@@ -42,6 +42,7 @@ class Job:
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
     spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
+    files: tuple = ()  # Dask workers: (path, identity) of each file they read, as this run saw it (survey.for_workers)
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:

@@ -265,6 +265,14 @@ def _import(module: str):
         raise ModelError(f"--model needs {module}, which is not installed; install it with: {INSTALL}") from None
 
 
+def files_read(where: Path) -> list[Path]:
+    """The files of a model's folder that load_model reads (a worker elsewhere must see the
+    same ones): config.json, the tokenizer's file read_tokenizer takes, model.safetensors."""
+    tokenizer = where / "tokenizer.json"
+    return [where / "config.json", tokenizer if tokenizer.is_file() else where / "vocab.txt",
+            where / "model.safetensors"]
+
+
 def load_model(spec: str) -> Model:
     """The model named or found at `spec`, its files checked and read."""
     name, where = folder(spec)

@@ -13,11 +13,12 @@ for them before reading meaning into attention):
 from __future__ import annotations
 
 import dataclasses
-import gc
 import itertools
+import os
 import re
-import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from attncli import batch, stats
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
-
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,72 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
 
 # --- a Dask cluster -------------------------------------------------------------------------
 
-_loaded: dict = {}  # in a Dask worker: the vectors or model of each job it has run
+_loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
+
+
+def for_workers(job: batch.Job) -> batch.Job:
+    """`job` as Dask workers must take it: every path it names absolute, as this process's
+    folder sees it (a worker starts in a folder of its own), and the identity of each file
+    they will read, recorded now, which a worker checks before it computes anything."""
+    qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
+    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
+                              opts=dataclasses.replace(job.opts, qkv=qkv))
+    return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else os.path.abspath(path)
+
+
+def _files_read(job: batch.Job) -> list[str]:
+    """The files a worker reads for `job`: the vectors (none for the bundled ones, which come
+    with attncli), the --qkv file, the model's."""
+    paths = [job.source] if job.source is not None else []
+    if job.opts.qkv not in ("identity", "random"):
+        paths.append(job.opts.qkv)
+    if job.model is not None:
+        from attncli import model_files
+
+        paths += [str(path) for path in model_files.files_read(Path(job.model))]
+    return paths
+
+
+def identity(path: str) -> tuple[int, int] | str:
+    """A file's (size, modification time in ns), or why it has none: what the vectors cache
+    takes to mean the same file, known from a stat, where a hash would read gigabytes on
+    every machine at every run."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        return (getattr(e, "strerror", None) or str(e)).lower()
+    return st.st_size, st.st_mtime_ns
+
+
+def _same_files(files: tuple, worker: str) -> None:
+    """In a Dask worker: each file of `files` is the one the client recorded, or an error
+    that says which, where, and how it differs."""
+    for path, here in files:
+        there = identity(path)
+        if there != here:
+            raise InputError(f"worker {worker} sees another {path} than this run read here "
+                             f"({_difference(there, here)}); give every worker the same file, unchanged while the "
+                             "run lasts (a copy keeps its time with cp -p or rsync -a)")
+
+
+def _difference(there, here) -> str:
+    """How two identities differ, in words: 12,345 bytes there, 12,400 here."""
+    if isinstance(there, str) or isinstance(here, str):
+        def said(side) -> str:
+            return side if isinstance(side, str) else f"{side[0]:,} bytes"
+
+        return f"{said(there)} there, {said(here)} here"
+    if there[0] != here[0]:
+        return f"{there[0]:,} bytes there, {here[0]:,} here"
+    return f"{here[0]:,} bytes each, modified {_when(there[1])} there and {_when(here[1])} here"
+
+
+def _when(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9:09d}"
 
 
 def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
@@ -185,15 +250,19 @@ def dask_lines(chunk: list[tuple], job: batch.Job) -> batch.Encoded:
 
 
 def _worker_vectors(job: batch.Job):
-    """In a Dask worker: the vectors or model of `job`, loaded once."""
+    """In a Dask worker: the vectors or model of `job`, loaded once, after its files were
+    found to be the client's (at every task: a --qkv file is read as the lines are)."""
+    from distributed import get_worker
+
+    worker = get_worker().address
+    _same_files(job.files, worker)
     if job not in _loaded:
+        _loaded.clear()  # a worker that serves many runs holds one job's vectors, not every one's
         try:
             _loaded[job] = _load(job)
         except (AttncliError, OSError) as e:
-            from distributed import get_worker
-
             where = job.model or job.source or "the bundled vectors"
-            raise InputError(f"worker {get_worker().address} could not load {where}: {e}") from None
+            raise InputError(f"worker {worker} could not load {where}: {e}") from None
     return _loaded[job]
 
 
@@ -201,7 +270,9 @@ ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-
 
 
 def connect(address: str, timeout: float = 10.0):
-    """A Dask client of the scheduler at `address`, or a one-line error within `timeout`."""
+    """A Dask client of the scheduler at `address`, once it has a worker, or a one-line error
+    within `timeout` seconds a step: the scheduler's handshake (_identify), the client's own
+    start, the first worker."""
     if not ADDRESS.match(address):
         raise InputError(f"--scheduler {address!r} is not a scheduler's address; give one as tcp://HOST:PORT "
                          "(dask scheduler prints it)")
@@ -209,19 +280,87 @@ def connect(address: str, timeout: float = 10.0):
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
-    failed = None
-    hook = sys.unraisablehook
-    sys.unraisablehook = lambda unraisable: None  # a Client that could not connect complains as it is collected
+    _identify(address, _connection_args(address), timeout)
     try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except Exception as e:  # noqa: BLE001: the scheduler answered just now; whatever stops its client is said
+        raise InputError(f"the Dask scheduler at {address} answered, but a client of it could not start "
+                         f"({type(e).__name__}: {e})") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise InputError(f"the Dask scheduler at {address} has no worker (none joined within {timeout:g} s); "
+                         f"start one: dask worker {address}") from None
+    return client
+
+
+def _connection_args(address: str) -> dict:
+    """What Dask's configuration gives a client to connect with (a TLS context, if any);
+    tls:// and wss:// refused without one, which is all Dask would say in a traceback."""
+    from distributed import Security
+    from distributed.comm import parse_address
+
+    try:
+        args = Security().get_connection_args("client")
+    except (OSError, ValueError) as e:  # a certificate file named but missing, or not one
+        raise InputError(f"Dask's TLS configuration cannot be used ({getattr(e, 'strerror', None) or e}); check "
+                         "the files distributed.comm.tls names, or give the scheduler's tcp:// address") from None
+    scheme = parse_address(address)[0]
+    if scheme in ("tls", "wss") and args.get("ssl_context") is None:
+        raise InputError(f"{address} asks for TLS, and Dask's configuration gives attncli no certificate to offer; "
+                         "set distributed.comm.tls.ca-file, .client.cert and .client.key (or "
+                         "DASK_DISTRIBUTED__COMM__TLS__CA_FILE and the like), or give the scheduler's tcp:// address")
+    return args
+
+
+def _identify(address: str, args: dict, timeout: float) -> None:
+    """That a Dask scheduler answers at `address`, the time-out over the whole handshake: the
+    connection, Dask's comm handshake (which Dask itself waits on for ever: a server that
+    accepts and says nothing held `stats` past 300 s) and a first exchange, its identity.
+    Bytes that are not Dask's protocol (an HTTP server's answer) are an error here too,
+    not Dask's attempt at a frame of 3.5e18 bytes."""
+    import asyncio
+
+    from distributed.comm import CommClosedError, connect as comm_connect
+
+    async def identity():
+        # Dask retries a refused connection until its own time-out, sooner than this one, to
+        # end with the reason (Connection refused) rather than as a silence would
+        comm = await comm_connect(address, timeout=0.9 * timeout, **args)
         try:
-            return Client(address, timeout=timeout, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as e:
-            failed = type(e).__name__
-        gc.collect()
-    finally:
-        sys.unraisablehook = hook
-    raise InputError(f"no Dask scheduler answers at {address} within {timeout:g} s ({failed}); "
-                     "start one (dask scheduler), or check the address")
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        answer = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except asyncio.TimeoutError:  # before OSError: from Python 3.11 it is one
+        raise InputError(_no_answer(address, timeout)) from None
+    except CommClosedError:
+        raise InputError(f"the server at {address} closed the connection without answering as a Dask scheduler "
+                         "does; check the address (a scheduler that asks for TLS takes tls://)") from None
+    except OSError as e:
+        raise InputError(_no_answer(address, timeout, e)) from None
+    except Exception:  # noqa: BLE001: what Dask makes of bytes not its own (MemoryError, ValueError, ...)
+        raise InputError(f"the server at {address} is not a Dask scheduler (it answered, but not in Dask's "
+                         "protocol); check the address (dask scheduler prints it)") from None
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    if kind != "Scheduler":
+        what = f"a Dask {kind.lower()}" if kind in ("Worker", "Nanny") else "a Dask server"
+        raise InputError(f"the server at {address} is {what}, not the scheduler; give the scheduler's address "
+                         "(dask scheduler prints it)")
+
+
+def _no_answer(address: str, timeout: float, error: BaseException | None = None) -> str:
+    """The message of a scheduler that did not answer, with the system's reason if Dask's
+    'Timed out trying to connect' wraps one (Connection refused)."""
+    while error is not None and not getattr(error, "strerror", None):
+        error = error.__cause__ or error.__context__
+    reason = f" ({error.strerror})" if error is not None else ""
+    return (f"no Dask scheduler answers at {address} within {timeout:g} s{reason}; start one (dask scheduler), "
+            "or check the address")
 
 
 def run_dask_in_order(chunks, job: batch.Job, address: str):

@@ -11,7 +11,8 @@ import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
-                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
+                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options,
+                                 worker_job)
 from attncli.cli.output import progress, progress_shown, utf8, write_bytes, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -73,13 +74,8 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
             jobs = min(jobs, len(first))
         vectors = load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-        if load.model:  # each worker reads the model's files again, from the folder found here
-            job = batches.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts,
-                              token=token, index=index, all_contexts=all_contexts, neighbors=neighbors, **written)
-        else:
-            job = batches.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
-                              trust_pickle=load.trust_pickle, opts=opts, token=token, index=index,
-                              all_contexts=all_contexts, neighbors=neighbors, **written)
+        job = worker_job(load, vectors, opts, token=token, index=index, all_contexts=all_contexts,
+                         neighbors=neighbors, **written)
         chunks = itertools.chain([first], chunks)
         if scheduler is not None:
             from attncli import survey

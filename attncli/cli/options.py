@@ -15,11 +15,11 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
-from attncli.projections import MOST_D_K
-from attncli.cli.output import Output, cwd_hint, not_replaceable, warn
+from attncli.cli.output import Output, cwd_hint, not_replaceable, quiet_dask, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
+from attncli.projections import MOST_D_K
 
 
 class FiniteFloat(click.ParamType):
@@ -219,6 +219,20 @@ def model_options(f=None, *, head: bool = True):
     return with_options(wrapper, options)
 
 
+def worker_job(load, vectors, opts: Options, **fields):
+    """The batch.Job that workers (--jobs, --scheduler) load this run's vectors or model by,
+    as `load` (vectors_options, model_options) loaded them here: its paths resolved and its
+    files recorded for Dask workers elsewhere (survey.for_workers). `fields`: the Job's others."""
+    from attncli import batch, survey
+
+    if load.model:
+        job = batch.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts, **fields)
+    else:
+        job = batch.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
+                        trust_pickle=load.trust_pickle, opts=opts, **fields)
+    return survey.for_workers(job)
+
+
 # what a trained model fixes itself: its projections, heads, scale and tokens
 _MODEL_REFUSES = ("qkv", "d_k", "seed", "heads", "mask", "scale", "temperature", "keep_punct", "oov", "limit",
                   "trust_pickle")
@@ -404,7 +418,8 @@ sentence_argument = click.argument("sentence", required=False, type=TextParam("t
 
 
 def scheduler_address(ctx, param, value):
-    """--scheduler: refused at once, as a usage error, when it is not an address at all."""
+    """--scheduler: refused at once, as a usage error, when it is not an address at all; else
+    this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
     from attncli.survey import ADDRESS
@@ -412,6 +427,7 @@ def scheduler_address(ctx, param, value):
     if not ADDRESS.match(value):
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT "
                                  "(dask scheduler prints it)", ctx, param)
+    quiet_dask()
     return value
 
 

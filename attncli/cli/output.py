@@ -123,6 +123,41 @@ def warn(message: str) -> None:
     click.echo(f"attncli: warning: {one_line(message)}", err=True)
 
 
+DASK_MODULES = ("distributed", "dask", "tornado", "asyncio")  # Dask's, and those its client runs on
+
+
+def quiet_dask() -> None:
+    """Dask's own voice kept off stderr for the rest of this run: its log lines, its warnings,
+    and the exceptions its objects raise as they are collected (Client.__del__, at exit
+    too), which Python prints as tracebacks. attncli says what went wrong, in one line; an
+    unraisable exception of anything else is still Python's to print."""
+    import logging
+    import warnings
+
+    logging.disable(logging.CRITICAL)  # attncli itself logs nothing
+    warnings.simplefilter("ignore")
+    if getattr(sys.unraisablehook, "keeps_dask_quiet", False):
+        return
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not _of_dask(unraisable):
+            previous(unraisable)
+
+    hook.keeps_dask_quiet = True
+    sys.unraisablehook = hook
+
+
+def _of_dask(unraisable) -> bool:
+    """Whether an unraisable exception is Dask's: its object's module, or a frame it passed through."""
+    names = [getattr(unraisable.object, "__module__", None) or type(unraisable.object).__module__]
+    frame = unraisable.exc_traceback
+    while frame is not None:
+        names.append(frame.tb_frame.f_globals.get("__name__", ""))
+        frame = frame.tb_next
+    return any(str(name).split(".")[0] in DASK_MODULES for name in names)
+
+
 @dataclass(frozen=True)
 class Output:
     fmt: str  # "table" or "json"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import sys
 
 import click
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, scheduler_address, vectors_options)
+                                 output_path, scheduler_address, vectors_options, worker_job)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
@@ -79,19 +78,11 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if by == "word" and load.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
                          "(word pieces are not merged here)")
-    if load.model:
-        job = batch.Job(model=os.path.abspath(vectors.model.path), layer=vectors.layer, head=None, opts=opts)
-    else:
+    if not load.model:
         # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
         survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
-        # paths as this folder sees them: a Dask worker starts in its own
-        source = vectors.source if vectors.source != "bundled" else None
-        source = os.path.abspath(source) if source and os.path.exists(source) else source
-        qkv = os.path.abspath(opts.qkv) if opts.qkv not in ("identity", "random") else opts.qkv
-        job = batch.Job(source=source, limit=load.limit, trust_pickle=load.trust_pickle,
-                        opts=dataclasses.replace(opts, qkv=qkv))
-    job = survey.StatsJob(job, seed=shuffle_seed, shuffled=not no_shuffled, random_seeds=random_seeds,
-                          by_word=by == "word")
+    job = survey.StatsJob(worker_job(load, vectors, opts), seed=shuffle_seed, shuffled=not no_shuffled,
+                          random_seeds=random_seeds, by_word=by == "word")
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:
