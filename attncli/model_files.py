@@ -7,8 +7,9 @@ by where Python would import it from, never imported (its package pulls in torch
 
 Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
 config.json) is checked against the file and the memory this run can get before anything
-of that size is read, and every number of the weights is checked to be finite. Weights are read with safetensors and text split into word pieces
-with tokenizers, the libraries made for these two formats (pip install 'attncli[model]').
+of that size is read, and every number of the weights is checked to be finite. Weights
+are read with safetensors and text split into word pieces with tokenizers, the libraries
+made for these two formats (pip install 'attncli[model]').
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_
         "max_position_embeddings": 65_536, "type_vocab_size": 1_024, "vocab_size": 10_000_000}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
+CONFIG_MOST = 1_000_000  # bytes of a config.json: MiniLM's is 612
 HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
-TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json: MiniLM's is 466 kB, the largest known a few MB
+TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's are 466 and 232 kB
+# Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
+# room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
+# config's objects), reading a tokenizer.json of 6 million short WordPiece pieces 17
+# (Python's parse, then tokenizers'), a vocab.txt of them 29 (157 bytes a line).
+GROWTH = 64
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 
@@ -126,14 +133,34 @@ def _target(link: Path) -> str:
         return "a file"
 
 
+def _read(path: Path, most: int) -> bytes:
+    """The bytes of one of the folder's text files (config.json, tokenizer.json, vocab.txt),
+    refused past `most` bytes, and before it is read when parsing it could take more memory
+    than this run has (GROWTH times its size)."""
+    n = _need(path).st_size
+    if n > most:
+        raise ModelError(f"{path}: holds {limits.size(n)}, more than a model's {path.name} ({limits.size(most)} at "
+                         "most); give the model's own file")
+    limits.require(n * GROWTH, f"{path} ({limits.size(n)}, {GROWTH} times that once parsed)",
+                   "give the model's own file, or free some memory")
+    return limits.read_file(path, "--model", most=most)
+
+
+def _json(data: bytes, path: Path, where: str, kind: str) -> object:
+    """`data` parsed as JSON, or a ModelError naming the file: `where` says which part of the
+    file it is ("" or "its header "), `kind` what the file should be."""
+    try:
+        return json.loads(data)
+    except RecursionError:  # Python's parser nests a call for each array or object: a file of 200,000 "["
+        raise ModelError(f"{path}: {where}nests arrays or objects more deeply than a JSON reader follows; "
+                         f"it is not {kind}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: {where}is not JSON ({e}); it is not {kind}") from None
+
+
 def read_config(path: Path) -> Config:
     """config.json's sizes, each checked."""
-    _need(path)
-    data = limits.read_file(path, "--model", most=1_000_000)
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: not JSON ({e})") from None
+    raw = _json(_read(path, CONFIG_MOST), path, "", "a model's config.json")
     if not isinstance(raw, dict):
         raise ModelError(f"{path}: not a JSON object")
     kind = raw.get("model_type")
@@ -154,7 +181,7 @@ def read_config(path: Path) -> Config:
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
         raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
     act = raw.get("hidden_act", "gelu")
-    if act not in ACTIVATIONS:
+    if not isinstance(act, str) or act not in ACTIVATIONS:
         raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
@@ -195,7 +222,8 @@ def _stored_name(name: str, header: dict) -> str | None:
 
 def read_header(path: Path) -> tuple[dict, int]:
     """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its
-    data starts, each entry checked against the file's size."""
+    data starts, each entry checked against the file's size, and its __metadata__ a map of
+    strings to strings, as safetensors takes it."""
     st = _need(path)
     with limits.open_regular(path, "--model") as f:
         head = f.read(8)
@@ -205,17 +233,18 @@ def read_header(path: Path) -> tuple[dict, int]:
         if n > min(HEADER_MOST, st.st_size - 8):
             raise ModelError(f"{path}: declares a header of {n:,} bytes in a file of {st.st_size:,}; "
                              "it is not a whole safetensors file")
-        try:
-            header = json.loads(f.read(n))
-        except (ValueError, UnicodeDecodeError):
-            raise ModelError(f"{path}: its header is not JSON; it is not a safetensors file") from None
+        limits.require(n * GROWTH, f"the header of {path} ({limits.size(n)}, {GROWTH} times that once parsed)",
+                       "give the model's own file, or free some memory")
+        header = _json(f.read(n), path, "its header ", "a safetensors file")
     if not isinstance(header, dict):
         raise ModelError(f"{path}: its header is not a JSON object; it is not a safetensors file")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise ModelError(f"{path}: its header's __metadata__ is not a map of strings to strings; it is not a "
+                         "safetensors file")
     data_size = st.st_size - 8 - n
     for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        ok = (isinstance(entry, dict) and isinstance(entry.get("shape"), list)
+        ok = (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and isinstance(entry.get("shape"), list)
               and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
               and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
               and all(isinstance(o, int) for o in entry["data_offsets"]))
@@ -229,13 +258,12 @@ def read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + n
 
 
-def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
-    """The tensors the forward pass reads (expected_shapes), by their names without "bert.",
-    each checked for dtype and shape against config.json before it is read and, once read,
-    to hold only finite numbers."""
+def _wanted(path: Path, config: Config) -> tuple[dict[str, str], int]:
+    """The tensors the forward pass reads (expected_shapes), each checked for dtype and shape
+    against config.json: their names without "bert." -> their names in the file, and the
+    bytes they take."""
     header, _ = read_header(path)
-    wanted = {}
-    total = 0
+    wanted, total = {}, 0
     for name, shape in expected_shapes(config).items():
         stored = _stored_name(name, header)
         if stored is None:
@@ -247,6 +275,13 @@ def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
             raise ModelError(f"{path}: {stored} has shape {tuple(entry['shape'])}, and config.json asks for {shape}")
         wanted[name] = stored
         total += math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize
+    return wanted, total
+
+
+def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
+    """The tensors the forward pass reads, by their names without "bert.", each checked
+    before it is read (_wanted) and, once read, to hold only finite numbers."""
+    wanted, total = _wanted(path, config)  # the header's Python objects gone before safetensors parses it again
     limits.require(total, f"the weights of {path.parent.name}", "give a smaller model")
     safetensors = _import("safetensors")
     try:
@@ -273,11 +308,14 @@ def read_tokenizer(where: Path, config: Config):
     truncation turned off: a sentence is read whole, or refused when too long."""
     tokenizers = _import("tokenizers")
     path = _tokenizer_file(where)
-    if _need(path).st_size > TOKENIZER_MOST:  # tokenizers reads it whole
-        raise ModelError(f"{path}: holds more than {limits.size(TOKENIZER_MOST)}; it is not a tokenizer")
+    data = _read(path, TOKENIZER_MOST)
+    if path.name == "tokenizer.json":
+        _json(data, path, "", "a tokenizer")  # nested past what Python's parser follows: refused before tokenizers
+    else:
+        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
     try:
-        if path.name == "tokenizer.json":
-            tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        if data is not None:
+            tokenizer = tokenizers.Tokenizer.from_buffer(data)
         else:
             from tokenizers.implementations import BertWordPieceTokenizer
 

@@ -4,13 +4,17 @@ through each way in (a folder, ATTNCLI_MODEL, minilm's wheel, batch and stats).
 
     - weights that are not finite, and finite ones whose forward pass leaves float64's range
     - a file that is not a regular file: a FIFO, a device, a folder, a link to nothing
+    - JSON nested past what a parser follows, in each file and in a header's __metadata__
+    - files larger than their kind is, or than memory can parse: refused before they are read
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +27,7 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[
 from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
 from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
-from attncli import model_files, transformer  # noqa: E402
+from attncli import limits, model_files, transformer  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
@@ -36,6 +40,23 @@ def refused(folder, *args) -> str:
     """The one line `scores --model folder` fails with (exit 1), without the folder's path."""
     line = fails(run("scores", SENTENCE, "--model", folder, *args))
     return line.removeprefix("attncli: error: ").replace(f"{folder}/", "")
+
+
+def edit_json(path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def write_header(path, header: bytes, data: bytes) -> None:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data)
+
+
+def split_file(path) -> tuple[dict, bytes]:
+    """A safetensors file's header and its data."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
 
 
 # --- numbers
@@ -204,3 +225,120 @@ def test_every_way_in_gives_the_same_line(tmp_path, monkeypatch, way, make, mess
     args, stdin, env = way_in(way, make(tmp_path), monkeypatch)
     line = fails(run(*args, input=stdin, env=env))
     assert line.startswith("attncli: error: ") and line.endswith(f"/{message}"), line
+# --- JSON nested past what a parser follows
+
+
+NESTED = "nests arrays or objects more deeply than a JSON reader follows"
+
+
+@pytest.mark.parametrize("name,kind", [("config.json", "a model's config.json"), ("tokenizer.json", "a tokenizer")])
+def test_a_file_of_200000_brackets(tmp_path, name, kind):
+    folder = write_model(tmp_path / "m")
+    (folder / name).write_text("[" * 200_000)
+    assert refused(folder) == f"{name}: {NESTED}; it is not {kind}"
+
+
+def test_a_header_of_100000_brackets(tmp_path):
+    folder = write_model(tmp_path / "m")
+    write_header(folder / "model.safetensors", b"[" * 100_000, bytes(100))
+    assert refused(folder) == f"model.safetensors: its header {NESTED}; it is not a safetensors file"
+
+
+def test_metadata_of_50000_nested_arrays(tmp_path):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    raw = json.dumps(header).encode()[:-1] + b', "__metadata__": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    write_header(folder / "model.safetensors", raw, data)
+    assert refused(folder) == f"model.safetensors: its header {NESTED}; it is not a safetensors file"
+
+
+@pytest.mark.parametrize("metadata", [[[[]]], {"format": 3}, {"format": {"pt": "x"}}, "pt"])
+def test_metadata_that_safetensors_refuses_attncli_refuses_first(tmp_path, metadata):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    write_header(folder / "model.safetensors", json.dumps({**header, "__metadata__": metadata}).encode(), data)
+    assert refused(folder) == ("model.safetensors: its header's __metadata__ is not a map of strings to strings; "
+                               "it is not a safetensors file")
+
+
+@pytest.mark.parametrize("dtype", [["F32"], {"F32": 1}, 32, None])
+def test_a_dtype_that_is_not_a_name(tmp_path, dtype):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    header["bert.embeddings.LayerNorm.bias"]["dtype"] = dtype
+    write_header(folder / "model.safetensors", json.dumps(header).encode(), data)
+    assert refused(folder) == ("model.safetensors: the header's entry for 'bert.embeddings.LayerNorm.bias' is not a "
+                               "tensor's (dtype, shape, data_offsets)")
+
+
+@pytest.mark.parametrize("metadata", [None, {}, {"format": "pt"}])
+def test_metadata_that_safetensors_takes(tmp_path, metadata):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    write_header(folder / "model.safetensors", json.dumps({**header, "__metadata__": metadata}).encode(), data)
+    assert one(run("scores", SENTENCE, "--model", folder, "--json"))["model"]["name"] == "m"
+
+
+def test_nesting_python_follows_and_the_libraries_do_not(tmp_path):
+    """200 levels: Python's parser takes them, the libraries' (serde_json, 128 at most) do not,
+    and their refusal is one line naming the file."""
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    header["bert.embeddings.LayerNorm.bias"]["extra"] = json.loads("[" * 200 + "]" * 200)
+    write_header(folder / "model.safetensors", json.dumps(header).encode(), data)
+    assert refused(folder).startswith("model.safetensors: cannot be read as safetensors (")
+    folder = write_model(tmp_path / "t")
+    normalizer = {"type": "Lowercase"}
+    for _ in range(100):
+        normalizer = {"type": "Sequence", "normalizers": [normalizer]}
+    edit_json(folder / "tokenizer.json", lambda t: t.update(normalizer=normalizer))
+    assert refused(folder).startswith("tokenizer.json: not a tokenizer (Cannot instantiate Tokenizer from buffer: "
+                                      "recursion limit exceeded at line 1 column ")
+
+
+# --- sizes: each file against its kind's largest and the memory its parse takes
+
+
+@pytest.mark.parametrize("name,size,most", [("config.json", 1_000_001, "1.0 MB"),
+                                            ("tokenizer.json", 300_000_000, "100.0 MB"),
+                                            ("vocab.txt", 300_000_000, "100.0 MB")])
+def test_a_file_larger_than_its_kind(tmp_path, name, size, most):
+    """Refused from its size alone, nothing read: a sparse file of 300 MB costs no disk."""
+    folder = write_model(tmp_path / "m", tokenizer="vocab" if name == "vocab.txt" else "json")
+    with open(folder / name, "r+b") as f:
+        f.truncate(size)
+    assert refused(folder) == (f"{name}: holds {limits.size(size)}, more than a model's {name} ({most} at most); "
+                               "give the model's own file")
+
+
+@pytest.mark.parametrize("tokenizer", ["json", "vocab"])
+def test_every_file_is_checked_against_memory_before_it_is_read(tmp_path, monkeypatch, tokenizer):
+    """Each text GROWTH times its size, the header GROWTH times its declared length, the
+    weights their bytes: asked of limits.require in turn, before each is read."""
+    folder = write_model(tmp_path / "m", tokenizer=tokenizer)
+    asked = []
+    monkeypatch.setattr(limits, "require", lambda need, what, hint: asked.append((need, what)))
+    model_files.load_model(str(folder))
+    header_length = struct.unpack("<Q", (folder / "model.safetensors").read_bytes()[:8])[0]
+    token_file = folder / ("tokenizer.json" if tokenizer == "json" else "vocab.txt")
+    weights = sum(w.nbytes for name, w in tiny_weights(TINY).items() if "pooler" not in name)
+    size = os.path.getsize
+    assert asked == [
+        (64 * size(folder / "config.json"), f"{folder / 'config.json'} ({limits.size(size(folder / 'config.json'))}, "
+                                            "64 times that once parsed)"),
+        (64 * size(token_file), f"{token_file} ({limits.size(size(token_file))}, 64 times that once parsed)"),
+        (64 * header_length, f"the header of {folder / 'model.safetensors'} ({limits.size(header_length)}, 64 times "
+                             "that once parsed)"),
+        (weights, "the weights of m"),
+    ]
+
+
+def test_a_header_that_memory_cannot_parse(tmp_path, monkeypatch):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    raw = json.dumps(header).encode().ljust(1_000_000)  # white space after the JSON: 1 MB to parse
+    write_header(folder / "model.safetensors", raw, data)
+    monkeypatch.setattr(limits, "available", lambda: 10_000_000)
+    assert refused(folder) == (f"the header of model.safetensors (1.0 MB, 64 times that once parsed) needs about "
+                               "64.0 MB of memory, and 10.0 MB is available; give the model's own file, or free some "
+                               "memory")
