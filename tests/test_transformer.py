@@ -213,7 +213,7 @@ def test_a_header_that_is_not_one(tmp_path, head):
 
 def test_a_tokenizer_json_that_is_not_one(tmp_path):
     write_model(tmp_path / "m")
-    (tmp_path / "m" / "tokenizer.json").write_text('{"model": 3}')
+    (tmp_path / "m" / "tokenizer.json").write_text('{"model": {"type": "WordPiece", "vocab": 3}}')
     with pytest.raises(ModelError, match="tokenizer.json: not a tokenizer"):
         model_files.load_model(str(tmp_path / "m"))
 
