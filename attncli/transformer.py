@@ -21,7 +21,8 @@ reader can hold it against the formulas above, line by line.
 
 Dimensions: T word pieces, D the hidden size, H heads of d_head = D / H, F the feed-forward
 size, L layers. Weights are stored as a Linear layer stores them, (out, in); `W` below is
-their transpose, (in, out). Arithmetic is float64 throughout.
+their transpose, (in, out). Arithmetic is float64 throughout, and a pass whose numbers
+leave its range (finite weights of 1e300, say) is refused where they do, never shown.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention
+from attncli.errors import ModelError
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,15 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
+def _finite(M: np.ndarray, what: str) -> np.ndarray:
+    """M, when every number of it is finite."""
+    if not np.isfinite(M).all():
+        raise ModelError(f"{what} leave float64's range (they overflow to infinity or NaN): the model's weights, "
+                         "though finite, are far larger than a trained model's; its model.safetensors is damaged or "
+                         "not a trained model's")
+    return M
+
+
 def _dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
     """X W + b of the Linear layer `name`: attention.project, with W the stored weight transposed."""
     return attention.project(X, weights[f"{name}.weight"].T, weights[f"{name}.bias"])
@@ -99,7 +110,7 @@ def attend(X: np.ndarray, weights: dict, l: int, config: Config) -> dict[str, np
     K = _dense(X, weights, f"{p}.self.key")  # (T, D)
     V = _dense(X, weights, f"{p}.self.value")  # (T, D)
     Qh, Kh, Vh = (attention.split_heads(M, config.heads) for M in (Q, K, V))  # (H, T, d_head) each
-    omega = attention.scores(Qh, Kh)  # (H, T, T)
+    omega = _finite(attention.scores(Qh, Kh), f"layer {l + 1}'s attention scores")  # (H, T, T)
     alpha = attention.weights(omega, attention.default_scale(config.d_head))  # (H, T, T)
     Z = attention.context(alpha, Vh)  # (H, T, d_head)
     A = _dense(attention.merge_heads(Z), weights, f"{p}.output.dense")  # (T, D)
@@ -113,7 +124,8 @@ def passed_on(V: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarra
     W_O = weights[f"encoder.layer.{l}.attention.output.dense.weight"].T.astype(np.float64)  # (D, D)
     Vh = attention.split_heads(V, config.heads)  # (H, T, d_head)
     W_Oh = W_O.reshape(config.heads, config.d_head, config.hidden)  # (H, d_head, D)
-    return Vh @ W_Oh  # (H, T, D)
+    with np.errstate(all="ignore"):  # checked just below
+        return _finite(Vh @ W_Oh, f"layer {l + 1}'s values through its output projection")  # (H, T, D)
 
 
 def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
@@ -150,12 +162,18 @@ class Pass:
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
     """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
-    in `keep` (indices from 0)."""
-    X = embed(np.asarray(ids), weights, config)  # (T, D)
+    in `keep` (indices from 0). Numbers that overflow are refused after the embeddings, at
+    each layer's scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        return _forward(np.asarray(ids), weights, config, keep)
+
+
+def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
+    X = _finite(embed(ids, weights, config), "the embeddings")  # (T, D)
     hidden, alphas, kept = [X], [], {}
     for l in range(config.layers):
         X, steps = layer(X, weights, l, config)
-        hidden.append(X)
+        hidden.append(_finite(X, f"the hidden states after layer {l + 1}"))
         alphas.append(steps["weights"])
         if l in keep:
             kept[l] = steps

@@ -14,6 +14,7 @@ or written.
     8. a document's tokens are counted against the memory its O(T d) arrays take and, without
        a window (or with one as wide), against hours of T x T work: refused before the stream
     9. a file is read to its end, whatever its size said (/proc files say 0), to the same cap
+   10. a model's tokenizer.json or vocab.txt is held to the memory its parse takes before it is read
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -37,7 +38,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import analyze, attention, limits, load_vectors, projections, rnn
+from attncli import analyze, attention, limits, load_vectors, model_files, projections, rnn
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError
@@ -1259,3 +1260,49 @@ def test_a_vector_not_finite_is_refused_on_every_sentence_that_holds_it(glove_ve
             analyze.scores_doc(sentence, vectors)
     assert analyze.scores_doc("the of", vectors)["tokens"] == ["the", "of"]
     assert word not in vectors.checked and "the" in vectors.checked
+
+
+# --------------------------------------------------------------------------- 10. a model's text files
+
+
+def large_tokenizer(folder: Path, name: str, size: int) -> Path:
+    """A tiny model's folder whose tokenizer.json (or vocab.txt) holds about `size` bytes of
+    pieces in hexadecimal, 100,000 at a time: the shortest distinct pieces, the vocabulary
+    tokenizers expands most for its size."""
+    from tinybert import VOCAB
+
+    path = folder / name
+    if name == "vocab.txt":
+        (folder / "tokenizer.json").unlink()
+        head, tail, piece = "".join(f"{w}\n" for w in VOCAB).encode(), b"", lambda i: b"%x\n" % i
+    else:
+        text = path.read_text()
+        at = text.index('"[PAD]"', text.index('"vocab"'))  # the vocabulary's first piece
+        head, tail, piece = text[:at].encode(), text[at:].encode(), lambda i: b'"%x":%d,' % (i, i)
+    with open(path, "wb") as f:
+        f.write(head)
+        first = len(VOCAB)
+        while f.tell() < size - len(tail):
+            f.write(b"".join(map(piece, range(first, first + 100_000))))
+            first += 100_000
+        f.write(tail)
+    return path
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "vocab.txt"])
+def test_a_tokenizer_file_larger_than_memory_can_parse_in_1_gb(tmp_path, name):
+    """95 MB of short pieces, under the 100 MB any tokenizer file may hold: tokenizers would
+    take 1.6 GB (tokenizer.json) or 2.8 GB (vocab.txt) for them and, in 1 GB of address space,
+    abort the process with its own message and a backtrace (exit 134). Refused first, from
+    the file's size: 64 times it is more than the room left."""
+    pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from tinybert import write_model
+
+    folder = write_model(tmp_path / "m")
+    path = large_tokenizer(folder, name, 95_000_000)
+    size = path.stat().st_size
+    assert 95_000_000 <= size < model_files.TOKENIZER_MOST
+    result = limited_run("scores", "the earth", "--model", folder, address_space=1 << 30)
+    assert_one_error(result, f"{path} ({limits.size(size)}, 64 times that once parsed) needs about "
+                             f"{limits.size(64 * size)} of memory, and ", "is available; give the model's own file")

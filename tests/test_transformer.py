@@ -98,6 +98,7 @@ def _config(**changes):
     (_config(num_attention_heads=True), "num_attention_heads is True"),
     (_config(layer_norm_eps=-1), "layer_norm_eps is -1"),
     (_config(hidden_act="swish"), "hidden_act is 'swish'"),
+    (_config(hidden_act={"gelu": 1}), "hidden_act is {'gelu': 1}"),
     (_config(position_embedding_type="relative_key"), "position_embedding_type is 'relative_key'"),
     ([1, 2], "not a JSON object"),
 ])
@@ -111,7 +112,7 @@ def test_bad_configs(tmp_path, config, words):
 def test_config_not_json(tmp_path):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "config.json").write_text("{not json")
-    with pytest.raises(ModelError, match="config.json: not JSON"):
+    with pytest.raises(ModelError, match="config.json: is not JSON"):
         model_files.load_model(str(tmp_path / "m"))
 
 
@@ -212,7 +213,7 @@ def test_a_header_that_is_not_one(tmp_path, head):
 
 def test_a_tokenizer_json_that_is_not_one(tmp_path):
     write_model(tmp_path / "m")
-    (tmp_path / "m" / "tokenizer.json").write_text('{"model": 3}')
+    (tmp_path / "m" / "tokenizer.json").write_text('{"model": {"type": "WordPiece", "vocab": 3}}')
     with pytest.raises(ModelError, match="tokenizer.json: not a tokenizer"):
         model_files.load_model(str(tmp_path / "m"))
 
@@ -222,5 +223,9 @@ def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
 
     write_model(tmp_path / "m")
     monkeypatch.setattr(limits, "available", lambda: 1000)
-    with pytest.raises(limits.ResourceError, match="the weights of m needs about"):
+    with pytest.raises(limits.ResourceError, match=r"config.json \(\d+ bytes, 64 times that once parsed\) needs about"):
         model_files.load_model(str(tmp_path / "m"))
+    monkeypatch.setattr(limits, "available", lambda: 1_000_000)  # every file's parse, not the weights
+    wide = {**TINY, "vocab_size": 50_000}  # a table of 50,000 x 8 float32: 1.6 MB
+    with pytest.raises(limits.ResourceError, match="the weights of w needs about 1.6 MB of memory"):
+        model_files.load_model(str(write_model(tmp_path / "w", config=wide)))
