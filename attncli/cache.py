@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import importlib.util
+import io
 import json
 import os
 import stat
@@ -154,45 +155,61 @@ def _suffixes(meta: dict) -> list[str]:
 def write_entry(prefix: Path, vectors: Vectors, meta: dict, *, cache_entry: bool = False) -> dict:
     """Write `vectors` as the files of an entry at `prefix`; returns the metadata written.
 
-    A cache entry (`cache_entry`) also records each file's modification time and the
-    checksums verified at each load. The bundled entry does not: a git checkout sets its
-    own times, and its files have committed SHA-256s."""
+    A cache entry (`cache_entry`) also records each file's modification time, the CRC-32s
+    verified at each load and the SHA-256 of each file, which `vectors verify` checks; all
+    are computed as the bytes are written, so nothing is read back. The bundled entry
+    records none: a git checkout sets its own times, and its SHA-256s are committed beside
+    it (BUNDLED.sha256)."""
     vocab = vectors.vocab
-    np.save(f"{prefix}.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32), allow_pickle=False)
-    Path(f"{prefix}.words.txt").write_bytes(bytes(vocab.blob))
-    np.save(f"{prefix}.offsets.npy", np.asarray(vocab.offsets, dtype=np.int64), allow_pickle=False)
-    np.save(f"{prefix}.order.npy", np.asarray(vocab.order, dtype=np.int64), allow_pickle=False)
+    contents = {".npy": _npy(vectors.matrix, np.float32), ".words.txt": [memoryview(vocab.blob).cast("B")],
+                ".offsets.npy": _npy(vocab.offsets, np.int64), ".order.npy": _npy(vocab.order, np.int64)}
     meta = {
         "format": FORMAT, "version": FORMAT_VERSION if cache_entry else BUNDLED_VERSION, "name": vectors.name,
         "words": vectors.size, "dim": vectors.dim, "cased": vectors.cased, **meta,
     }
     if vectors.subwords is not None:
-        np.save(f"{prefix}{NGRAMS}", np.ascontiguousarray(vectors.subwords.matrix, dtype=np.float32), allow_pickle=False)
+        contents[NGRAMS] = _npy(vectors.subwords.matrix, np.float32)
         meta["subwords"] = {"min_n": vectors.subwords.min_n, "max_n": vectors.subwords.max_n,
                             "buckets": len(vectors.subwords.matrix)}
+    sums = {suffix: _write_file(f"{prefix}{suffix}", parts) for suffix, parts in contents.items()}  # (sha256, crc)
     meta["files"] = {s: os.stat(f"{prefix}{s}").st_size for s in _suffixes(meta)}
     if cache_entry:
         meta["mtimes"] = {s: os.stat(f"{prefix}{s}").st_mtime_ns for s in _suffixes(meta)}
-        meta["checksums"] = {"algorithm": CHECKSUM, **_written_checksums(str(prefix), meta)}
+        meta["checksums"] = {"algorithm": CHECKSUM,
+                             "files": {s: _hex(sums[s][1]) for s in WHOLE},
+                             "headers": {s: _hex(_crc(contents[s][0])) for s in sums if s not in WHOLE},
+                             "sha256": {s: sha for s, (sha, _) in sums.items()}}
         meta["checksums"]["metadata"] = _meta_checksum(meta)
-    Path(f"{prefix}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+    text = json.dumps(meta, indent=1, ensure_ascii=True) + "\n"
+    _write_file(f"{prefix}.json", [text.encode("ascii")])
     return meta
 
 
-def _written_checksums(prefix: str, meta: dict) -> dict:
-    """The checksums of the files just written, read back one at a time (a file descriptor
-    each, for a moment: a load maps them all at once, and may run out where a write did not)."""
-    sums = {"files": {}, "headers": {}}
-    for suffix in _suffixes(meta):
-        with open(f"{prefix}{suffix}", "rb") as f:
-            if suffix in WHOLE:
-                value = 0
-                while chunk := f.read(1 << 20):
-                    value = _crc(chunk, value)
-                sums["files"][suffix] = _hex(value)
-            else:
-                sums["headers"][suffix] = _hex(_crc(f.read(_npy_header(f, f"{prefix}{suffix}")[3])))
-    return sums
+CHUNK = 1 << 24  # bytes a write and a hash update: 16 MB, as numpy's own writer takes
+
+
+def _npy(array, dtype) -> list:
+    """[the .npy header, the data] of `array` as `dtype`, C-ordered: np.save's very bytes."""
+    array = np.ascontiguousarray(array, dtype=dtype)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return [header.getvalue(), memoryview(array.reshape(-1)).cast("B")]
+
+
+def _write_file(path: str, parts) -> tuple[str, int]:
+    """Write the buffers `parts` one after another as the file `path`; (its SHA-256, its
+    CRC-32), computed from the bytes as they are written."""
+    import hashlib
+
+    sha, crc = hashlib.sha256(), 0
+    with open(path, "wb") as f:
+        for part in parts:
+            for start in range(0, len(part), CHUNK):
+                piece = part[start:start + CHUNK]
+                f.write(piece)
+                sha.update(piece)
+                crc = _crc(piece, crc)
+    return sha.hexdigest(), crc
 
 
 def _crc(data, value: int = 0) -> int:
@@ -406,6 +423,10 @@ def _read_meta(prefix: str, *, bundled: bool) -> dict:
     return meta
 
 
+def _is_sha256(x) -> bool:
+    return isinstance(x, str) and len(x) == 64 and not x.strip("0123456789abcdef")
+
+
 def _is_int(x, least: int | None = 0) -> bool:
     return type(x) is int and (least is None or x >= least)
 
@@ -453,6 +474,9 @@ def _check_meta(meta, path: str, bundled: bool) -> None:
         got = sums.get(group)
         need(isinstance(got, dict) and set(got) == names and all(isinstance(v, str) for v in got.values()),
              f"'checksums' lacks its {group}")
+    sha = sums.get("sha256")  # absent from an entry written before attncli recorded them (see verify_entry)
+    need(sha is None or isinstance(sha, dict) and set(sha) == suffixes and all(map(_is_sha256, sha.values())),
+         "'checksums' does not give the SHA-256 of each of its files")
     src = meta["source"]
     need(isinstance(src.get("path"), str) and _is_int(src.get("size")) and _is_int(src.get("mtime_ns"), None)
          and isinstance(src.get("format"), str) and isinstance(src.get("compression"), (str, type(None))),

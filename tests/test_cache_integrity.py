@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import os
 import pwd
 import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -471,9 +473,18 @@ def test_the_metadata_holds_checksums_of_what_a_load_verifies(cache, source):
     data = (entry / "vectors.npy").read_bytes()
     header = data[: len(data) - len(WORDS) * 4 * 4]
     assert sums["headers"] == {".npy": f"{zlib.crc32(header):08x}"}
+    assert sums["sha256"] == {s: hashlib.sha256((entry / f"vectors{s}").read_bytes()).hexdigest()
+                              for s in (".npy", ".words.txt", ".offsets.npy", ".order.npy")}
+    assert data == _saved(np.load(entry / "vectors.npy"))  # the bytes np.save writes
     marker = json.loads((entry / ".attncli-entry").read_text())
     assert marker["made_by"] == "attncli" and marker["kind"] == "cache-entry" and marker["folder"] == entry.name
     assert marker["temporary"].startswith(".tmp-")
+
+
+def _saved(array) -> bytes:
+    f = io.BytesIO()
+    np.save(f, array, allow_pickle=False)
+    return f.getvalue()
 
 
 @pytest.fixture
@@ -637,6 +648,10 @@ METADATA = {
     "files with another name": _set("files", {"/../x": 1}),
     "mtimes of strings": _set_in("mtimes", ".npy", "yesterday"),
     "checksums a string": _set("checksums", "crc32"),
+    "sha256 a string": _set_in("checksums", "sha256", "e3b0c442"),
+    "sha256 short": _set_in("checksums", "sha256", {s: "e3b0" for s in (".npy", ".words.txt", ".offsets.npy",
+                                                                             ".order.npy")}),
+    "sha256 of one file": _set_in("checksums", "sha256", {".npy": "0" * 64}),
     "source a string": _set("source", "/v.txt"),
     "source path a number": _set_in("source", "path", 5),
     "limit a string": _set_in("options", "limit", "all"),
@@ -733,11 +748,11 @@ def test_too_few_file_descriptors_keep_the_good_entry(cache, source, files):
     assert identity(entry) == before
 
 
-@pytest.mark.parametrize("where", ["before the marker", "after the matrix", "before the checksums"])
+@pytest.mark.parametrize("where", ["before the marker", "after the matrix", "before the metadata"])
 def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, where):
     path, M = source
     code = f"""
-        import json, os, attncli, numpy as np
+        import json, os, tempfile, attncli
         from attncli import cache
         held = []
         def exhaust():
@@ -748,24 +763,21 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
                     return
         where = {where!r}
         if where == "before the marker":
-            real_marker = cache._write_marker
-            def marker(*a):
-                exhaust(); return real_marker(*a)
-            cache._write_marker = marker
-        elif where == "after the matrix":
-            real_save = np.save
-            calls = []
-            def save(*a, **kw):
-                calls.append(1)
-                if len(calls) == 2:
-                    exhaust()
-                return real_save(*a, **kw)
-            cache.np.save = save
+            real_mkdtemp = tempfile.mkdtemp
+            def mkdtemp(*a, **kw):
+                folder = real_mkdtemp(*a, **kw)
+                exhaust()
+                return folder
+            tempfile.mkdtemp = mkdtemp
         else:
-            real_sums = cache._written_checksums
-            def sums(*a):
-                exhaust(); return real_sums(*a)
-            cache._written_checksums = sums
+            real_write = cache._write_file
+            calls = []
+            def write(path, parts):
+                calls.append(path)  # the matrix first, the metadata last (the fifth)
+                if len(calls) == (2 if where == "after the matrix" else 5):
+                    exhaust()
+                return real_write(path, parts)
+            cache._write_file = write
         warnings = []
         v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
         for fd in held:
