@@ -10,22 +10,25 @@ An entry is a few files sharing one path prefix, none of them a pickle:
     PREFIX.json         metadata: name, words, dim, cased, source, options, files, checksums
 
 The bundled entry is embeddings/glove.6B.50d.100k.*, installed as the package
-attncli.embeddings (format version 1, no checksums: its files have committed SHA-256s).
+attncli.embeddings (format version 1, no checksums in its metadata: the SHA-256s of its
+files are committed beside them, in glove.6B.50d.100k.sha256).
 
 Cache entries live in ATTNCLI_CACHE_DIR, or else the platform's user cache directory, one
 folder each (PREFIX is FOLDER/vectors). A folder is written under a temporary name
 (.tmp-*), its marker file .attncli-entry first, and renamed into place whole, so that no
-reader ever sees half an entry. Only a folder whose marker says attncli made it, under its
-own name, is ever read or removed, and only the file names attncli writes are removed from
-it: the cache directory may hold anything else (ATTNCLI_CACHE_DIR can name a folder of the
-user's), and that is never touched.
+reader ever sees half an entry; its writer holds a lock (flock) on the marker until then,
+which tells a folder being written from one a killed run left. Only a folder whose marker
+says attncli made it, under its own name, is ever read or removed, and only the file names
+attncli writes are removed from it: the cache directory may hold anything else
+(ATTNCLI_CACHE_DIR can name a folder of the user's), and that is never touched.
 
 Every array is checked for dtype, shape and range before it is used; a cache entry's
 metadata also holds the sizes and modification times of its files and CRC-32 checksums of
 words.txt, offsets.npy, order.npy, the .npy headers and the metadata itself, all verified
-at each load. A damaged entry raises DamagedEntry (load.py converts the source again); an
-entry that is fine but cannot be read now (too many open files, no memory, no permission)
-raises EntryUnreadable and is left as it is.
+at each load, and the SHA-256 of each file, which only `vectors verify` checks (it reads
+the whole matrix). A damaged entry raises DamagedEntry (load.py converts the source
+again); an entry that is fine but cannot be read now (too many open files, no memory, no
+permission) raises EntryUnreadable and is left as it is.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ CHECKSUM = "crc32"
 WHOLE = (".words.txt", ".offsets.npy", ".order.npy")  # checksummed whole; of .npy and .ngrams.npy, the header
 META_MOST = 4_000_000  # an entry's metadata is a few hundred bytes
 MARKER_MOST = 4096
-YOUNG = 3600  # seconds: a temporary folder this recent may belong to a run still writing it
+LOCK = "flock"  # a marker's "lock": its writer holds an flock on it while it writes the folder
+YOUNG = 3600  # seconds: a temporary folder this recent, whose marker has no lock, may still be being written
 
 
 class DamagedEntry(VectorsError):
@@ -139,7 +143,7 @@ def entry_dir(source: Path, stat_: os.stat_result, options: dict) -> Path:
 def _entry_name(name: str, path: str, size: int, mtime_ns: int, options: dict, version: int) -> str:
     identity = json.dumps({"path": path, "size": size, "mtime_ns": mtime_ns, "options": options, "format": version},
                           sort_keys=True)
-    import hashlib  # here, and tempfile in store: reading the bundled vectors needs neither
+    import hashlib  # here, and tempfile in _temporary: reading the bundled vectors needs neither
 
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return f"{name[:80]}-{digest}"  # a file name can be longer than a folder name may
@@ -493,9 +497,26 @@ def read_bundled() -> Vectors:
 # --------------------------------------------------------------------------- folders attncli made
 
 
-def _marker_doc(folder: str, temporary: str) -> dict:
-    return {"made_by": "attncli", "kind": "cache-entry", "folder": folder, "temporary": temporary,
-            "created_by": f"attncli {__version__}"}
+def _marker_doc(folder: str, temporary: str, locked: bool) -> dict:
+    doc = {"made_by": "attncli", "kind": "cache-entry", "folder": folder, "temporary": temporary,
+           "created_by": f"attncli {__version__}", "pid": os.getpid()}
+    return {**doc, "lock": LOCK} if locked else doc
+
+
+def _lock(fd: int, *, wait: bool) -> bool | None:
+    """An exclusive flock of `fd`: True once held, False when another open file holds it
+    (only without `wait`), None where the filesystem has no locks."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return None
+        raise
+    return True
 
 
 def _marker(folder: Path) -> dict | None:
@@ -554,9 +575,27 @@ def _legacy(folder: Path) -> bool:
     return isinstance(src["path"], str) and folder.name.endswith(name) and len(folder.name) <= len(name) + 80
 
 
-def _write_marker(folder: Path, entry: str) -> None:
-    with open(folder / MARKER, "x", encoding="utf-8") as f:
-        f.write(json.dumps(_marker_doc(entry, folder.name), ensure_ascii=True) + "\n")
+def _temporary(root: Path, entry: str) -> tuple[Path, int]:
+    """A new temporary folder in `root` for the entry `entry`, and its marker's descriptor,
+    locked: the lock is held from before the marker says whose folder it is until the
+    descriptor is closed, after the folder was renamed into place or removed. The kernel
+    lets a lock go when its process ends, however it ends (SIGKILL, the OOM killer), so a
+    folder whose marker is locked is being written now, and one whose lock is free was left."""
+    import tempfile
+
+    temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=root))
+    fd = None
+    try:
+        fd = os.open(temporary / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        locked = _lock(fd, wait=True)
+        with open(fd, "w", encoding="utf-8", closefd=False) as f:
+            f.write(json.dumps(_marker_doc(entry, temporary.name, bool(locked)), ensure_ascii=True) + "\n")
+    except BaseException:
+        _discard(temporary)
+        if fd is not None:
+            os.close(fd)
+        raise
+    return temporary, fd
 
 
 def _remove_own(folder: Path) -> tuple[int, list[str]]:
@@ -601,7 +640,7 @@ def _last_written(folder: Path) -> float:
             times.append(os.lstat(path).st_mtime)
         except OSError:
             pass
-    return max(times)
+    return max(times, default=time.time())  # gone meanwhile: as good as new
 
 
 def _children(root: Path) -> list[Path]:
@@ -634,19 +673,17 @@ def read_cached(folder: Path, source: str) -> Vectors | None:
 
 def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     """Write an entry under a temporary name beside `folder`, its marker first, then rename
-    it into place.
+    it into place. What a run killed while converting this source left is removed first.
 
     Two processes converting the same source both succeed: the second rename finds the
     folder there, and that process keeps the first one's entry. Raises OSError when the
     cache directory cannot be written; whatever fails, no temporary folder is left.
     """
-    import tempfile
-
     folder.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=folder.parent))
+    _sweep(folder.parent, folder.name)
+    temporary, marker = _temporary(folder.parent, folder.name)
     placed = False
     try:
-        _write_marker(temporary, folder.name)
         write_entry(temporary / PREFIX, vectors, {**meta, "created_by": f"attncli {__version__}",
                                                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                     cache_entry=True)
@@ -659,6 +696,7 @@ def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     finally:
         if not placed:
             _discard(temporary)
+        os.close(marker)  # the lock goes only now: the folder is in place, or gone
     return folder
 
 
@@ -668,6 +706,46 @@ def _discard(temporary: Path) -> None:
         _remove_own(temporary)
     except OSError:
         pass  # its marker stays, if it could not be removed: a later clear takes it
+
+
+def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
+    """Remove a temporary folder that its writer left: (bytes freed, names left in it), or
+    why it was kept. A writer holds the lock on its marker (see _temporary); the lock is
+    taken here before anything is removed, so a run writing the folder now is never touched.
+    A marker without a lock (an older attncli, a filesystem without locks) is judged by
+    its age instead."""
+    doc = _marker(folder) or {}
+    try:
+        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return 0, []  # renamed into place since it was listed
+    try:
+        held = _lock(fd, wait=False) if doc.get("lock") == LOCK else None
+        if held is False:
+            pid = doc.get("pid")
+            run = f"attncli (process {pid})" if _is_int(pid) else "a run of attncli"
+            return f"{run} is writing it now"
+        if held is None and now - _last_written(folder) < YOUNG:
+            minutes = max(int((now - _last_written(folder)) // 60), 0)
+            return (f"a run may still be writing it (written {minutes} min ago, by a run that left no lock to tell "
+                    "by); it is removed once it is an hour old")
+        if _kind(folder) != "temporary":
+            return 0, []  # its writer placed it and let the lock go while this looked: an entry now
+        return _remove_own(folder)
+    finally:
+        os.close(fd)
+
+
+def _sweep(root: Path, entry: str) -> None:
+    """Remove the temporary folders that runs converting the entry `entry` left (killed
+    while writing): a new conversion of the same source does not leave them to a clear."""
+    now = time.time()
+    try:
+        for path in _children(root):
+            if path.name.startswith(TEMPORARY) and _kind(path) == "temporary" and _marker(path)["folder"] == entry:
+                _remove_temporary(path, now)
+    except (OSError, VectorsError):
+        pass  # what is left, clear removes
 
 
 def remove_entry(folder: Path) -> str | None:
@@ -709,8 +787,8 @@ def entries() -> list[dict]:
 
 
 def clear() -> dict:
-    """Remove every cache entry and every temporary folder an interrupted run left (an hour
-    old or more), only what attncli wrote in them. Returns {"removed": entries removed,
+    """Remove every cache entry and every temporary folder a run left (killed while writing
+    it: see _remove_temporary), only what attncli wrote in them. Returns {"removed": entries removed,
     "bytes": bytes freed, "kept": [{"path", "reason"}] of what was left and why, "links":
     [{"path", "target"}] of symbolic links to entries, removed without touching their
     targets}."""
@@ -727,15 +805,14 @@ def clear() -> dict:
             kind = _kind(path) or ("entry" if path.is_dir() and _legacy(path) else None)
             if kind is None:
                 continue  # not attncli's
-            if kind == "temporary" and now - _last_written(path) < YOUNG:
-                minutes = max(int((now - _last_written(path)) // 60), 0)
-                result["kept"].append({"path": str(path), "reason": f"a run may still be writing it (written "
-                                       f"{minutes} min ago); it is removed once it is an hour old"})
-                continue
-            freed, left = _remove_own(path)
+            done = _remove_own(path) if kind == "entry" else _remove_temporary(path, now)
         except (OSError, VectorsError) as e:
             result["kept"].append({"path": str(path), "reason": f"cannot be removed: {getattr(e, 'strerror', None) or e}"})
             continue
+        if isinstance(done, str):
+            result["kept"].append({"path": str(path), "reason": done})
+            continue
+        freed, left = done
         result["bytes"] += freed
         result["removed"] += kind == "entry"
         if left:

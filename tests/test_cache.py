@@ -485,7 +485,8 @@ def test_vectors_list(cache, source, tmp_path):
 def test_vectors_clear(cache, source, tmp_path):
     path, _ = source
     assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}
-    leftover = killed_run(cache, path, hours=2)  # what a killed run leaves: attncli's marker and a file
+    other = write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4))
+    leftover = killed_run(cache, other)  # what a killed run leaves: attncli's marker and a file
     leftover_bytes = sum(f.stat().st_size for f in leftover.iterdir())
     assert sorted(p.name for p in leftover.iterdir()) == [".attncli-entry", "vectors.npy"]
     load_vectors(path)

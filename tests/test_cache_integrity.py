@@ -2,7 +2,8 @@
 that cannot read.
 
 1. clear (and every removal of an entry or a temporary folder) touches only folders attncli
-   marked, only the file names it writes, never follows a link, spares a young temporary;
+   marked, only the file names it writes, never follows a link, spares a temporary folder
+   a run is writing now (its lock held) and removes one a killed run left;
 2. an entry edited with its sizes and times kept is noticed by its checksums, converted
    again, and gives the numbers of a fresh load; every array is range-checked, the bundled
    entry's too;
@@ -142,8 +143,9 @@ def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
     return lines[0]
 
 
-def killed_run(cache: Path, path: Path, *, hours: float) -> Path:
-    """The temporary folder of a conversion killed half way, its files `hours` old."""
+def killed_run(cache: Path, path: Path) -> Path:
+    """The temporary folder of a conversion of `path` that ended half way (os._exit, the
+    matrix written): its lock let go, as a kill lets it go."""
     code = f"""
         import os, numpy as np, attncli
         from attncli import cache
@@ -157,10 +159,14 @@ def killed_run(cache: Path, path: Path, *, hours: float) -> Path:
                           env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 9, proc.stderr
     [leftover] = temporaries(cache)
-    then = time.time() - hours * 3600
-    for p in [*leftover.iterdir(), leftover]:
-        os.utime(p, (then, then), follow_symlinks=False)
     return leftover
+
+
+def age(folder: Path, hours: float) -> None:
+    """Give a folder and its files the modification time of `hours` ago."""
+    then = time.time() - hours * 3600
+    for p in [*folder.iterdir(), folder]:
+        os.utime(p, (then, then), follow_symlinks=False)
 
 
 # --------------------------------------------------------------------------- 1. only what attncli made
@@ -298,23 +304,169 @@ def test_a_marker_attncli_did_not_write_proves_nothing(cache, source, marker):
     assert tree(entry) == before
 
 
-def test_a_young_temporary_folder_is_left_an_old_one_removed(cache, source):
+def test_a_temporary_folder_whose_writer_ended_is_removed_however_young(cache, source):
     path, _ = source
-    young = killed_run(cache, path, hours=0.2)
-    assert sorted(p.name for p in young.iterdir()) == [".attncli-entry", "vectors.npy"]
+    left = killed_run(cache, path)
+    marker = json.loads((left / ".attncli-entry").read_text())
+    assert marker["lock"] == "flock" and marker["temporary"] == left.name and isinstance(marker["pid"], int)
+    assert sorted(p.name for p in left.iterdir()) == [".attncli-entry", "vectors.npy"]
+    size = sum(p.stat().st_size for p in left.iterdir())
+    doc = one(run("vectors", "clear", "--json"))  # a second old: its lock is free, so its run has ended
+    assert doc == {"removed": 0, "bytes": size, "cache_dir": str(cache), "kept": [], "links": []}
+    assert temporaries(cache) == []
+
+
+def test_a_temporary_folder_being_written_is_kept(cache, source):
+    path, _ = source
+    folder = cache_module.entry_dir(path, path.stat(), {"limit": None, "unicode_errors": "replace"})
+    cache.mkdir()
+    temporary, fd = cache_module._temporary(cache, folder.name)  # as a conversion holds it while it writes
+    try:
+        (temporary / "vectors.npy").write_bytes(b"half")
+        age(temporary, hours=5)  # its age says nothing: the lock does
+        result = run("vectors", "clear", "--json")
+        doc = one(result, stderr=None)
+        reason = f"attncli (process {os.getpid()}) is writing it now"
+        one_warning(result.stderr, str(temporary), reason)
+        assert doc["kept"] == [{"path": str(temporary), "reason": reason}]
+        assert doc["bytes"] == 0 and sorted(p.name for p in temporary.iterdir()) == [".attncli-entry", "vectors.npy"]
+        load_vectors(path)  # a conversion of the same source leaves it alone too
+        assert temporaries(cache) == [temporary]
+    finally:
+        os.close(fd)
+    assert one(run("vectors", "clear", "--json"))["removed"] == 1 and temporaries(cache) == []
+
+
+def test_a_temporary_folder_without_a_lock_is_judged_by_its_age(cache, source):
+    path, _ = source
+    young = killed_run(cache, path)
+    marker = young / ".attncli-entry"
+    doc = json.loads(marker.read_text())
+    del doc["lock"]  # as attncli wrote it before it locked its markers, or where locks are not supported
+    marker.write_text(json.dumps(doc))
+    age(young, hours=0.2)
     result = run("vectors", "clear", "--json")
     doc = one(result, stderr=None)
-    one_warning(result.stderr, str(young), "may still be writing")
+    one_warning(result.stderr, str(young), "may still be writing it (written 12 min ago")
     assert doc["removed"] == 0 and doc["bytes"] == 0
     assert [k["path"] for k in doc["kept"]] == [str(young)] and young.exists()
 
     size = sum(p.stat().st_size for p in young.iterdir())
-    then = time.time() - 2 * 3600
-    for p in [*young.iterdir(), young]:
-        os.utime(p, (then, then))
+    age(young, hours=2)
     doc = one(run("vectors", "clear", "--json"))
     assert doc == {"removed": 0, "bytes": size, "cache_dir": str(cache), "kept": [], "links": []}
     assert not young.exists()
+
+
+def test_a_later_conversion_removes_what_a_killed_one_left(cache, source, tmp_path):
+    path, _ = source
+    left = killed_run(cache, path)
+    other = write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4))
+    load_vectors(other)  # another source's conversion leaves it to a clear
+    assert temporaries(cache) == [left]
+    same_as_fresh(load_vectors(path), path)
+    assert temporaries(cache) == [] and len(list(cache.iterdir())) == 2
+
+
+BIG = (200_000, 100)  # words x d of big_binary
+
+
+def big_rows(start: int, stop: int) -> np.ndarray:
+    """Rows start..stop of big_binary's matrix: values k/64, a pattern made a block at a
+    time, so that the test process never holds all of it (a child's peak RSS starts from
+    its parent's, which the RSS bounds of other tests would count)."""
+    i = np.arange(start, stop)[:, None]
+    return (((i * 7 + np.arange(BIG[1]) * 13) % 512 - 256) / 64).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def big_binary(tmp_path_factory) -> Path:
+    """A word2vec binary file of 200,000 words x 100 (80 MB): its conversion takes seconds,
+    writing its entry a few tenths of one."""
+    n, d = BIG
+    path = tmp_path_factory.mktemp("big") / "big.bin"
+    with path.open("wb") as f:
+        f.write(f"{n} {d}\n".encode())
+        for start in range(0, n, 10_000):
+            block = big_rows(start, start + 10_000)
+            f.write(b"".join(f"w{start + k} ".encode() + row.tobytes() + b"\n" for k, row in enumerate(block)))
+    return path
+
+
+def stopped(pid: int) -> None:
+    """Until process `pid` has stopped (a signal sent is not yet a signal taken: a write
+    under way ends first)."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in "tT":
+        assert time.monotonic() < deadline, f"process {pid} never stopped"
+        time.sleep(0.001)
+
+
+def caught_writing(cache: Path, *args) -> tuple[subprocess.Popen, Path]:
+    """`attncli vectors convert ARGS` in a process of its own, stopped (SIGSTOP) while it
+    writes its entry, its matrix begun: (the process, its temporary folder)."""
+    for _ in range(5):
+        proc = subprocess.Popen([str(ATTNCLI), "vectors", "convert", *map(str, args), "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env_for(cache), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            for folder in temporaries(cache):
+                try:
+                    ours = json.loads((folder / ".attncli-entry").read_text())["pid"] == proc.pid
+                except (OSError, ValueError, KeyError):
+                    continue  # not there yet, half written, or another's
+                if ours and (folder / "vectors.npy").exists() and not (folder / "vectors.json").exists():
+                    proc.send_signal(signal.SIGSTOP)
+                    stopped(proc.pid)
+                    if folder.exists() and not (folder / "vectors.json").exists():
+                        return proc, folder
+                    proc.send_signal(signal.SIGCONT)  # stopped too late: it was placing the folder
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        cache_module.remove_entry(Path(json.loads(out)["cache_entry"]).parent)  # it finished first: again
+    pytest.fail("no conversion was caught while it wrote its entry")
+
+
+def test_a_conversion_killed_mid_write_is_cleared_and_a_live_one_kept(cache, source, big_binary, tmp_path):
+    killed, left = caught_writing(cache, big_binary, "--limit", 150_000)
+    killed.kill()  # SIGKILL, as the OOM killer sends it: no handler runs, nothing is removed
+    killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    assert (left / ".attncli-entry").is_file() and (left / "vectors.npy").is_file()
+    live, writing = caught_writing(cache, big_binary)
+    try:
+        users_things(cache, tmp_path / "outside")
+        forged = cache / ".tmp-forged"  # a marker copied from another temporary folder proves nothing here
+        forged.mkdir()
+        shutil.copyfile(writing / ".attncli-entry", forged / ".attncli-entry")
+        users = {name: value for name, value in tree(cache).items() if not name.startswith((left.name, writing.name))}
+        writing_before = tree(writing)
+
+        path, _ = source
+        assert run("vectors", "list", "--json").stdout == ""  # neither folder is an entry
+        table = run("vectors", "list", "--format", "table")
+        assert table.exit_code == 0 and table.stdout == f"no cache entries in {cache}\n"
+        info = one(run("vectors", "info", "--vectors", path, "--json"))
+        assert info["words"] == len(WORDS) and Path(info["cache_entry"]).parent.parent == cache
+
+        proc = attncli("vectors", "clear", "--yes", "--json", env=env_for(cache))
+        assert proc.returncode == 0, proc.stderr
+        reason = f"attncli (process {live.pid}) is writing it now"
+        assert proc.stderr == f"attncli: warning: {writing}: left as it is: {reason}\n"
+        doc = json.loads(proc.stdout)
+        assert doc["removed"] == 1 and doc["kept"] == [{"path": str(writing), "reason": reason}]
+        assert not left.exists()
+        assert tree(writing) == writing_before
+        assert {n: v for n, v in tree(cache).items() if not n.startswith(writing.name)} == users
+    finally:
+        live.send_signal(signal.SIGCONT)
+        out, err = live.communicate(timeout=120)
+    assert live.returncode == 0 and err == ""
+    entry = Path(json.loads(out)["cache_entry"])
+    assert entry.parent.parent == cache and not writing.exists()
+    v = load_vectors(big_binary)
+    assert v.meta["entry"] == str(entry) and v.size == 200_000
+    np.testing.assert_array_equal(v.matrix[-3:], big_rows(199_997, 200_000))
 
 
 def test_an_entry_of_format_1_is_cleared_by_its_digest(cache, source, tmp_path):

@@ -146,8 +146,9 @@ def clear(yes, out):
 
     Only folders attncli made (each holds its marker file, .attncli-entry) are touched, and
     only the files attncli wrote in them: anything else in the cache directory, or added to
-    an entry, is left as it is, and said so ("kept"). A temporary folder less than an hour
-    old may belong to a run still writing it, and is kept too.
+    an entry, is left as it is, and said so ("kept"). A temporary folder that a run killed
+    while converting left is removed; one that a run is writing now (it holds a lock on the
+    marker) is kept, and said so.
 
     \b
     Examples:
