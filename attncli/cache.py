@@ -679,7 +679,10 @@ def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     folder there, and that process keeps the first one's entry. Raises OSError when the
     cache directory cannot be written; whatever fails, no temporary folder is left.
     """
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file, or a device, where the cache directory should be
+        raise VectorsError("it is not a folder") from None
     _sweep(folder.parent, folder.name)
     temporary, marker = _temporary(folder.parent, folder.name)
     placed = False

@@ -14,7 +14,8 @@ from attncli.vectors import Vectors
 
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
                  use_cache: bool = True, progress: Callable[[int, int], None] | None = None,
-                 warn: Callable[[str], None] | None = None, param: str = "--vectors") -> Vectors:
+                 warn: Callable[[str], None] | None = None, param: str = "--vectors",
+                 must_cache: bool = False) -> Vectors:
     """Word vectors to look sentences up in.
 
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
@@ -25,8 +26,17 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     entry (see cache.py) that later loads memory-map; use_cache=False skips it.
     progress(done, total) is called while a source is read; warn(message) for warnings.
     param: how an error about the source names where it was given ("--vectors", "SOURCE").
+    must_cache: a cache entry is what is asked for (`vectors convert`): what would be a
+    warning and a run without the cache (a cache directory that cannot be written) is a
+    VectorsError instead.
     """
     warn = warn or (lambda message: None)
+
+    def without_cache(why: str, fix: str) -> None:
+        if must_cache:
+            raise VectorsError(f"{why}; {fix}")
+        warn(f"{why}; going on without the vectors cache ({fix})")
+
     limit = None if limit is None else whole("limit", limit, 1)
     if source is None:
         bundled = cache.read_bundled()
@@ -40,7 +50,7 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         try:
             folder = cache.entry_dir(src.path, src.stat, options)
         except cache.NoCacheDir as e:
-            warn(f"{e.reason}; going on without the vectors cache (set HOME or ATTNCLI_CACHE_DIR to keep one)")
+            without_cache(e.reason, "set HOME or ATTNCLI_CACHE_DIR to keep one")
     if folder is not None:
         try:
             cached = cache.read_cached(folder, str(src.path))
@@ -51,8 +61,8 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
             if left is None:
                 warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
             else:
-                warn(f"the cache entry for {src.path} is damaged ({e}), and {folder} was left as it is: {left}; "
-                     "going on without the vectors cache (remove that folder to let it be written again)")
+                without_cache(f"the cache entry for {src.path} is damaged ({e}), and {folder} was left as it is: "
+                              f"{left}", "remove that folder to let it be written again")
                 folder = None
     try:
         fmt = sources.detect(src)
@@ -67,13 +77,14 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         try:
             cache.store(folder, vectors, meta)
         except (OSError, VectorsError) as e:
-            warn(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e}); "
-                 "going on without it (set ATTNCLI_CACHE_DIR to a writable directory)")
+            without_cache(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e})",
+                          "set ATTNCLI_CACHE_DIR to a writable directory")
             return vectors
         try:
             written = cache.read_cached(folder, str(src.path))
         except VectorsError as e:
-            warn(f"the cache entry {folder} was written but cannot be read back ({e}); going on without it")
+            without_cache(f"the cache entry {folder} was written but cannot be read back ({e})",
+                          "run it again, or set ATTNCLI_CACHE_DIR to another directory")
             return vectors
         if written is not None:
             vectors.meta = written.meta

@@ -77,9 +77,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source, param="SOURCE")
-    if not vectors.meta.get("entry"):
-        raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
+    vectors = load(source, param="SOURCE", must_cache=True)
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 
