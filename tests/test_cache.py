@@ -479,6 +479,13 @@ def test_vectors_list(cache, source, tmp_path):
     assert stale == {("v.txt", None): True, ("v.txt", 2): True, ("other.txt", None): True}
 
 
+def test_vectors_list_json_with_a_picture_writes_both(cache, source, tmp_path):
+    path, _ = source
+    load_vectors(path)
+    [doc] = ok(run("vectors", "list", "--json", "--svg", tmp_path / "p.svg"))
+    assert doc["name"] == "v.txt" and "v.txt" in (tmp_path / "p.svg").read_text()
+
+
 def test_vectors_clear(cache, source, tmp_path):
     path, _ = source
     assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}

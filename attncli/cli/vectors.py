@@ -95,10 +95,7 @@ def list_(out):
       attncli vectors list --json | jq -s 'map(.bytes) | add'
     """
     docs = [_entry_doc(entry) for entry in cache.entries()]
-    if out.fmt == "json":
-        emit(docs, out, "")
-    else:
-        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view")
+    emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view", json_docs=docs)
 
 
 def _confirm_clear() -> None:
