@@ -822,3 +822,128 @@ def clear() -> dict:
             shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             result["kept"].append({"path": str(path), "reason": f"holds files attncli did not write: {shown}"})
     return result
+
+
+# --------------------------------------------------------------------------- verify: every byte, against its SHA-256
+
+
+SUMS = ".sha256"  # beside the bundled entry: the SHA-256s of its files, as sha256sum writes them
+READ = 1 << 22  # bytes a read while hashing
+
+
+def to_verify(name: str | None = None) -> list[tuple[Path, bool]]:
+    """The entries `vectors verify` checks, as (prefix, bundled): without `name`, the bundled
+    entry and every cache entry; else the bundled entry by its name (BUNDLED), or the cache
+    entries whose vectors have that name (`vectors list` shows it), or the one whose folder
+    has that name or path. VectorsError when `name` names none."""
+    found = [(bundled_prefix(), True)] if name in (None, BUNDLED) else []
+    if name != BUNDLED:
+        for folder in _children(cache_dir()):
+            if _kind(folder) == "entry" and (name is None or name == folder.name
+                                            or os.path.abspath(name) == os.path.abspath(folder) or name == _name_of(folder)):
+                found.append((folder / PREFIX, False))
+    if not found:
+        raise VectorsError(f"no cache entry is named {name!r}: give a name or path that `attncli vectors list` shows, "
+                           f"or {BUNDLED} (the bundled vectors)")
+    return found
+
+
+def _name_of(folder: Path) -> str | None:
+    try:
+        return _read_meta(str(folder / PREFIX), bundled=False)["name"]
+    except VectorsError:
+        return None  # damaged: found by its folder alone
+
+
+def entry_bytes(prefix: Path) -> int:
+    """The bytes verify_entry hashes of the entry at `prefix` (as far as its files are there)."""
+    total = 0
+    for suffix in (*SUFFIXES, NGRAMS):
+        try:
+            total += os.stat(f"{prefix}{suffix}").st_size
+        except OSError:
+            pass
+    return total
+
+
+def verify_entry(prefix: Path, *, bundled: bool = False, hashed=lambda n: None) -> dict:
+    """The entry at `prefix` checked whole: every check a load makes, and the SHA-256 of each
+    of its files against the one recorded as it was written (in a cache entry's metadata;
+    beside the bundled entry, in BUNDLED.sha256). hashed(n) is called as n more bytes are
+    hashed. Returns {"name", "path", "source", "limit", "ok", "status", "problem", "files":
+    [{"name", "sha256", "expected"}]}, status one of "ok"; "damaged" (problem: which file,
+    what differs); "unchecked" (no SHA-256s to check against: an entry written before
+    attncli recorded them); "unreadable" (cannot be read now: no permission, too many open
+    files)."""
+    doc = {"name": prefix.name if bundled else prefix.parent.name, "path": str(prefix if bundled else prefix.parent),
+           "source": "bundled" if bundled else None, "limit": None, "ok": False, "status": "damaged", "problem": None,
+           "files": []}
+    try:
+        meta = _read_meta(str(prefix), bundled=bundled)
+        doc.update(name=meta["name"], limit=meta["options"].get("limit"))
+        if not bundled:
+            doc["source"] = meta["source"]["path"]
+        expected = _bundled_sums(prefix) if bundled else meta["checksums"].get("sha256")
+        for suffix in expected or _suffixes(meta):
+            doc["files"].append({"name": f"{prefix.name}{suffix}", "sha256": _sha256(f"{prefix}{suffix}", bundled, hashed),
+                                 "expected": expected[suffix] if expected else None})
+        try:
+            read_entry(prefix, "", bundled=bundled)
+            loaded = None
+        except DamagedEntry as e:
+            loaded = str(e)
+    except DamagedEntry as e:  # the metadata: nothing to check the files against
+        return {**doc, "problem": str(e)}
+    except EntryUnreadable as e:
+        return {**doc, "status": "unreadable", "problem": str(e)}
+    differing = [_differs(prefix, f) for f in doc["files"] if expected and f["sha256"] != f["expected"]]
+    if differing or loaded:
+        return {**doc, "problem": "; ".join(differing) or loaded}
+    if not expected:
+        why = (f"{prefix.name}{SUMS} is missing, or not the SHA-256s of its files" if bundled
+               else f"written by {meta['created_by']}, before attncli recorded the SHA-256s of an entry's files")
+        return {**doc, "status": "unchecked", "problem": why}
+    return {**doc, "ok": True, "status": "ok"}
+
+
+def _differs(prefix: Path, file: dict) -> str:
+    if file["sha256"] is None:
+        there = os.path.lexists(prefix.with_name(file["name"]))
+        return f"{file['name']} is {'not a regular file' if there else 'missing'}"
+    return (f"{file['name']} is not as it was written (SHA-256 {file['sha256'][:12]}…, written as "
+            f"{file['expected'][:12]}…)")
+
+
+def _sha256(path: str, follow: bool, hashed) -> str | None:
+    """The SHA-256 of an entry file, None when it is missing or not a regular file."""
+    import hashlib
+
+    try:
+        f = _open(path, follow=follow)
+    except DamagedEntry:
+        return None
+    sha, buffer = hashlib.sha256(), bytearray(READ)
+    with f:
+        try:
+            while n := f.readinto(buffer):
+                sha.update(memoryview(buffer)[:n])
+                hashed(n)
+        except OSError as e:
+            raise _unreadable(path, e) from None
+    return sha.hexdigest()
+
+
+def _bundled_sums(prefix: Path) -> dict | None:
+    """{suffix: SHA-256} of the bundled entry's files, from BUNDLED.sha256 (sha256sum's
+    lines: the hash, two spaces, the file's name); None where it is missing or malformed."""
+    try:
+        text = _read_small(f"{prefix}{SUMS}", MARKER_MOST, follow=True).decode("ascii")
+    except (DamagedEntry, UnicodeDecodeError):
+        return None
+    sums = {}
+    for line in text.splitlines():
+        sha, _, name = line.partition("  ")
+        if not (_is_sha256(sha) and name.startswith(prefix.name)):
+            return None
+        sums[name[len(prefix.name):]] = sha
+    return sums if set(sums) == {*SUFFIXES, ".json"} else None

@@ -15,7 +15,7 @@ from attncli.vectors import Vectors
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
                  use_cache: bool = True, progress: Callable[[int, int], None] | None = None,
                  warn: Callable[[str], None] | None = None, param: str = "--vectors",
-                 must_cache: bool = False) -> Vectors:
+                 must_cache: bool = False, verify: bool = False) -> Vectors:
     """Word vectors to look sentences up in.
 
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
@@ -28,7 +28,8 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     param: how an error about the source names where it was given ("--vectors", "SOURCE").
     must_cache: a cache entry is what is asked for (`vectors convert`): what would be a
     warning and a run without the cache (a cache directory that cannot be written) is a
-    VectorsError instead.
+    VectorsError instead. verify: an entry already there is used only if every file of it
+    is as it was written (cache.verify_entry, which reads it all); else it is converted again.
     """
     warn = warn or (lambda message: None)
 
@@ -52,17 +53,22 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         except cache.NoCacheDir as e:
             without_cache(e.reason, "set HOME or ATTNCLI_CACHE_DIR to keep one")
     if folder is not None:
+        why = None  # what is wrong with the entry there, which is then converted again
         try:
             cached = cache.read_cached(folder, str(src.path))
-            if cached is not None:
+            if cached is not None and verify:
+                why = _unverified(folder / cache.PREFIX, progress)
+            if cached is not None and why is None:
                 return cached
         except cache.DamagedEntry as e:  # damage only: an entry that cannot be read now (EMFILE) is an error
+            why = f"is damaged ({e})"
+        if why is not None:
             left = cache.remove_entry(folder)
             if left is None:
-                warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
+                warn(f"the cache entry for {src.path} {why}; converting it again")
             else:
-                without_cache(f"the cache entry for {src.path} is damaged ({e}), and {folder} was left as it is: "
-                              f"{left}", "remove that folder to let it be written again")
+                without_cache(f"the cache entry for {src.path} {why}, and {folder} was left as it is: {left}",
+                              "remove that folder to let it be written again")
                 folder = None
     try:
         fmt = sources.detect(src)
@@ -89,3 +95,22 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         if written is not None:
             vectors.meta = written.meta
     return vectors
+
+
+def _unverified(prefix, progress) -> str | None:
+    """What keeps the entry at `prefix` from verifying (cache.verify_entry), said after "the
+    cache entry": None when it verifies. An entry that cannot be read now is an error."""
+    total, done = cache.entry_bytes(prefix), 0
+
+    def hashed(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    checked = cache.verify_entry(prefix, hashed=hashed)
+    if checked["status"] == "unreadable":
+        raise cache.EntryUnreadable(checked["problem"])
+    if checked["status"] == "unchecked":
+        return f"holds no SHA-256s to verify it by ({checked['problem']})"
+    return None if checked["ok"] else f"is damaged ({checked['problem']})"

@@ -27,6 +27,7 @@ import io
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -1137,3 +1138,209 @@ def test_a_cache_dir_too_long_is_a_warning(cache, source, monkeypatch):
     one_warning(result.stderr, "cannot write the vectors cache", "File name too long")
     assert one(result, stderr=None)["cache_entry"] is None
     assert ok(run("vectors", "list", "--json")) == []
+
+
+# --------------------------------------------------------------------------- 8. vectors verify: every byte
+
+
+VERIFY_KEYS = {"name", "path", "source", "limit", "ok", "status", "problem", "files"}
+ENTRY_SUFFIXES = (".npy", ".words.txt", ".offsets.npy", ".order.npy")
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def verified(*args) -> tuple[list[dict], object]:
+    """`vectors verify ARGS --json`: (its documents, the result)."""
+    result = run("vectors", "verify", *args, "--json")
+    return [json.loads(line) for line in result.stdout.splitlines()], result
+
+
+def flip(path: Path, at: int) -> None:
+    """Change one byte of `path` in place, its size and modification time kept."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    keep_times(path, lambda: path.write_bytes(bytes(data)))
+
+
+def test_a_fresh_entry_verifies(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert set(doc) == VERIFY_KEYS
+    assert {k: doc[k] for k in VERIFY_KEYS - {"files"}} == {
+        "name": "v.txt", "path": str(entry), "source": str(path.resolve()), "limit": None, "ok": True, "status": "ok",
+        "problem": None}
+    assert doc["files"] == [{"name": f"vectors{s}", "sha256": sha256_of(entry / f"vectors{s}"),
+                             "expected": sha256_of(entry / f"vectors{s}")} for s in ENTRY_SUFFIXES]
+    table = run("vectors", "verify", "v.txt", "--format", "table")
+    assert table.exit_code == 0 and table.stdout == f"v.txt ({entry}): ok\n"
+
+
+def _damaged(entry: Path, name: str, *words: str) -> dict:
+    """The one entry verify finds damaged in `entry`: its document, after the exit status and
+    lines a damaged entry gives."""
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 1 entry did not verify\n"
+    assert (doc["ok"], doc["status"]) == (False, "damaged")
+    assert doc["problem"].startswith(name) and all(w in doc["problem"] for w in words), doc["problem"]
+    table = run("vectors", "verify", entry.name, "--format", "table", env={"COLUMNS": "1000"})
+    assert table.exit_code == 1
+    assert table.stdout == f"v.txt ({entry}): damaged: {doc['problem']}; convert it again to get it whole: " \
+                           f"attncli vectors convert {json.loads((entry / 'vectors.json').read_text())['source']['path']}\n"
+    return doc
+
+
+@pytest.mark.parametrize("name,at", [("vectors.npy", -1), ("vectors.npy", 200), ("vectors.words.txt", 0)])
+def test_a_byte_changed_in_place_is_found_and_named(cache, source, name, at):
+    path, _ = source
+    entry = entry_of(path)
+    written = sha256_of(entry / name)
+    flip(entry / name, at)
+    if name == "vectors.npy":  # the rows a load trusts: used as they are, unnoticed
+        v = load_vectors(path)
+        assert v.meta["entry"] == str(entry / "vectors") and not np.array_equal(v.matrix, load_vectors(
+            path, use_cache=False).matrix)
+    doc = _damaged(entry, name, "is not as it was written", f"written as {written[:12]}…",
+                   f"SHA-256 {sha256_of(entry / name)[:12]}…")
+    for f in doc["files"]:
+        assert f["expected"] == (written if f["name"] == name else sha256_of(entry / f["name"]))
+        assert f["sha256"] == sha256_of(entry / f["name"])
+    # convert writes it again, whole, and it verifies
+    result = run("vectors", "convert", path, "--json")
+    found = "is not as it was written" if name == "vectors.npy" else "was changed after it was written"  # a load's CRC-32
+    one_warning(result.stderr, f"the cache entry for {path} is damaged", name, found, "converting it again")
+    assert one(result, stderr=None)["cache_entry"] == str(entry / "vectors")
+    assert verified(entry.name)[0][0]["ok"] is True and sha256_of(entry / name) == written
+
+
+def test_a_missing_file_is_named(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / "vectors.order.npy").unlink()
+    doc = _damaged(entry, "vectors.order.npy is missing")
+    assert doc["problem"] == "vectors.order.npy is missing"
+    assert [f["sha256"] for f in doc["files"] if f["name"] == "vectors.order.npy"] == [None]
+
+
+def test_damaged_metadata_is_named(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    flip(entry / "vectors.json", 40)
+    (bundled, doc), result = verified()  # the bundled entry first, then the cache's
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 2 entries did not verify\n"
+    assert bundled["ok"] is True and doc["path"] == str(entry) and doc["name"] == entry.name  # its own name unknown
+    assert doc["status"] == "damaged" and doc["files"] == []
+    assert doc["problem"].startswith(f"{entry}/vectors.json: ")  # what a load would say of it
+
+
+def test_an_entry_written_before_sha256s_is_reported_not_damaged(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    meta = json.loads((entry / "vectors.json").read_text())
+    del meta["checksums"]["sha256"]  # as an older attncli wrote it
+    meta["checksums"]["metadata"] = cache_module._meta_checksum(meta)
+    (entry / "vectors.json").write_text(json.dumps(meta))
+    assert load_vectors(path).meta["entry"] == str(entry / "vectors")  # a good entry, used
+
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 1 entry did not verify\n"
+    assert (doc["ok"], doc["status"]) == (False, "unchecked")
+    assert doc["problem"] == f"written by {meta['created_by']}, before attncli recorded the SHA-256s of an entry's files"
+    assert [f["expected"] for f in doc["files"]] == [None] * 4
+    assert [f["sha256"] for f in doc["files"]] == [sha256_of(entry / f"vectors{s}") for s in ENTRY_SUFFIXES]
+    table = run("vectors", "verify", "--format", "table", entry, env={"COLUMNS": "1000"})
+    assert f"v.txt ({entry}): not checked: {doc['problem']}; convert it again to get them: attncli vectors " \
+           f"convert {path.resolve()}\n" in table.stdout
+
+    result = run("vectors", "convert", path, "--json")  # as the line says
+    one_warning(result.stderr, "holds no SHA-256s to verify it by", "converting it again")
+    assert verified(entry.name)[0][0]["ok"] is True
+
+
+def test_verify_finds_entries_by_name_folder_and_path(cache, source, tmp_path):
+    path, _ = source
+    whole, first = entry_of(path), entry_of(path, limit=3)
+    other = entry_of(write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4)))
+    docs, result = verified()
+    assert result.exit_code == 0
+    assert [d["path"] for d in docs] == [str(cache_module.bundled_prefix()), *sorted(map(str, (whole, first, other)))]
+    assert sorted(d["path"] for d in verified("v.txt")[0]) == sorted([str(whole), str(first)])
+    assert [d["limit"] for d in verified(first.name)[0]] == [3]
+    assert [d["path"] for d in verified(str(other) + "/")[0]] == [str(other)]
+    fails(run("vectors", "verify", "nope"), "no cache entry is named 'nope'", "vectors list", cache_module.BUNDLED)
+
+
+def test_the_bundled_entry_verifies_against_its_committed_sha256s():
+    [doc], result = verified(cache_module.BUNDLED)
+    assert result.exit_code == 0 and doc["ok"] is True and doc["source"] == "bundled" and doc["limit"] == 100_000
+    readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text()
+    names = [f"{cache_module.BUNDLED}{s}" for s in (*ENTRY_SUFFIXES, ".json")]
+    assert [f["name"] for f in doc["files"]] == names
+    for f in doc["files"]:
+        assert f["sha256"] == f["expected"] and f["expected"] in readme  # the digests the README commits
+
+
+@pytest.fixture
+def bundled_with_sums(bundled_copy) -> Path:
+    src = cache_module.bundled_prefix()
+    text = Path(f"{src}.sha256").read_text().replace(f"  {src.name}.", f"  {bundled_copy.name}.")
+    Path(f"{bundled_copy}.sha256").write_text(text)
+    return bundled_copy
+
+
+def test_a_damaged_bundled_entry_is_found(bundled_with_sums):
+    prefix = bundled_with_sums
+    assert cache_module.verify_entry(prefix, bundled=True)["ok"] is True
+    flip(Path(f"{prefix}.npy"), 1000)
+    doc = cache_module.verify_entry(prefix, bundled=True)
+    assert doc["status"] == "damaged" and doc["problem"].startswith("b.npy is not as it was written")
+    Path(f"{prefix}.sha256").unlink()
+    doc = cache_module.verify_entry(prefix, bundled=True)
+    assert doc["status"] == "unchecked" and doc["problem"] == "b.sha256 is missing, or not the SHA-256s of its files"
+
+
+def test_verify_draws_a_bar_for_a_large_entry(cache, big_binary):
+    import ptys
+
+    load_vectors(big_binary)
+    assert cache_module.entry_bytes(cache_module.to_verify("big.bin")[0][0]) >= (64 << 20)
+    env = {"ATTNCLI_CACHE_DIR": str(cache), "COLUMNS": "100"}
+    status, out, err, screen = ptys.run(["vectors", "verify", "big.bin", "--json"], on_tty=("stderr",), env=env)
+    assert status == 0 and json.loads(out)["ok"] is True
+    assert re.search(r"MB .*\d+/80", ptys.plain(screen)), screen  # stderr: the bar over the entry's 80 MB
+    status, out, err, screen = ptys.run(["vectors", "verify", cache_module.BUNDLED, "--json"], on_tty=("stderr",),
+                                        env=env)
+    assert status == 0 and json.loads(out)["ok"] is True and ptys.plain(screen).strip() == ""  # 22 MB: no bar
+
+
+def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, monkeypatch):
+    path, _ = source
+    entry = entry_of(path)
+    before = identity(entry)
+    real = cache_module.limits.open_regular
+
+    def refused(p, what):
+        if str(p).endswith("vectors.npy"):
+            from attncli.limits import ResourceError
+            raise ResourceError(f"{p}: cannot be read: {os.strerror(errno.EACCES)}")
+        return real(p, what)
+
+    monkeypatch.setattr(cache_module.limits, "open_regular", refused)
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and (doc["ok"], doc["status"]) == (False, "unreadable")
+    assert doc["problem"] == f"{entry}/vectors.npy: cannot be read: Permission denied; the cache entry was left as it is"
+    table = run("vectors", "verify", entry.name, "--format", "table", env={"COLUMNS": "1000"})
+    assert table.stdout == f"v.txt ({entry}): cannot be read now: {doc['problem']}\n"
+    fails(run("vectors", "convert", path), "Permission denied", "left as it is")  # an error, never a rewrite
+    assert identity(entry) == before
+
+
+def test_verify_json_with_a_picture_writes_both(cache, source, tmp_path):
+    path, _ = source
+    entry = entry_of(path)
+    docs = ok(run("vectors", "verify", "--json", "--svg", tmp_path / "p.svg"))
+    assert "v.txt" in (tmp_path / "p.svg").read_text()  # the table view, drawn
+    assert str(entry) in [doc["path"] for doc in docs]  # and the documents, a line each

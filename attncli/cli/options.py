@@ -72,8 +72,8 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source, param="--vectors", must_cache=False):
-            given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, "must_cache": must_cache}
+        def load(source, param="--vectors", **cache_options):  # must_cache, verify: see load_vectors
+            given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, **cache_options}
             if not sys.stderr.isatty():
                 return load_vectors(source, **given)
             from attncli import render  # rich: see emit
