@@ -10,28 +10,32 @@ An entry is a few files sharing one path prefix, none of them a pickle:
     PREFIX.json         metadata: name, words, dim, cased, source, options, files, checksums
 
 The bundled entry is embeddings/glove.6B.50d.100k.*, installed as the package
-attncli.embeddings (format version 1, no checksums: its files have committed SHA-256s).
+attncli.embeddings (format version 1, no checksums in its metadata: the SHA-256s of its
+files are committed beside them, in glove.6B.50d.100k.sha256).
 
 Cache entries live in ATTNCLI_CACHE_DIR, or else the platform's user cache directory, one
 folder each (PREFIX is FOLDER/vectors). A folder is written under a temporary name
 (.tmp-*), its marker file .attncli-entry first, and renamed into place whole, so that no
-reader ever sees half an entry. Only a folder whose marker says attncli made it, under its
-own name, is ever read or removed, and only the file names attncli writes are removed from
-it: the cache directory may hold anything else (ATTNCLI_CACHE_DIR can name a folder of the
-user's), and that is never touched.
+reader ever sees half an entry; its writer holds a lock (flock) on the marker until then,
+which tells a folder being written from one a killed run left. Only a folder whose marker
+says attncli made it, under its own name, is ever read or removed, and only the file names
+attncli writes are removed from it: the cache directory may hold anything else
+(ATTNCLI_CACHE_DIR can name a folder of the user's), and that is never touched.
 
 Every array is checked for dtype, shape and range before it is used; a cache entry's
 metadata also holds the sizes and modification times of its files and CRC-32 checksums of
 words.txt, offsets.npy, order.npy, the .npy headers and the metadata itself, all verified
-at each load. A damaged entry raises DamagedEntry (load.py converts the source again); an
-entry that is fine but cannot be read now (too many open files, no memory, no permission)
-raises EntryUnreadable and is left as it is.
+at each load, and the SHA-256 of each file, which only `vectors verify` checks (it reads
+the whole matrix). A damaged entry raises DamagedEntry (load.py converts the source
+again); an entry that is fine but cannot be read now (too many open files, no memory, no
+permission) raises EntryUnreadable and is left as it is.
 """
 
 from __future__ import annotations
 
 import errno
 import importlib.util
+import io
 import json
 import os
 import stat
@@ -62,7 +66,8 @@ CHECKSUM = "crc32"
 WHOLE = (".words.txt", ".offsets.npy", ".order.npy")  # checksummed whole; of .npy and .ngrams.npy, the header
 META_MOST = 4_000_000  # an entry's metadata is a few hundred bytes
 MARKER_MOST = 4096
-YOUNG = 3600  # seconds: a temporary folder this recent may belong to a run still writing it
+LOCK = "flock"  # a marker's "lock": its writer holds an flock on it while it writes the folder
+YOUNG = 3600  # seconds: a temporary folder this recent, whose marker has no lock, may still be being written
 
 
 class DamagedEntry(VectorsError):
@@ -138,7 +143,7 @@ def entry_dir(source: Path, stat_: os.stat_result, options: dict) -> Path:
 def _entry_name(name: str, path: str, size: int, mtime_ns: int, options: dict, version: int) -> str:
     identity = json.dumps({"path": path, "size": size, "mtime_ns": mtime_ns, "options": options, "format": version},
                           sort_keys=True)
-    import hashlib  # here, and tempfile in store: reading the bundled vectors needs neither
+    import hashlib  # here, and tempfile in _temporary: reading the bundled vectors needs neither
 
     digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return f"{name[:80]}-{digest}"  # a file name can be longer than a folder name may
@@ -154,45 +159,61 @@ def _suffixes(meta: dict) -> list[str]:
 def write_entry(prefix: Path, vectors: Vectors, meta: dict, *, cache_entry: bool = False) -> dict:
     """Write `vectors` as the files of an entry at `prefix`; returns the metadata written.
 
-    A cache entry (`cache_entry`) also records each file's modification time and the
-    checksums verified at each load. The bundled entry does not: a git checkout sets its
-    own times, and its files have committed SHA-256s."""
+    A cache entry (`cache_entry`) also records each file's modification time, the CRC-32s
+    verified at each load and the SHA-256 of each file, which `vectors verify` checks; all
+    are computed as the bytes are written, so nothing is read back. The bundled entry
+    records none: a git checkout sets its own times, and its SHA-256s are committed beside
+    it (BUNDLED.sha256)."""
     vocab = vectors.vocab
-    np.save(f"{prefix}.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32), allow_pickle=False)
-    Path(f"{prefix}.words.txt").write_bytes(bytes(vocab.blob))
-    np.save(f"{prefix}.offsets.npy", np.asarray(vocab.offsets, dtype=np.int64), allow_pickle=False)
-    np.save(f"{prefix}.order.npy", np.asarray(vocab.order, dtype=np.int64), allow_pickle=False)
+    contents = {".npy": _npy(vectors.matrix, np.float32), ".words.txt": [memoryview(vocab.blob).cast("B")],
+                ".offsets.npy": _npy(vocab.offsets, np.int64), ".order.npy": _npy(vocab.order, np.int64)}
     meta = {
         "format": FORMAT, "version": FORMAT_VERSION if cache_entry else BUNDLED_VERSION, "name": vectors.name,
         "words": vectors.size, "dim": vectors.dim, "cased": vectors.cased, **meta,
     }
     if vectors.subwords is not None:
-        np.save(f"{prefix}{NGRAMS}", np.ascontiguousarray(vectors.subwords.matrix, dtype=np.float32), allow_pickle=False)
+        contents[NGRAMS] = _npy(vectors.subwords.matrix, np.float32)
         meta["subwords"] = {"min_n": vectors.subwords.min_n, "max_n": vectors.subwords.max_n,
                             "buckets": len(vectors.subwords.matrix)}
+    sums = {suffix: _write_file(f"{prefix}{suffix}", parts) for suffix, parts in contents.items()}  # (sha256, crc)
     meta["files"] = {s: os.stat(f"{prefix}{s}").st_size for s in _suffixes(meta)}
     if cache_entry:
         meta["mtimes"] = {s: os.stat(f"{prefix}{s}").st_mtime_ns for s in _suffixes(meta)}
-        meta["checksums"] = {"algorithm": CHECKSUM, **_written_checksums(str(prefix), meta)}
+        meta["checksums"] = {"algorithm": CHECKSUM,
+                             "files": {s: _hex(sums[s][1]) for s in WHOLE},
+                             "headers": {s: _hex(_crc(contents[s][0])) for s in sums if s not in WHOLE},
+                             "sha256": {s: sha for s, (sha, _) in sums.items()}}
         meta["checksums"]["metadata"] = _meta_checksum(meta)
-    Path(f"{prefix}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+    text = json.dumps(meta, indent=1, ensure_ascii=True) + "\n"
+    _write_file(f"{prefix}.json", [text.encode("ascii")])
     return meta
 
 
-def _written_checksums(prefix: str, meta: dict) -> dict:
-    """The checksums of the files just written, read back one at a time (a file descriptor
-    each, for a moment: a load maps them all at once, and may run out where a write did not)."""
-    sums = {"files": {}, "headers": {}}
-    for suffix in _suffixes(meta):
-        with open(f"{prefix}{suffix}", "rb") as f:
-            if suffix in WHOLE:
-                value = 0
-                while chunk := f.read(1 << 20):
-                    value = _crc(chunk, value)
-                sums["files"][suffix] = _hex(value)
-            else:
-                sums["headers"][suffix] = _hex(_crc(f.read(_npy_header(f, f"{prefix}{suffix}")[3])))
-    return sums
+CHUNK = 1 << 24  # bytes a write and a hash update: 16 MB, as numpy's own writer takes
+
+
+def _npy(array, dtype) -> list:
+    """[the .npy header, the data] of `array` as `dtype`, C-ordered: np.save's very bytes."""
+    array = np.ascontiguousarray(array, dtype=dtype)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return [header.getvalue(), memoryview(array.reshape(-1)).cast("B")]
+
+
+def _write_file(path: str, parts) -> tuple[str, int]:
+    """Write the buffers `parts` one after another as the file `path`; (its SHA-256, its
+    CRC-32), computed from the bytes as they are written."""
+    import hashlib
+
+    sha, crc = hashlib.sha256(), 0
+    with open(path, "wb") as f:
+        for part in parts:
+            for start in range(0, len(part), CHUNK):
+                piece = part[start:start + CHUNK]
+                f.write(piece)
+                sha.update(piece)
+                crc = _crc(piece, crc)
+    return sha.hexdigest(), crc
 
 
 def _crc(data, value: int = 0) -> int:
@@ -406,6 +427,10 @@ def _read_meta(prefix: str, *, bundled: bool) -> dict:
     return meta
 
 
+def _is_sha256(x) -> bool:
+    return isinstance(x, str) and len(x) == 64 and not x.strip("0123456789abcdef")
+
+
 def _is_int(x, least: int | None = 0) -> bool:
     return type(x) is int and (least is None or x >= least)
 
@@ -453,6 +478,9 @@ def _check_meta(meta, path: str, bundled: bool) -> None:
         got = sums.get(group)
         need(isinstance(got, dict) and set(got) == names and all(isinstance(v, str) for v in got.values()),
              f"'checksums' lacks its {group}")
+    sha = sums.get("sha256")  # absent from an entry written before attncli recorded them (see verify_entry)
+    need(sha is None or isinstance(sha, dict) and set(sha) == suffixes and all(map(_is_sha256, sha.values())),
+         "'checksums' does not give the SHA-256 of each of its files")
     src = meta["source"]
     need(isinstance(src.get("path"), str) and _is_int(src.get("size")) and _is_int(src.get("mtime_ns"), None)
          and isinstance(src.get("format"), str) and isinstance(src.get("compression"), (str, type(None))),
@@ -469,9 +497,26 @@ def read_bundled() -> Vectors:
 # --------------------------------------------------------------------------- folders attncli made
 
 
-def _marker_doc(folder: str, temporary: str) -> dict:
-    return {"made_by": "attncli", "kind": "cache-entry", "folder": folder, "temporary": temporary,
-            "created_by": f"attncli {__version__}"}
+def _marker_doc(folder: str, temporary: str, locked: bool) -> dict:
+    doc = {"made_by": "attncli", "kind": "cache-entry", "folder": folder, "temporary": temporary,
+           "created_by": f"attncli {__version__}", "pid": os.getpid()}
+    return {**doc, "lock": LOCK} if locked else doc
+
+
+def _lock(fd: int, *, wait: bool) -> bool | None:
+    """An exclusive flock of `fd`: True once held, False when another open file holds it
+    (only without `wait`), None where the filesystem has no locks."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return None
+        raise
+    return True
 
 
 def _marker(folder: Path) -> dict | None:
@@ -530,9 +575,27 @@ def _legacy(folder: Path) -> bool:
     return isinstance(src["path"], str) and folder.name.endswith(name) and len(folder.name) <= len(name) + 80
 
 
-def _write_marker(folder: Path, entry: str) -> None:
-    with open(folder / MARKER, "x", encoding="utf-8") as f:
-        f.write(json.dumps(_marker_doc(entry, folder.name), ensure_ascii=True) + "\n")
+def _temporary(root: Path, entry: str) -> tuple[Path, int]:
+    """A new temporary folder in `root` for the entry `entry`, and its marker's descriptor,
+    locked: the lock is held from before the marker says whose folder it is until the
+    descriptor is closed, after the folder was renamed into place or removed. The kernel
+    lets a lock go when its process ends, however it ends (SIGKILL, the OOM killer), so a
+    folder whose marker is locked is being written now, and one whose lock is free was left."""
+    import tempfile
+
+    temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=root))
+    fd = None
+    try:
+        fd = os.open(temporary / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        locked = _lock(fd, wait=True)
+        with open(fd, "w", encoding="utf-8", closefd=False) as f:
+            f.write(json.dumps(_marker_doc(entry, temporary.name, bool(locked)), ensure_ascii=True) + "\n")
+    except BaseException:
+        _discard(temporary)
+        if fd is not None:
+            os.close(fd)
+        raise
+    return temporary, fd
 
 
 def _remove_own(folder: Path) -> tuple[int, list[str]]:
@@ -577,7 +640,7 @@ def _last_written(folder: Path) -> float:
             times.append(os.lstat(path).st_mtime)
         except OSError:
             pass
-    return max(times)
+    return max(times, default=time.time())  # gone meanwhile: as good as new
 
 
 def _children(root: Path) -> list[Path]:
@@ -610,19 +673,20 @@ def read_cached(folder: Path, source: str) -> Vectors | None:
 
 def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     """Write an entry under a temporary name beside `folder`, its marker first, then rename
-    it into place.
+    it into place. What a run killed while converting this source left is removed first.
 
     Two processes converting the same source both succeed: the second rename finds the
     folder there, and that process keeps the first one's entry. Raises OSError when the
     cache directory cannot be written; whatever fails, no temporary folder is left.
     """
-    import tempfile
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=folder.parent))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file, or a device, where the cache directory should be
+        raise VectorsError("it is not a folder") from None
+    _sweep(folder.parent, folder.name)
+    temporary, marker = _temporary(folder.parent, folder.name)
     placed = False
     try:
-        _write_marker(temporary, folder.name)
         write_entry(temporary / PREFIX, vectors, {**meta, "created_by": f"attncli {__version__}",
                                                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                     cache_entry=True)
@@ -635,6 +699,7 @@ def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
     finally:
         if not placed:
             _discard(temporary)
+        os.close(marker)  # the lock goes only now: the folder is in place, or gone
     return folder
 
 
@@ -644,6 +709,46 @@ def _discard(temporary: Path) -> None:
         _remove_own(temporary)
     except OSError:
         pass  # its marker stays, if it could not be removed: a later clear takes it
+
+
+def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
+    """Remove a temporary folder that its writer left: (bytes freed, names left in it), or
+    why it was kept. A writer holds the lock on its marker (see _temporary); the lock is
+    taken here before anything is removed, so a run writing the folder now is never touched.
+    A marker without a lock (an older attncli, a filesystem without locks) is judged by
+    its age instead."""
+    doc = _marker(folder) or {}
+    try:
+        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return 0, []  # renamed into place since it was listed
+    try:
+        held = _lock(fd, wait=False) if doc.get("lock") == LOCK else None
+        if held is False:
+            pid = doc.get("pid")
+            run = f"attncli (process {pid})" if _is_int(pid) else "a run of attncli"
+            return f"{run} is writing it now"
+        if held is None and now - _last_written(folder) < YOUNG:
+            minutes = max(int((now - _last_written(folder)) // 60), 0)
+            return (f"a run may still be writing it (written {minutes} min ago, by a run that left no lock to tell "
+                    "by); it is removed once it is an hour old")
+        if _kind(folder) != "temporary":
+            return 0, []  # its writer placed it and let the lock go while this looked: an entry now
+        return _remove_own(folder)
+    finally:
+        os.close(fd)
+
+
+def _sweep(root: Path, entry: str) -> None:
+    """Remove the temporary folders that runs converting the entry `entry` left (killed
+    while writing): a new conversion of the same source does not leave them to a clear."""
+    now = time.time()
+    try:
+        for path in _children(root):
+            if path.name.startswith(TEMPORARY) and _kind(path) == "temporary" and _marker(path)["folder"] == entry:
+                _remove_temporary(path, now)
+    except (OSError, VectorsError):
+        pass  # what is left, clear removes
 
 
 def remove_entry(folder: Path) -> str | None:
@@ -685,8 +790,8 @@ def entries() -> list[dict]:
 
 
 def clear() -> dict:
-    """Remove every cache entry and every temporary folder an interrupted run left (an hour
-    old or more), only what attncli wrote in them. Returns {"removed": entries removed,
+    """Remove every cache entry and every temporary folder a run left (killed while writing
+    it: see _remove_temporary), only what attncli wrote in them. Returns {"removed": entries removed,
     "bytes": bytes freed, "kept": [{"path", "reason"}] of what was left and why, "links":
     [{"path", "target"}] of symbolic links to entries, removed without touching their
     targets}."""
@@ -703,18 +808,142 @@ def clear() -> dict:
             kind = _kind(path) or ("entry" if path.is_dir() and _legacy(path) else None)
             if kind is None:
                 continue  # not attncli's
-            if kind == "temporary" and now - _last_written(path) < YOUNG:
-                minutes = max(int((now - _last_written(path)) // 60), 0)
-                result["kept"].append({"path": str(path), "reason": f"a run may still be writing it (written "
-                                       f"{minutes} min ago); it is removed once it is an hour old"})
-                continue
-            freed, left = _remove_own(path)
+            done = _remove_own(path) if kind == "entry" else _remove_temporary(path, now)
         except (OSError, VectorsError) as e:
             result["kept"].append({"path": str(path), "reason": f"cannot be removed: {getattr(e, 'strerror', None) or e}"})
             continue
+        if isinstance(done, str):
+            result["kept"].append({"path": str(path), "reason": done})
+            continue
+        freed, left = done
         result["bytes"] += freed
         result["removed"] += kind == "entry"
         if left:
             shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             result["kept"].append({"path": str(path), "reason": f"holds files attncli did not write: {shown}"})
     return result
+
+
+# --------------------------------------------------------------------------- verify: every byte, against its SHA-256
+
+
+SUMS = ".sha256"  # beside the bundled entry: the SHA-256s of its files, as sha256sum writes them
+READ = 1 << 22  # bytes a read while hashing
+
+
+def to_verify(name: str | None = None) -> list[tuple[Path, bool]]:
+    """The entries `vectors verify` checks, as (prefix, bundled): without `name`, the bundled
+    entry and every cache entry; else the bundled entry by its name (BUNDLED), or the cache
+    entries whose vectors have that name (`vectors list` shows it), or the one whose folder
+    has that name or path. VectorsError when `name` names none."""
+    found = [(bundled_prefix(), True)] if name in (None, BUNDLED) else []
+    if name != BUNDLED:
+        for folder in _children(cache_dir()):
+            if _kind(folder) == "entry" and (name is None or name == folder.name
+                                            or os.path.abspath(name) == os.path.abspath(folder) or name == _name_of(folder)):
+                found.append((folder / PREFIX, False))
+    if not found:
+        raise VectorsError(f"no cache entry is named {name!r}: give a name or path that `attncli vectors list` shows, "
+                           f"or {BUNDLED} (the bundled vectors)")
+    return found
+
+
+def _name_of(folder: Path) -> str | None:
+    try:
+        return _read_meta(str(folder / PREFIX), bundled=False)["name"]
+    except VectorsError:
+        return None  # damaged: found by its folder alone
+
+
+def entry_bytes(prefix: Path) -> int:
+    """The bytes verify_entry hashes of the entry at `prefix` (as far as its files are there)."""
+    total = 0
+    for suffix in (*SUFFIXES, NGRAMS):
+        try:
+            total += os.stat(f"{prefix}{suffix}").st_size
+        except OSError:
+            pass
+    return total
+
+
+def verify_entry(prefix: Path, *, bundled: bool = False, hashed=lambda n: None) -> dict:
+    """The entry at `prefix` checked whole: every check a load makes, and the SHA-256 of each
+    of its files against the one recorded as it was written (in a cache entry's metadata;
+    beside the bundled entry, in BUNDLED.sha256). hashed(n) is called as n more bytes are
+    hashed. Returns {"name", "path", "source", "limit", "ok", "status", "problem", "files":
+    [{"name", "sha256", "expected"}]}, status one of "ok"; "damaged" (problem: which file,
+    what differs); "unchecked" (no SHA-256s to check against: an entry written before
+    attncli recorded them); "unreadable" (cannot be read now: no permission, too many open
+    files)."""
+    doc = {"name": prefix.name if bundled else prefix.parent.name, "path": str(prefix if bundled else prefix.parent),
+           "source": "bundled" if bundled else None, "limit": None, "ok": False, "status": "damaged", "problem": None,
+           "files": []}
+    try:
+        meta = _read_meta(str(prefix), bundled=bundled)
+        doc.update(name=meta["name"], limit=meta["options"].get("limit"))
+        if not bundled:
+            doc["source"] = meta["source"]["path"]
+        expected = _bundled_sums(prefix) if bundled else meta["checksums"].get("sha256")
+        for suffix in expected or _suffixes(meta):
+            doc["files"].append({"name": f"{prefix.name}{suffix}", "sha256": _sha256(f"{prefix}{suffix}", bundled, hashed),
+                                 "expected": expected[suffix] if expected else None})
+        try:
+            read_entry(prefix, "", bundled=bundled)
+            loaded = None
+        except DamagedEntry as e:
+            loaded = str(e)
+    except DamagedEntry as e:  # the metadata: nothing to check the files against
+        return {**doc, "problem": str(e)}
+    except EntryUnreadable as e:
+        return {**doc, "status": "unreadable", "problem": str(e)}
+    differing = [_differs(prefix, f) for f in doc["files"] if expected and f["sha256"] != f["expected"]]
+    if differing or loaded:
+        return {**doc, "problem": "; ".join(differing) or loaded}
+    if not expected:
+        why = (f"{prefix.name}{SUMS} is missing, or not the SHA-256s of its files" if bundled
+               else f"written by {meta['created_by']}, before attncli recorded the SHA-256s of an entry's files")
+        return {**doc, "status": "unchecked", "problem": why}
+    return {**doc, "ok": True, "status": "ok"}
+
+
+def _differs(prefix: Path, file: dict) -> str:
+    if file["sha256"] is None:
+        there = os.path.lexists(prefix.with_name(file["name"]))
+        return f"{file['name']} is {'not a regular file' if there else 'missing'}"
+    return (f"{file['name']} is not as it was written (SHA-256 {file['sha256'][:12]}…, written as "
+            f"{file['expected'][:12]}…)")
+
+
+def _sha256(path: str, follow: bool, hashed) -> str | None:
+    """The SHA-256 of an entry file, None when it is missing or not a regular file."""
+    import hashlib
+
+    try:
+        f = _open(path, follow=follow)
+    except DamagedEntry:
+        return None
+    sha, buffer = hashlib.sha256(), bytearray(READ)
+    with f:
+        try:
+            while n := f.readinto(buffer):
+                sha.update(memoryview(buffer)[:n])
+                hashed(n)
+        except OSError as e:
+            raise _unreadable(path, e) from None
+    return sha.hexdigest()
+
+
+def _bundled_sums(prefix: Path) -> dict | None:
+    """{suffix: SHA-256} of the bundled entry's files, from BUNDLED.sha256 (sha256sum's
+    lines: the hash, two spaces, the file's name); None where it is missing or malformed."""
+    try:
+        text = _read_small(f"{prefix}{SUMS}", MARKER_MOST, follow=True).decode("ascii")
+    except (DamagedEntry, UnicodeDecodeError):
+        return None
+    sums = {}
+    for line in text.splitlines():
+        sha, _, name = line.partition("  ")
+        if not (_is_sha256(sha) and name.startswith(prefix.name)):
+            return None
+        sums[name[len(prefix.name):]] = sha
+    return sums if set(sums) == {*SUFFIXES, ".json"} else None

@@ -14,7 +14,8 @@ from attncli.vectors import Vectors
 
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
                  use_cache: bool = True, progress: Callable[[int, int], None] | None = None,
-                 warn: Callable[[str], None] | None = None, param: str = "--vectors") -> Vectors:
+                 warn: Callable[[str], None] | None = None, param: str = "--vectors",
+                 must_cache: bool = False, verify: bool = False) -> Vectors:
     """Word vectors to look sentences up in.
 
     source: None for the bundled GloVe 6B 50d vectors; else a word2vec (text or binary),
@@ -25,8 +26,18 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     entry (see cache.py) that later loads memory-map; use_cache=False skips it.
     progress(done, total) is called while a source is read; warn(message) for warnings.
     param: how an error about the source names where it was given ("--vectors", "SOURCE").
+    must_cache: a cache entry is what is asked for (`vectors convert`): what would be a
+    warning and a run without the cache (a cache directory that cannot be written) is a
+    VectorsError instead. verify: an entry already there is used only if every file of it
+    is as it was written (cache.verify_entry, which reads it all); else it is converted again.
     """
     warn = warn or (lambda message: None)
+
+    def without_cache(why: str, fix: str) -> None:
+        if must_cache:
+            raise VectorsError(f"{why}; {fix}")
+        warn(f"{why}; going on without the vectors cache ({fix})")
+
     limit = None if limit is None else whole("limit", limit, 1)
     if source is None:
         bundled = cache.read_bundled()
@@ -40,19 +51,24 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         try:
             folder = cache.entry_dir(src.path, src.stat, options)
         except cache.NoCacheDir as e:
-            warn(f"{e.reason}; going on without the vectors cache (set HOME or ATTNCLI_CACHE_DIR to keep one)")
+            without_cache(e.reason, "set HOME or ATTNCLI_CACHE_DIR to keep one")
     if folder is not None:
+        why = None  # what is wrong with the entry there, which is then converted again
         try:
             cached = cache.read_cached(folder, str(src.path))
-            if cached is not None:
+            if cached is not None and verify:
+                why = _unverified(folder / cache.PREFIX, progress)
+            if cached is not None and why is None:
                 return cached
         except cache.DamagedEntry as e:  # damage only: an entry that cannot be read now (EMFILE) is an error
+            why = f"is damaged ({e})"
+        if why is not None:
             left = cache.remove_entry(folder)
             if left is None:
-                warn(f"the cache entry for {src.path} is damaged ({e}); converting it again")
+                warn(f"the cache entry for {src.path} {why}; converting it again")
             else:
-                warn(f"the cache entry for {src.path} is damaged ({e}), and {folder} was left as it is: {left}; "
-                     "going on without the vectors cache (remove that folder to let it be written again)")
+                without_cache(f"the cache entry for {src.path} {why}, and {folder} was left as it is: {left}",
+                              "remove that folder to let it be written again")
                 folder = None
     try:
         fmt = sources.detect(src)
@@ -67,14 +83,34 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
         try:
             cache.store(folder, vectors, meta)
         except (OSError, VectorsError) as e:
-            warn(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e}); "
-                 "going on without it (set ATTNCLI_CACHE_DIR to a writable directory)")
+            without_cache(f"cannot write the vectors cache in {folder.parent} ({getattr(e, 'strerror', None) or e})",
+                          "set ATTNCLI_CACHE_DIR to a writable directory")
             return vectors
         try:
             written = cache.read_cached(folder, str(src.path))
         except VectorsError as e:
-            warn(f"the cache entry {folder} was written but cannot be read back ({e}); going on without it")
+            without_cache(f"the cache entry {folder} was written but cannot be read back ({e})",
+                          "run it again, or set ATTNCLI_CACHE_DIR to another directory")
             return vectors
         if written is not None:
             vectors.meta = written.meta
     return vectors
+
+
+def _unverified(prefix, progress) -> str | None:
+    """What keeps the entry at `prefix` from verifying (cache.verify_entry), said after "the
+    cache entry": None when it verifies. An entry that cannot be read now is an error."""
+    total, done = cache.entry_bytes(prefix), 0
+
+    def hashed(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    checked = cache.verify_entry(prefix, hashed=hashed)
+    if checked["status"] == "unreadable":
+        raise cache.EntryUnreadable(checked["problem"])
+    if checked["status"] == "unchecked":
+        return f"holds no SHA-256s to verify it by ({checked['problem']})"
+    return None if checked["ok"] else f"is damaged ({checked['problem']})"

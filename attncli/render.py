@@ -9,6 +9,7 @@ where there is no colour), to choose its colours for it.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections import Counter
 
@@ -523,6 +524,36 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else ""
         table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
     return table
+
+
+def verified_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """`attncli vectors verify`: a line an entry, its status first, then what to do."""
+    lines = []
+    for e in doc["entries"]:
+        # Text, never markup: names, paths and problems come from files
+        line = Text(f"{e['name']} ({e['path']}): ")
+        if e["ok"]:
+            line.append("ok", style="green")
+            lines.append(line)
+            continue
+        said = {"damaged": "damaged", "unchecked": "not checked", "unreadable": "cannot be read now"}[e["status"]]
+        line.append(said, style="bold red" if e["status"] == "damaged" else "yellow")
+        line.append(f": {e['problem']}{_again(e)}")
+        lines.append(line)
+    return Group(*lines)
+
+
+def _again(e: dict) -> str:
+    """What writes an entry that did not verify again."""
+    if e["status"] == "unreadable":
+        return ""
+    if e["source"] == "bundled":
+        return "; install attncli again (pip install --force-reinstall attncli)"
+    if not isinstance(e["source"], str):
+        return "; remove it with `attncli vectors clear`"
+    limit = f" --limit {e['limit']}" if isinstance(e["limit"], int) else ""
+    return f"; convert it again to get {'them' if e['status'] == 'unchecked' else 'it whole'}: " \
+           f"attncli vectors convert {shlex.quote(e['source'])}{limit}"
 
 
 def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:

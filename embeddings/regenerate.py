@@ -85,9 +85,11 @@ def main() -> None:
     check(words, matrix)
     vectors = Vectors(PREFIX.name, Vocabulary.from_words(words), matrix, cased=False)
     meta = write_entry(PREFIX, vectors, {"source": SOURCE, "options": {"limit": WORDS}})
-    for suffix in [*meta["files"], ".json"]:
-        path = Path(f"{PREFIX}{suffix}")
-        print(hashlib.sha256(path.read_bytes()).hexdigest(), path.name)
+    # the SHA-256s `attncli vectors verify` checks the bundled entry against (sha256sum -c reads them too)
+    lines = [f"{hashlib.sha256(Path(f'{PREFIX}{s}').read_bytes()).hexdigest()}  {PREFIX.name}{s}\n"
+             for s in [*meta["files"], ".json"]]
+    Path(f"{PREFIX}.sha256").write_text("".join(lines), encoding="ascii")
+    print("".join(lines), end="")
 
 
 if __name__ == "__main__":

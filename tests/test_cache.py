@@ -301,11 +301,8 @@ def test_an_unwritable_cache_dir_is_a_warning_and_the_run_goes_on(unwritable, so
 
 def test_convert_fails_when_it_cannot_cache(unwritable, source):
     path, _ = source
-    result = run("vectors", "convert", str(path), "--json")
-    assert result.exit_code == 1 and result.stdout == ""
-    warning, error = result.stderr.splitlines()
-    assert warning.startswith("attncli: warning: cannot write the vectors cache")
-    assert error.startswith("attncli: error: ") and "could not be cached" in error
+    fails(run("vectors", "convert", str(path), "--json"), f"cannot write the vectors cache in {unwritable} (Not a "
+          "directory); set ATTNCLI_CACHE_DIR to a writable directory")
 
 
 def test_info_without_a_cache_still_says_the_source_format(unwritable, source):
@@ -482,10 +479,18 @@ def test_vectors_list(cache, source, tmp_path):
     assert stale == {("v.txt", None): True, ("v.txt", 2): True, ("other.txt", None): True}
 
 
+def test_vectors_list_json_with_a_picture_writes_both(cache, source, tmp_path):
+    path, _ = source
+    load_vectors(path)
+    [doc] = ok(run("vectors", "list", "--json", "--svg", tmp_path / "p.svg"))
+    assert doc["name"] == "v.txt" and "v.txt" in (tmp_path / "p.svg").read_text()
+
+
 def test_vectors_clear(cache, source, tmp_path):
     path, _ = source
     assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(cache)}
-    leftover = killed_run(cache, path, hours=2)  # what a killed run leaves: attncli's marker and a file
+    other = write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4))
+    leftover = killed_run(cache, other)  # what a killed run leaves: attncli's marker and a file
     leftover_bytes = sum(f.stat().st_size for f in leftover.iterdir())
     assert sorted(p.name for p in leftover.iterdir()) == [".attncli-entry", "vectors.npy"]
     load_vectors(path)

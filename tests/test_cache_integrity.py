@@ -2,7 +2,8 @@
 that cannot read.
 
 1. clear (and every removal of an entry or a temporary folder) touches only folders attncli
-   marked, only the file names it writes, never follows a link, spares a young temporary;
+   marked, only the file names it writes, never follows a link, spares a temporary folder
+   a run is writing now (its lock held) and removes one a killed run left;
 2. an entry edited with its sizes and times kept is noticed by its checksums, converted
    again, and gives the numbers of a fresh load; every array is range-checked, the bundled
    entry's too;
@@ -22,11 +23,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -140,8 +144,9 @@ def one_error(proc: subprocess.CompletedProcess, *words: str) -> str:
     return lines[0]
 
 
-def killed_run(cache: Path, path: Path, *, hours: float) -> Path:
-    """The temporary folder of a conversion killed half way, its files `hours` old."""
+def killed_run(cache: Path, path: Path) -> Path:
+    """The temporary folder of a conversion of `path` that ended half way (os._exit, the
+    matrix written): its lock let go, as a kill lets it go."""
     code = f"""
         import os, numpy as np, attncli
         from attncli import cache
@@ -155,10 +160,14 @@ def killed_run(cache: Path, path: Path, *, hours: float) -> Path:
                           env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 9, proc.stderr
     [leftover] = temporaries(cache)
-    then = time.time() - hours * 3600
-    for p in [*leftover.iterdir(), leftover]:
-        os.utime(p, (then, then), follow_symlinks=False)
     return leftover
+
+
+def age(folder: Path, hours: float) -> None:
+    """Give a folder and its files the modification time of `hours` ago."""
+    then = time.time() - hours * 3600
+    for p in [*folder.iterdir(), folder]:
+        os.utime(p, (then, then), follow_symlinks=False)
 
 
 # --------------------------------------------------------------------------- 1. only what attncli made
@@ -296,23 +305,169 @@ def test_a_marker_attncli_did_not_write_proves_nothing(cache, source, marker):
     assert tree(entry) == before
 
 
-def test_a_young_temporary_folder_is_left_an_old_one_removed(cache, source):
+def test_a_temporary_folder_whose_writer_ended_is_removed_however_young(cache, source):
     path, _ = source
-    young = killed_run(cache, path, hours=0.2)
-    assert sorted(p.name for p in young.iterdir()) == [".attncli-entry", "vectors.npy"]
+    left = killed_run(cache, path)
+    marker = json.loads((left / ".attncli-entry").read_text())
+    assert marker["lock"] == "flock" and marker["temporary"] == left.name and isinstance(marker["pid"], int)
+    assert sorted(p.name for p in left.iterdir()) == [".attncli-entry", "vectors.npy"]
+    size = sum(p.stat().st_size for p in left.iterdir())
+    doc = one(run("vectors", "clear", "--json"))  # a second old: its lock is free, so its run has ended
+    assert doc == {"removed": 0, "bytes": size, "cache_dir": str(cache), "kept": [], "links": []}
+    assert temporaries(cache) == []
+
+
+def test_a_temporary_folder_being_written_is_kept(cache, source):
+    path, _ = source
+    folder = cache_module.entry_dir(path, path.stat(), {"limit": None, "unicode_errors": "replace"})
+    cache.mkdir()
+    temporary, fd = cache_module._temporary(cache, folder.name)  # as a conversion holds it while it writes
+    try:
+        (temporary / "vectors.npy").write_bytes(b"half")
+        age(temporary, hours=5)  # its age says nothing: the lock does
+        result = run("vectors", "clear", "--json")
+        doc = one(result, stderr=None)
+        reason = f"attncli (process {os.getpid()}) is writing it now"
+        one_warning(result.stderr, str(temporary), reason)
+        assert doc["kept"] == [{"path": str(temporary), "reason": reason}]
+        assert doc["bytes"] == 0 and sorted(p.name for p in temporary.iterdir()) == [".attncli-entry", "vectors.npy"]
+        load_vectors(path)  # a conversion of the same source leaves it alone too
+        assert temporaries(cache) == [temporary]
+    finally:
+        os.close(fd)
+    assert one(run("vectors", "clear", "--json"))["removed"] == 1 and temporaries(cache) == []
+
+
+def test_a_temporary_folder_without_a_lock_is_judged_by_its_age(cache, source):
+    path, _ = source
+    young = killed_run(cache, path)
+    marker = young / ".attncli-entry"
+    doc = json.loads(marker.read_text())
+    del doc["lock"]  # as attncli wrote it before it locked its markers, or where locks are not supported
+    marker.write_text(json.dumps(doc))
+    age(young, hours=0.2)
     result = run("vectors", "clear", "--json")
     doc = one(result, stderr=None)
-    one_warning(result.stderr, str(young), "may still be writing")
+    one_warning(result.stderr, str(young), "may still be writing it (written 12 min ago")
     assert doc["removed"] == 0 and doc["bytes"] == 0
     assert [k["path"] for k in doc["kept"]] == [str(young)] and young.exists()
 
     size = sum(p.stat().st_size for p in young.iterdir())
-    then = time.time() - 2 * 3600
-    for p in [*young.iterdir(), young]:
-        os.utime(p, (then, then))
+    age(young, hours=2)
     doc = one(run("vectors", "clear", "--json"))
     assert doc == {"removed": 0, "bytes": size, "cache_dir": str(cache), "kept": [], "links": []}
     assert not young.exists()
+
+
+def test_a_later_conversion_removes_what_a_killed_one_left(cache, source, tmp_path):
+    path, _ = source
+    left = killed_run(cache, path)
+    other = write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4))
+    load_vectors(other)  # another source's conversion leaves it to a clear
+    assert temporaries(cache) == [left]
+    same_as_fresh(load_vectors(path), path)
+    assert temporaries(cache) == [] and len(list(cache.iterdir())) == 2
+
+
+BIG = (200_000, 100)  # words x d of big_binary
+
+
+def big_rows(start: int, stop: int) -> np.ndarray:
+    """Rows start..stop of big_binary's matrix: values k/64, a pattern made a block at a
+    time, so that the test process never holds all of it (a child's peak RSS starts from
+    its parent's, which the RSS bounds of other tests would count)."""
+    i = np.arange(start, stop)[:, None]
+    return (((i * 7 + np.arange(BIG[1]) * 13) % 512 - 256) / 64).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def big_binary(tmp_path_factory) -> Path:
+    """A word2vec binary file of 200,000 words x 100 (80 MB): its conversion takes seconds,
+    writing its entry a few tenths of one."""
+    n, d = BIG
+    path = tmp_path_factory.mktemp("big") / "big.bin"
+    with path.open("wb") as f:
+        f.write(f"{n} {d}\n".encode())
+        for start in range(0, n, 10_000):
+            block = big_rows(start, start + 10_000)
+            f.write(b"".join(f"w{start + k} ".encode() + row.tobytes() + b"\n" for k, row in enumerate(block)))
+    return path
+
+
+def stopped(pid: int) -> None:
+    """Until process `pid` has stopped (a signal sent is not yet a signal taken: a write
+    under way ends first)."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in "tT":
+        assert time.monotonic() < deadline, f"process {pid} never stopped"
+        time.sleep(0.001)
+
+
+def caught_writing(cache: Path, *args) -> tuple[subprocess.Popen, Path]:
+    """`attncli vectors convert ARGS` in a process of its own, stopped (SIGSTOP) while it
+    writes its entry, its matrix begun: (the process, its temporary folder)."""
+    for _ in range(5):
+        proc = subprocess.Popen([str(ATTNCLI), "vectors", "convert", *map(str, args), "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env_for(cache), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            for folder in temporaries(cache):
+                try:
+                    ours = json.loads((folder / ".attncli-entry").read_text())["pid"] == proc.pid
+                except (OSError, ValueError, KeyError):
+                    continue  # not there yet, half written, or another's
+                if ours and (folder / "vectors.npy").exists() and not (folder / "vectors.json").exists():
+                    proc.send_signal(signal.SIGSTOP)
+                    stopped(proc.pid)
+                    if folder.exists() and not (folder / "vectors.json").exists():
+                        return proc, folder
+                    proc.send_signal(signal.SIGCONT)  # stopped too late: it was placing the folder
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        cache_module.remove_entry(Path(json.loads(out)["cache_entry"]).parent)  # it finished first: again
+    pytest.fail("no conversion was caught while it wrote its entry")
+
+
+def test_a_conversion_killed_mid_write_is_cleared_and_a_live_one_kept(cache, source, big_binary, tmp_path):
+    killed, left = caught_writing(cache, big_binary, "--limit", 150_000)
+    killed.kill()  # SIGKILL, as the OOM killer sends it: no handler runs, nothing is removed
+    killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    assert (left / ".attncli-entry").is_file() and (left / "vectors.npy").is_file()
+    live, writing = caught_writing(cache, big_binary)
+    try:
+        users_things(cache, tmp_path / "outside")
+        forged = cache / ".tmp-forged"  # a marker copied from another temporary folder proves nothing here
+        forged.mkdir()
+        shutil.copyfile(writing / ".attncli-entry", forged / ".attncli-entry")
+        users = {name: value for name, value in tree(cache).items() if not name.startswith((left.name, writing.name))}
+        writing_before = tree(writing)
+
+        path, _ = source
+        assert run("vectors", "list", "--json").stdout == ""  # neither folder is an entry
+        table = run("vectors", "list", "--format", "table")
+        assert table.exit_code == 0 and table.stdout == f"no cache entries in {cache}\n"
+        info = one(run("vectors", "info", "--vectors", path, "--json"))
+        assert info["words"] == len(WORDS) and Path(info["cache_entry"]).parent.parent == cache
+
+        proc = attncli("vectors", "clear", "--yes", "--json", env=env_for(cache))
+        assert proc.returncode == 0, proc.stderr
+        reason = f"attncli (process {live.pid}) is writing it now"
+        assert proc.stderr == f"attncli: warning: {writing}: left as it is: {reason}\n"
+        doc = json.loads(proc.stdout)
+        assert doc["removed"] == 1 and doc["kept"] == [{"path": str(writing), "reason": reason}]
+        assert not left.exists()
+        assert tree(writing) == writing_before
+        assert {n: v for n, v in tree(cache).items() if not n.startswith(writing.name)} == users
+    finally:
+        live.send_signal(signal.SIGCONT)
+        out, err = live.communicate(timeout=120)
+    assert live.returncode == 0 and err == ""
+    entry = Path(json.loads(out)["cache_entry"])
+    assert entry.parent.parent == cache and not writing.exists()
+    v = load_vectors(big_binary)
+    assert v.meta["entry"] == str(entry) and v.size == 200_000
+    np.testing.assert_array_equal(v.matrix[-3:], big_rows(199_997, 200_000))
 
 
 def test_an_entry_of_format_1_is_cleared_by_its_digest(cache, source, tmp_path):
@@ -471,9 +626,18 @@ def test_the_metadata_holds_checksums_of_what_a_load_verifies(cache, source):
     data = (entry / "vectors.npy").read_bytes()
     header = data[: len(data) - len(WORDS) * 4 * 4]
     assert sums["headers"] == {".npy": f"{zlib.crc32(header):08x}"}
+    assert sums["sha256"] == {s: hashlib.sha256((entry / f"vectors{s}").read_bytes()).hexdigest()
+                              for s in (".npy", ".words.txt", ".offsets.npy", ".order.npy")}
+    assert data == _saved(np.load(entry / "vectors.npy"))  # the bytes np.save writes
     marker = json.loads((entry / ".attncli-entry").read_text())
     assert marker["made_by"] == "attncli" and marker["kind"] == "cache-entry" and marker["folder"] == entry.name
     assert marker["temporary"].startswith(".tmp-")
+
+
+def _saved(array) -> bytes:
+    f = io.BytesIO()
+    np.save(f, array, allow_pickle=False)
+    return f.getvalue()
 
 
 @pytest.fixture
@@ -583,11 +747,12 @@ def test_a_huge_sparse_metadata_file_is_refused_unread(cache, source):
     with open(entry / "vectors.json", "r+b") as f:
         f.truncate(3 << 30)  # 3 GB of nothing, in no disk space
     code = f"""
-        import resource, json, attncli
+        import re, json, attncli
         warnings = []
         v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
-        print(json.dumps({{"rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "warnings": warnings,
-                          "words": v.size}}))
+        # this process's own peak (VmHWM, kB): ru_maxrss would count the test's, whose memory it started from
+        rss = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1])
+        print(json.dumps({{"rss": rss, "warnings": warnings, "words": v.size}}))
     """
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
@@ -637,6 +802,10 @@ METADATA = {
     "files with another name": _set("files", {"/../x": 1}),
     "mtimes of strings": _set_in("mtimes", ".npy", "yesterday"),
     "checksums a string": _set("checksums", "crc32"),
+    "sha256 a string": _set_in("checksums", "sha256", "e3b0c442"),
+    "sha256 short": _set_in("checksums", "sha256", {s: "e3b0" for s in (".npy", ".words.txt", ".offsets.npy",
+                                                                             ".order.npy")}),
+    "sha256 of one file": _set_in("checksums", "sha256", {".npy": "0" * 64}),
     "source a string": _set("source", "/v.txt"),
     "source path a number": _set_in("source", "path", 5),
     "limit a string": _set_in("options", "limit", "all"),
@@ -733,11 +902,11 @@ def test_too_few_file_descriptors_keep_the_good_entry(cache, source, files):
     assert identity(entry) == before
 
 
-@pytest.mark.parametrize("where", ["before the marker", "after the matrix", "before the checksums"])
+@pytest.mark.parametrize("where", ["before the marker", "after the matrix", "before the metadata"])
 def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, where):
     path, M = source
     code = f"""
-        import json, os, attncli, numpy as np
+        import json, os, tempfile, attncli
         from attncli import cache
         held = []
         def exhaust():
@@ -748,24 +917,21 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
                     return
         where = {where!r}
         if where == "before the marker":
-            real_marker = cache._write_marker
-            def marker(*a):
-                exhaust(); return real_marker(*a)
-            cache._write_marker = marker
-        elif where == "after the matrix":
-            real_save = np.save
-            calls = []
-            def save(*a, **kw):
-                calls.append(1)
-                if len(calls) == 2:
-                    exhaust()
-                return real_save(*a, **kw)
-            cache.np.save = save
+            real_mkdtemp = tempfile.mkdtemp
+            def mkdtemp(*a, **kw):
+                folder = real_mkdtemp(*a, **kw)
+                exhaust()
+                return folder
+            tempfile.mkdtemp = mkdtemp
         else:
-            real_sums = cache._written_checksums
-            def sums(*a):
-                exhaust(); return real_sums(*a)
-            cache._written_checksums = sums
+            real_write = cache._write_file
+            calls = []
+            def write(path, parts):
+                calls.append(path)  # the matrix first, the metadata last (the fifth)
+                if len(calls) == (2 if where == "after the matrix" else 5):
+                    exhaust()
+                return real_write(path, parts)
+            cache._write_file = write
         warnings = []
         v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
         for fd in held:
@@ -905,8 +1071,7 @@ def test_without_a_home_directory(open_folder, how):
 
     proc = nobody("scores", "the earth", "--vectors", vectors, "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["tokens"] == ["the", "earth"]
-    proc = nobody("vectors", "convert", vectors)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 2 and "could not be cached" in proc.stderr
+    one_error(nobody("vectors", "convert", vectors), "there is no cache directory", "set HOME or ATTNCLI_CACHE_DIR")
     for command in ("list", "clear"):
         one_error(nobody("vectors", command), "there is no cache directory", "HOME", "ATTNCLI_CACHE_DIR")
     one_error(nobody("scores", "cat", "--vectors", "glove-wiki-gigaword-50"), "glove-wiki-gigaword-50",
@@ -973,3 +1138,209 @@ def test_a_cache_dir_too_long_is_a_warning(cache, source, monkeypatch):
     one_warning(result.stderr, "cannot write the vectors cache", "File name too long")
     assert one(result, stderr=None)["cache_entry"] is None
     assert ok(run("vectors", "list", "--json")) == []
+
+
+# --------------------------------------------------------------------------- 8. vectors verify: every byte
+
+
+VERIFY_KEYS = {"name", "path", "source", "limit", "ok", "status", "problem", "files"}
+ENTRY_SUFFIXES = (".npy", ".words.txt", ".offsets.npy", ".order.npy")
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def verified(*args) -> tuple[list[dict], object]:
+    """`vectors verify ARGS --json`: (its documents, the result)."""
+    result = run("vectors", "verify", *args, "--json")
+    return [json.loads(line) for line in result.stdout.splitlines()], result
+
+
+def flip(path: Path, at: int) -> None:
+    """Change one byte of `path` in place, its size and modification time kept."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    keep_times(path, lambda: path.write_bytes(bytes(data)))
+
+
+def test_a_fresh_entry_verifies(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert set(doc) == VERIFY_KEYS
+    assert {k: doc[k] for k in VERIFY_KEYS - {"files"}} == {
+        "name": "v.txt", "path": str(entry), "source": str(path.resolve()), "limit": None, "ok": True, "status": "ok",
+        "problem": None}
+    assert doc["files"] == [{"name": f"vectors{s}", "sha256": sha256_of(entry / f"vectors{s}"),
+                             "expected": sha256_of(entry / f"vectors{s}")} for s in ENTRY_SUFFIXES]
+    table = run("vectors", "verify", "v.txt", "--format", "table")
+    assert table.exit_code == 0 and table.stdout == f"v.txt ({entry}): ok\n"
+
+
+def _damaged(entry: Path, name: str, *words: str) -> dict:
+    """The one entry verify finds damaged in `entry`: its document, after the exit status and
+    lines a damaged entry gives."""
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 1 entry did not verify\n"
+    assert (doc["ok"], doc["status"]) == (False, "damaged")
+    assert doc["problem"].startswith(name) and all(w in doc["problem"] for w in words), doc["problem"]
+    table = run("vectors", "verify", entry.name, "--format", "table", env={"COLUMNS": "1000"})
+    assert table.exit_code == 1
+    assert table.stdout == f"v.txt ({entry}): damaged: {doc['problem']}; convert it again to get it whole: " \
+                           f"attncli vectors convert {json.loads((entry / 'vectors.json').read_text())['source']['path']}\n"
+    return doc
+
+
+@pytest.mark.parametrize("name,at", [("vectors.npy", -1), ("vectors.npy", 200), ("vectors.words.txt", 0)])
+def test_a_byte_changed_in_place_is_found_and_named(cache, source, name, at):
+    path, _ = source
+    entry = entry_of(path)
+    written = sha256_of(entry / name)
+    flip(entry / name, at)
+    if name == "vectors.npy":  # the rows a load trusts: used as they are, unnoticed
+        v = load_vectors(path)
+        assert v.meta["entry"] == str(entry / "vectors") and not np.array_equal(v.matrix, load_vectors(
+            path, use_cache=False).matrix)
+    doc = _damaged(entry, name, "is not as it was written", f"written as {written[:12]}…",
+                   f"SHA-256 {sha256_of(entry / name)[:12]}…")
+    for f in doc["files"]:
+        assert f["expected"] == (written if f["name"] == name else sha256_of(entry / f["name"]))
+        assert f["sha256"] == sha256_of(entry / f["name"])
+    # convert writes it again, whole, and it verifies
+    result = run("vectors", "convert", path, "--json")
+    found = "is not as it was written" if name == "vectors.npy" else "was changed after it was written"  # a load's CRC-32
+    one_warning(result.stderr, f"the cache entry for {path} is damaged", name, found, "converting it again")
+    assert one(result, stderr=None)["cache_entry"] == str(entry / "vectors")
+    assert verified(entry.name)[0][0]["ok"] is True and sha256_of(entry / name) == written
+
+
+def test_a_missing_file_is_named(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    (entry / "vectors.order.npy").unlink()
+    doc = _damaged(entry, "vectors.order.npy is missing")
+    assert doc["problem"] == "vectors.order.npy is missing"
+    assert [f["sha256"] for f in doc["files"] if f["name"] == "vectors.order.npy"] == [None]
+
+
+def test_damaged_metadata_is_named(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    flip(entry / "vectors.json", 40)
+    (bundled, doc), result = verified()  # the bundled entry first, then the cache's
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 2 entries did not verify\n"
+    assert bundled["ok"] is True and doc["path"] == str(entry) and doc["name"] == entry.name  # its own name unknown
+    assert doc["status"] == "damaged" and doc["files"] == []
+    assert doc["problem"].startswith(f"{entry}/vectors.json: ")  # what a load would say of it
+
+
+def test_an_entry_written_before_sha256s_is_reported_not_damaged(cache, source):
+    path, _ = source
+    entry = entry_of(path)
+    meta = json.loads((entry / "vectors.json").read_text())
+    del meta["checksums"]["sha256"]  # as an older attncli wrote it
+    meta["checksums"]["metadata"] = cache_module._meta_checksum(meta)
+    (entry / "vectors.json").write_text(json.dumps(meta))
+    assert load_vectors(path).meta["entry"] == str(entry / "vectors")  # a good entry, used
+
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and result.stderr == "attncli: 1 of 1 entry did not verify\n"
+    assert (doc["ok"], doc["status"]) == (False, "unchecked")
+    assert doc["problem"] == f"written by {meta['created_by']}, before attncli recorded the SHA-256s of an entry's files"
+    assert [f["expected"] for f in doc["files"]] == [None] * 4
+    assert [f["sha256"] for f in doc["files"]] == [sha256_of(entry / f"vectors{s}") for s in ENTRY_SUFFIXES]
+    table = run("vectors", "verify", "--format", "table", entry, env={"COLUMNS": "1000"})
+    assert f"v.txt ({entry}): not checked: {doc['problem']}; convert it again to get them: attncli vectors " \
+           f"convert {path.resolve()}\n" in table.stdout
+
+    result = run("vectors", "convert", path, "--json")  # as the line says
+    one_warning(result.stderr, "holds no SHA-256s to verify it by", "converting it again")
+    assert verified(entry.name)[0][0]["ok"] is True
+
+
+def test_verify_finds_entries_by_name_folder_and_path(cache, source, tmp_path):
+    path, _ = source
+    whole, first = entry_of(path), entry_of(path, limit=3)
+    other = entry_of(write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4)))
+    docs, result = verified()
+    assert result.exit_code == 0
+    assert [d["path"] for d in docs] == [str(cache_module.bundled_prefix()), *sorted(map(str, (whole, first, other)))]
+    assert sorted(d["path"] for d in verified("v.txt")[0]) == sorted([str(whole), str(first)])
+    assert [d["limit"] for d in verified(first.name)[0]] == [3]
+    assert [d["path"] for d in verified(str(other) + "/")[0]] == [str(other)]
+    fails(run("vectors", "verify", "nope"), "no cache entry is named 'nope'", "vectors list", cache_module.BUNDLED)
+
+
+def test_the_bundled_entry_verifies_against_its_committed_sha256s():
+    [doc], result = verified(cache_module.BUNDLED)
+    assert result.exit_code == 0 and doc["ok"] is True and doc["source"] == "bundled" and doc["limit"] == 100_000
+    readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text()
+    names = [f"{cache_module.BUNDLED}{s}" for s in (*ENTRY_SUFFIXES, ".json")]
+    assert [f["name"] for f in doc["files"]] == names
+    for f in doc["files"]:
+        assert f["sha256"] == f["expected"] and f["expected"] in readme  # the digests the README commits
+
+
+@pytest.fixture
+def bundled_with_sums(bundled_copy) -> Path:
+    src = cache_module.bundled_prefix()
+    text = Path(f"{src}.sha256").read_text().replace(f"  {src.name}.", f"  {bundled_copy.name}.")
+    Path(f"{bundled_copy}.sha256").write_text(text)
+    return bundled_copy
+
+
+def test_a_damaged_bundled_entry_is_found(bundled_with_sums):
+    prefix = bundled_with_sums
+    assert cache_module.verify_entry(prefix, bundled=True)["ok"] is True
+    flip(Path(f"{prefix}.npy"), 1000)
+    doc = cache_module.verify_entry(prefix, bundled=True)
+    assert doc["status"] == "damaged" and doc["problem"].startswith("b.npy is not as it was written")
+    Path(f"{prefix}.sha256").unlink()
+    doc = cache_module.verify_entry(prefix, bundled=True)
+    assert doc["status"] == "unchecked" and doc["problem"] == "b.sha256 is missing, or not the SHA-256s of its files"
+
+
+def test_verify_draws_a_bar_for_a_large_entry(cache, big_binary):
+    import ptys
+
+    load_vectors(big_binary)
+    assert cache_module.entry_bytes(cache_module.to_verify("big.bin")[0][0]) >= (64 << 20)
+    env = {"ATTNCLI_CACHE_DIR": str(cache), "COLUMNS": "100"}
+    status, out, err, screen = ptys.run(["vectors", "verify", "big.bin", "--json"], on_tty=("stderr",), env=env)
+    assert status == 0 and json.loads(out)["ok"] is True
+    assert re.search(r"MB .*\d+/80", ptys.plain(screen)), screen  # stderr: the bar over the entry's 80 MB
+    status, out, err, screen = ptys.run(["vectors", "verify", cache_module.BUNDLED, "--json"], on_tty=("stderr",),
+                                        env=env)
+    assert status == 0 and json.loads(out)["ok"] is True and ptys.plain(screen).strip() == ""  # 22 MB: no bar
+
+
+def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, monkeypatch):
+    path, _ = source
+    entry = entry_of(path)
+    before = identity(entry)
+    real = cache_module.limits.open_regular
+
+    def refused(p, what):
+        if str(p).endswith("vectors.npy"):
+            from attncli.limits import ResourceError
+            raise ResourceError(f"{p}: cannot be read: {os.strerror(errno.EACCES)}")
+        return real(p, what)
+
+    monkeypatch.setattr(cache_module.limits, "open_regular", refused)
+    [doc], result = verified(entry.name)
+    assert result.exit_code == 1 and (doc["ok"], doc["status"]) == (False, "unreadable")
+    assert doc["problem"] == f"{entry}/vectors.npy: cannot be read: Permission denied; the cache entry was left as it is"
+    table = run("vectors", "verify", entry.name, "--format", "table", env={"COLUMNS": "1000"})
+    assert table.stdout == f"v.txt ({entry}): cannot be read now: {doc['problem']}\n"
+    fails(run("vectors", "convert", path), "Permission denied", "left as it is")  # an error, never a rewrite
+    assert identity(entry) == before
+
+
+def test_verify_json_with_a_picture_writes_both(cache, source, tmp_path):
+    path, _ = source
+    entry = entry_of(path)
+    docs = ok(run("vectors", "verify", "--json", "--svg", tmp_path / "p.svg"))
+    assert "v.txt" in (tmp_path / "p.svg").read_text()  # the table view, drawn
+    assert str(entry) in [doc["path"] for doc in docs]  # and the documents, a line each

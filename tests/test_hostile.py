@@ -9,6 +9,7 @@ as the installed program in a subprocess; elsewhere through CliRunner.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -161,7 +162,7 @@ def test_what_is_not_a_regular_file_is_never_replaced(tmp_path, kind):
     for args in (["qkv", "init", "-o", target, "--force"], ["scores", SENTENCE, "--svg", target]):
         if kind == "device" and args[0] == "scores":
             continue  # /dev/null does not end in .svg
-        fails(run(*args), code=2)
+        fails(run(*args), str(target), "give another path", code=1)  # a place that cannot be written: an error
     mode = os.stat(target).st_mode
     assert {"fifo": stat.S_ISFIFO, "dir": stat.S_ISDIR, "device": stat.S_ISCHR}[kind](mode)
 
@@ -634,7 +635,7 @@ def test_an_output_in_a_deleted_folder_is_named(tmp_path):
     gone.mkdir()
     proc = subprocess.run(["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && "$0" scores "the cat" --svg x.svg',
                            str(ENTRY_POINT)], capture_output=True, timeout=60)
-    assert proc.returncode == 2 and "x.svg" in one_error_line(proc.stderr)
+    assert proc.returncode == 1 and "x.svg" in one_error_line(proc.stderr)
     assert "no longer exists" in proc.stderr.decode()
 
 
@@ -691,3 +692,119 @@ def test_a_long_sentence_takes_the_mean_of_its_heads_once(monkeypatch):
     monkeypatch.setattr(analyze.Attention, "mean_weights", property(counted))
     doc = one(run("scores", " ".join(["the cat sat on a mat"] * 20)))
     assert len(doc["top"]) == 120 and len(calls) == 1  # not once a row: O(T^3) for a long sentence
+
+
+# --------------------------------------------------------------------------- a write that fails
+
+
+TRAIN = ["--steps", "2", "--batch", "8", "--out-vocab", "10", "--probe", "the cat sat|the dog sat", "--token", "sat",
+         "--force"]
+# each command that writes a file: its arguments and environment, given `at(name)`, the path it is to write
+WRITERS = {
+    "qkv init -o": lambda at, files: (["qkv", "init", "--force", "-o", at("p.npz")], {}),
+    "train -o": lambda at, files: (["train", files / "corpus.txt", "-o", at("p.npz"), *TRAIN], {}),
+    "scores --svg": lambda at, files: (["scores", SENTENCE, "--svg", at("p.svg")], {}),
+    "scores --html": lambda at, files: (["scores", SENTENCE, "--html", at("p.html")], {}),
+    "scores --png": lambda at, files: (["scores", SENTENCE, "--png", at("p.png")], {}),
+    "stats --png": lambda at, files: (["stats", files / "corpus.txt", "--png", at("s.png")], {}),
+    "explore --export": lambda at, files: (["explore", SENTENCE, "--export", at("p.svg")], {}),
+    "vectors convert": lambda at, files: (["vectors", "convert", files / "v.txt"], {"ATTNCLI_CACHE_DIR": str(at("cache"))}),
+}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("inputs")
+    rng = np.random.default_rng(0)
+    words = "the cat sat on a mat and the dog ran to the park while a bird sang in the tree".split()
+    (folder / "corpus.txt").write_text("\n".join(" ".join(rng.choice(words, size=8)) for _ in range(100)) + "\n")
+    (folder / "v.txt").write_text("2 2\ncat 1 0\ndog 0 1\n")
+    return folder
+
+
+@contextlib.contextmanager
+def not_writable(folder: Path):
+    """`folder`, made a folder no file can be created in, even by root (chattr +i), for the
+    time of the block; yields what the system says to a file made in it."""
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield os.strerror(errno.EACCES)
+        folder.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("root may write anywhere, and chattr +i is not available here")
+    try:
+        yield os.strerror(errno.EPERM)
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def _at(place: str, folder: Path):
+    """How a place names the path to write: a link to /dev/full, a folder, a path in a
+    folder that does not exist, a path in `folder`."""
+    def at(name: str) -> Path:
+        path = (folder / "no" / name) if place == "missing folder" else folder / name
+        if place == "/dev/full":
+            path.symlink_to("/dev/full")
+        elif place == "directory":
+            path.mkdir()
+        at.made = str(path)
+        return path
+    return at
+
+
+PLACES = {"/dev/full": "is not a regular file", "directory": "is a directory", "missing folder": "does not exist",
+          "not writable": "permission denied"}
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_place_that_cannot_be_written_is_an_error_before_any_work(tmp_path, inputs, writer, place):
+    if writer == "vectors convert" and place in ("directory", "missing folder"):
+        pytest.skip("a cache directory is a folder, made when missing")
+    folder = tmp_path / "out"
+    refused = None  # what the system says to mkdir in a place not writable
+    with contextlib.ExitStack() as stack:
+        if place == "not writable":
+            refused = stack.enter_context(not_writable(folder))
+        else:
+            folder.mkdir()
+        at = _at(place, folder)
+        args, env = WRITERS[writer](at, inputs)
+        before = sorted(os.listdir(folder))
+        result = run(*args, env={"ATTNCLI_CACHE_DIR": str(tmp_path / "cache"), **env})
+        reason = PLACES[place]  # checked before any work
+        if writer == "vectors convert":  # the cache directory's own refusal, once the source is read
+            reason = {"/dev/full": "it is not a folder", "not writable": refused}[place]
+        fails(result, at.made, reason, code=1)
+        assert sorted(os.listdir(folder)) == before  # nothing written, not even a temporary file
+
+
+def _file_limit():
+    limit = 1024  # bytes: less than any of the files, more than a run needs before it writes them
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("stream", ["file size limit", "stdout closed"])
+@pytest.mark.parametrize("writer", [w for w in WRITERS if w != "explore --export"])  # explore needs a terminal
+def test_a_write_that_fails_midway_is_one_line_and_leaves_nothing(tmp_path, inputs, writer, stream):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    at = _at("folder", folder)
+    args, env = WRITERS[writer](at, inputs)
+    env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache"), **env}
+    if stream == "file size limit":  # the kernel refuses the write past the limit: EFBIG
+        proc = process(*args, env=env, preexec_fn=_file_limit, stdin=subprocess.DEVNULL)
+        words = [at.made, "File too large"]
+    else:
+        proc = subprocess.run(["bash", "-c", '"$0" "$@" >&-', str(ENTRY_POINT), *map(str, args)], capture_output=True,
+                              env={**os.environ, **env}, timeout=60, stdin=subprocess.DEVNULL)
+        words = ["standard output is closed"]
+    assert proc.returncode == 1 and proc.stdout == b""
+    line = one_error_line(proc.stderr)
+    assert all(word in line for word in words), line
+    if writer == "vectors convert" and stream == "file size limit":  # the cache directory made, and nothing in it
+        assert os.listdir(folder) == ["cache"] and os.listdir(folder / "cache") == []
+    else:
+        assert os.listdir(folder) == []  # no file, no temporary file: nothing half-written

@@ -44,7 +44,7 @@ def test_clear_on_a_terminal_asks_and_a_no_removes_nothing(cache_with_an_entry, 
     # the question on stderr (the answer echoed on the terminal ends its line there), then the error
     question, _, rest = err.decode().partition("? [y/N]: ")
     assert status == 1 and out == b""
-    assert question.startswith("Remove the cache entry in ") and question.endswith("(1.5 kB)"), err
+    assert question.startswith("Remove the cache entry in ") and question.endswith("(1.9 kB)"), err
     assert rest.startswith("attncli: error: nothing removed") and rest.count("\n") == 1, err
     assert len(entries(cache_with_an_entry)) == 1
 

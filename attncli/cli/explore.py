@@ -16,7 +16,7 @@ from attncli.errors import InputError
 
 @click.command(cls=Command, short_help="move through a sentence's attention with the keyboard")
 @click.argument("sentence", type=TextParam("the sentence"))
-@click.option("--export", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
+@click.option("--export", type=click.Path(), callback=output_path("svg", (".svg",)),
               metavar="FILE.svg", help="Where the p key saves the screen, as an SVG picture.")
 @vectors_options
 @model_options(head=False)

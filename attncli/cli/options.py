@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
-from attncli.cli.output import Output, cwd_hint, not_replaceable, quiet_dask, warn
+from attncli.cli.output import Output, OutputError, quiet_dask, unwritable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
@@ -73,14 +73,14 @@ def vectors_options(f=None, *, source_option: bool = True):
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source, param="--vectors"):
+        def load(source, param="--vectors", **cache_options):  # must_cache, verify: see load_vectors
+            given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, **cache_options}
             if not sys.stderr.isatty():
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, warn=warn, param=param)
+                return load_vectors(source, **given)
             from attncli import render  # rich: see emit
 
             with render.LoadProgress() as progress:
-                return load_vectors(source, limit=limit, trust_pickle=trust_pickle, progress=progress, warn=warn,
-                                    param=param)
+                return load_vectors(source, progress=progress, **given)
 
         if source_option:
             source = kwargs.pop("vectors_source")
@@ -260,8 +260,8 @@ def given_options(ctx: click.Context, names) -> list[str]:
 
 
 def output_path(kind: str, suffixes: tuple[str, ...] = ()):
-    """A click callback: a path to write to, checked before any work is done: its suffix, its
-    folder, and that what is there now (if anything) is a regular file attncli may replace."""
+    """A click callback: a path to write to, checked before any work is done: its suffix (a
+    usage error), then that it can be written (output.unwritable: an error, exit status 1)."""
 
     def check(ctx, param, value):
         if value is None:
@@ -270,16 +270,9 @@ def output_path(kind: str, suffixes: tuple[str, ...] = ()):
         if suffixes and path.suffix.lower() not in suffixes:
             raise click.BadParameter(f"{value} does not end in {' or '.join(suffixes)}; {param.opts[0]} writes {kind.upper()}",
                                      ctx, param)
-        folder = path.parent if str(path.parent) else Path(".")
-        if not path.is_absolute() and cwd_hint():
-            raise click.BadParameter(f"{value}: cannot be written{cwd_hint()}", ctx, param)
-        if not folder.is_dir():
-            raise click.BadParameter(f"{value}: the folder {folder} does not exist", ctx, param)
-        problem = not_replaceable(path)
+        problem = unwritable(path)
         if problem:
-            raise click.BadParameter(f"{value} {problem}; give another path", ctx, param)
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise click.BadParameter(f"{value}: cannot be written here", ctx, param)
+            raise OutputError(f"{param.opts[-1]} {value} {problem}; give another path")
         return path
 
     return check
@@ -350,7 +343,7 @@ def refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
 
 
 png_option = option(
-    "output", "--png", type=click.Path(dir_okay=False), callback=output_path("png", (".png",)), metavar="FILE.png",
+    "output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
     help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
@@ -383,9 +376,9 @@ def output_options(f):
         option("output", "--no-pager", is_flag=True,
                help="Write to the terminal directly, even what does not fit on it (by default that goes through "
                     "ATTNCLI_PAGER, PAGER or less). A pipe or a file is never paged."),
-        option("output", "--svg", type=click.Path(dir_okay=False), callback=output_path("svg", (".svg",)),
+        option("output", "--svg", type=click.Path(), callback=output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
-        option("output", "--html", type=click.Path(dir_okay=False), callback=output_path("html", (".html", ".htm")),
+        option("output", "--html", type=click.Path(), callback=output_path("html", (".html", ".htm")),
                      metavar="FILE.html", help="Also write the table view to an HTML page."),
     ]
     return with_options(wrapper, options)

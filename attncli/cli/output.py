@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 from attncli.analyze import to_json
-from attncli.errors import AttncliError, InputError
+from attncli.errors import AttncliError
 from attncli.visible import json_safe, visible, visible_all
 
 
@@ -31,7 +31,10 @@ def fail(message: str) -> None:
 
 
 class OutputError(AttncliError):
-    """Standard output cannot be written (a full disk, a closed descriptor)."""
+    """Something the run writes cannot be written: standard output (a full disk, a closed
+    descriptor), or a file it was asked to write (-o, --svg, --html, --png, --export): a
+    full disk, no permission, a folder or device in its place. An error (exit status 1),
+    not a usage error: the command line was fine, the place to write is not."""
 
 
 @contextlib.contextmanager
@@ -328,19 +331,37 @@ def not_replaceable(path: Path) -> str | None:
     return None
 
 
+def unwritable(path: Path) -> str | None:
+    """Why `path` cannot be written now, said after its name ("is a directory"), or None:
+    checked before any work, so that a run does not compute for minutes and then fail."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not path.is_absolute() and cwd_hint():
+        return f"cannot be written{cwd_hint()}"
+    if not folder.is_dir():
+        return f"cannot be written: the folder {folder} does not exist"
+    problem = not_replaceable(path)
+    if problem:
+        return problem
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "cannot be written: permission denied"
+    return None
+
+
 def write_whole(path: Path, write) -> None:
     """write(binary file) into a temporary file beside `path` (beside its target, when it is
-    a symlink, so the link stays), then rename it into place."""
+    a symlink, so the link stays), then rename it into place: the file is written whole or
+    not at all. Any failure (a full disk, a file-size limit, no permission) is an
+    OutputError, the temporary file removed."""
     import tempfile
 
     target = Path(os.path.realpath(path))
     problem = not_replaceable(target)
     if problem:
-        raise InputError(f"{path}: {problem}; give another path")
+        raise OutputError(f"{path} {problem}; give another path")
     try:
         fd, temporary = tempfile.mkstemp(prefix=".attncli-", suffix=".tmp", dir=target.parent)
     except OSError as e:
-        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+        raise OutputError(f"{path}: cannot be written: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -348,7 +369,7 @@ def write_whole(path: Path, write) -> None:
         os.replace(temporary, target)
     except OSError as e:
         Path(temporary).unlink(missing_ok=True)
-        raise InputError(f"{path}: cannot be written: {e.strerror or e}") from None
+        raise OutputError(f"{path}: cannot be written: {e.strerror or e}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

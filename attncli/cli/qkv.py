@@ -28,7 +28,7 @@ def qkv():
 @click.option("--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
               help=f"Size of queries, keys and values, at most {MOST_D_K:,}. Default: d.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_path("output"), required=True,
+@click.option("-o", "--output", type=click.Path(), callback=output_path("output"), required=True,
               help="The .npz file to write.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
 @vectors_options

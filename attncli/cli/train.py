@@ -42,7 +42,7 @@ class Fraction(click.ParamType):
 
 @click.command(cls=Command, short_help="learn W_Q, W_K, W_V on a corpus by backpropagation")
 @click.argument("corpus", metavar="CORPUS", shell_complete=complete_path)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=output_path("output", (".npz",)),
+@click.option("-o", "--output", type=click.Path(), callback=output_path("output", (".npz",)),
               required=True, metavar="FILE.npz", help="The projections to write, for --qkv FILE.npz.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="hide", show_default=True,

@@ -1,4 +1,4 @@
-"""vectors info, convert, list and clear: the sources and the cache."""
+"""vectors info, convert, list, verify and clear: the sources and the cache."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 import click
 from attncli import cache
 from attncli.cli.options import complete_path, output_options, vectors_options
-from attncli.cli.output import emit, one_line, warn
+from attncli.cli import ExitStatus
+from attncli.cli.output import emit, one_line, progress, warn
 from attncli.cli.sections import Group
 from attncli.errors import AttncliError, VectorsError
 from attncli.limits import size
@@ -29,6 +30,7 @@ def vectors():
       attncli vectors convert ~/vectors/glove.840B.300d.txt
       attncli vectors info --vectors glove-wiki-gigaword-300
       attncli vectors list
+      attncli vectors verify
       attncli vectors clear
     """
 
@@ -68,7 +70,8 @@ def info(load, out):
 @output_options
 def convert(source, load, out):
     """Read SOURCE (any --vectors source) and write its cache entry now, so that the first
-    real run is fast too. An entry already there is kept.
+    real run is fast too. An entry already there is kept if it verifies (every file as it
+    was written: see vectors verify), else written again.
 
     \b
     Examples:
@@ -77,9 +80,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source, param="SOURCE")
-    if not vectors.meta.get("entry"):
-        raise VectorsError(f"{source} was read but could not be cached (see the warning above)")
+    vectors = load(source, param="SOURCE", must_cache=True, verify=True)
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 
@@ -97,10 +98,7 @@ def list_(out):
       attncli vectors list --json | jq -s 'map(.bytes) | add'
     """
     docs = [_entry_doc(entry) for entry in cache.entries()]
-    if out.fmt == "json":
-        emit(docs, out, "")
-    else:
-        emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view")
+    emit([{"entries": docs, "cache_dir": str(cache.cache_dir())}], out, "entries_view", json_docs=docs)
 
 
 def _confirm_clear() -> None:
@@ -135,6 +133,46 @@ def _entry_doc(entry: dict) -> dict:
             "created": entry.get("created"), "stale": stale, "damaged": entry.get("damaged")}
 
 
+LARGE = 64 << 20  # bytes to hash for which verify draws a bar: a second or more off a disk
+
+
+@vectors.command(short_help="check entries, every byte, against their SHA-256s")
+@click.argument("name", required=False)
+@output_options
+def verify(name, out):
+    """Check the cache entry NAME (its name, folder or path, as vectors list shows them;
+    glove.6B.50d.100k for the bundled vectors), or without NAME every entry and the bundled
+    vectors, against the SHA-256 of each of its files recorded as it was written. A load
+    checks sizes, times and the small files, but reads only the rows of the matrix it needs:
+    a row edited in place, its file's size and time kept, is found only here. Every file is
+    read whole (a bar on stderr for a large entry).
+
+    One line an entry: ok; damaged, with which file and what differs; or not checked, for
+    an entry written before attncli recorded SHA-256s. Exit status 0 when every entry
+    verifies, else 1. vectors convert SOURCE writes a damaged or unchecked entry again.
+
+    \b
+    Examples:
+      attncli vectors verify
+      attncli vectors verify glove.6B.50d.100k
+      attncli vectors verify --json | jq 'select(.ok | not) | .path'
+    """
+    targets = cache.to_verify(name)
+    total, done = sum(cache.entry_bytes(prefix) for prefix, _ in targets), 0
+    with progress("MB", shown=total >= LARGE, streaming=False) as update:
+        def hashed(n: int) -> None:
+            nonlocal done
+            done += n
+            update(done >> 20, total >> 20)
+
+        docs = [cache.verify_entry(prefix, bundled=bundled, hashed=hashed) for prefix, bundled in targets]
+    emit([{"entries": docs}], out, "verified_view", json_docs=docs)
+    failed = sum(not doc["ok"] for doc in docs)
+    if failed:
+        click.echo(f"attncli: {failed} of {len(docs)} {'entry' if len(docs) == 1 else 'entries'} did not verify", err=True)
+        return ExitStatus.ERROR
+
+
 @vectors.command(short_help="remove every cache entry")
 @click.option("-y", "--yes", is_flag=True, help="Remove without asking first.")
 @output_options
@@ -146,8 +184,9 @@ def clear(yes, out):
 
     Only folders attncli made (each holds its marker file, .attncli-entry) are touched, and
     only the files attncli wrote in them: anything else in the cache directory, or added to
-    an entry, is left as it is, and said so ("kept"). A temporary folder less than an hour
-    old may belong to a run still writing it, and is kept too.
+    an entry, is left as it is, and said so ("kept"). A temporary folder that a run killed
+    while converting left is removed; one that a run is writing now (it holds a lock on the
+    marker) is kept, and said so.
 
     \b
     Examples:
