@@ -371,7 +371,7 @@ def test_no_temporary_folder_when_writing_the_entry_fails(cache, source, monkeyp
 
 @pytest.fixture
 def big_source(tmp_path):
-    n, d = 20_000, 50
+    n, d = 80_000, 50  # about a second to convert: two processes started together overlap even on a busy machine
     M = matrix(n, d, seed=3)
     path = tmp_path / "big.txt"
     with path.open("w", encoding="utf-8") as f:
@@ -398,13 +398,13 @@ def test_two_processes_converting_one_file_both_succeed_and_leave_one_entry(cach
     assert a["load_seconds"] > 0.1 and b["load_seconds"] > 0.1, (a["load_seconds"], b["load_seconds"])
     assert a["cache_entry"] == b["cache_entry"] is not None
     for doc in outputs:
-        assert (doc["words"], doc["dim"], doc["format"]) == (20_000, 50, "word2vec-text")
+        assert (doc["words"], doc["dim"], doc["format"]) == (80_000, 50, "word2vec-text")
     assert [p.name for p in folders(cache)] == [Path(a["cache_entry"]).parent.name]
     assert temporaries(cache) == []
     v = load_vectors(path)
     assert v.meta["entry"] == a["cache_entry"]
     np.testing.assert_array_equal(v.matrix, M)
-    assert v.vocab.find("w0") == 0 and v.vocab.find("w19999") == 19_999 and v.vocab.find("w20000") is None
+    assert v.vocab.find("w0") == 0 and v.vocab.find("w79999") == 79_999 and v.vocab.find("w80000") is None
 
 
 # --------------------------------------------------------------------------- the vectors commands

@@ -158,8 +158,8 @@ def umask_022():
 
 def test_compare_json_against_context_and_numpy(glove):
     doc = one(run("compare", FRUIT, COLOUR, "--token", "orange", "--json"))
-    assert set(doc) == {"command", "token", "sentences", "context_cosine", "raw_cosine"}
-    assert doc["command"] == "compare" and doc["token"] == "orange"
+    assert set(doc) == {"command", "token", "sentences", "context_cosine", "raw_cosine", "notes"}
+    assert doc["command"] == "compare" and doc["token"] == "orange" and doc["notes"] == []
     assert len(doc["sentences"]) == 2
     for sentence, d in zip([FRUIT, COLOUR], doc["sentences"]):
         assert d == one(run("context", sentence, "--token", "orange", "--json"))
@@ -597,17 +597,17 @@ def test_png_without_matplotlib_writes_nothing_to_stdout(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- picture paths
 
 
-@pytest.mark.parametrize("flag, name, words", [
-    ("--png", "out.svg", [".png"]),
-    ("--svg", "out.png", [".svg"]),
-    ("--html", "out.png", [".html"]),
-    ("--png", "out", [".png"]),
-    ("--png", "missing/out.png", ["does not exist"]),
-    ("--svg", "missing/deeper/out.svg", ["does not exist"]),
-    ("--html", "missing/out.html", ["does not exist"]),
+@pytest.mark.parametrize("flag, name, words, code", [
+    ("--png", "out.svg", [".png"], 2),  # a wrong suffix is the command line's own mistake
+    ("--svg", "out.png", [".svg"], 2),
+    ("--html", "out.png", [".html"], 2),
+    ("--png", "out", [".png"], 2),
+    ("--png", "missing/out.png", ["cannot be written", "does not exist"], 1),  # a place that cannot take it
+    ("--svg", "missing/deeper/out.svg", ["cannot be written", "does not exist"], 1),
+    ("--html", "missing/out.html", ["cannot be written", "does not exist"], 1),
 ])
-def test_bad_picture_paths_are_usage_errors(tmp_path, flag, name, words):
-    fails(run("scores", FRUIT, flag, tmp_path / name), flag, *words, code=2)
+def test_bad_picture_paths_are_refused_before_anything_is_written(tmp_path, flag, name, words, code):
+    fails(run("scores", FRUIT, flag, tmp_path / name), flag, *words, code=code)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -616,7 +616,8 @@ def test_bad_picture_paths_are_usage_errors(tmp_path, flag, name, words):
 def test_a_directory_is_not_a_picture_path(tmp_path, flag, name):
     folder = tmp_path / name
     folder.mkdir(exist_ok=True)
-    fails(run("compare", FRUIT, COLOUR, "--token", "orange", flag, folder), flag, "directory", code=2)
+    fails(run("compare", FRUIT, COLOUR, "--token", "orange", flag, folder), flag, "directory",
+          code=1 if name else 2)
     assert [p.name for p in tmp_path.iterdir()] == ([name] if name else [])
     assert list(folder.iterdir()) == []
 

@@ -12,7 +12,7 @@ from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli import ExitStatus
 from attncli.cli.output import emit, one_line, progress, warn
 from attncli.cli.sections import Group
-from attncli.errors import AttncliError, VectorsError
+from attncli.errors import AttncliError
 from attncli.limits import size
 
 
