@@ -432,6 +432,80 @@ def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tm
     assert left == []
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes (multiprocessing's spawned ones) whose parent is `pid`."""
+    return [child for child, (_, command) in _children(pid).items() if b"spawn_main" in command]
+
+
+def _killing_a_worker(args, *, stdout, written=lambda: True, env=None) -> tuple[int, str, float]:
+    """`attncli args` with one of its two workers killed by SIGKILL, as the out-of-memory
+    killer kills, once both are there and written() holds: (exit status, stderr, seconds
+    from the kill to the end). Afterwards no process of its session is left."""
+    proc = subprocess.Popen([str(ENTRY_POINT), *map(str, args)], stdout=stdout, stderr=subprocess.PIPE,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + 60
+        while not (len(workers := _workers_of(proc.pid)) == 2 and written()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.01)
+        os.kill(workers[0], signal.SIGKILL)
+        killed = time.monotonic()
+        status = proc.wait(timeout=30)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:  # it never ended: end it, and fail
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in _in_session(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            proc.wait()
+    deadline, left = time.monotonic() + 3, ["?"]
+    while left and time.monotonic() < deadline:  # multiprocessing's resource tracker ends once its pipe closes
+        left = _in_session(proc.pid)
+        time.sleep(0.02)
+    assert left == []
+    return status, proc.stderr.read().decode(), took
+
+
+KILLED = ("attncli: error: a worker process was killed by SIGKILL before it finished its share of the work; if "
+          "memory ran short (the out-of-memory killer sends SIGKILL), free some and run again")
+
+
+def test_a_worker_killed_mid_batch_ends_it_with_whole_lines_and_says_which_are_missing(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 200_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        status, stderr, took = _killing_a_worker(["batch", corpus, "--jobs", "2"], stdout=stdout,
+                                                 written=lambda: out.stat().st_size > 100_000)
+    data = out.read_bytes()
+    numbers = [json.loads(line)["line"] for line in data.splitlines()]
+    last = len(numbers)
+    assert status == 1 and took < 15
+    assert data.endswith(b"\n") and numbers == list(range(1, last + 1)) and 0 < last < 200_000
+    assert stderr == (f"{KILLED} (the output holds the results of lines 1 to {last:,} of {corpus}, whole; those "
+                      f"from line {last + 1:,} on are missing)\n")
+
+
+def test_a_worker_killed_mid_stats_is_an_error_and_no_statistics(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 200_000)
+    status, stderr, took = _killing_a_worker(["stats", corpus, "--jobs", "2", "--json"], stdout=subprocess.PIPE)
+    assert status == 1 and took < 15 and stderr == KILLED + "\n"
+
+
+def test_a_worker_killed_while_it_parses_a_vectors_file_loads_nothing(tmp_path):
+    """A plain text file of 64 MB or more has its numbers parsed by workers (sources.PARALLEL)."""
+    numbers = " ".join(["0.1234"] * 50)
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("200000 50\n" + "".join(f"w{i} {numbers}\n" for i in range(200_000)))
+    assert vectors.stat().st_size > 64 << 20
+    env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache")}
+    status, stderr, took = _killing_a_worker(["vectors", "convert", vectors, "--json"], stdout=subprocess.PIPE, env=env)
+    assert status == 1 and took < 15
+    assert stderr == f"attncli: error: {vectors}: its numbers were not all parsed, so nothing was loaded: {KILLED.removeprefix('attncli: error: ')}\n"
+    assert run("vectors", "list", "--json", env=env).stdout == ""  # no cache entry made
+
+
 @pytest.mark.parametrize("args", [["scores", SENTENCE, "--json"], ["scores", SENTENCE, "--format", "table"],
                                   ["batch", "-"], ["batch", "-", "--jobs", "2"], ["scores", "--document"],
                                   ["vectors", "info"]])
