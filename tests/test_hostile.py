@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from clirunner import CLEAN_ENV, fails, one, ok, run
+from ptys import in_session, none_left, stat_fields
 
 pytestmark = pytest.mark.usefixtures("cache")
 
@@ -338,21 +339,12 @@ def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, 
     assert alive == []  # no worker left
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name: [state, ppid, ...], or None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
 def _children(pid: int) -> dict[int, tuple[str, bytes]]:
     """The processes whose parent is `pid`, each with its start time (to tell it from a later
     process given the same number) and its command line, from the process table."""
     found = {}
     for entry in os.listdir("/proc"):
-        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
         if fields and int(fields[1]) == pid:
             with contextlib.suppress(OSError):
                 found[int(entry)] = (fields[19], Path(f"/proc/{entry}/cmdline").read_bytes())
@@ -360,19 +352,8 @@ def _children(pid: int) -> dict[int, tuple[str, bytes]]:
 
 
 def _still_running(pid: int, started: str) -> bool:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return fields is not None and fields[19] == started and fields[0] not in ("Z", "X")
-
-
-def _in_session(sid: int) -> list[int]:
-    """The live processes of session `sid`: a run's workers leave its process group, never
-    its session, so this finds every process it started, reparented or not."""
-    found = []
-    for entry in os.listdir("/proc"):
-        fields = _stat_fields(int(entry)) if entry.isdigit() else None
-        if fields and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            found.append(int(entry))
-    return found
 
 
 @pytest.mark.parametrize("moment", ["as the workers start", "after the first line"])
@@ -427,7 +408,7 @@ def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tm
     # its pipe from the run has closed, a moment after
     deadline, left = time.monotonic() + 3, ["?"]
     while left and time.monotonic() < deadline:
-        left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + _in_session(proc.pid)
+        left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + in_session(proc.pid)
         time.sleep(0.02)
     assert left == []
 
@@ -455,14 +436,10 @@ def _killing_a_worker(args, *, stdout, written=lambda: True, env=None) -> tuple[
     finally:
         if proc.poll() is None:  # it never ended: end it, and fail
             os.killpg(proc.pid, signal.SIGKILL)
-            for pid in _in_session(proc.pid):
+            for pid in in_session(proc.pid):
                 os.kill(pid, signal.SIGKILL)
             proc.wait()
-    deadline, left = time.monotonic() + 3, ["?"]
-    while left and time.monotonic() < deadline:  # multiprocessing's resource tracker ends once its pipe closes
-        left = _in_session(proc.pid)
-        time.sleep(0.02)
-    assert left == []
+    assert none_left(proc.pid) == []
     return status, proc.stderr.read().decode(), took
 
 

@@ -5,9 +5,11 @@ progress bar among its results, lays JSON out for reading, and pages what does n
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import time
 
@@ -350,3 +352,61 @@ def test_batch_counts_a_files_lines_for_its_bar(tmp_path):
     status, out, _, screen = ptys.run(["batch", tmp_path / "corpus.txt"], on_tty=("stderr",))
     assert status == 0 and len(out.splitlines()) == 200
     assert BAR in screen and "/200" in ptys.plain(screen).replace(",", "")
+
+
+@pytest.mark.parametrize("command", ["batch", "stats"])
+def test_ctrl_c_typed_at_a_run_on_two_workers_gives_the_terminal_back(tmp_path, command):
+    """A user's Ctrl-C (the terminal's line discipline sends SIGINT to its foreground group)
+    while the bar is drawn on stderr's terminal and the results go to a file: exit 130 at
+    once, the bar gone, the cursor shown again, the settings as they were, no process left."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    with open(tmp_path / "out", "wb") as stdout:
+        terminal = ptys.start([command, corpus, "--jobs", "2"], on_tty=("stderr",), stdout=stdout)
+        terminal.wait_for("lines/s")  # the bar, as the workers send their results
+        time.sleep(0.5)
+        terminal.type(b"\x03")
+        typed = time.monotonic()
+        try:
+            status = terminal.proc.wait(timeout=30)
+        finally:
+            took = time.monotonic() - typed
+            if terminal.proc.poll() is None:  # it went on: end it, and fail
+                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                    os.kill(pid, signal.SIGKILL)
+    terminal.finish()
+    assert status == 130 and took < 3
+    assert terminal.after == terminal.before and terminal.modes_left() == {}
+    shown = [line for line in terminal.shown() if line]
+    assert shown == ["attncli: interrupted"], shown  # the bar erased, the echoed ^C with it
+    assert ptys.none_left(terminal.proc.pid) == []
+
+
+def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
+    """The bar is redrawn from a thread of rich's, which a write to a terminal that takes
+    nothing (its reader stalled) would hold for ever, holding the lock its stop waits for:
+    the bar drops what the terminal cannot take, and the end waits half a second at most."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    out = tmp_path / "out"
+    with open(out, "wb") as stdout:
+        terminal = ptys.start(["batch", corpus, "--jobs", "2", "--fields", "line"], on_tty=("stderr",), stdout=stdout,
+                              reading=False)
+        deadline = time.monotonic() + 60
+        while out.stat().st_size < 10_000 and time.monotonic() < deadline:  # the bar is drawn meanwhile
+            time.sleep(0.05)
+        terminal.stall()
+        time.sleep(1)  # the bar's next frames meet a full terminal
+        terminal.type(b"\x03")
+        typed = time.monotonic()
+        try:
+            status = terminal.proc.wait(timeout=30)
+        finally:
+            took = time.monotonic() - typed
+            if terminal.proc.poll() is None:  # it never ended: end it, and fail
+                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                    os.kill(pid, signal.SIGKILL)
+    terminal.read()
+    terminal.finish()
+    assert status == 130 and took < 3
+    assert ptys.none_left(terminal.proc.pid) == []

@@ -19,7 +19,7 @@ from enum import IntEnum
 
 import click
 from attncli import __version__
-from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, utf8
+from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal, utf8
 from attncli.cli.sections import Command, Group
 from attncli.errors import AttncliError
 
@@ -158,7 +158,8 @@ class AttncliGroup(Group):
             else:
                 # on a terminal, first end the line that holds the echoed ^C
                 said = "terminated" if status == ExitStatus.TERMINATED else "interrupted"
-                click.echo(("\n" if sys.stderr.isatty() else "") + f"attncli: {said}", err=True)
+                with contextlib.suppress(OSError, ValueError):  # a terminal gone with SIGHUP takes nothing
+                    to_terminal(sys.stderr, ("\n" if sys.stderr.isatty() else "") + f"attncli: {said}\n")
         except Exception as e:  # noqa: BLE001: a bug; still one line, unless ATTNCLI_DEBUG asks for the traceback
             if os.environ.get("ATTNCLI_DEBUG"):
                 raise

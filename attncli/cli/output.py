@@ -398,9 +398,9 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     # redirect_stdout=False: by default rich would route the results on stdout to the terminal
-    with Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
-                  console=stderr_console(), redirect_stdout=False, redirect_stderr=False) as bar:
+    with bar_console() as console, Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                                            TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
+                                            console=console, redirect_stdout=False, redirect_stderr=False) as bar:
         task = bar.add_task(unit, total=None, rate="", note="")
         start = time.monotonic()
 
@@ -418,3 +418,82 @@ def progress_shown(streaming: bool = True) -> bool:
 
 def stderr_console():
     return make_console(sys.stderr)
+
+
+@contextlib.contextmanager
+def bar_console():
+    """A console for a progress bar on stderr's terminal, drawn through a Patient writer:
+    rich redraws a bar from a thread of its own, holding a lock that its stop (at the end,
+    at a Ctrl-C) waits for, so a write that waited on a terminal which takes nothing would
+    hold the run's end for ever."""
+    with contextlib.closing(Patient(sys.stderr)) as screen:
+        yield make_console(screen)
+
+
+class Patient(io.TextIOBase):
+    """A terminal written through a descriptor of its own that never blocks: what the
+    terminal cannot take now (its reader stalled) waits for the next write, a frame of a
+    bar written meanwhile is dropped (the next one draws it whole), and at close what is
+    left gets `patience` seconds, then is given up."""
+
+    WAITING = 1 << 14  # bytes held for a terminal that takes nothing, past which a write is dropped
+
+    def __init__(self, stream, patience: float = 0.5):
+        super().__init__()
+        try:
+            self.fd = os.open(os.ttyname(stream.fileno()), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:  # a terminal without a name here: its own descriptor, which may wait
+            self.fd = os.dup(stream.fileno())
+        self._encoding, self.patience, self.waiting = stream.encoding, patience, b""
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if len(self.waiting) < self.WAITING:
+            self.waiting += text.encode(self._encoding, "backslashreplace")
+        self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        while self.waiting:
+            try:
+                self.waiting = self.waiting[os.write(self.fd, self.waiting):]
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the terminal hung up: nothing can reach it
+                self.waiting = b""
+
+    def close(self) -> None:
+        import select
+
+        if self.closed:
+            return
+        deadline = time.monotonic() + self.patience
+        while self.waiting and (left := deadline - time.monotonic()) > 0:
+            select.select([], [self.fd], [], left)
+            self.flush()
+        os.close(self.fd)
+        super().close()
+
+
+def to_terminal(stream, line: str) -> None:
+    """`line` on `stream`, where it is a terminal through a Patient writer: the last words of
+    a run that was stopped, which a stalled terminal must not hold for ever."""
+    if not stream.isatty():
+        stream.write(line)
+        stream.flush()
+        return
+    stream.flush()
+    with contextlib.closing(Patient(stream)) as screen:
+        screen.write(line)
