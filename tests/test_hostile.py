@@ -309,7 +309,8 @@ def test_a_long_path_is_one_line():
 # --------------------------------------------------------------------------- 4. signals and streams
 
 
-@pytest.mark.parametrize("sig,status,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("sig,status,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"),
+                                            (signal.SIGHUP, 129, "hung up")])
 def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, sig, status, said):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the earth is like an orange\n" * 100_000)
@@ -411,6 +412,22 @@ def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tm
         left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + in_session(proc.pid)
         time.sleep(0.02)
     assert left == []
+
+
+def test_sighup_stays_ignored_under_nohup(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 20_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", str(corpus), "--jobs", "2", "--fields", "line"],
+                                stdout=stdout, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup starts it
+        deadline = time.monotonic() + 60
+        while out.stat().st_size == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == b"" and len(out.read_bytes().splitlines()) == 20_000
 
 
 def _workers_of(pid: int) -> list[int]:
