@@ -230,14 +230,48 @@ def make_console(file, out: Output | None = None, **settings):
             self.quiet = True
             raise BrokenPipeError
 
+    if "width" not in settings:  # decided here, never by rich, which takes COLUMNS=0 for 0 columns
+        settings["width"], settings["height"] = terminal_size(file)
     screen = _Console(file=file, markup=False, emoji=False, highlight=False,
                       no_color=settings.pop("no_color", True if out is not None and out.no_color else None), **settings)
-    # COLUMNS=10**20 would overflow rich, 10**8 stall it, and 0 draw nothing at all
-    screen.width = min(max(screen.width, MIN_WIDTH), MAX_WIDTH)
+    screen.width = drawn_width(screen.width)
     return screen
 
 
 MIN_WIDTH, MAX_WIDTH = 20, 1000  # columns: narrower draws nothing useful; wider than any terminal
+
+
+def drawn_width(columns: int) -> int:
+    """The width a view is drawn to on a terminal of `columns`: at least MIN_WIDTH (a
+    narrower terminal wraps what is drawn), at most MAX_WIDTH (COLUMNS=10**20 would
+    overflow rich, 10**8 stall it)."""
+    return min(max(columns, MIN_WIDTH), MAX_WIDTH)
+
+
+def terminal_size(stream) -> tuple[int, int]:
+    """(columns, lines) of the terminal `stream` is drawn on: COLUMNS and LINES where they
+    are whole numbers above 0, else the terminal's own size (the stream's, else that of the
+    first standard stream that is a terminal, as rich looks), else 80 x 25. COLUMNS=0, -5
+    or "wide" is no width: the terminal's is used."""
+    size = [None, None]
+    for fd in (_fileno(stream), 0, 1, 2):
+        try:
+            size = [n or None for n in os.get_terminal_size(fd)]  # a terminal that does not know says 0
+            break
+        except (OSError, TypeError, ValueError):
+            continue
+    for k, name in enumerate(("COLUMNS", "LINES")):
+        value = os.environ.get(name, "").strip()
+        if value.isdecimal() and value.isascii() and int(value) > 0:
+            size[k] = int(value)
+    return size[0] or 80, size[1] or 25
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a StringIO, tests' streams)
+        return None
 
 
 class _Screen(io.StringIO):
@@ -302,7 +336,9 @@ def _show(text: str, screen, out: Output) -> None:
     from attncli.cli import pager
 
     line = pager.command() if out.pager else None
-    if line and not pager.fits(text, screen.width, screen.height) and pager.page(text, line, warn):
+    columns, _ = terminal_size(sys.stdout)
+    # a terminal narrower than the drawing wraps it (less would show it a character a line, and wait)
+    if line and columns >= screen.width and not pager.fits(text, columns, screen.height) and pager.page(text, line, warn):
         return
     with writing_stdout():
         sys.stdout.write(text)
