@@ -132,10 +132,18 @@ class Explorer(App):
         self.error_console = Console(file=io.StringIO())  # not textual's traceback of it: the command's one line
 
     def on_load(self) -> None:
-        # in the loop, not from a signal handler: the loop wakes at once and ends the app itself
         loop = asyncio.get_running_loop()
-        for signum, code in self.ends.items():
-            loop.add_signal_handler(signum, self.exit, None, code)
+        for signum in self.ends:
+            signal.signal(signum, lambda signum, frame: self.ending(loop, signum))
+
+    def ending(self, loop, signum: int) -> None:
+        """A signal of `ends`: the app ends, from its loop (woken at once), as on q. A hang-up
+        comes with SIGCONT, on which textual would take the terminal again, from wherever
+        this process is, while it ends: ignored from now on (SIGCONT comes second: signals
+        are handled in the order of their numbers)."""
+        if signum == signal.SIGHUP:
+            signal.signal(signal.SIGCONT, signal.SIG_IGN)
+        loop.call_soon_threadsafe(self.exit, None, self.ends[signum])
 
     def action_interrupt(self) -> None:
         self.exit(return_code=self.ends.get(signal.SIGINT, 130))

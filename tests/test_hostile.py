@@ -403,7 +403,7 @@ def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tm
     lines = out.read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line)["line"] == n for n, line in enumerate(lines[:-1], start=1))
     assert seen  # its children were there
-    # no worker outlives the run: Pool.terminate has ended and reaped them before it exits
+    # no worker outlives the run: it has ended and reaped them before it exits
     assert [pid for pid in workers if _still_running(pid, seen[pid][0])] == []
     # nor anything else it started; multiprocessing's resource tracker ends by itself once
     # its pipe from the run has closed, a moment after

@@ -54,7 +54,7 @@ def explore(sentence, export, load, opts):
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError("explore needs a terminal, on stdin and stdout; for a pipe or a file, use "
                          "attncli scores (or --json)")
-    previous = {signum: signal.getsignal(signum) for signum in ends}  # asyncio leaves them at their defaults
+    previous = {signum: signal.getsignal(signum) for signum in (*ends, signal.SIGCONT)}  # as textual found them
     try:
         explorer.run()
     finally:
