@@ -452,10 +452,6 @@ def progress_shown(streaming: bool = True) -> bool:
     return sys.stderr.isatty() and not (streaming and same_terminal(sys.stdout, sys.stderr))
 
 
-def stderr_console():
-    return make_console(sys.stderr)
-
-
 @contextlib.contextmanager
 def bar_console():
     """A console for a progress bar on stderr's terminal, drawn through a Patient writer:
