@@ -27,6 +27,11 @@ class ModelError(AttncliError):
     """A model that cannot be found, read, or run: the message says which file and what to do."""
 
 
+class WorkerLost(AttncliError):
+    """A worker process ended before it answered (killed by the out-of-memory killer, or by
+    a person): its share of the work will never come, so the run stops there."""
+
+
 class OptionError(AttncliError, ValueError):
     """A parameter given to the library out of its range or of the wrong kind (an Options field,
     an argument of attncli.attention): the message names the parameter and what it takes."""

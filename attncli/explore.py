@@ -9,12 +9,15 @@ for the same state.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import io
 import math
+import signal
 from dataclasses import dataclass, field
 
 import numpy as np
-from rich.console import Group
+from rich.console import Console, Group
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -113,14 +116,41 @@ class Explorer(App):
         Binding("a", "mean", "mean"), Binding("l", "layer(1)", "layer"), Binding("L", "layer(-1)", "layer-", show=False),
         Binding("x", "explain", "explain"), Binding("e", "edit", "edit"), Binding("c", "compare", "compare"),
         Binding("p", "export", "save", show=False), Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "interrupt", "interrupt", show=False, priority=True),  # raw mode: a key, not SIGINT
     ]
 
-    def __init__(self, vectors, state: State, *, export: str | None = None, write=None):
+    def __init__(self, vectors, state: State, *, export: str | None = None, write=None,
+                 ends: dict[int, int] | None = None):
         super().__init__()
         self.vectors, self.export, self.write = vectors, export, write
         self.state, self.doc = state, document(vectors, state)
         self.asking: str | None = None  # "edit" or "compare" while the input line is open
         self.news, self.text = "", {}
+        # signal -> the return code it ends the app with, once its loop runs; Ctrl-C as a key too
+        self.ends = dict(ends or {})
+        self.failure: Exception | None = None  # an exception of the app's own, which ended it
+        self.error_console = Console(file=io.StringIO())  # not textual's traceback of it: the command's one line
+
+    def on_load(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in self.ends:
+            signal.signal(signum, lambda signum, frame: self.ending(loop, signum))
+
+    def ending(self, loop, signum: int) -> None:
+        """A signal of `ends`: the app ends, from its loop (woken at once), as on q. A hang-up
+        comes with SIGCONT, on which textual would take the terminal again, from wherever
+        this process is, while it ends: ignored from now on (SIGCONT comes second: signals
+        are handled in the order of their numbers)."""
+        if signum == signal.SIGHUP:
+            signal.signal(signal.SIGCONT, signal.SIG_IGN)
+        loop.call_soon_threadsafe(self.exit, None, self.ends[signum])
+
+    def action_interrupt(self) -> None:
+        self.exit(return_code=self.ends.get(signal.SIGINT, 130))
+
+    def _handle_exception(self, error: Exception) -> None:
+        self.failure = error  # textual then ends the app, giving the terminal back
+        super()._handle_exception(error)
 
     def compose(self) -> ComposeResult:
         yield Header()

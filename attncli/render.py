@@ -657,13 +657,13 @@ def html(console: Console) -> str:
 
 
 class LoadProgress:
-    """A progress bar on stderr (bytes read of all, rate, time left) for a load that takes
+    """A progress bar on `console` (bytes read of all, rate, time left) for a load that takes
     more than half a second. The CLI uses it only when stderr is a terminal."""
 
     DELAY = 0.5
 
-    def __init__(self):
-        self.console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    def __init__(self, console: Console):
+        self.console = console
         self.bar = None
         self.start = None
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.errors import AttncliError, VectorsError
+from attncli.errors import AttncliError, VectorsError, WorkerLost
 from attncli.limits import read_file
 from attncli.home import expand, home, no_home
 from attncli.vectors import Subwords, Vectors, Vocabulary
@@ -591,6 +591,8 @@ def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Calla
             return _assemble(blocks, matrix, _parsers(source.stat.st_size))
     except (_NotPlain, OSError, EOFError, zlib.error):
         return None  # gensim reads it again, and says what is wrong
+    except WorkerLost as e:  # read again, it would meet the same end
+        raise VectorsError(f"{source.path}: its numbers were not all parsed, so nothing was loaded: {e}") from None
 
 
 class _NotPlain(Exception):

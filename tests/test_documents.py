@@ -783,23 +783,19 @@ def test_stream_never_holds_t_by_t():
 
 
 def test_a_ctrl_c_while_the_workers_start_is_raised_not_lost(monkeypatch):
-    """A SIGINT that comes while the pool starts its workers (here: at once after) is held,
-    not ignored, and raised as soon as the pool is up, which ends its workers."""
+    """A SIGINT that comes while the workers start (here: as each has started) is held,
+    not ignored, and raised as soon as they are all up, which ends them."""
     import multiprocessing
     import signal
 
-    real = multiprocessing.get_context
+    process = multiprocessing.get_context("spawn").Process
+    start = process.start
 
-    class Interrupted:
-        def __init__(self, context):
-            self.context = context
+    def started(self):
+        start(self)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as the workers start
 
-        def Pool(self, *args, **kwargs):  # noqa: N802: multiprocessing's name
-            pool = self.context.Pool(*args, **kwargs)
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as the workers start
-            return pool
-
-    monkeypatch.setattr(batches.multiprocessing, "get_context", lambda method: Interrupted(real(method)))
+    monkeypatch.setattr(process, "start", started)
     items = [(n, "the cat sat", None) for n in range(1, 2001)]
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
@@ -810,8 +806,8 @@ def test_a_ctrl_c_while_the_workers_start_is_raised_not_lost(monkeypatch):
 
 
 def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path):
-    """A worker that fails to load must not end: Pool would start another for ever, each
-    printing its traceback. In a child process, so that a run that never ends is killed."""
+    """A worker that fails to load must not end: its lines, and the run, would be lost with
+    it. In a child process, so that a run that never ends is killed."""
     gone = tmp_path / "gone.txt"
     script = ("import json, sys; from attncli import batch\n"
               f"items = [(n, 'the cat', None) for n in range(1, 6)]\n"

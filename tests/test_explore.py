@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import select
+import signal
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +17,7 @@ import pytest
 pytest.importorskip("textual", reason="the explore extra: pip install 'attncli[explore]'")
 from attncli.analyze import Options, scores_doc  # noqa: E402
 from attncli.load import load_vectors  # noqa: E402
+import ptys  # noqa: E402
 from clirunner import fails, run  # noqa: E402
 
 SENTENCE = "The earth is like an orange"
@@ -251,3 +257,58 @@ def test_the_edit_line_never_holds_a_character_the_terminal_would_act_on():
             return app.query_one("#ask").value
 
     assert asyncio.run(go()) == ""
+
+
+# An action of the app that fails, as a bug would: the installed CLI's own main, in a real
+# process on a terminal, with the r key's action broken
+BROKEN = ("import sys\nfrom attncli import explore\n\n"
+          "def broken(self):\n    raise RuntimeError('r is broken')\n\n"
+          "explore.Explorer.action_raw = broken\nfrom attncli.cli import main\nmain(sys.argv[1:])\n")
+WAYS_OUT = {  # how, (the status, what the main screen shows after)
+    "q": (b"q", 0, []),
+    "ctrl-q": (b"\x11", 0, []),
+    "ctrl-c": (b"\x03", 130, ["attncli: interrupted"]),  # raw mode: a key, not SIGINT
+    "sigint": (signal.SIGINT, 130, ["attncli: interrupted"]),
+    "sigterm": (signal.SIGTERM, 143, ["attncli: terminated"]),
+    "sighup": (signal.SIGHUP, 129, ["attncli: hung up"]),
+    "a bug": (b"r", 1, ["attncli: error: internal error (RuntimeError: r is broken); please report it, with the "
+                        "command that caused it (ATTNCLI_DEBUG=1 shows where it happened)"]),
+}
+
+
+@pytest.mark.parametrize("way", WAYS_OUT, ids=WAYS_OUT)
+def test_every_way_out_gives_the_terminal_back(way):
+    """On a real terminal: its settings as before (what `stty -g` reads), the alternate screen
+    left, mouse tracking and the other modes the app set off again, the cursor shown, the
+    main screen as it was but for the line that says why the app ended."""
+    how, status, shown = WAYS_OUT[way]
+    program = (sys.executable, "-c", BROKEN) if way == "a bug" else (ptys.ATTNCLI,)
+    terminal = ptys.start(["explore", SENTENCE], program=program, rows=30, cols=110, env={"ATTNCLI_DEBUG": None})
+    terminal.wait_for("temperature 1")  # the app is up
+    time.sleep(0.5)
+    assert terminal.modes_left()["1049"] and terminal.modes_left()["1003"]  # the alternate screen, the mouse
+    if isinstance(how, bytes):
+        terminal.type(how)
+    else:
+        terminal.proc.send_signal(how)
+    begun = time.monotonic()
+    returned, _, _, _ = terminal.finish(timeout=30)
+    assert returned == status and time.monotonic() - begun < 10
+    assert terminal.after == terminal.before
+    assert terminal.modes_left() == {}
+    assert [line for line in terminal.shown() if line] == shown
+
+
+def test_a_terminal_that_hangs_up_ends_the_app_with_129():
+    """The terminal itself gone (its window closed): SIGHUP, and an end within seconds, with
+    nothing left running."""
+    # read here, not by a thread: one blocked in read() would keep the terminal's other end open
+    terminal = ptys.start(["explore", SENTENCE], rows=30, cols=110, reading=False)
+    deadline = time.monotonic() + 60
+    while "temperature 1" not in ptys.plain(terminal.screen.decode("utf-8", "replace")):
+        assert time.monotonic() < deadline, bytes(terminal.screen)
+        if select.select([terminal.master], [], [], 0.2)[0]:
+            terminal.screen += os.read(terminal.master, 1 << 16)
+    os.close(terminal.master)  # the hang-up: the terminal's other end closed
+    assert terminal.proc.wait(timeout=30) == 129
+    assert ptys.none_left(terminal.proc.pid) == []

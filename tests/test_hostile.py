@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from clirunner import CLEAN_ENV, fails, one, ok, run
+from ptys import in_session, none_left, stat_fields
 
 pytestmark = pytest.mark.usefixtures("cache")
 
@@ -308,7 +309,8 @@ def test_a_long_path_is_one_line():
 # --------------------------------------------------------------------------- 4. signals and streams
 
 
-@pytest.mark.parametrize("sig,status,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("sig,status,said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"),
+                                            (signal.SIGHUP, 129, "hung up")])
 def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, sig, status, said):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the earth is like an orange\n" * 100_000)
@@ -338,21 +340,12 @@ def test_ctrl_c_or_sigterm_during_batch_with_two_jobs_ends_everything(tmp_path, 
     assert alive == []  # no worker left
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name: [state, ppid, ...], or None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
 def _children(pid: int) -> dict[int, tuple[str, bytes]]:
     """The processes whose parent is `pid`, each with its start time (to tell it from a later
     process given the same number) and its command line, from the process table."""
     found = {}
     for entry in os.listdir("/proc"):
-        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
         if fields and int(fields[1]) == pid:
             with contextlib.suppress(OSError):
                 found[int(entry)] = (fields[19], Path(f"/proc/{entry}/cmdline").read_bytes())
@@ -360,19 +353,8 @@ def _children(pid: int) -> dict[int, tuple[str, bytes]]:
 
 
 def _still_running(pid: int, started: str) -> bool:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return fields is not None and fields[19] == started and fields[0] not in ("Z", "X")
-
-
-def _in_session(sid: int) -> list[int]:
-    """The live processes of session `sid`: a run's workers leave its process group, never
-    its session, so this finds every process it started, reparented or not."""
-    found = []
-    for entry in os.listdir("/proc"):
-        fields = _stat_fields(int(entry)) if entry.isdigit() else None
-        if fields and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            found.append(int(entry))
-    return found
 
 
 @pytest.mark.parametrize("moment", ["as the workers start", "after the first line"])
@@ -421,15 +403,101 @@ def test_ctrl_c_to_batch_jobs_2_at_any_moment_is_one_line_and_leaves_no_child(tm
     lines = out.read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line)["line"] == n for n, line in enumerate(lines[:-1], start=1))
     assert seen  # its children were there
-    # no worker outlives the run: Pool.terminate has ended and reaped them before it exits
+    # no worker outlives the run: it has ended and reaped them before it exits
     assert [pid for pid in workers if _still_running(pid, seen[pid][0])] == []
     # nor anything else it started; multiprocessing's resource tracker ends by itself once
     # its pipe from the run has closed, a moment after
     deadline, left = time.monotonic() + 3, ["?"]
     while left and time.monotonic() < deadline:
-        left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + _in_session(proc.pid)
+        left = [pid for pid, (started, _) in seen.items() if _still_running(pid, started)] + in_session(proc.pid)
         time.sleep(0.02)
     assert left == []
+
+
+def test_sighup_stays_ignored_under_nohup(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 20_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", str(corpus), "--jobs", "2", "--fields", "line"],
+                                stdout=stdout, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup starts it
+        deadline = time.monotonic() + 60
+        while out.stat().st_size == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == b"" and len(out.read_bytes().splitlines()) == 20_000
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes (multiprocessing's spawned ones) whose parent is `pid`."""
+    return [child for child, (_, command) in _children(pid).items() if b"spawn_main" in command]
+
+
+def _killing_a_worker(args, *, stdout, written=lambda: True, env=None) -> tuple[int, str, float]:
+    """`attncli args` with one of its two workers killed by SIGKILL, as the out-of-memory
+    killer kills, once both are there and written() holds: (exit status, stderr, seconds
+    from the kill to the end). Afterwards no process of its session is left."""
+    proc = subprocess.Popen([str(ENTRY_POINT), *map(str, args)], stdout=stdout, stderr=subprocess.PIPE,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + 60
+        while not (len(workers := _workers_of(proc.pid)) == 2 and written()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.01)
+        os.kill(workers[0], signal.SIGKILL)
+        killed = time.monotonic()
+        status = proc.wait(timeout=30)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:  # it never ended: end it, and fail
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in in_session(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            proc.wait()
+    assert none_left(proc.pid) == []
+    return status, proc.stderr.read().decode(), took
+
+
+KILLED = ("attncli: error: a worker process was killed by SIGKILL before it finished its share of the work; if "
+          "memory ran short (the out-of-memory killer sends SIGKILL), free some and run again")
+
+
+def test_a_worker_killed_mid_batch_ends_it_with_whole_lines_and_says_which_are_missing(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 200_000)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as stdout:
+        status, stderr, took = _killing_a_worker(["batch", corpus, "--jobs", "2"], stdout=stdout,
+                                                 written=lambda: out.stat().st_size > 100_000)
+    data = out.read_bytes()
+    numbers = [json.loads(line)["line"] for line in data.splitlines()]
+    last = len(numbers)
+    assert status == 1 and took < 15
+    assert data.endswith(b"\n") and numbers == list(range(1, last + 1)) and 0 < last < 200_000
+    assert stderr == (f"{KILLED} (the output holds the results of lines 1 to {last:,} of {corpus}, whole; those "
+                      f"from line {last + 1:,} on are missing)\n")
+
+
+def test_a_worker_killed_mid_stats_is_an_error_and_no_statistics(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 200_000)
+    status, stderr, took = _killing_a_worker(["stats", corpus, "--jobs", "2", "--json"], stdout=subprocess.PIPE)
+    assert status == 1 and took < 15 and stderr == KILLED + "\n"
+
+
+def test_a_worker_killed_while_it_parses_a_vectors_file_loads_nothing(tmp_path):
+    """A plain text file of 64 MB or more has its numbers parsed by workers (sources.PARALLEL)."""
+    numbers = " ".join(["0.1234"] * 50)
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("200000 50\n" + "".join(f"w{i} {numbers}\n" for i in range(200_000)))
+    assert vectors.stat().st_size > 64 << 20
+    env = {"ATTNCLI_CACHE_DIR": str(tmp_path / "cache")}
+    status, stderr, took = _killing_a_worker(["vectors", "convert", vectors, "--json"], stdout=subprocess.PIPE, env=env)
+    assert status == 1 and took < 15
+    assert stderr == f"attncli: error: {vectors}: its numbers were not all parsed, so nothing was loaded: {KILLED.removeprefix('attncli: error: ')}\n"
+    assert run("vectors", "list", "--json", env=env).stdout == ""  # no cache entry made
 
 
 @pytest.mark.parametrize("args", [["scores", SENTENCE, "--json"], ["scores", SENTENCE, "--format", "table"],

@@ -4,10 +4,14 @@ progress bar among its results, lays JSON out for reading, and pages what does n
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import time
 
@@ -350,3 +354,187 @@ def test_batch_counts_a_files_lines_for_its_bar(tmp_path):
     status, out, _, screen = ptys.run(["batch", tmp_path / "corpus.txt"], on_tty=("stderr",))
     assert status == 0 and len(out.splitlines()) == 200
     assert BAR in screen and "/200" in ptys.plain(screen).replace(",", "")
+
+
+@pytest.mark.parametrize("command", ["batch", "stats"])
+def test_ctrl_c_typed_at_a_run_on_two_workers_gives_the_terminal_back(tmp_path, command):
+    """A user's Ctrl-C (the terminal's line discipline sends SIGINT to its foreground group)
+    while the bar is drawn on stderr's terminal and the results go to a file: exit 130 at
+    once, the bar gone, the cursor shown again, the settings as they were, no process left."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    with open(tmp_path / "out", "wb") as stdout:
+        terminal = ptys.start([command, corpus, "--jobs", "2"], on_tty=("stderr",), stdout=stdout)
+        terminal.wait_for("lines/s")  # the bar, as the workers send their results
+        time.sleep(0.5)
+        terminal.type(b"\x03")
+        typed = time.monotonic()
+        try:
+            status = terminal.proc.wait(timeout=30)
+        finally:
+            took = time.monotonic() - typed
+            if terminal.proc.poll() is None:  # it went on: end it, and fail
+                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                    os.kill(pid, signal.SIGKILL)
+    terminal.finish()
+    assert status == 130 and took < 3
+    assert terminal.after == terminal.before and terminal.modes_left() == {}
+    shown = [line for line in terminal.shown() if line]
+    assert shown == ["attncli: interrupted"], shown  # the bar erased, the echoed ^C with it
+    assert ptys.none_left(terminal.proc.pid) == []
+
+
+def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
+    """The bar is redrawn from a thread of rich's, which a write to a terminal that takes
+    nothing (its reader stalled) would hold for ever, holding the lock its stop waits for:
+    the bar drops what the terminal cannot take, and the end waits half a second at most."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    out = tmp_path / "out"
+    with open(out, "wb") as stdout:
+        terminal = ptys.start(["batch", corpus, "--jobs", "2", "--fields", "line"], on_tty=("stderr",), stdout=stdout,
+                              reading=False)
+        deadline = time.monotonic() + 60
+        while out.stat().st_size < 10_000 and time.monotonic() < deadline:  # the bar is drawn meanwhile
+            time.sleep(0.05)
+        terminal.stall()
+        time.sleep(1)  # the bar's next frames meet a full terminal
+        terminal.type(b"\x03")
+        typed = time.monotonic()
+        try:
+            status = terminal.proc.wait(timeout=30)
+        finally:
+            took = time.monotonic() - typed
+            if terminal.proc.poll() is None:  # it never ended: end it, and fail
+                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                    os.kill(pid, signal.SIGKILL)
+    terminal.read()
+    terminal.finish()
+    assert status == 130 and took < 3
+    assert ptys.none_left(terminal.proc.pid) == []
+
+
+# --------------------------------------------------------------------------- any width
+
+LONG = " ".join(["the", "earth", "is", "like", "an", "orange", "and", "the", "moon"] * 4)  # 36 tokens
+PROBE = ["--steps", "40", "--batch", "32", "--out-vocab", "25", "--probe", "the cat sat on a mat|the dog sat in the park",
+         "--token", "sat"]
+VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a folder of the test's
+    "scores": ["scores", SENTENCE], "scores --raw": ["scores", SENTENCE, "--raw"],
+    "scores --rollout": ["scores", SENTENCE, "--rollout"], "scores --norms": ["scores", SENTENCE, "--norms"],
+    "scores of heads, masked": ["scores", SENTENCE, "--raw", "--heads", "2", "--qkv", "random", "--mask", "causal"],
+    "scores of a long sentence": ["scores", LONG], "scores --model": ["scores", SENTENCE, "--model", "minilm"],
+    "scores --words": ["scores", SENTENCE, "--model", "minilm", "--words"],
+    "context": ["context", SENTENCE, "--token", "orange"], "context --all": ["context", SENTENCE, "--all"],
+    "compare": ["compare", SENTENCE, "Orange is a bright color", "--token", "orange"],
+    "compare --model": ["compare", SENTENCE, "Orange is a bright color", "--token", "orange", "--model", "minilm"],
+    "neighbors": ["neighbors", "orange"], "neighbors --context": ["neighbors", "orange", "--context", SENTENCE],
+    "explain": ["explain", SENTENCE, "--token", "orange"], "heads": ["heads", SENTENCE, "--model", "minilm"],
+    "rnn": ["rnn", SENTENCE], "stats": ["stats", "{tmp}/corpus.txt"], "stats --by word": ["stats", "{tmp}/corpus.txt", "--by", "word"],
+    "train": ["train", "{tmp}/corpus.txt", "-o", "{tmp}/p.npz", *PROBE], "qkv init": ["qkv", "init", "-o", "{tmp}/q.npz"],
+    "vectors info": ["vectors", "info"], "vectors list": ["vectors", "list"], "vectors clear": ["vectors", "clear", "--yes"],
+}
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """name: (documents, view, its arguments) of each of VIEWS, as the command hands them to render."""
+    from attncli.cli import output
+
+    tmp = tmp_path_factory.mktemp("views")
+    words = "the cat sat on a mat and the dog ran to the park while a bird sang in the tree".split()
+    (tmp / "corpus.txt").write_text("".join(" ".join(words[k:] + words[:k]) + "\n" for k in range(len(words))) * 8)
+    caught = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, args in VIEWS.items():
+            patch.setattr(output, "_draw", lambda docs, out, view, view_args, name=name:
+                          caught.setdefault(name, (docs, view, view_args)))
+            result = run(*(a.format(tmp=tmp) for a in args), "--format", "table",
+                         env={"ATTNCLI_CACHE_DIR": str(tmp / "cache")})
+            assert result.exit_code == 0 and name in caught, (name, result.stderr)
+    return caught
+
+
+@contextlib.contextmanager
+def within(seconds: float, what: str):
+    """A block that fails, rather than hangs, past `seconds`."""
+    def late(signum, frame):
+        raise AssertionError(f"{what}: still drawing after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
+    """Each view of each command at every width from 0 to 40 columns, without colour and in
+    full colour (its legends): drawn within 10 s, no line wider than the width, and from
+    the narrowest a command draws at (MIN_WIDTH) on, something drawn."""
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from attncli import render
+    from attncli.cli import output
+    from attncli.visible import visible_all
+
+    docs, view, args = drawn[name]
+    for colours in (None, "truecolor"):
+        for width in range(0, 41):
+            screen = Console(file=io.StringIO(), width=width, color_system=colours, force_terminal=colours is not None,
+                             markup=False, emoji=False, highlight=False)
+            with within(10, f"{name} at {width} columns"):
+                for doc in visible_all(docs):
+                    screen.print(getattr(render, view)(doc, width=screen.width, color_system=colours, **args))
+            lines = ptys.plain(screen.file.getvalue()).split("\n")
+            assert max(map(cell_len, lines)) <= width, (name, width)
+            assert width < output.MIN_WIDTH or "".join(lines).strip(), (name, width)  # the narrowest drawn
+
+
+@pytest.mark.parametrize("columns,lines,size", [
+    ("0", "0", (132, 43)), ("-5", "", (132, 43)), ("wide", "tall", (132, 43)), ("", None, (132, 43)),
+    (None, None, (132, 43)), ("٣", "٣", (132, 43)),  # an Arabic-Indic 3: a digit to Python, no number to a shell
+    ("1", "2", (1, 2)), ("40", "10", (40, 10)), ("99999999999999999999", "7", (99999999999999999999, 7)),
+])
+def test_the_terminal_size_takes_whole_numbers_above_0_else_the_terminals(monkeypatch, columns, lines, size):
+    from attncli.cli import output
+
+    monkeypatch.setattr(output.os, "get_terminal_size", lambda fd: os.terminal_size((132, 43)))
+    for name, value in (("COLUMNS", columns), ("LINES", lines)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert output.terminal_size(io.StringIO()) == size
+    assert output.make_console(io.StringIO()).width == output.drawn_width(size[0]) == min(max(size[0], 20), 1000)
+
+
+def test_a_terminal_that_knows_no_size_is_80_by_25(monkeypatch):
+    from attncli.cli import output
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    monkeypatch.setattr(output.os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))  # a new pty says 0 x 0
+    assert output.terminal_size(io.StringIO()) == (80, 25)
+
+
+@pytest.mark.parametrize("columns", ["0", "-1", "wide"])
+def test_columns_that_is_no_width_draws_at_the_terminals_own(columns):
+    """COLUMNS=0 (or -1, or a word) on a terminal of 100 x 60: the views are drawn at its
+    100 columns (rich took 0, and the floor made it 20: a picture five times as tall, paged)."""
+    status, _, _, screen = ptys.run(["context", SENTENCE, "--token", "orange"], rows=60, cols=100,
+                                    env={"COLUMNS": columns, "ATTNCLI_PAGER": None, "PAGER": None})
+    widths = [len(line) for line in ptys.plain(screen).split("\n")]
+    assert status == 0 and 60 < max(widths) <= 100, max(widths)
+
+
+@pytest.mark.parametrize("args", [["scores", SENTENCE], TALL, ["scores", SENTENCE, "--json"]])
+def test_a_terminal_of_one_column_is_written_to_not_paged(args):
+    """A terminal 1 column wide (`stty cols 1`): the views are drawn at 20 columns, which it
+    wraps, and never paged (less would show a character a line, and wait for a key)."""
+    status, _, err, screen = ptys.run(args, rows=24, cols=1, env={"ATTNCLI_PAGER": None, "PAGER": None})
+    assert status == 0 and err == b"" and "orange" in ptys.plain(screen).replace("\n", "")

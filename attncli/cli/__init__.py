@@ -19,7 +19,7 @@ from enum import IntEnum
 
 import click
 from attncli import __version__
-from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, utf8
+from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal, utf8
 from attncli.cli.sections import Command, Group
 from attncli.errors import AttncliError
 
@@ -28,6 +28,7 @@ class ExitStatus(IntEnum):
     OK = 0
     ERROR = 1  # bad input, unreadable vectors: the message says what to do
     USAGE = 2  # options or arguments click could not accept
+    HANGUP = 129  # SIGHUP (the terminal closed, or kill -HUP), as a shell reports it
     INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
     TERMINATED = 143  # SIGTERM (kill), as a shell reports it
     BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
@@ -77,14 +78,27 @@ class _Stopped(Exception):
         self.status = status
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised where the run is, so that it ends as Ctrl-C does: cleanly, workers and
-    temporary files included. A BaseException, so no `except Exception` mistakes it for a
-    reader's failure."""
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the run is, so that it ends as Ctrl-C does: cleanly,
+    workers and temporary files included, with its status. A BaseException, so no `except
+    Exception` mistakes it for a reader's failure."""
+
+    def __init__(self, status: ExitStatus):
+        self.status = status
+
+
+# the signals that end a run as Ctrl-C does, each with its status (SIGINT is Python's KeyboardInterrupt)
+ENDING = {signal.SIGTERM: ExitStatus.TERMINATED, signal.SIGHUP: ExitStatus.HANGUP}
+SAID = {ExitStatus.INTERRUPTED: "interrupted", ExitStatus.TERMINATED: "terminated", ExitStatus.HANGUP: "hung up"}
 
 
 def _terminate(signum, frame):
-    raise _Terminated
+    raise Terminated(ENDING[signum])
+
+
+def ending_signals() -> dict[int, ExitStatus]:
+    """ENDING, less a signal this run was started ignoring (nohup ignores SIGHUP): that stays ignored."""
+    return {signum: status for signum, status in ENDING.items() if signal.getsignal(signum) != signal.SIG_IGN}
 
 
 # the commands, each in the module of its family (attncli.cli.MODULE), by name; a module is
@@ -115,15 +129,16 @@ class AttncliGroup(Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise _Stopped(ExitStatus.INTERRUPTED) from None
-        except _Terminated:
-            raise _Stopped(ExitStatus.TERMINATED) from None
+        except Terminated as e:
+            raise _Stopped(e.status) from None
         except BrokenPipeError:
             raise _Stopped(ExitStatus.BROKEN_PIPE) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         stdout_closed = _standard_streams()
         with contextlib.suppress(ValueError):  # not the main thread (an embedding program): leave it
-            signal.signal(signal.SIGTERM, _terminate)
+            for signum in ending_signals():
+                signal.signal(signum, _terminate)
         try:
             if stdout_closed:
                 raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
@@ -157,8 +172,12 @@ class AttncliGroup(Group):
                 silence_stdout()
             else:
                 # on a terminal, first end the line that holds the echoed ^C
-                said = "terminated" if status == ExitStatus.TERMINATED else "interrupted"
-                click.echo(("\n" if sys.stderr.isatty() else "") + f"attncli: {said}", err=True)
+                with contextlib.suppress(OSError, ValueError):  # a terminal gone with SIGHUP takes nothing
+                    to_terminal(sys.stderr, ("\n" if sys.stderr.isatty() else "") + f"attncli: {SAID[status]}\n")
+                try:  # what is buffered for stdout, now: a terminal that hung up would fail it at exit (status 120)
+                    sys.stdout.flush()
+                except (OSError, ValueError):
+                    silence_stdout()
         except Exception as e:  # noqa: BLE001: a bug; still one line, unless ATTNCLI_DEBUG asks for the traceback
             if os.environ.get("ATTNCLI_DEBUG"):
                 raise

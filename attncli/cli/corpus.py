@@ -83,18 +83,20 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
             results = survey.run_dask_in_order(chunks, job, scheduler)
         else:
             results = batches.run_chunks(chunks, job, jobs)
+        stack.callback(results.close)  # the workers end here, whatever happens, before the run says why
         # a file's lines are counted first for the bar's end (a pass at 1 GB/s), only where the bar is drawn
         total = _lines_of(stream) if input_file not in (None, "-") and progress_shown() else None
-        failed = done = 0
+        failed = done = last = 0
         with progress("lines") as update, writing_stdout():
             try:
                 for chunk in results:
                     write_bytes(chunk.data)
-                    failed, done = failed + chunk.failed, done + chunk.lines
+                    failed, done, last = failed + chunk.failed, done + chunk.lines, chunk.last
                     update(chunk.last, total)
-            except AttncliError as e:  # the input can fail midway (a line too long), after lines were written
+            except AttncliError as e:  # the input (a line too long) or a worker can fail midway, after lines were written
                 if done:
-                    raise type(e)(f"{e} (the output stopped after {done:,} lines; it is incomplete)") from None
+                    raise type(e)(f"{e} (the output holds the results of lines 1 to {last:,} of {where}, whole; "
+                                  f"those from line {last + 1:,} on are missing)") from None
                 raise
     if failed:
         click.echo(f"attncli: {failed} of {done} lines failed; their objects hold \"error\"", err=True)

@@ -6,7 +6,7 @@ import signal
 import sys
 
 import click
-from attncli.cli import ExitStatus
+from attncli.cli import ExitStatus, Terminated, ending_signals
 from attncli.cli.options import (TextParam, attention_options, model_options, output_path, refuse_overwriting_inputs,
                                  vectors_options)
 from attncli.cli.output import write_whole
@@ -45,15 +45,24 @@ def explore(sentence, export, load, opts):
     refuse_overwriting_inputs({"--export": export})
     vectors = load()
     state = app.State(sentence, opts=opts, layer=vectors.layer if load.model else None)
+    # every way out of the app goes through textual's own exit, which gives the terminal back:
+    # its settings, the main screen, the mouse; a signal ends it with the status it ends a run with
+    ends = {signal.SIGINT: ExitStatus.INTERRUPTED, **ending_signals()}
     explorer = app.Explorer(vectors, state, export=export,  # the sentence's errors come here, before the app
-                            write=lambda path, svg: write_whole(path, lambda f: f.write(svg.encode("utf-8"))))
+                            write=lambda path, svg: write_whole(path, lambda f: f.write(svg.encode("utf-8"))),
+                            ends=ends)
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError("explore needs a terminal, on stdin and stdout; for a pipe or a file, use "
                          "attncli scores (or --json)")
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: explorer.exit(return_code=ExitStatus.INTERRUPTED))
+    previous = {signum: signal.getsignal(signum) for signum in (*ends, signal.SIGCONT)}  # as textual found them
     try:
         explorer.run()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if explorer.failure is not None:
+        raise explorer.failure  # a bug of the app's: one line, as any command's bug
     if explorer.return_code == ExitStatus.INTERRUPTED:
         raise KeyboardInterrupt  # said and ended as every command's Ctrl-C (exit 130)
+    if explorer.return_code in ends.values():
+        raise Terminated(ExitStatus(explorer.return_code))

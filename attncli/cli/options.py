@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
-from attncli.cli.output import Output, OutputError, quiet_dask, unwritable, warn
+from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, unwritable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
@@ -79,7 +79,7 @@ def vectors_options(f=None, *, source_option: bool = True):
                 return load_vectors(source, **given)
             from attncli import render  # rich: see emit
 
-            with render.LoadProgress() as progress:
+            with bar_console() as console, render.LoadProgress(console) as progress:
                 return load_vectors(source, progress=progress, **given)
 
         if source_option:

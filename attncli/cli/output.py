@@ -230,14 +230,48 @@ def make_console(file, out: Output | None = None, **settings):
             self.quiet = True
             raise BrokenPipeError
 
+    if "width" not in settings:  # decided here, never by rich, which takes COLUMNS=0 for 0 columns
+        settings["width"], settings["height"] = terminal_size(file)
     screen = _Console(file=file, markup=False, emoji=False, highlight=False,
                       no_color=settings.pop("no_color", True if out is not None and out.no_color else None), **settings)
-    # COLUMNS=10**20 would overflow rich, 10**8 stall it, and 0 draw nothing at all
-    screen.width = min(max(screen.width, MIN_WIDTH), MAX_WIDTH)
+    screen.width = drawn_width(screen.width)
     return screen
 
 
 MIN_WIDTH, MAX_WIDTH = 20, 1000  # columns: narrower draws nothing useful; wider than any terminal
+
+
+def drawn_width(columns: int) -> int:
+    """The width a view is drawn to on a terminal of `columns`: at least MIN_WIDTH (a
+    narrower terminal wraps what is drawn), at most MAX_WIDTH (COLUMNS=10**20 would
+    overflow rich, 10**8 stall it)."""
+    return min(max(columns, MIN_WIDTH), MAX_WIDTH)
+
+
+def terminal_size(stream) -> tuple[int, int]:
+    """(columns, lines) of the terminal `stream` is drawn on: COLUMNS and LINES where they
+    are whole numbers above 0, else the terminal's own size (the stream's, else that of the
+    first standard stream that is a terminal, as rich looks), else 80 x 25. COLUMNS=0, -5
+    or "wide" is no width: the terminal's is used."""
+    size = [None, None]
+    for fd in (_fileno(stream), 0, 1, 2):
+        try:
+            size = [n or None for n in os.get_terminal_size(fd)]  # a terminal that does not know says 0
+            break
+        except (OSError, TypeError, ValueError):
+            continue
+    for k, name in enumerate(("COLUMNS", "LINES")):
+        value = os.environ.get(name, "").strip()
+        if value.isdecimal() and value.isascii() and int(value) > 0:
+            size[k] = int(value)
+    return size[0] or 80, size[1] or 25
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a StringIO, tests' streams)
+        return None
 
 
 class _Screen(io.StringIO):
@@ -302,7 +336,9 @@ def _show(text: str, screen, out: Output) -> None:
     from attncli.cli import pager
 
     line = pager.command() if out.pager else None
-    if line and not pager.fits(text, screen.width, screen.height) and pager.page(text, line, warn):
+    columns, _ = terminal_size(sys.stdout)
+    # a terminal narrower than the drawing wraps it (less would show it a character a line, and wait)
+    if line and columns >= screen.width and not pager.fits(text, columns, screen.height) and pager.page(text, line, warn):
         return
     with writing_stdout():
         sys.stdout.write(text)
@@ -398,9 +434,9 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     # redirect_stdout=False: by default rich would route the results on stdout to the terminal
-    with Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                  TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
-                  console=stderr_console(), redirect_stdout=False, redirect_stderr=False) as bar:
+    with bar_console() as console, Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                                            TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
+                                            console=console, redirect_stdout=False, redirect_stderr=False) as bar:
         task = bar.add_task(unit, total=None, rate="", note="")
         start = time.monotonic()
 
@@ -416,5 +452,80 @@ def progress_shown(streaming: bool = True) -> bool:
     return sys.stderr.isatty() and not (streaming and same_terminal(sys.stdout, sys.stderr))
 
 
-def stderr_console():
-    return make_console(sys.stderr)
+@contextlib.contextmanager
+def bar_console():
+    """A console for a progress bar on stderr's terminal, drawn through a Patient writer:
+    rich redraws a bar from a thread of its own, holding a lock that its stop (at the end,
+    at a Ctrl-C) waits for, so a write that waited on a terminal which takes nothing would
+    hold the run's end for ever."""
+    with contextlib.closing(Patient(sys.stderr)) as screen:
+        yield make_console(screen)
+
+
+class Patient(io.TextIOBase):
+    """A terminal written through a descriptor of its own that never blocks: what the
+    terminal cannot take now (its reader stalled) waits for the next write, a frame of a
+    bar written meanwhile is dropped (the next one draws it whole), and at close what is
+    left gets `patience` seconds, then is given up."""
+
+    WAITING = 1 << 14  # bytes held for a terminal that takes nothing, past which a write is dropped
+
+    def __init__(self, stream, patience: float = 0.5):
+        super().__init__()
+        try:
+            self.fd = os.open(os.ttyname(stream.fileno()), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:  # a terminal without a name here: its own descriptor, which may wait
+            self.fd = os.dup(stream.fileno())
+        self._encoding, self.patience, self.waiting = stream.encoding, patience, b""
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if len(self.waiting) < self.WAITING:
+            self.waiting += text.encode(self._encoding, "backslashreplace")
+        self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        while self.waiting:
+            try:
+                self.waiting = self.waiting[os.write(self.fd, self.waiting):]
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the terminal hung up: nothing can reach it
+                self.waiting = b""
+
+    def close(self) -> None:
+        import select
+
+        if self.closed:
+            return
+        deadline = time.monotonic() + self.patience
+        while self.waiting and (left := deadline - time.monotonic()) > 0:
+            select.select([], [self.fd], [], left)
+            self.flush()
+        os.close(self.fd)
+        super().close()
+
+
+def to_terminal(stream, line: str) -> None:
+    """`line` on `stream`, where it is a terminal through a Patient writer: the last words of
+    a run that was stopped, which a stalled terminal must not hold for ever."""
+    if not stream.isatty():
+        stream.write(line)
+        stream.flush()
+        return
+    stream.flush()
+    with contextlib.closing(Patient(stream)) as screen:
+        screen.write(line)

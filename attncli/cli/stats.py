@@ -100,6 +100,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         chunks = batch.chunks_of(items)
         parts = (survey.run_dask(chunks, job, scheduler) if scheduler is not None
                  else survey.run(chunks, job, jobs, vectors))
+        stack.callback(parts.close)  # the workers end here, whatever happens, before the run says why
         with progress("lines", streaming=False) as update:
             for part in parts:
                 total.merge(part)
