@@ -12,6 +12,8 @@ for them before reading meaning into attention):
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -325,9 +327,10 @@ def _identify(address: str, args: dict, timeout: float) -> None:
     from distributed.comm import CommClosedError, connect as comm_connect
 
     async def identity():
-        # Dask retries a refused connection until its own time-out, sooner than this one, to
-        # end with the reason (Connection refused) rather than as a silence would
-        comm = await comm_connect(address, timeout=0.9 * timeout, **args)
+        # Dask retries a refused connection until its own time-out, 3 s sooner than this one
+        # (room for a busy machine), to end with the reason (Connection refused) rather than
+        # as a silence would
+        comm = await comm_connect(address, timeout=0.7 * timeout, **args)
         try:
             await comm.write({"op": "identity", "reply": True})
             return await comm.read()
@@ -363,6 +366,9 @@ def _no_answer(address: str, timeout: float, error: BaseException | None = None)
             "or check the address")
 
 
+WORKERLESS = 30.0  # seconds a run waits on a cluster left with no worker (a nanny restarts one in a few)
+
+
 def run_dask_in_order(chunks, job: batch.Job, address: str):
     """`batch --scheduler`: each chunk's results, in input order, with at most 4 chunks a
     worker in flight (a slow chunk holds back the ones after it, not the workers)."""
@@ -371,38 +377,75 @@ def run_dask_in_order(chunks, job: batch.Job, address: str):
     with connect(address) as client:
         window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
         pending: deque = deque()
-        try:
+
+        def oldest():
+            future = pending.popleft()
+            return _patiently(client, address, len(pending) + 1, lambda: future.result(timeout=1))
+
+        with _cluster_errors(address):
             for chunk in chunks:
                 pending.append(client.submit(dask_lines, chunk, job, retries=2, pure=False))
                 while len(pending) >= window:
-                    yield pending.popleft().result()
+                    yield oldest()
             while pending:
-                yield pending.popleft().result()
-        except AttncliError:
-            raise
-        except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
-            raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
+                yield oldest()
 
 
 def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
     """Each chunk's partial from the cluster at `address`, as they finish, with at most 4
     chunks a worker in flight. A worker lost mid-run has its tasks run again elsewhere
     (Dask's own rescheduling, and 2 retries); a task that fails ends the run."""
-    client = connect(address, timeout)
-    from distributed import as_completed  # connect said so if Dask is missing
+    from distributed import wait
 
-    with client:
+    with connect(address, timeout) as client:
         window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
         chunks = iter(chunks)
-        running = as_completed([client.submit(dask_chunk, chunk, job, retries=2, pure=False)
-                                for chunk in itertools.islice(chunks, window)], loop=client.loop)
+        with _cluster_errors(address):
+            running = {client.submit(dask_chunk, chunk, job, retries=2, pure=False)
+                       for chunk in itertools.islice(chunks, window)}
+            while running:
+                done = _patiently(client, address, len(running),
+                                  lambda: wait(list(running), timeout=1, return_when="FIRST_COMPLETED").done)
+                for future in done:
+                    yield _patiently(client, address, len(running), lambda: future.result(timeout=1))
+                    running.discard(future)
+                    chunk = next(chunks, None)
+                    if chunk is not None:
+                        running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
+
+
+def _patiently(client, address: str, waiting: int, attempt):
+    """attempt() (a wait of a second, or TimeoutError), again until it answers, unless the
+    cluster has had no worker for WORKERLESS seconds: Dask would wait for a new one for
+    ever, for a chunk still to compute or for one whose result was lost with its worker."""
+    import asyncio
+
+    alone = None
+    while True:
         try:
-            for future in running:
-                yield future.result()
-                chunk = next(chunks, None)
-                if chunk is not None:
-                    running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
-        except AttncliError:
-            raise
-        except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
-            raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
+            with client.as_current():  # wait() takes the current client; ours is no default
+                return attempt()
+        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11, two before
+            pass
+        if client.scheduler_info(n_workers=1).get("workers"):
+            alone = None
+        elif alone is None:
+            alone = time.monotonic()
+        elif time.monotonic() - alone > WORKERLESS:
+            raise InputError(f"the Dask cluster at {address} has had no worker for {WORKERLESS:g} s, and "
+                             f"{waiting:,} chunks of lines wait; start workers (dask worker {address}) and run again")
+
+
+@contextlib.contextmanager
+def _cluster_errors(address: str):
+    """A task's failure, or the scheduler's loss, as one line of attncli's: an AttncliError a
+    worker raised (a line of the input) passes as it is."""
+    try:
+        yield
+    except AttncliError:
+        raise
+    except concurrent.futures.CancelledError:  # Dask's FutureCancelledError: the scheduler is gone
+        raise InputError(f"the connection to the Dask scheduler at {address} was lost mid-run; check that it "
+                         "still runs, and run again") from None
+    except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
+        raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None

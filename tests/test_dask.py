@@ -380,6 +380,33 @@ def test_a_scheduler_without_workers_is_an_error_not_a_wait():
                             f"dask worker {address}")
 
 
+@pytest.mark.parametrize("ordered", [True, False], ids=["batch", "stats"])
+def test_a_cluster_left_with_no_worker_ends_the_run(monkeypatch, ordered):
+    """Every worker gone mid-run: Dask would wait for a new one for ever; the run ends once
+    the cluster has had none for survey.WORKERLESS seconds, in one line."""
+    from attncli import batch, survey
+    from attncli.errors import InputError
+
+    monkeypatch.setattr(survey, "WORKERLESS", 2.0)
+    chunks = ([(n * 8 + k + 1, "the cat sat on the mat", None) for k in range(8)] for n in range(10_000))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address="127.0.0.1:0", silence_logs=50) as local:
+        job = survey.for_workers(batch.Job())
+        results = (survey.run_dask_in_order(chunks, job, local.scheduler_address) if ordered
+                   else survey.run_dask(chunks, survey.StatsJob(job, shuffled=False, random_seeds=0),
+                                        local.scheduler_address))
+        next(results)
+        local.scale(0)
+        started = time.monotonic()
+        with pytest.raises(InputError) as e:
+            for _ in results:
+                pass
+        waited = time.monotonic() - started
+    assert re.fullmatch(rf"the Dask cluster at {re.escape(local.scheduler_address)} has had no worker for 2 s, and "
+                        r"[\d,]+ chunks of lines wait; start workers \(dask worker \S+\) and run again", str(e.value))
+    assert 2 <= waited < 30
+
+
 def test_a_run_on_a_cluster_says_nothing_on_stderr(cluster, tmp_path):
     make_files(tmp_path, seed=0)
     for command in ("batch", "stats"):
@@ -416,8 +443,10 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_traceback(tmp_path):
             process.kill()
             process.wait()
     assert batch_run.returncode == 1
-    assert re.fullmatch(rf"attncli: error: the cluster at {re.escape(address)} failed a task: .+ \(the output "
-                        r"stopped after [\d,]+ lines; it is incomplete\)\n", err.decode()), err.decode()
+    assert re.fullmatch(rf"attncli: error: the connection to the Dask scheduler at {re.escape(address)} was lost "
+                        r"mid-run; check that it still runs, and run again \(the output holds the results of lines 1 "
+                        r"to [\d,]+ of corpus\.txt, whole; those from line [\d,]+ on are missing\)\n",
+                        err.decode()), err.decode()
 
 
 def test_only_dasks_unraisable_exceptions_are_kept_quiet():
