@@ -32,6 +32,8 @@ def _contexts(ctx: click.Context) -> list[click.Context]:
     group = ctx.command if isinstance(ctx.command, click.Group) else None
     names = sorted(group.list_commands(ctx)) if group else []
     children = [click.Context(group.get_command(ctx, name), info_name=name, parent=ctx) for name in names]
+    if group:  # click-man lists a group's commands in the order they were loaded: make it theirs by name
+        group.commands = dict(sorted(group.commands.items()))
     return [ctx] + [c for child in children for c in _contexts(child)]
 
 
