@@ -347,6 +347,8 @@ def _serve(conn, work, start, job) -> None:
             conn.send(answer)
         except OSError:  # the parent has ended
             return
+        except Exception as e:  # noqa: BLE001: an answer that does not pickle (it is pickled before anything is sent)
+            conn.send((False, RuntimeError(f"a worker's answer could not be sent back ({type(e).__name__}: {e})")))
 
 
 def _answers(workers: list[_Worker], chunks: Iterator, ahead: int) -> Iterator:
