@@ -356,6 +356,21 @@ def test_batch_counts_a_files_lines_for_its_bar(tmp_path):
     assert BAR in screen and "/200" in ptys.plain(screen).replace(",", "")
 
 
+def ctrl_c(terminal) -> tuple[int, float]:
+    """Ctrl-C typed at the terminal: the run's status and the seconds it took to end (within
+    30, else it and its session are killed, and the test fails on its status)."""
+    terminal.type(b"\x03")
+    typed = time.monotonic()
+    try:
+        status = terminal.proc.wait(timeout=30)
+    finally:
+        took = time.monotonic() - typed
+        if terminal.proc.poll() is None:  # it went on: end it, and fail
+            for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                os.kill(pid, signal.SIGKILL)
+    return status, took
+
+
 @pytest.mark.parametrize("command", ["batch", "stats"])
 def test_ctrl_c_typed_at_a_run_on_two_workers_gives_the_terminal_back(tmp_path, command):
     """A user's Ctrl-C (the terminal's line discipline sends SIGINT to its foreground group)
@@ -367,15 +382,7 @@ def test_ctrl_c_typed_at_a_run_on_two_workers_gives_the_terminal_back(tmp_path, 
         terminal = ptys.start([command, corpus, "--jobs", "2"], on_tty=("stderr",), stdout=stdout)
         terminal.wait_for("lines/s")  # the bar, as the workers send their results
         time.sleep(0.5)
-        terminal.type(b"\x03")
-        typed = time.monotonic()
-        try:
-            status = terminal.proc.wait(timeout=30)
-        finally:
-            took = time.monotonic() - typed
-            if terminal.proc.poll() is None:  # it went on: end it, and fail
-                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
-                    os.kill(pid, signal.SIGKILL)
+        status, took = ctrl_c(terminal)
     terminal.finish()
     assert status == 130 and took < 3
     assert terminal.after == terminal.before and terminal.modes_left() == {}
@@ -399,15 +406,7 @@ def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
             time.sleep(0.05)
         terminal.stall()
         time.sleep(1)  # the bar's next frames meet a full terminal
-        terminal.type(b"\x03")
-        typed = time.monotonic()
-        try:
-            status = terminal.proc.wait(timeout=30)
-        finally:
-            took = time.monotonic() - typed
-            if terminal.proc.poll() is None:  # it never ended: end it, and fail
-                for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
-                    os.kill(pid, signal.SIGKILL)
+        status, took = ctrl_c(terminal)
     terminal.read()
     terminal.finish()
     assert status == 130 and took < 3
