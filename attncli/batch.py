@@ -44,6 +44,7 @@ class Job:
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
     spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
     files: tuple = ()  # Dask workers: (path, identity) of each file they read, as this run saw it (survey.for_workers)
+    contents: tuple = ()  # Dask workers: (path or "vectors", SHA-256s) of what they read (survey.for_dask)
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:

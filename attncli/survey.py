@@ -175,6 +175,49 @@ def for_workers(job: batch.Job) -> batch.Job:
     return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
 
 
+def for_dask(job: batch.Job, vectors) -> batch.Job:
+    """`job` for_workers made, with what a Dask worker must find inside the files it reads
+    too: a copy of another file of the same size and time (cp -p of another version, a
+    mount) would otherwise pass. The vectors' by the SHA-256s their cache entry recorded as
+    it was written (nothing read again: a worker's own entry records its own); the --qkv and
+    model files by their own SHA-256, read once here and once by each worker as it loads."""
+    contents = []
+    sums = (getattr(vectors, "meta", None) or {}).get("checksums", {}).get("sha256") if job.source else None
+    if sums:
+        contents.append(("vectors", tuple(sorted(sums.items()))))
+    contents += [(path, _sha256(path)) for path, _ in job.files if path != job.source]
+    return dataclasses.replace(job, contents=tuple(contents))
+
+
+def _sha256(path: str) -> str | None:
+    """A file's SHA-256, a megabyte at a time; None where it cannot be read (the worker's
+    identity check then says why)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _same_contents(job: batch.Job, loaded, worker: str) -> None:
+    """In a Dask worker, as it loads `job`: what it read holds what the client's held."""
+    for what, here in job.contents:
+        if what == "vectors":
+            sums = (getattr(loaded, "meta", None) or {}).get("checksums", {}).get("sha256")
+            there = tuple(sorted(sums.items())) if sums else None
+            if there is not None and there != here:  # None: an entry written before checksums, left to its identity
+                raise InputError(f"worker {worker} sees other vectors at {job.source} than this run read here (the "
+                                 "same size and time, other contents); give every worker the same file")
+        elif (there := _sha256(what)) != here:
+            raise InputError(f"worker {worker} sees another {what} than this run read here (SHA-256 "
+                             f"{str(there)[:12]}… there, {str(here)[:12]}… here); give every worker the same file")
+
+
 def _absolute(path: str | None) -> str | None:
     return None if path is None else os.path.abspath(path)
 
@@ -261,10 +304,12 @@ def _worker_vectors(job: batch.Job):
     if job not in _loaded:
         _loaded.clear()  # a worker that serves many runs holds one job's vectors, not every one's
         try:
-            _loaded[job] = _load(job)
+            loaded = _load(job)
         except (AttncliError, OSError) as e:
             where = job.model or job.source or "the bundled vectors"
             raise InputError(f"worker {worker} could not load {where}: {e}") from None
+        _same_contents(job, loaded, worker)
+        _loaded[job] = loaded
     return _loaded[job]
 
 

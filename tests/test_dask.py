@@ -152,6 +152,48 @@ def test_a_path_that_is_another_file_on_a_worker_is_refused_before_any_work(clus
     assert re.fullmatch(r"attncli: error: worker tcp://127\.0\.0\.1:\d+" + re.escape(said), message), message
 
 
+def same_size_and_time(mine: Path, theirs: Path) -> None:
+    """`theirs` made another file of `mine`'s very size, then given its modification time, as
+    `cp -p` of another version of it would leave it."""
+    if mine.is_dir():
+        for name in ("config.json", "model.safetensors", "tokenizer.json"):
+            same_size_and_time(mine / name, theirs / name)
+        return
+    data = bytearray(mine.read_bytes())
+    if mine.suffix == ".txt":  # two words' rows swapped: the same bytes, other vectors for them
+        lines = data.decode().splitlines(keepends=True)
+        a, b = lines[1].split(" ", 1), lines[2].split(" ", 1)
+        lines[1], lines[2] = f"{a[0]} {b[1]}", f"{b[0]} {a[1]}"
+        data = bytearray("".join(lines).encode())
+    elif mine.name != "config.json":  # a number's last byte changed (a tokenizer's id, a weight)
+        data[-9] ^= 1 if mine.suffix != ".json" else 0
+    theirs.write_bytes(bytes(data))
+    st = mine.stat()
+    os.utime(theirs, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("command", ["batch", "stats"])
+@pytest.mark.parametrize("args,read,said", [
+    (("--vectors", "links/v.txt"), "v.txt", "sees other vectors at {path} than this run read here (the same size and "
+                                            "time, other contents); give every worker the same file"),
+    (("--vectors", "v.txt", "--qkv", "links/p.npz"), "p.npz", "sees another {path} than this run read here (SHA-256 "),
+    (("--model", "links/m"), "m", "sees another {path}/model.safetensors than this run read here (SHA-256 "),
+], ids=["vectors", "qkv", "model"])
+def test_a_copy_of_another_file_kept_at_the_same_size_and_time_is_refused(cluster, workers_folder, tmp_path,
+                                                                         monkeypatch, command, args, read, said):
+    """A worker's file of the client's size and time but other contents (cp -p of another
+    version): its contents are what is compared, never its numbers used."""
+    make_files(tmp_path, seed=0)
+    make_files(workers_folder, seed=0)
+    same_size_and_time(tmp_path / read, workers_folder / read)
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / read).symlink_to(f"/proc/self/cwd/{read}")
+    monkeypatch.chdir(tmp_path)
+    message = fails(run(command, "corpus.txt", *args, "--scheduler", cluster))
+    expected = said.format(path=tmp_path / "links" / read)
+    assert re.match(r"attncli: error: worker tcp://127\.0\.0\.1:\d+ " + re.escape(expected), message), message
+
+
 @pytest.fixture
 def recorded(tmp_path):
     """A vectors file and a batch.Job whose files the client recorded as they are now."""

@@ -74,7 +74,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
             jobs = min(jobs, len(first))
         vectors = load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-        job = worker_job(load, vectors, opts, token=token, index=index, all_contexts=all_contexts,
+        job = worker_job(load, vectors, opts, scheduler, token=token, index=index, all_contexts=all_contexts,
                          neighbors=neighbors, **written)
         chunks = itertools.chain([first], chunks)
         if scheduler is not None:

@@ -219,10 +219,11 @@ def model_options(f=None, *, head: bool = True):
     return with_options(wrapper, options)
 
 
-def worker_job(load, vectors, opts: Options, **fields):
+def worker_job(load, vectors, opts: Options, scheduler: str | None = None, **fields):
     """The batch.Job that workers (--jobs, --scheduler) load this run's vectors or model by,
     as `load` (vectors_options, model_options) loaded them here: its paths resolved and its
-    files recorded for Dask workers elsewhere (survey.for_workers). `fields`: the Job's others."""
+    files recorded for Dask workers elsewhere (survey.for_workers), with a --scheduler their
+    contents too (survey.for_dask). `fields`: the Job's others."""
     from attncli import batch, survey
 
     if load.model:
@@ -230,7 +231,8 @@ def worker_job(load, vectors, opts: Options, **fields):
     else:
         job = batch.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
                         trust_pickle=load.trust_pickle, opts=opts, **fields)
-    return survey.for_workers(job)
+    job = survey.for_workers(job)
+    return job if scheduler is None else survey.for_dask(job, vectors)
 
 
 # what a trained model fixes itself: its projections, heads, scale and tokens

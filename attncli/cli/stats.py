@@ -81,7 +81,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if not load.model:
         # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
         survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
-    job = survey.StatsJob(worker_job(load, vectors, opts), seed=shuffle_seed, shuffled=not no_shuffled,
+    job = survey.StatsJob(worker_job(load, vectors, opts, scheduler), seed=shuffle_seed, shuffled=not no_shuffled,
                           random_seeds=random_seeds, by_word=by == "word")
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
