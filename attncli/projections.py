@@ -168,6 +168,7 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
                 missing = [name for name in required if name not in members]
                 if missing:
                     raise ProjectionError(f"{path}: lacks {', '.join(missing)}; it needs {', '.join(required)}")
+                _check_compression(members, path)
                 headers = {name: _header(archive, info, path, name) for name, info in members.items()}
                 _check_headers(path, members, headers, expect, working, hint)
                 arrays = {name: _read_member(archive, members[name], headers[name]) for name in members}
@@ -221,6 +222,20 @@ def _members(archive: zipfile.ZipFile, names: tuple[str, ...]) -> dict[str, zipf
         if info is not None:
             found[name] = info
     return found
+
+
+def _check_compression(members: dict, path) -> None:
+    """Refuse a member compressed other than numpy writes it (stored by savez, deflated by
+    savez_compressed): zipfile inflates bzip2 and LZMA a block of input at a time, with no
+    bound on its output, so that the first bytes of a member of 3 kB took 6 GB."""
+    import zipfile
+
+    for name, info in members.items():
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA"}.get(info.compress_type,
+                                                                               f"method {info.compress_type}")
+            raise ProjectionError(f"{path}: {name} is compressed with {method}, which numpy does not write; save "
+                                  "the file with numpy.savez or numpy.savez_compressed")
 
 
 def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path, name: str) -> tuple:

@@ -602,6 +602,20 @@ def test_npz_checked_against_the_run_from_its_headers(tmp_path, no_data_read, me
     fails(run("scores", "the cat", "--qkv", path, *args), str(path), *words)
 
 
+@pytest.mark.parametrize("method,name", [(zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "LZMA")])
+def test_npz_members_compressed_otherwise_than_numpy_are_refused_unread(tmp_path, no_data_read, method, name):
+    """bzip2 inflates a block of its input at a time with no bound on the output: a 3 kB
+    member declaring 3 GB took 6 GB to reach its header. Numpy writes stored or deflated
+    members only; any other is refused from the zip directory, before a byte is inflated."""
+    path = write_npz(tmp_path / "p.npz", {**three((50, 4)), "W_query": declared((50, 4), data=BOMB_MB << 20)},
+                     method=method)
+    assert path.stat().st_size < 200_000
+    fails(run("scores", "the cat", "--qkv", path), str(path), f"W_query is compressed with {name}",
+          "numpy.savez")
+    fails(run("rnn", "the cat", "--weights", write_npz(tmp_path / "w.npz", {"W_hx": declared((4, 50)),
+          "W_hh": declared((4, 4)), "b_h": declared((4,))}, method=method)), f"is compressed with {name}")
+
+
 def limited_run(*args, address_space: int = 2 << 30, timeout: float = 60) -> subprocess.CompletedProcess:
     """attncli in a process of its own with at most `address_space` bytes of memory."""
     def limit():
