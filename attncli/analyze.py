@@ -225,8 +225,8 @@ def embed_fitting(sentence: str, vectors: Vectors, opts: Options, per_cell: int)
         raise limits.ResourceError(
             f"the sentence holds more than {most:,} tokens with vectors: its T x T matrices would need more than "
             f"{limits.size(per_cell * (most + 1) ** 2)} of memory, and {limits.size(limits.available())} is "
-            "available; give a long text with --file DOC.txt (or --document), which streams it a block of rows "
-            "at a time") from None
+            "available; give a shorter sentence (attncli scores --file DOC.txt streams a long text a block of "
+            "rows at a time)") from None
 
 
 def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: int = 0) -> Attention:

@@ -84,6 +84,14 @@ def check_sizes(d: int, heads: int, d_k: int | None = None) -> None:
         both = [str(h) for h in range(1, d_k + 1) if d % h == 0 and d_k % h == 0]
         sizes = f"d = {d}, the vectors' size" if d_k == d else f"both --d-k {d_k} and d = {d}, the vectors' size"
         raise InputError(f"--heads {heads} does not divide {sizes}; choose one of {', '.join(both)}")
+    limits.require(projection_bytes(d, d_k), f"learning W_query, W_key ({d:,} x {d_k:,}) and W_value ({d:,} x {d:,})",
+                   "use vectors of a smaller d, or a smaller --d-k")
+
+
+def projection_bytes(d: int, d_k: int) -> int:
+    """Memory the projections take while they are learned, in float64: W_query and W_key
+    (d, d_k) and W_value (d, d), each with its gradient and Adam's two moments."""
+    return 8 * 4 * (2 * d * d_k + d * d)
 
 
 def visible(options: TrainOptions) -> int:
@@ -92,14 +100,15 @@ def visible(options: TrainOptions) -> int:
 
 
 def working_bytes(options: TrainOptions, V_out: int, d: int, examples: int) -> int:
-    """Memory training holds beside the vectors, in float64: the output words' vectors, bias
-    and Adam's moments of each (V_out, d); a step's visible words, their keys and values and
+    """Memory training holds beside the vectors, in float64: the projections being learned
+    (projection_bytes); the output words' vectors, bias and Adam's moments of each (V_out, d); a step's visible words, their keys and values and
     their gradients (about eight (B, 2 window, d) arrays); its logits and their softmax, twice
     (B, candidates); and the examples' rows (m + 2 a example, int32, and as much again
     while they are made)."""
     B, m = options.batch, visible(options)
     candidates = V_out if options.negatives == 0 else min(options.negatives, V_out) + 1
-    return 8 * (4 * V_out * (d + 1) + 8 * B * m * d + 4 * B * candidates + examples * (m + 2))
+    return (8 * (4 * V_out * (d + 1) + 8 * B * m * d + 4 * B * candidates + examples * (m + 2))
+            + projection_bytes(d, options.d_k or d))
 
 
 def sentences_of(text: str, vectors: Vectors) -> list[np.ndarray]:

@@ -315,3 +315,21 @@ def test_the_commands_objectives_are_the_librarys_and_train_is_not_imported_to_s
     assert command.OBJECTIVES == library.OBJECTIVES
     code = "import sys, attncli.cli; print('attncli.train' in sys.modules, 'attncli.learn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split() == ["False", "False"]
+
+
+def test_projections_too_large_to_learn_are_refused_before_any_is_made(corpus, tmp_path, monkeypatch):
+    """Vectors of d = 2,000: W_query, W_key and W_value, each with a gradient and two Adam
+    moments, take 384 MB; with less memory than that the run says so before np.eye(d)."""
+    from attncli import limits
+
+    wide = tmp_path / "wide.txt"
+    words = ["the", "cat", "sat", "on", "a", "mat", "dog", "in", "park"]
+    wide.write_text(f"{len(words)} 2000\n" + "".join(f"{w} " + " ".join(["0.5"] * 2000) + "\n" for w in words),
+                    encoding="utf-8")
+    monkeypatch.setattr(limits, "available", lambda: 300 << 20)
+    eye = np.eye
+    monkeypatch.setattr(np, "eye", lambda *a, **k: pytest.fail("np.eye was called") or eye(*a, **k))
+    fails(run("train", corpus, "-o", tmp_path / "w.npz", "--vectors", wide, *ARGS),
+          "learning W_query, W_key (2,000 x 2,000) and W_value (2,000 x 2,000) needs about 384.0 MB",
+          "smaller d, or a smaller --d-k")
+    assert not (tmp_path / "w.npz").exists()

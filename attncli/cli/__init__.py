@@ -160,7 +160,7 @@ class AttncliGroup(Group):
             fail(str(e))
             status = ExitStatus.ERROR
         except MemoryError:
-            fail("out of memory; give a shorter input (a long text with --file, which streams it)")
+            fail("out of memory; give a smaller input, or free some memory (attncli scores --file streams a long text)")
             status = ExitStatus.ERROR
         except OSError as e:  # an operating system's refusal that no reader above put in words
             where = f"{e.filename}: " if e.filename else ""
