@@ -338,7 +338,7 @@ def _serve(conn, work, start, job) -> None:
     while True:
         try:
             chunk = conn.recv()
-        except EOFError:  # the parent has ended
+        except (EOFError, OSError):  # the parent has ended (ECONNRESET: killed, by Ctrl-\ say)
             return
         try:
             answer = (True, work(chunk))

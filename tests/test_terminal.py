@@ -391,6 +391,29 @@ def test_ctrl_c_typed_at_a_run_on_two_workers_gives_the_terminal_back(tmp_path, 
     assert ptys.none_left(terminal.proc.pid) == []
 
 
+@pytest.mark.parametrize("command", ["batch", "stats"])
+def test_ctrl_c_typed_again_while_the_run_ends_is_ignored(tmp_path, command):
+    """Ctrl-C three times, 50 ms apart: the first ends the run, the others come while its
+    workers are stopped and its last line written, and are ignored (they once turned the end
+    into a traceback, one run in four). Tried five times: exit 130 and one line each time."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    for _ in range(5):
+        with open(tmp_path / "out", "wb") as stdout:
+            terminal = ptys.start([command, corpus, "--jobs", "2"], on_tty=("stderr",), stdout=stdout)
+            terminal.wait_for("lines")
+            for _ in range(2):
+                terminal.type(b"\x03")
+                time.sleep(0.05)
+            status, took = ctrl_c(terminal)
+        _, _, err, _ = terminal.finish()
+        assert status == 130 and took < 5, (status, terminal.screen)
+        assert "Traceback" not in terminal.screen.decode("utf-8", "replace") and err == b""
+        # the terminal echoes a ^C typed after the last line: attncli says one line
+        assert [line for line in terminal.shown() if line.strip("^C")] == ["attncli: interrupted"], terminal.shown()
+        assert ptys.none_left(terminal.proc.pid) == []
+
+
 def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
     """The bar is redrawn from a thread of rich's, which a write to a terminal that takes
     nothing (its reader stalled) would hold for ever, holding the lock its stop waits for:

@@ -92,13 +92,37 @@ ENDING = {signal.SIGTERM: ExitStatus.TERMINATED, signal.SIGHUP: ExitStatus.HANGU
 SAID = {ExitStatus.INTERRUPTED: "interrupted", ExitStatus.TERMINATED: "terminated", ExitStatus.HANGUP: "hung up"}
 
 
-def _terminate(signum, frame):
-    raise Terminated(ENDING[signum])
+def _stop(signum, frame):
+    """Ctrl-C, SIGTERM or SIGHUP: the run ends, raised where it is; any of them again is
+    ignored meanwhile, so that the run's own ending (workers stopped and waited for, files
+    removed, the last line written) is not cut short by a second Ctrl-C into a traceback."""
+    for other in (signal.SIGINT, *ENDING):
+        if signal.getsignal(other) == _stop:
+            signal.signal(other, signal.SIG_IGN)
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(ENDING[signum])
 
 
 def ending_signals() -> dict[int, ExitStatus]:
     """ENDING, less a signal this run was started ignoring (nohup ignores SIGHUP): that stays ignored."""
     return {signum: status for signum, status in ENDING.items() if signal.getsignal(signum) != signal.SIG_IGN}
+
+
+@contextlib.contextmanager
+def _stopping():
+    """_stop for Ctrl-C and the ENDING signals while the run lasts (not for one started
+    ignoring it: nohup, a shell's background job), as they were after; but once one has
+    stopped the run, they stay ignored to its exit."""
+    handled = [signum for signum in (signal.SIGINT, *ENDING) if signal.getsignal(signum) != signal.SIG_IGN]
+    try:
+        previous = {signum: signal.signal(signum, _stop) for signum in handled}
+    except ValueError:  # not the main thread (an embedding program): leave them
+        previous = {}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if signal.getsignal(signum) == _stop:
+                signal.signal(signum, handler)
 
 
 # the commands, each in the module of its family (attncli.cli.MODULE), by name; a module is
@@ -136,9 +160,14 @@ class AttncliGroup(Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         stdout_closed = _standard_streams()
-        with contextlib.suppress(ValueError):  # not the main thread (an embedding program): leave it
-            for signum in ending_signals():
-                signal.signal(signum, _terminate)
+        with _stopping():
+            status = self._run(stdout_closed, args, prog_name, complete_var, **extra)
+        if standalone_mode:
+            sys.exit(int(status))
+        return int(status)
+
+    def _run(self, stdout_closed: bool, args, prog_name, complete_var, **extra) -> int:
+        """The command, and every way it can end as an ExitStatus, said in one line."""
         try:
             if stdout_closed:
                 raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
@@ -184,9 +213,7 @@ class AttncliGroup(Group):
             fail(f"internal error ({type(e).__name__}: {e}); please report it, with the command that caused it "
                   "(ATTNCLI_DEBUG=1 shows where it happened)")
             status = ExitStatus.ERROR
-        if standalone_mode:
-            sys.exit(int(status))
-        return int(status)
+        return status
 
 
 @click.group(cls=AttncliGroup, context_settings={"help_option_names": ["-h", "--help"]},
