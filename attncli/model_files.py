@@ -336,6 +336,9 @@ def read_tokenizer(where: Path, config: Config):
         markers = tokenizer.encode("")  # [CLS] and [SEP], as its post-processor adds them
     except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
         raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+    if not (len(markers.ids) == 2 and all(markers.special_tokens_mask) and markers.ids[0] != markers.ids[1]):
+        raise ModelError(f"{path}: its post_processor puts {list(markers.tokens)} around a sentence, where BERT's puts "
+                         "two markers of its own, [CLS] before and [SEP] after; give the model's own tokenizer")
     added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
     _within(path, [*added, *zip(markers.tokens, markers.ids)], config)
     unknown = tokenizer.model.unk_token

@@ -494,6 +494,22 @@ def test_a_tokenizer_that_is_not_berts(tmp_path, change, message):
     assert line.startswith(f"attncli: error: {folder / 'tokenizer.json'}: {message}"), line
 
 
+@pytest.mark.parametrize("processor,shown", [
+    (None, "[]"),
+    ({"type": "BertProcessing", "sep": ["[CLS]", 2], "cls": ["[CLS]", 2]}, "['[CLS]', '[CLS]']"),
+    ({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                               {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+      "pair": [], "special_tokens": {"[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}, "['[SEP]']"),
+])
+def test_a_tokenizer_without_berts_two_markers(tmp_path, processor, shown):
+    """No post-processor, or one of the same marker twice, or of one marker: a sentence would
+    be read without [CLS] first and [SEP] last, which the model and its views take as given."""
+    folder = write_model(tmp_path / "m")
+    edit_json(folder / "tokenizer.json", lambda t: t.update(post_processor=processor))
+    assert refused(folder) == (f"tokenizer.json: its post_processor puts {shown} around a sentence, where BERT's puts "
+                               "two markers of its own, [CLS] before and [SEP] after; give the model's own tokenizer")
+
+
 @pytest.mark.parametrize("normalizer", [{"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"},
                                                                              {"type": "StripAccents"}]}, None])
 def test_berts_own_parts_in_other_arrangements(tmp_path, normalizer):
