@@ -185,7 +185,7 @@ def _spooled(data: bytes, folder: str) -> bytes | str:
     import tempfile
 
     try:
-        fd, path = tempfile.mkstemp(prefix="chunk-", dir=folder)
+        fd, path = tempfile.mkstemp(prefix=SPOOLED, dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         return path
@@ -254,31 +254,88 @@ def run(items: Iterable[tuple[int, str | None, str | None]], job: Job, jobs: int
 def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterator[Encoded]:
     """encoded_chunk of each chunk, in order, made where it was computed: with workers, the
     parent only writes what they send, a chunk at a time. The workers leave their chunks
-    in files of a folder this run makes (and removes, whatever happens), which the parent
-    reads once and deletes; without such a folder (no room for one), through the pipe."""
+    in files of a folder this run makes (and removes, whatever happens: _spool), which the
+    parent reads once and deletes; without such a folder (no room for one), through the pipe."""
     if jobs == 1:
         yield from in_order(_encoded, chunks, _start, job, jobs)
         return
+    with _spool() as folder:
+        results = in_order(_encoded, chunks, _start, dataclasses.replace(job, spool=folder), jobs)
+        try:
+            for done in results:
+                if isinstance(done.data, str):  # a file of the folder: read, then deleted
+                    with open(done.data, "rb") as f:
+                        data = f.read()
+                    os.unlink(done.data)
+                    done = done._replace(data=data)
+                yield done
+        finally:
+            results.close()  # the workers end first, so that none writes in the folder as it goes
+
+
+SPOOL = "attncli-batch-"  # the prefix of a run's folder, in the system's temporary directory
+SPOOLED = "chunk-"  # the prefix of its files, a chunk's lines each
+OURS = ".attncli-batch"  # its marker, which the run holds locked (limits.lock) while it lasts
+
+
+@contextlib.contextmanager
+def _spool():
+    """A folder of this run's for its workers' chunks (None where none can be made), whose
+    marker it holds locked from before the marker has its name until the folder is gone.
+    First, the folders of runs that ended without removing theirs (killed by SIGKILL, the
+    out-of-memory killer's, in the midst) are removed: those whose marker's lock is free."""
     import shutil
     import tempfile
 
+    root = tempfile.gettempdir()
+    _sweep(root)
     try:
-        folder = tempfile.mkdtemp(prefix="attncli-batch-")
+        folder = tempfile.mkdtemp(prefix=SPOOL, dir=root)
     except OSError:
-        folder = None
-    results = in_order(_encoded, chunks, _start, dataclasses.replace(job, spool=folder), jobs)
+        yield None
+        return
+    fd = None
     try:
-        for done in results:
-            if isinstance(done.data, str):  # a file of the folder: read, then deleted
-                with open(done.data, "rb") as f:
-                    data = f.read()
-                os.unlink(done.data)
-                done = done._replace(data=data)
-            yield done
+        with contextlib.suppress(OSError):  # no marker: the folder is removed at the end all the same
+            fd = os.open(os.path.join(folder, ".marking"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            if limits.lock(fd, wait=True):  # locked before it is a marker: a sweep never takes a starting run's
+                os.rename(os.path.join(folder, ".marking"), os.path.join(folder, OURS))
+        yield folder
     finally:
-        results.close()  # the workers end first, so that none writes in the folder as it goes
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+
+
+def _sweep(root: str) -> None:
+    """Remove the folders of `root` that runs of this user left (_spool): named so, holding
+    only a marker whose lock is free and chunks; anything else there is left as it is."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if (not entry.name.startswith(SPOOL) or not entry.is_dir(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()):
+                continue
+            names = os.listdir(entry.path)
+            if OURS not in names or any(n != OURS and not n.startswith(SPOOLED) for n in names):
+                continue
+            fd = os.open(os.path.join(entry.path, OURS), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if limits.lock(fd, wait=False):  # its run has ended
+                for name in os.listdir(entry.path):
+                    if name.startswith(SPOOLED):
+                        os.unlink(os.path.join(entry.path, name))
+                os.unlink(os.path.join(entry.path, OURS))
+                os.rmdir(entry.path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def in_order(work, chunks: Iterable, start, job, jobs: int = 1) -> Iterator:

@@ -503,22 +503,6 @@ def _marker_doc(folder: str, temporary: str, locked: bool) -> dict:
     return {**doc, "lock": LOCK} if locked else doc
 
 
-def _lock(fd: int, *, wait: bool) -> bool | None:
-    """An exclusive flock of `fd`: True once held, False when another open file holds it
-    (only without `wait`), None where the filesystem has no locks."""
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        return False
-    except OSError as e:
-        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            return None
-        raise
-    return True
-
-
 def _marker(folder: Path) -> dict | None:
     """The marker of `folder` (a folder, not a link to one), None when it has none that
     attncli wrote; EntryUnreadable when it cannot be read now."""
@@ -587,7 +571,7 @@ def _temporary(root: Path, entry: str) -> tuple[Path, int]:
     fd = None
     try:
         fd = os.open(temporary / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        locked = _lock(fd, wait=True)
+        locked = limits.lock(fd, wait=True)
         with open(fd, "w", encoding="utf-8", closefd=False) as f:
             f.write(json.dumps(_marker_doc(entry, temporary.name, bool(locked)), ensure_ascii=True) + "\n")
     except BaseException:
@@ -723,7 +707,7 @@ def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
     except FileNotFoundError:
         return 0, []  # renamed into place since it was listed
     try:
-        held = _lock(fd, wait=False) if doc.get("lock") == LOCK else None
+        held = limits.lock(fd, wait=False) if doc.get("lock") == LOCK else None
         if held is False:
             pid = doc.get("pid")
             run = f"attncli (process {pid})" if _is_int(pid) else "a run of attncli"

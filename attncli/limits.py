@@ -180,3 +180,21 @@ def _check_input_size(n: int, where: str, most: int | None) -> None:
     if n > most:
         raise ResourceError(f"{where} holds {size(n)}, more than this run can take in memory ({size(most)}); "
                             "give a smaller input, or split it")
+
+
+def lock(fd: int, *, wait: bool) -> bool | None:
+    """An exclusive flock of `fd`: True once held, False when another open file holds it
+    (only without `wait`), None where the filesystem has no locks. The kernel lets a lock go
+    when its process ends, however it ends (SIGKILL, the OOM killer): a file locked now
+    belongs to a run that goes on, one whose lock is free to a run that ended."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return None
+        raise
+    return True

@@ -480,6 +480,53 @@ def test_a_worker_killed_mid_batch_ends_it_with_whole_lines_and_says_which_are_m
                       f"from line {last + 1:,} on are missing)\n")
 
 
+def test_a_batch_killed_leaves_its_folder_to_the_next_run_which_removes_only_that(tmp_path):
+    """batch --jobs 2 SIGKILLed (as the out-of-memory killer kills) leaves its folder of
+    chunks, which nothing of the dead run can remove; the next run on two workers removes
+    it, and leaves a folder a live run holds (stopped, not ended) and a user's look-alike."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the earth is like an orange\n" * 200_000)
+
+    def started(stopped: bool) -> Path:
+        """A run's folder, once its workers have left chunks in it; the run SIGSTOPped, or SIGKILLed."""
+        proc = subprocess.Popen([str(ENTRY_POINT), "batch", corpus, "--jobs", "2"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True, env={**os.environ, **env})
+        deadline = time.monotonic() + 60
+        while not (folders := [f for f in tmp.glob("attncli-batch-*") if f not in seen and any(f.glob("chunk-*"))]):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGSTOP if stopped else signal.SIGKILL)
+        if not stopped:
+            proc.wait()
+        procs.append(proc)
+        seen.extend(folders)
+        return folders[0]
+
+    seen, procs = [], []
+    try:
+        live = started(stopped=True)
+        left = started(stopped=False)  # after the live one: a run's start removes the folders left before it
+        mine = tmp / "attncli-batch-mine"
+        mine.mkdir()
+        (mine / "chunk-notes.txt").write_text("mine")
+        (mine / "other.txt").write_text("mine too")
+        assert (left / ".attncli-batch").is_file() and any(left.glob("chunk-*"))
+        done = process("batch", "--jobs", "2", input=b"the cat\nthe dog\n" * 200, env=env)
+        assert done.returncode == 0 and done.stderr == b""
+        assert not left.exists()
+        assert live.exists() and any(live.glob("chunk-*"))  # its run goes on once continued
+        assert sorted(p.name for p in mine.iterdir()) == ["chunk-notes.txt", "other.txt"]
+        assert set(tmp.glob("attncli-batch-*")) == {live, mine}
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_a_worker_killed_mid_stats_is_an_error_and_no_statistics(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the earth is like an orange\n" * 200_000)
