@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import batch, stats
+from attncli import batch, limits, stats
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
@@ -345,9 +345,17 @@ def connect(address: str, timeout: float = 10.0):
 def _connection_args(address: str) -> dict:
     """What Dask's configuration gives a client to connect with (a TLS context, if any);
     tls:// and wss:// refused without one, which is all Dask would say in a traceback."""
+    import dask.config
     from distributed import Security
     from distributed.comm import parse_address
 
+    for key in ("ca-file", "client.cert", "client.key"):  # opened by Security(): a FIFO would hold it for ever
+        named = dask.config.get(f"distributed.comm.tls.{key}", None)
+        if named:
+            try:
+                limits.regular_file(named, f"distributed.comm.tls.{key}")
+            except limits.ResourceError as e:
+                raise InputError(f"Dask's TLS configuration cannot be used ({e})") from None
     try:
         args = Security().get_connection_args("client")
     except (OSError, ValueError) as e:  # a certificate file named but missing, or not one
@@ -387,8 +395,9 @@ def _identify(address: str, args: dict, timeout: float) -> None:
     except asyncio.TimeoutError:  # before OSError: from Python 3.11 it is one
         raise InputError(_no_answer(address, timeout)) from None
     except CommClosedError:
+        hint = "" if address.startswith(("tls://", "wss://")) else " (a scheduler that asks for TLS takes tls://)"
         raise InputError(f"the server at {address} closed the connection without answering as a Dask scheduler "
-                         "does; check the address (a scheduler that asks for TLS takes tls://)") from None
+                         f"does; check the address{hint}") from None
     except OSError as e:
         raise InputError(_no_answer(address, timeout, e)) from None
     except Exception:  # noqa: BLE001: what Dask makes of bytes not its own (MemoryError, ValueError, ...)

@@ -353,6 +353,20 @@ def test_an_address_where_nothing_listens_is_one_line_within_seconds(tmp_path):
                             NO_ANSWER.replace("10 s", "10 s (Connection refused)"), tmp_path)
 
 
+@pytest.mark.parametrize("key", ["CA_FILE", "CLIENT__CERT", "CLIENT__KEY"])
+def test_a_tls_file_that_is_a_fifo_is_refused_unopened(key, tmp_path):
+    """Dask opens the TLS files its configuration names as a client is made, for tcp:// too:
+    a FIFO there would hold the run for ever; it is named and refused, at once."""
+    fifo = tmp_path / "tls.fifo"
+    os.mkfifo(fifo)
+    env = {f"DASK_DISTRIBUTED__COMM__TLS__{key}": str(fifo)}
+    with server(silent) as port:
+        one_line_within_seconds("batch", f"tcp://127.0.0.1:{port}", "Dask's TLS configuration cannot be used ("
+                                f"{fifo}: not a regular file (a device, FIFO or socket); give "
+                                f"distributed.comm.tls.{key.lower().replace('__', '.').replace('_', '-')} a regular "
+                                "file)", tmp_path, env=env)
+
+
 @pytest.mark.parametrize("scheme", ["tls", "wss"])
 def test_tls_without_certificates_is_one_line_before_connecting(scheme, tmp_path):
     with server(silent) as port:
@@ -396,9 +410,8 @@ def test_tls_takes_dasks_tls_configuration(certificate, tmp_path):
         assert (remote.returncode, remote.stderr, remote.stdout) == (0, b"", local.stdout)
         plain = address.replace("tls://", "tcp://")
         one_line_within_seconds("batch", plain, SERVERS["closes"][1], tmp_path, env=configured)
-        one_line_within_seconds("batch", address, "Dask's TLS configuration cannot be used (No such file or "
-                                "directory); check the files distributed.comm.tls names, or give the scheduler's "
-                                "tcp:// address", tmp_path,
+        one_line_within_seconds("batch", address, f"Dask's TLS configuration cannot be used ({tmp_path / 'none.pem'}: "
+                                "no such file; give distributed.comm.tls.ca-file a file that exists)", tmp_path,
                                 env={**configured, "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(tmp_path / "none.pem")})
 
 

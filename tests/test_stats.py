@@ -308,7 +308,8 @@ def test_batch_on_a_dask_cluster_gives_the_lines_of_one_process_in_order(corpus,
     fails(run("batch", corpus, "--scheduler", cluster.scheduler_address, "--jobs", "2"), "give one of them", code=2)
 
 
-@pytest.mark.parametrize("address", ["foo", "tcp://", "", "tcp://host:port"])
+@pytest.mark.parametrize("address", ["foo", "tcp://", "", "tcp://host:port", "tcp://127.0.0.1:0", "tcp://127.0.0.1:65536",
+                                     "127.0.0.1:99999"])
 def test_what_is_not_an_address_is_a_usage_error(corpus, address):
     for command in ("stats", "batch"):
         fails(run(command, corpus, "--scheduler", address), "is not a scheduler's address", code=2)

@@ -419,9 +419,9 @@ def scheduler_address(ctx, param, value):
         return None
     from attncli.survey import ADDRESS
 
-    if not ADDRESS.match(value):
-        raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT "
-                                 "(dask scheduler prints it)", ctx, param)
+    if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
+        raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "
+                                 "from 1 to 65535 (dask scheduler prints it)", ctx, param)
     quiet_dask()
     return value
 
