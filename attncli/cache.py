@@ -824,7 +824,8 @@ def to_verify(name: str | None = None) -> list[tuple[Path, bool]]:
     if name != BUNDLED:
         for folder in _children(cache_dir()):
             if _kind(folder) == "entry" and (name is None or name == folder.name
-                                            or os.path.abspath(name) == os.path.abspath(folder) or name == _name_of(folder)):
+                                            or os.path.abspath(name) == os.path.abspath(folder)
+                                            or name in _names_of(folder)):
                 found.append((folder / PREFIX, False))
     if not found:
         raise VectorsError(f"no cache entry is named {name!r}: give a name or path that `attncli vectors list` shows, "
@@ -832,11 +833,15 @@ def to_verify(name: str | None = None) -> list[tuple[Path, bool]]:
     return found
 
 
-def _name_of(folder: Path) -> str | None:
+def _names_of(folder: Path) -> set[str]:
+    """What names an entry: its vectors' name, and the path of the source it was made from
+    (as given, and as this folder sees it), which `vectors list` shows."""
     try:
-        return _read_meta(str(folder / PREFIX), bundled=False)["name"]
+        meta = _read_meta(str(folder / PREFIX), bundled=False)
     except VectorsError:
-        return None  # damaged: found by its folder alone
+        return set()  # damaged: found by its folder alone
+    source = meta.get("source", {}).get("path") if isinstance(meta.get("source"), dict) else None
+    return {meta["name"], *([source, os.path.relpath(source)] if isinstance(source, str) else [])}
 
 
 def entry_bytes(prefix: Path) -> int:

@@ -1270,6 +1270,8 @@ def test_verify_finds_entries_by_name_folder_and_path(cache, source, tmp_path):
     assert sorted(d["path"] for d in verified("v.txt")[0]) == sorted([str(whole), str(first)])
     assert [d["limit"] for d in verified(first.name)[0]] == [3]
     assert [d["path"] for d in verified(str(other) + "/")[0]] == [str(other)]
+    # by the source's path, as vectors list shows it
+    assert [d["path"] for d in verified(str(tmp_path / "other.txt"))[0]] == [str(other)]
     fails(run("vectors", "verify", "nope"), "no cache entry is named 'nope'", "vectors list", cache_module.BUNDLED)
 
 
