@@ -319,3 +319,13 @@ def test_option_errors_are_said_at_once_not_as_skipped_lines(corpus, tmp_path):
     fails(run("stats", corpus, "--heads", "7"), "--heads 7 does not divide d_k = 50")
     fails(run("stats", corpus, "--by", "word", "--png", tmp_path / "w.png"), "--by word has none", code=2)
     assert not (tmp_path / "w.png").exists()
+
+
+def test_the_random_baseline_is_held_to_memory_before_a_line_is_read(corpus, monkeypatch):
+    """It draws d x d projections whatever --d-k says: where they cannot fit, the run says so
+    at once and how to leave the baseline out, rather than naming --d-k."""
+    from attncli import limits
+
+    monkeypatch.setattr(limits, "available", lambda: 50_000)  # the bundled d = 50: 60,000 bytes
+    fails(run("stats", corpus), "the random projections baseline (W_query, W_key, W_value of 50 x 50) needs about "
+          "60.0 kB", "--random-seeds 0")

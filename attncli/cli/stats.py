@@ -7,6 +7,7 @@ import os
 import sys
 
 import click
+from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options, worker_job)
 from attncli.cli.output import emit, progress, warn
@@ -81,6 +82,9 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if not load.model:
         # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
         survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
+        if random_seeds:  # the baseline draws d x d projections of its own, whatever --d-k says
+            limits.require(3 * vectors.dim ** 2 * 8, f"the random projections baseline (W_query, W_key, W_value of "
+                           f"{vectors.dim:,} x {vectors.dim:,})", "leave it out with --random-seeds 0")
     job = survey.StatsJob(worker_job(load, vectors, opts, scheduler), seed=shuffle_seed, shuffled=not no_shuffled,
                           random_seeds=random_seeds, by_word=by == "word")
     jobs = min(jobs, os.cpu_count() or 1)
