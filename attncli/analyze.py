@@ -395,17 +395,24 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     return out
 
 
-def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options()) -> dict:
-    """The `heads` document: every layer's every head's weights (L, H, T, T) at a glance (one
-    layer over word vectors, its --heads heads); with a model, what share of each head's
-    attention goes to [CLS] and [SEP], where a head with nothing to do puts it."""
+def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *,
+              layer: int | None = None, head: int | None = None) -> dict:
+    """The `heads` document: the weights (L, H, T, T) of every layer's every head at a glance
+    (one layer over word vectors, its --heads heads), or of the one `layer` and/or the one
+    `head` (from 1) a model's --layer and --head choose, which "layer" and "head" say (null:
+    every one); with a model, what share of each head's attention goes to [CLS] and [SEP],
+    where a head with nothing to do puts it."""
     H = vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
     L = vectors.model.config.layers if isinstance(vectors, Trained) else 1
-    att = attend(sentence, vectors, opts, listed=L * H)
+    att = attend(sentence, vectors, opts, listed=(1 if layer else L) * (1 if head else H))
     layers = att.weights[None] if att.layers is None else att.layers  # (L, H, T, T)
+    layers = layers[slice(layer - 1, layer) if layer else slice(None), slice(head - 1, head) if head else slice(None)]
     doc = {**_common("heads", sentence, vectors, att, opts), "weights": layers.tolist()}
-    for key in ("layer", "head"):  # every layer and head is here
-        doc.pop(key, None)
+    if isinstance(vectors, Trained):
+        doc["layer"], doc["head"] = layer, head
+    else:  # one layer, every head of it
+        for key in ("layer", "head"):
+            doc.pop(key, None)
     if att.pieces is not None:
         special = np.array(att.pieces.special)  # (T,)
         doc["special_share"] = layers[..., special].sum(axis=-1).mean(axis=-1).tolist()  # (L, H)

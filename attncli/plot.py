@@ -45,7 +45,7 @@ def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray]]:
     if doc["command"] == "explain":
         heads = doc["steps"]["weights"]
         return [(f"weights, head {h}" if len(heads) > 1 else "weights", tokens, tokens, np.array(W))
-                for h, W in enumerate(heads)]
+                for h, W in enumerate(heads, start=1)]
     if doc["command"] == "context":
         if "token" in doc:
             return [(f"how {doc['token']!r} attends", [doc["token"]], tokens, np.array([doc["weights"]]))]
@@ -122,7 +122,8 @@ def _heads(plt, docs: list[dict], file) -> None:
             ax.set_xticks([])
             ax.set_yticks([])
             mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
-            ax.set_title(f"L{l + 1} H{h + 1}{mark}", fontsize=7, parse_math=False)
+            number = (doc.get("layer") or l + 1, doc.get("head") or h + 1)  # from 1, as --layer and --head
+            ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=7, parse_math=False)
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
                  + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
                  fontsize=9, parse_math=False)

@@ -53,7 +53,11 @@ def _describe_model(doc: dict) -> Text:
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"model {m['name']} ({m['layers']} layers x {m['heads']} heads, d_model = {m['d_model']}, "
                 f"{doc['vectors']['words']:,} word pieces)", style="dim")
-    if "layer" in doc:
+    if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
+        layer = f"layer {doc['layer']} of {m['layers']}" if doc.get("layer") else "every layer"
+        head = f"head {doc['head']} of {m['heads']}" if doc.get("head") else "every head"
+        text.append(f"; {layer}, {head}", style="dim")
+    elif "layer" in doc:
         which = f"head {doc['head']}" if doc.get("head") else f"mean over {m['heads']} heads"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
     d_head = m["d_model"] // m["heads"]
@@ -164,7 +168,8 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
         parts += heat.legend({"scores": "score ω", "weights": "weight α", "rollout": "rollout R",
                               "norms": "norm ‖αf‖"}[key])
         if heads:
-            parts.append(Columns([_grid_part(heat, M, f"head {h}") for h, M in enumerate(heads)], padding=(1, 2)))
+            parts.append(Columns([_grid_part(heat, M, f"head {h}") for h, M in enumerate(heads, start=1)],
+                                 padding=(1, 2)))
     else:
         parts.append(_too_many(n, width))
     parts.append(Text())
@@ -431,7 +436,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         if not heat.fits:
             return Text(f"{T} tokens are too many for a {T} x {T} grid in {width - 4} columns; "
                         "--format json holds every matrix", style="dim")
-        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices)]
+        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices, start=1)]
         reading = Text(heat.reading(symbol), style="dim")
         return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
                      *heat.legend(symbol))
@@ -457,7 +462,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         follow.add_column("token", no_wrap=True)
         for name in ("ω_ij", "s_ij", "α_ij"):
             for h in range(H):
-                follow.add_column(name + (f" h{h}" if H > 1 else ""), justify="right")
+                follow.add_column(name + (f" h{h + 1}" if H > 1 else ""), justify="right")
         for j, t in enumerate(tokens):
             cells = [f"{row[key][h][j]:.3f}" if not (masked[i, j] and key == "weights") else "·"
                      for key in ("scores", "scaled", "weights") for h in range(H)]
@@ -691,44 +696,80 @@ class LoadProgress:
 
 def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """Every layer's heads at a glance, as BertViz's model view draws them: a small picture of
-    each head's T x T weights, two rows of cells to a line (the upper half block in the
-    first row's colour on the second's); without colour, a shade a cell, a row a line. A
-    head that puts more than half its attention on [CLS] and [SEP] is marked *."""
-    W = np.array(doc["weights"], dtype=float)  # (L, H, T, T)
+    each head's T x T weights, a cell a weight, all on one scale from 0 to 1, so that a
+    shade means the same weight in every picture. Where the width allows, a row a line,
+    its token at the left and the columns' positions on top; else two rows of cells to a
+    line (the upper half block in the first row's colour on the second's) or, without
+    colour, a shade a cell. A head that puts more than half its attention on [CLS] and
+    [SEP] is marked *."""
+    W = np.array(doc["weights"], dtype=float)  # (L, H, T, T): the layers and heads shown
     L, H, T, _ = W.shape
-    scale = heatmap.sequential(float(W.max()), color_system)
+    layers = [doc["layer"]] if doc.get("layer") else range(1, L + 1)  # their numbers, from 1
+    heads = [doc["head"]] if doc.get("head") else range(1, H + 1)
+    scale = heatmap.sequential(1.0, color_system)
     shares = doc.get("special_share")
     parts: list[RenderableType] = [_describe(doc)]
     if T + 4 > width:
         parts.append(Text(f"{T} tokens are too many for a picture of each head in {width} columns; "
                           "--format json holds every weight", style="dim"))
         return Group(*parts)
-    for l in range(L):
-        pictures = []
-        for h in range(H):
-            mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
-            lines = [Text(f"h{h + 1}{mark}".ljust(T)[:max(T, 4)], style="bold")]
-            lines += _head_picture(W[l, h], scale, float(W.max()))
-            pictures.append(Group(*lines))
-        parts.append(Text(f"layer {l + 1}" if L > 1 else "heads", style="bold"))
-        parts.append(Columns(pictures, padding=(0, 2)))
-    reading = "two rows of cells a line, upper and lower half" if scale is not None else "a row a line, darker more"
-    parts.append(Text(f"each picture: row i attends to column j ({reading}); "
-                      f"weights 0 to {W.max():.2f}" + ("; * more than half on [CLS] and [SEP]" if shares else ""),
-                      style="dim"))
+    labels = [Text(f"{i} {t}") for i, t in enumerate(doc["tokens"])]
+    label_width = min(max(label.cell_len for label in labels), 16)
+    across = (width - label_width - 1 + 2) // (T + 2)  # labelled pictures a line, two spaces apart
+    for l, number in enumerate(layers):
+        names = [f"h{n}" + ("*" if shares is not None and shares[l][h] > 0.5 else "") for h, n in enumerate(heads)]
+        parts.append(Text(f"layer {number}" if doc.get("layer") or L > 1 else "heads", style="bold"))
+        if across >= 1:
+            parts += _labelled_heads(W[l], names, labels, label_width, across, scale)
+        else:
+            pictures = [Group(Text(name.ljust(T)[:max(T, 4)], style="bold"), *_head_picture(W[l, h], scale))
+                        for h, name in enumerate(names)]
+            parts.append(Columns(pictures, padding=(0, 2)))
+    reading = ("a row a line" if across >= 1 else
+               "two rows of cells a line, upper and lower half" if scale is not None else "a row a line")
+    parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "
+                      f"weight 0 to 1 (the largest here {W.max():.2f})"
+                      + ("; * more than half on [CLS] and [SEP]" if shares else ""), style="dim"))
     return Group(*parts)
 
 
 SHADES = " ░▒▓█"
 
 
-def _head_picture(M: np.ndarray, scale, high: float) -> list[Text]:
-    """One head's (T, T) weights: half blocks in colour, or shades (of 0 to `high`) without it."""
+def _cell(value: float, scale) -> Text:
+    """One weight of 0 to 1 as a character: a block in the scale's colour, or a shade."""
+    if scale is None:
+        return Text(SHADES[min(int(value * (len(SHADES) - 1) + 0.5), len(SHADES) - 1)])
+    return Text("█", style=Style(color=scale.colours[scale.step(value)]))
+
+
+def _labelled_heads(W: np.ndarray, names: list[str], labels: list[Text], label_width: int, across: int,
+                    scale) -> list[Text]:
+    """One layer's heads W (H, T, T), `across` pictures a line, each row a line beside its
+    token's label, each column's position (its last digit) on top."""
+    H, T, _ = W.shape
+    lines = []
+    for first in range(0, H, across):
+        shown = range(first, min(first + across, H))
+        gap = " " * (label_width + 1)
+        lines.append(Text(gap + "  ".join(names[h].ljust(T) for h in shown), style="bold"))
+        lines.append(Text(gap + "  ".join("".join(str(j % 10) for j in range(T)) for _ in shown), style="dim"))
+        for i in range(T):
+            line = labels[i].copy()
+            line.truncate(label_width, overflow="ellipsis", pad=True)
+            for k, h in enumerate(shown):
+                line.append("  " if k else " ")
+                for j in range(T):
+                    line.append_text(_cell(W[h, i, j], scale))
+            lines.append(line)
+    return lines
+
+
+def _head_picture(M: np.ndarray, scale) -> list[Text]:
+    """One head's (T, T) weights of 0 to 1: half blocks in colour, or a shade a cell without it."""
     T = len(M)
     if scale is None:
-        high = max(high, 1e-300)
-        return [Text("".join(SHADES[min(int(v / high * (len(SHADES) - 1) + 0.5), len(SHADES) - 1)] for v in row))
-                for row in M]
+        return [Text("").join(_cell(v, None) for v in row) for row in M]
     lines = []
     for i in range(0, T, 2):
         line = Text()

@@ -204,7 +204,7 @@ def test_each_head_gets_its_grid_at_80_columns():
     assert len(heads) == 2
     for rows, head in zip(heads, doc["heads"]):
         check_weights(rows, head["weights"])
-    assert "head 0" in text and "head 1" in text
+    assert "head 1" in text and "head 2" in text and "head 0" not in text  # from 1, as --head counts
 
 
 def test_explain_matrices_at_80_columns():

@@ -98,9 +98,34 @@ def test_heads_gives_every_layer_and_head(tiny, reference):
     np.testing.assert_allclose(doc["weights"], alphas, atol=1e-13)
     special = np.array([True] + [False] * 6 + [True])
     np.testing.assert_allclose(doc["special_share"], alphas[..., special].sum(-1).mean(-1), atol=1e-13)
-    assert "layer" not in doc and "head" not in doc
+    assert doc["layer"] is None and doc["head"] is None  # every one
     static = one(run("heads", SENTENCE, "--qkv", "random", "--heads", "5", "--json"))
     assert np.array(static["weights"]).shape == (1, 5, 6, 6) and "special_share" not in static
+    assert "layer" not in static and "head" not in static  # one layer over word vectors, every head of it
+
+
+@pytest.mark.parametrize("layer,head", [(2, None), (None, 2), (1, 2)])
+def test_heads_shows_the_layer_and_head_asked_for(tiny, reference, layer, head):
+    _, alphas = reference  # (L, H, T, T)
+    args = [*(["--layer", str(layer)] if layer else []), *(["--head", str(head)] if head else [])]
+    doc = one(run("heads", SENTENCE, "--model", tiny, *args, "--json"))
+    chosen = alphas[slice(layer - 1, layer) if layer else slice(None), slice(head - 1, head) if head else slice(None)]
+    assert np.array(doc["weights"]).shape == chosen.shape
+    np.testing.assert_allclose(doc["weights"], chosen, atol=1e-13)
+    special = np.array([True] + [False] * 6 + [True])
+    np.testing.assert_allclose(doc["special_share"], chosen[..., special].sum(-1).mean(-1), atol=1e-13)
+    assert (doc["layer"], doc["head"]) == (layer, head)
+    lines = run("heads", SENTENCE, "--model", tiny, *args, "--format", "table", "--no-pager",
+                env={"COLUMNS": "80", "NO_COLOR": "1"}).stdout.splitlines()
+    assert [line for line in lines if line.startswith("layer")] == [f"layer {n}" for n in ([layer] if layer else [1, 2])]
+    names = [label.rstrip("*") for line in lines for label in line.split() if re.fullmatch(r"h\d+\*?", label)]
+    assert sorted(set(names)) == [f"h{n}" for n in ([head] if head else [1, 2])]
+
+
+def test_heads_option_needs_a_model_and_a_layer_it_has(tiny):
+    fails(run("heads", SENTENCE, "--layer", "1"), "--layer needs --model NAME|DIR", code=2)
+    fails(run("heads", SENTENCE, "--model", tiny, "--layer", "3"), "layer must be from 1 to 2")
+    fails(run("heads", SENTENCE, "--model", tiny, "--head", "3"), "head must be from 1 to 2")
 
 
 def test_heads_draws_a_picture_of_each_head(tiny):
@@ -111,6 +136,32 @@ def test_heads_draws_a_picture_of_each_head(tiny):
     assert all(len(line) <= 80 for line in lines)
     labels = [label.rstrip("*") for line in lines for label in line.split() if label.startswith("h")]
     assert labels.count("h1") == labels.count("h2") == 2
+    # at 80 columns each row beside its token, each column's position on top
+    rows = [line for line in lines if re.match(r"\d+ ", line)]
+    assert [row.split()[:2] for row in rows] == [[str(i), t] for l in (1, 2) for i, t in enumerate(PIECES)]
+    assert sum("01234567  01234567" in line for line in lines) == 2
+
+
+def test_heads_shades_every_picture_on_one_scale_of_0_to_1():
+    # --scale 0: every weight is 1/6 exactly; scaled to the largest weight it would be solid
+    text = run("heads", SENTENCE, "--qkv", "random", "--heads", "2", "--scale", "0", "--format", "table",
+               "--no-pager", env={"COLUMNS": "80", "NO_COLOR": "1"}).stdout
+    rows = [line for line in text.splitlines() if re.match(r"\d+ ", line)]
+    assert len(rows) == 6 and all(row.split()[2:] == ["░" * 6] * 2 for row in rows)
+    assert "weight 0 to 1 (the largest here 0.17)" in " ".join(text.split())
+
+
+def test_heads_labels_are_cut_and_give_way_when_narrow():
+    long = "antidisestablishmentarianism " * 3 + "orange"
+    args = ("heads", long, "--qkv", "random", "--heads", "2", "--oov", "zero", "--format", "table", "--no-pager")
+    lines = run(*args, env={"COLUMNS": "30", "NO_COLOR": "1"}).stdout.splitlines()
+    assert all(len(line) <= 30 for line in lines)
+    rows = [line for line in lines if re.match(r"\d+ ", line)]
+    assert [row[:17] for row in rows] == [f"{i} antidisestabl… " for i in range(3)] + ["3 orange".ljust(17)]
+    # 20 columns leave no room for a label beside a picture: the pictures alone, a row of shades a line
+    lines = run(*args, env={"COLUMNS": "20", "NO_COLOR": "1"}).stdout.splitlines()
+    assert all(len(line) <= 20 for line in lines) and not any(re.match(r"\d+ ", line) for line in lines)
+    assert [w for line in lines for w in line.split() if re.fullmatch(r"h\d", w)] == ["h1", "h2"]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

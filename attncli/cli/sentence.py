@@ -159,23 +159,27 @@ def explain(sentence, token, index, load, opts, out):
 @click.command(cls=Command, short_help="every layer and head of a sentence's attention at a glance")
 @sentence_argument
 @vectors_options
-@model_options(head=False)
+@model_options(every=True)
 @attention_options(top=False)
 @png_option
 @output_options
 def heads(sentence, load, opts, out):
     """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
     --model every layer x head of the trained model (a head that puts more than half its
-    attention on [CLS] and [SEP] marked *); over word vectors the --heads heads of one
-    layer. --format json gives "weights" as layers x heads x T x T.
+    attention on [CLS] and [SEP] marked *), or the heads of one --layer, or one --head of
+    every layer; over word vectors the --heads heads of one layer. --format json gives
+    "weights" as layers x heads x T x T of those shown, and with --model "layer" and "head"
+    (null: every one).
 
     \b
     Examples:
       attncli heads "The earth is like an orange" --model minilm
+      attncli heads "The earth is like an orange" --model minilm --layer 2
       attncli heads "The earth is like an orange" --qkv random --heads 5
       attncli heads "I sat on the bank of the river" --model minilm --json | jq '.special_share'
     """
     sentences = read_sentences(sentence)
     vectors = load()
-    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts))
+    layer, head = getattr(load, "layer", None), getattr(load, "head", None)  # with --model
+    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head))
     emit(docs, out, "heads_view")
