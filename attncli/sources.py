@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attncli import workers
 from attncli.errors import AttncliError, VectorsError, WorkerLost
 from attncli.limits import read_file
 from attncli.home import expand, home, no_home
@@ -664,17 +665,13 @@ def _parse_numbers(block: tuple[bytes, int, int]) -> np.ndarray | None:
 
 def _parser_start(job, worker: bool = False) -> None:
     if worker:
-        from attncli import batch
-
-        batch.worker_signals()
+        workers.worker_signals()
 
 
 def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndarray]:
     """The blocks' numbers parsed (by `jobs` processes, in order) into `matrix` (V, d), the
     first row of each word kept."""
     from collections import deque
-
-    from attncli import batch
 
     d = matrix.shape[1]
     words: dict[str, None] = {}  # the words kept, in order: a repeated one is not kept again
@@ -685,7 +682,7 @@ def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndar
             stash.append(block_words)
             yield text, len(block_words), d
 
-    parsed = batch.in_order(_parse_numbers, texts(), _parser_start, None, jobs)
+    parsed = workers.in_order(_parse_numbers, texts(), _parser_start, None, jobs)
     try:
         for rows in parsed:
             block_words = stash.popleft()

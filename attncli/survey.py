@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import batch, limits, stats
+from attncli import batch, limits, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
@@ -157,7 +157,7 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
         for chunk in chunks:
             yield chunk_partial(chunk, vectors, job)
         return
-    yield from batch.in_order(_chunk, chunks, _start, job, jobs)
+    yield from workers.in_order(_chunk, chunks, _start, job, jobs)
 
 
 # --- a Dask cluster -------------------------------------------------------------------------

@@ -830,9 +830,9 @@ def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path)
 def test_in_order_with_workers_gives_each_answer_or_its_failure_in_order():
     """Workers of in_order answer in input order; a chunk whose answer cannot be pickled (a
     memoryview) is a failure raised in its turn, never a worker's traceback and a lost run."""
-    from attncli import batch
+    from attncli import workers
 
-    assert list(batch.in_order(len, [b"a", b"bb", b"ccc", b"dddd", b""], max, 0, jobs=2)) == [1, 2, 3, 4, 0]
-    results = batch.in_order(memoryview, [b"ab", b"cd"], max, 0, jobs=2)
+    assert list(workers.in_order(len, [b"a", b"bb", b"ccc", b"dddd", b""], max, 0, jobs=2)) == [1, 2, 3, 4, 0]
+    results = workers.in_order(memoryview, [b"ab", b"cd"], max, 0, jobs=2)
     with pytest.raises(RuntimeError, match=r"a worker's answer could not be sent back \(TypeError: .*memoryview"):
         next(results)
