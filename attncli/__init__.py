@@ -10,7 +10,7 @@ sentence, over pretrained word vectors. The command line is a thin layer over th
     doc["weights"]  # T x T, each row sums to 1
 """
 
-__version__ = "0.2.0"
+from attncli.version import __version__  # noqa: E402
 
 from attncli.analyze import Attention, Options, attend, context_doc, scores_doc  # noqa: E402
 from attncli.errors import AttncliError, InputError, OptionError, TokenError, VectorsError  # noqa: E402
@@ -19,5 +19,5 @@ from attncli.vectors import Vectors  # noqa: E402
 
 __all__ = [
     "Attention", "AttncliError", "InputError", "OptionError", "Options", "TokenError", "Vectors", "VectorsError",
-    "attend", "context_doc", "load_vectors", "scores_doc",
+    "__version__", "attend", "context_doc", "load_vectors", "scores_doc",
 ]

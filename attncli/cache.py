@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import __version__, limits
+from attncli import limits
+from attncli.version import __version__
 from attncli.errors import VectorsError
 from attncli.home import expand, no_home
 from attncli.limits import ResourceError

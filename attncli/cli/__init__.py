@@ -18,7 +18,7 @@ import sys
 from enum import IntEnum
 
 import click
-from attncli import __version__
+from attncli.version import __version__
 from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal, utf8
 from attncli.cli.sections import Command, Group
 from attncli.errors import AttncliError

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 import numpy as np
-from attncli import __version__, limits
+from attncli import limits
+from attncli.version import __version__
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
