@@ -92,7 +92,7 @@ class Attention:
     mask: np.ndarray | None  # (T, T) True where masked
     shown: int | None = None  # the head the top-level matrices show (from 0); None: their mean
     hidden: np.ndarray | None = None  # (L + 1, T, D): a trained model's hidden states, every layer
-    pieces: object = None  # a trained model's model_files.Pieces
+    pieces: object = None  # a trained model's models.files.Pieces
     layers: np.ndarray | None = None  # (L, H, T, T): a trained model's weights, every layer and head
 
     @property
@@ -123,9 +123,9 @@ class Trained:
     """A trained model in place of word vectors (--model), and which of its attentions to
     show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
     Its tokens are the model's word pieces, [CLS] and [SEP] among them; Steps I-III are the
-    layer's own, computed by attention.py inside transformer.forward."""
+    layer's own, computed by attention.py inside its family's forward pass (models/bert.py)."""
 
-    model: object  # model_files.Model
+    model: object  # models.files.Model
     layer: int
     head: int | None = None
 
@@ -148,25 +148,22 @@ class Trained:
         """The sentence's word pieces and the model's forward pass over them, refused before
         it starts when the pass and the T x T numbers a document lists (`listed` a cell)
         cannot fit in memory."""
-        from attncli import transformer
-
         if not sentence.strip():
             raise InputError("the sentence is empty; give some words")
         pieces = self.model.encode(sentence)
         config, T = self.model.config, len(pieces.ids)
-        limits.require(transformer.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
+        family = self.model.family
+        limits.require(family.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
-        return pieces, transformer.forward(pieces.ids, self.model.weights, config, keep=keep)
+        return pieces, family.forward(pieces.ids, self.model.weights, config, keep=keep)
 
     def attend(self, sentence: str, *, listed: int = 0) -> Attention:
         """The sentence through the model, and layer `layer`'s attention as an Attention."""
         config, l = self.model.config, self.layer - 1
         pieces, run = self.run(sentence, keep=(l,), listed=listed)
         steps = run.steps[l]
-        w, p = self.model.weights, f"encoder.layer.{l}.attention.self"
-        proj = Projections(kind="model", path=self.model.name,
-                           W={f"W_{r}": w[f"{p}.{r}.weight"].T for r in ("query", "key", "value")},
-                           b={f"b_{r}": w[f"{p}.{r}.bias"] for r in ("query", "key", "value")})
+        W, b = self.model.family.projections(self.model.weights, l)
+        proj = Projections(kind="model", path=self.model.name, W=W, b=b)
         embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
@@ -332,9 +329,7 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     """f^h(x_j) of every head and token (H, T, D): a model's values through its output
     projection; over word vectors, the values themselves."""
     if isinstance(vectors, Trained):
-        from attncli import transformer
-
-        return transformer.passed_on(att.V, vectors.model.weights, vectors.layer - 1, vectors.model.config)
+        return vectors.model.family.passed_on(att.V, vectors.model.weights, vectors.layer - 1, vectors.model.config)
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 

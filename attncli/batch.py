@@ -146,10 +146,10 @@ def _start(job: Job, worker: bool = False) -> None:
     _job = job
     try:
         if job.model is not None:
-            from attncli import model_files
+            from attncli import models
             from attncli.analyze import Trained
 
-            _vectors = Trained(model_files.load_model(job.model), job.layer, job.head)
+            _vectors = Trained(models.load_model(job.model), job.layer, job.head)
         else:
             _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
     except (AttncliError, OSError, MemoryError) as e:

@@ -229,9 +229,9 @@ def _files_read(job: batch.Job) -> list[str]:
     if job.opts.qkv not in ("identity", "random"):
         paths.append(job.opts.qkv)
     if job.model is not None:
-        from attncli import model_files
+        from attncli import models
 
-        paths += [str(path) for path in model_files.files_read(Path(job.model))]
+        paths += [str(path) for path in models.files.files_read(Path(job.model))]
     return paths
 
 
@@ -283,9 +283,9 @@ def _load(job: batch.Job):
     from attncli.load import load_vectors
 
     if job.model is not None:
-        from attncli import model_files
+        from attncli import models
 
-        return Trained(model_files.load_model(job.model), job.layer, job.head)
+        return Trained(models.load_model(job.model), job.layer, job.head)
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 

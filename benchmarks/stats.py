@@ -62,10 +62,10 @@ def sonnets(path: Path, count: int) -> bool:
 
 
 def forward_share(corpus: Path) -> float:
-    """The share of a MiniLM stats run's time (in this process) spent in transformer.forward."""
+    """The share of a MiniLM stats run's time (in this process) spent in bert.forward."""
     from attncli import batch, survey
     from attncli.analyze import Trained
-    from attncli.model_files import load_model
+    from attncli.models import load_model
 
     model = Trained(load_model("minilm"), 6)
     items = list(survey.read_lines(open(corpus, "rb")))
@@ -78,7 +78,7 @@ def forward_share(corpus: Path) -> float:
     table = pstats.Stats(profile).stats
     total = sum(t for (_, _, t, _, _) in table.values())  # every function's own time
     forward = next(ct for (file, _, name), (_, _, _, ct, _) in table.items()
-                   if name == "forward" and file.endswith("transformer.py"))
+                   if name == "forward" and file.endswith("bert.py"))
     return forward / total
 
 

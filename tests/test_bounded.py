@@ -38,7 +38,8 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import analyze, attention, limits, load_vectors, model_files, projections, rnn
+from attncli import analyze, attention, limits, load_vectors, projections, rnn
+from attncli.models import files
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError
@@ -1316,7 +1317,7 @@ def test_a_tokenizer_file_larger_than_memory_can_parse_in_1_gb(tmp_path, name):
     folder = write_model(tmp_path / "m")
     path = large_tokenizer(folder, name, 95_000_000)
     size = path.stat().st_size
-    assert 95_000_000 <= size < model_files.TOKENIZER_MOST
+    assert 95_000_000 <= size < files.TOKENIZER_MOST
     result = limited_run("scores", "the earth", "--model", folder, address_space=1 << 30)
     assert_one_error(result, f"{path} ({limits.size(size)}, 64 times that once parsed) needs about "
                              f"{limits.size(64 * size)} of memory, and ", "is available; give the model's own file")

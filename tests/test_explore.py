@@ -217,11 +217,11 @@ def test_p_saves_the_screen_to_the_export_file(tmp_path):
 
 def test_a_models_layers_and_heads(tmp_path):
     pytest.importorskip("safetensors")
-    from attncli import explore, model_files
+    from attncli import explore, models
     from attncli.analyze import Trained
     from tinybert import write_model
 
-    model = Trained(model_files.load_model(str(write_model(tmp_path / "tiny"))), 2)
+    model = Trained(models.load_model(str(write_model(tmp_path / "tiny"))), 2)
     app = run_app(explore.Explorer(model, explore.State("the earth is like an orange", layer=2)), ["l", "h"])
     assert app.state.layer == 1 and app.state.head == 1
     expected = scores_doc("the earth is like an orange", Trained(model.model, 1), Options())

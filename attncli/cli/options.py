@@ -194,10 +194,10 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
             raise click.UsageError(f"--model runs the model's own attention and word pieces; leave out {refused[0]}")
 
         def load_trained():
-            from attncli import model_files
+            from attncli import models
             from attncli.analyze import Trained
 
-            trained = model_files.load_model(model)
+            trained = models.load_model(model)
             return Trained(trained, trained.config.layers if layer is None else layer, head)
 
         load_trained.vectors, load_trained.model = load, model

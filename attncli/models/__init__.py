@@ -1,0 +1,47 @@
+"""Trained models, each family in a module of its own over what every family shares.
+
+files.py finds a model's folder and reads its files, each checked before it is read:
+config.json, the safetensors weights, the tokenizer's file. layers.py holds the pieces a
+forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
+sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
+
+    MODEL_TYPES                    config.json's model_type values it runs
+    read_config(raw, path)         config.json's keys, checked, as a Config
+    expected_shapes(config)        every tensor its forward pass reads, and its shape
+    stored_name(name, header)      a tensor's name in the file
+    read_tokenizer(where, config)  its tokenizer, checked
+    forward(ids, weights, config, keep=...) -> layers.Pass, with pass_bytes(T, config)
+    projections(weights, l)        layer l's W_query, W_key, W_value and their biases
+    passed_on(V, weights, l, config)         what each head sends on, f(x_j)
+
+and calls attention.py for its attention, never a copy of it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attncli.errors import ModelError
+from attncli.models import bert, files
+from attncli.models.files import Model
+
+FAMILIES = {kind: family for family in (bert,) for kind in family.MODEL_TYPES}
+
+
+def family_of(raw: dict, path: Path):
+    """The family module that runs a model whose config.json (read from `path`) is `raw`."""
+    kind = raw.get("model_type")
+    if kind not in FAMILIES:
+        raise ModelError(f"{path}: model_type is {kind!r}; attncli runs {', '.join(FAMILIES)} models")
+    return FAMILIES[kind]
+
+
+def load_model(spec: str) -> Model:
+    """The model named or found at `spec`, its files checked and read."""
+    name, where = files.folder(spec)
+    raw = files.read_config(where / "config.json")
+    family = family_of(raw, where / "config.json")
+    config = family.read_config(raw, where / "config.json")
+    tokenizer = family.read_tokenizer(where, config)
+    weights = files.read_weights(where / "model.safetensors", config, family)
+    return Model(name=name, path=where, config=config, weights=weights, tokenizer=tokenizer, family=family)
