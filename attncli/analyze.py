@@ -167,9 +167,9 @@ class Trained:
         embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
-        Z = steps["Z"] if shown is None else steps["Z"][shown:shown + 1]  # (H, T, d_head)
+        Z = steps["context"] if shown is None else steps["Z"][shown]  # (T, D), or the head's own (T, d_head)
         return Attention(embedded, proj, float(attention.default_scale(config.d_head)), steps["Q"], steps["K"],
-                         steps["V"], steps["scores"], steps["weights"], attention.merge_heads(Z), None,
+                         steps["V"], steps["scores"], steps["weights"], Z, None,
                          shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
 
     def describe(self, att: Attention) -> dict:
@@ -238,14 +238,11 @@ def attend(sentence: str, vectors: Vectors | Trained, opts: Options, *, listed: 
     Q, K, V = proj.apply(embedded.X)  # (T, d_k), (T, d_k), (T, d_v)
     T = len(Q)
     scale = attention.default_scale(d_k // H) if opts.scale is None else opts.scale
-    mask = {"causal": attention.causal_mask, "self": attention.self_mask}.get(opts.mask, lambda T: None)(T)
+    mask = None if opts.mask == "none" else attention.mask(opts.mask, T)  # (T, T)
     if opts.mask == "self" and T < 2:
         raise InputError(_ALONE.format(what="the sentence"))
-    Qh, Kh, Vh = (attention.split_heads(M, H) for M in (Q, K, V))  # (H, T, d_k/H), twice, and (H, T, d_v/H)
-    omega = attention.scores(Qh, Kh)  # (H, T, T)
-    proj.check_finite("the scores Q K^T", omega)
-    alpha = attention.weights(omega, scale, opts.temperature, mask)  # (H, T, T)
-    Z = attention.merge_heads(attention.context(alpha, Vh))  # (H, T, d_v/H) -> (T, d_v)
+    omega, alpha, Z = attention.multi_head(Q, K, V, H, scale, opts.temperature, mask,
+                                           check=lambda omega: proj.check_finite("the scores Q K^T", omega))
     proj.check_finite("the context vectors A V", Z)
     return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
 

@@ -87,6 +87,16 @@ def self_mask(T: int) -> np.ndarray:
     return np.eye(T, dtype=bool)  # (T, T)
 
 
+def mask(kind: str, T: int) -> np.ndarray:
+    """True where token i may not attend to token j, by the masks `kind` names: "none",
+    "causal", "self", or both joined by "+" (T, T)."""
+    hidden = np.zeros((T, T), dtype=bool)
+    for part in kind.split("+"):
+        if part != "none":
+            hidden |= {"causal": causal_mask, "self": self_mask}[part](T)
+    return hidden  # (T, T)
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """softmax over the last axis, computed stably.
 
@@ -120,6 +130,22 @@ def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Step III: z_i = sum_j alpha_ij v_j, each token's weighted sum of every token's value."""
     with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
         return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
+
+
+def multi_head(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,
+               mask: np.ndarray | None = None, check=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps I-III over `heads` heads, as every caller runs them (the word vectors' path, a
+    trained model's layer, training's forward pass and its probe): Q, K (..., T, d_k) and V
+    (..., T', d_v) split into heads, each head's scores, weights and context vectors, and
+    the heads' context vectors side by side again. Gives omega and alpha (..., H, T, T')
+    and Z (..., T, d_v). check(omega), when given, sees the scores before Step II, to
+    refuse in the caller's words scores that overflowed."""
+    Qh, Kh, Vh = (split_heads(M, heads) for M in (Q, K, V))  # (..., H, T, d_k/H), twice, and (..., H, T', d_v/H)
+    omega = scores(Qh, Kh)  # (..., H, T, T')
+    if check is not None:
+        check(omega)
+    alpha = weights(omega, scale, temperature, mask)  # (..., H, T, T')
+    return omega, alpha, merge_heads(context(alpha, Vh))  # (..., T, d_v)
 
 
 def window_mask(T: int, window: int) -> np.ndarray:
@@ -423,6 +449,17 @@ def weights_backward(alpha: np.ndarray, d_alpha: np.ndarray, scale: float, tempe
 def scores_backward(Q: np.ndarray, K: np.ndarray, d_omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Step I, omega = Q K^T: dQ = d_omega K (T, d_k) and dK = d_omega^T Q (T, d_k)."""
     return d_omega @ K, np.swapaxes(d_omega, -1, -2) @ Q
+
+
+def multi_head_backward(Q: np.ndarray, K: np.ndarray, V: np.ndarray, alpha: np.ndarray, dZ: np.ndarray,
+                        heads: int, scale: float, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """multi_head's chain rule: from dZ (..., T, d_v) and what its forward pass took and gave
+    (Q, K, V and alpha), the gradients dQ, dK (..., T, d_k) and dV (..., T', d_v)."""
+    Qh, Kh, Vh = (split_heads(M, heads) for M in (Q, K, V))  # (..., H, T, d_k/H), twice, and (..., H, T', d_v/H)
+    d_alpha, dVh = context_backward(alpha, Vh, split_heads(dZ, heads))  # (..., H, T, T'), (..., H, T', d_v/H)
+    d_omega = weights_backward(alpha, d_alpha, scale, temperature)  # (..., H, T, T')
+    dQh, dKh = scores_backward(Qh, Kh, d_omega)  # (..., H, T, d_k/H), (..., H, T', d_k/H)
+    return merge_heads(dQh), merge_heads(dKh), merge_heads(dVh)
 
 
 def project_backward(X: np.ndarray, W: np.ndarray, dP: np.ndarray,

@@ -111,13 +111,11 @@ def forward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: f
     flat = batch.C.reshape(B * m, d)  # (B m, d)
     K = attention.project(flat, params["W_key"]).reshape(B, m, -1)  # (B, m, d_k)
     V = attention.project(flat, params["W_value"]).reshape(B, m, -1)  # (B, m, d)
-    qh, Kh, Vh = (attention.split_heads(M, H) for M in (q, K, V))  # (B, H, 1, d_k/H), (B, H, m, .) each
-    omega = attention.scores(qh, Kh)  # (B, H, 1, m)
-    alpha = attention.weights(omega, scale, 1.0, batch.pad[:, None, None, :])  # (B, H, 1, m)
-    z = attention.merge_heads(attention.context(alpha, Vh))[:, 0, :]  # (B, H, 1, d/H) -> (B, d)
+    _, alpha, z = attention.multi_head(q, K, V, H, scale, 1.0, batch.pad[:, None, None, :])  # (B, H, 1, m), (B, 1, d)
+    z = z[:, 0, :]  # (B, d)
     true, others = _logits(params, z, E, batch.target, sampled)  # None and (B, V_out), or (B,) and (B, S)
     loss, p_true, p = _softmax(true, others, batch.target)
-    return loss, {"x": x, "q": qh, "K": Kh, "V": Vh, "alpha": alpha, "z": z, "p_true": p_true, "p": p,
+    return loss, {"x": x, "q": q, "K": K, "V": V, "alpha": alpha, "z": z, "p_true": p_true, "p": p,
                   "sampled": sampled, "heads": H}
 
 
@@ -138,11 +136,8 @@ def backward(params: dict[str, np.ndarray], batch: Batch, E: np.ndarray, scale: 
         b_out[c] += d_logits.sum(axis=0)  # c is distinct
         grads = {"b_out": b_out}
         dz = d_true[:, None] * E[batch.target] + d_logits @ E[c]  # (B, d)
-    dz = attention.split_heads(dz[:, None, :], kept["heads"])  # (B, H, 1, d/H)
-    d_alpha, dVh = attention.context_backward(kept["alpha"], kept["V"], dz)  # (B, H, 1, m), (B, H, m, d/H)
-    d_omega = attention.weights_backward(kept["alpha"], d_alpha, scale)  # (B, H, 1, m)
-    dqh, dKh = attention.scores_backward(kept["q"], kept["K"], d_omega)  # (B, H, 1, d_k/H), (B, H, m, d_k/H)
-    dq, dK, dV = (attention.merge_heads(M) for M in (dqh, dKh, dVh))  # (B, 1, d_k), (B, m, d_k), (B, m, d)
+    dq, dK, dV = attention.multi_head_backward(kept["q"], kept["K"], kept["V"], kept["alpha"], dz[:, None, :],
+                                               kept["heads"], scale)  # (B, 1, d_k), (B, m, d_k), (B, m, d)
     flat = batch.C.reshape(B * m, d)
     masked = batch.x is None  # the mask vector's own gradient: the queries' input's, summed
     grads["W_query"], _, dx = attention.project_backward(kept["x"], params["W_query"], dq[:, 0, :], inputs=masked)

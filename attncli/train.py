@@ -351,11 +351,7 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
         except TokenError as e:  # its advice names options of other commands
             raise TokenError(f"--probe {sentence!r}: {str(e).split(';')[0]}; give a --token the sentence has, "
                              "with a vector") from None
-        hidden = np.zeros((T, T), dtype=bool)
-        if "causal" in mask:
-            hidden |= attention.causal_mask(T)
-        if "self" in mask:
-            hidden |= attention.self_mask(T)
+        hidden = attention.mask(mask, T)  # (T, T)
         if hidden[i].all():
             why = ("is the first word of {s}: with --objective next and --mask-self it attends to nothing; give a "
                    "probe where it comes later") if "causal" in mask else (
@@ -363,10 +359,9 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
                    "probe of two words or more")
             raise InputError(f"{token!r} " + why.format(s=repr(sentence)))
         hidden[0, 0] &= not hidden[0].all()  # the first word's row, empty under causal+self (and not the probe's)
-        Qh, Kh, Vh = (attention.split_heads(attention.project(X, params[w]), heads)
-                      for w in ("W_query", "W_key", "W_value"))  # (H, T, d_k/H), twice, and (H, T, d/H)
-        alpha = attention.weights(attention.scores(Qh, Kh), scale, 1.0, hidden)  # (H, T, T)
-        z = attention.merge_heads(attention.context(alpha, Vh))[i]  # (d,)
+        Q, K, V = (attention.project(X, params[w]) for w in ("W_query", "W_key", "W_value"))  # (T, d_k), twice, (T, d)
+        _, alpha, Z = attention.multi_head(Q, K, V, heads, scale, 1.0, hidden)  # (H, T, T), (T, d)
+        z = Z[i]  # (d,)
 
         def top(row: np.ndarray) -> list[dict]:  # the masked left out
             ranked = [j for j in attention.top_attended(row, T) if not hidden[i, j]][:3]

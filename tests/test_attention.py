@@ -255,3 +255,45 @@ def test_top_k_by_rounds_and_by_partition_equal_the_definition(k):
         got = [j for j, v in zip(top[r].tolist(), w[r].tolist()) if v >= 0]
         assert got == want
         assert w[r].tolist() == [float(E[r, j]) for j in want] + [-1.0] * (k - len(want))
+
+
+def test_multi_head_is_each_head_apart_side_by_side():
+    rng = np.random.default_rng(3)
+    Q, K, V = rng.normal(size=(5, 6)), rng.normal(size=(4, 6)), rng.normal(size=(4, 9))  # T = 5 queries, 4 keys
+    mask = np.zeros((5, 4), dtype=bool)
+    mask[0, 1:] = True
+    omega, alpha, Z = attention.multi_head(Q, K, V, 3, 0.7, 2.0, mask)
+    for h in range(3):  # head h: columns 2h, 2h + 1 of Q and K, 3h .. 3h + 2 of V, by a loop over rows
+        q, k, v = Q[:, 2 * h:2 * h + 2], K[:, 2 * h:2 * h + 2], V[:, 3 * h:3 * h + 3]
+        for i in range(5):
+            raw = [float(q[i] @ k[j]) for j in range(4)]
+            e = [0.0 if mask[i, j] else math.exp(raw[j] * 0.7 / 2.0) for j in range(4)]
+            a = [x / sum(e) for x in e]
+            assert omega[h, i] == pytest.approx(raw, abs=1e-12)
+            assert alpha[h, i] == pytest.approx(a, abs=1e-12)
+            assert Z[i, 3 * h:3 * h + 3] == pytest.approx(sum(a[j] * v[j] for j in range(4)), abs=1e-12)
+
+
+def test_multi_head_backward_is_the_gradient():
+    rng = np.random.default_rng(4)
+    Q, K, V, G = (rng.normal(size=(4, 6)) for _ in range(4))  # G: dL/dZ of L = sum(G * Z)
+
+    def loss(Q, K, V):
+        return float((attention.multi_head(Q, K, V, 2, 0.5)[2] * G).sum())
+
+    alpha = attention.multi_head(Q, K, V, 2, 0.5)[1]
+    grads = attention.multi_head_backward(Q, K, V, alpha, G, 2, 0.5)
+    for which, grad in enumerate(grads):
+        for index in np.ndindex(4, 6):
+            args = [Q.copy(), K.copy(), V.copy()]
+            args[which][index] += 1e-6
+            up = loss(*args)
+            args[which][index] -= 2e-6
+            assert grad[index] == pytest.approx((up - loss(*args)) / 2e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind,expected", [("none", []), ("self", [(0, 0), (1, 1), (2, 2)]),
+                                           ("causal", [(0, 1), (0, 2), (1, 2)]),
+                                           ("causal+self", [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)])])
+def test_a_mask_hides_what_its_name_says(kind, expected):
+    assert sorted(map(tuple, np.argwhere(attention.mask(kind, 3)).tolist())) == expected

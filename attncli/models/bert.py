@@ -8,9 +8,9 @@ w_1 .. w_T (with [CLS] first and [SEP] last):
 and each layer l = 1 .. L maps X_{l-1} to X_l:
 
     Q, K, V = X W_Q + b_Q, X W_K + b_K, X W_V + b_V              project
-    per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head))      split_heads, scores, weights
-                Z_h     = alpha_h V_h                            context
-    A   = merge(Z_1 .. Z_H) W_O + b_O                            merge_heads, project
+    per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head))      multi_head: split_heads,
+                Z_h     = alpha_h V_h                              scores, weights, context,
+    A   = merge(Z_1 .. Z_H) W_O + b_O                              merge_heads; project
     X'  = LayerNorm(X + A)
     X_l = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
 
@@ -222,18 +222,17 @@ def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
 
 def attend(X: np.ndarray, weights: dict, l: int, config: Config) -> dict[str, np.ndarray]:
     """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
-    scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head); and the
-    attention's output A = merge(Z) W_O + b_O (T, D)."""
+    scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head), and side
+    by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D)."""
     p = f"encoder.layer.{l}.attention"
     Q = dense(X, weights, f"{p}.self.query")  # (T, D)
     K = dense(X, weights, f"{p}.self.key")  # (T, D)
     V = dense(X, weights, f"{p}.self.value")  # (T, D)
-    Qh, Kh, Vh = (attention.split_heads(M, config.heads) for M in (Q, K, V))  # (H, T, d_head) each
-    omega = finite(attention.scores(Qh, Kh), f"layer {l + 1}'s attention scores")  # (H, T, T)
-    alpha = attention.weights(omega, attention.default_scale(config.d_head))  # (H, T, T)
-    Z = attention.context(alpha, Vh)  # (H, T, d_head)
-    A = dense(attention.merge_heads(Z), weights, f"{p}.output.dense")  # (T, D)
-    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": Z, "A": A}
+    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head),
+                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    A = dense(Z, weights, f"{p}.output.dense")  # (T, D)
+    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),
+            "context": Z, "A": A}
 
 
 def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
