@@ -90,8 +90,14 @@ class Help(ModalScreen):
         keys.add_column()  # wraps in a narrow window: the dialog stays within it
         for key, what in KEYS:
             keys.add_row(key, what)
-        yield Static(Group(Text("attncli explore: keys\n", style="bold"), keys,
-                           Text("\nescape, q or ? closes this", style="dim")), id="help")
+        box = VerticalScroll(Static(Group(Text("attncli explore: keys\n", style="bold"), keys,
+                                          Text("\nescape, q or ? closes this", style="dim"))), id="help")
+        # as wide as its widest row, with the padding, border and scrollbar: no more than the window
+        box.styles.width = max(map(len, dict(KEYS))) + 2 + max(map(len, dict(KEYS).values())) + 5
+        yield box
+
+    def on_mount(self) -> None:
+        self.query_one("#help").focus()  # its arrows, PgUp and PgDn scroll it in a window too short for it
 
 
 KEYS = (("arrows", "move the cursor"), ("r", "raw scores / weights"), ("+ / -", "temperature up / down by 0.1"),
@@ -123,8 +129,8 @@ class Explorer(App):
     #status { height: auto; padding: 0 1; color: $text-muted; }
     #ask { display: none; }
     #ask.shown { display: block; }
-    #help { padding: 0 1; background: $panel; border: solid $accent; width: auto; height: auto;
-            max-width: 100%; max-height: 100%; }
+    #help { padding: 0 1; background: $panel; border: solid $accent; height: auto;
+            max-width: 100%; max-height: 100%; scrollbar-size-vertical: 1; }
     Help { align: center middle; }
     """
     # the footer shows these in this order, as many as the window has room for: the ways to
@@ -134,10 +140,10 @@ class Explorer(App):
         Binding("r", "raw", "raw"), Binding("m", "mask", "mask"),
         Binding("plus,equals_sign", "temperature(1)", "T+"), Binding("minus", "temperature(-1)", "T-"),
         Binding("h", "head(1)", "head"), Binding("e", "edit", "edit"), Binding("c", "compare", "compare"),
+        Binding("l", "layer(1)", "layer"),
         # in ? only: the footer has room in 80 columns for the keys above
         Binding("s", "scale", "scale", show=False), Binding("a", "mean", "mean", show=False),
-        Binding("H", "head(-1)", "head-", show=False), Binding("l", "layer(1)", "layer", show=False),
-        Binding("L", "layer(-1)", "layer-", show=False),
+        Binding("H", "head(-1)", "head-", show=False), Binding("L", "layer(-1)", "layer-", show=False),
         Binding("p", "export", "save", show=False),
         Binding("up", "move(-1, 0)", "up", show=False), Binding("down", "move(1, 0)", "down", show=False),
         Binding("left", "move(0, -1)", "left", show=False), Binding("right", "move(0, 1)", "right", show=False),
@@ -196,7 +202,7 @@ class Explorer(App):
         self.redraw()
 
     def on_resize(self) -> None:
-        self.redraw()
+        self.call_later(self.redraw)  # once textual's own handler, after this one, has taken the new size
 
     # --- the state, changed through the library -------------------------------------------
 
