@@ -162,7 +162,7 @@ def test_at_80x24_the_footer_shows_the_keys_and_every_row_of_20_tokens_comes_int
     first = screens[0]
     assert len(first) == 24 and all(len(line) == 80 for line in first)
     assert first[-1].split() == ["q", "quit", "?", "keys", "x", "explain", "r", "raw", "m", "mask", "+", "T+",
-                                 "-", "T-", "h", "head", "e", "edit", "c", "compare"]
+                                 "-", "T-", "h", "head", "e", "edit", "c", "compare", "l", "layer"]
     assert first[0].strip() == "weights; mean of heads; temperature 1; scale 1/sqrt(d_k); mask causal"
     # the column labels, written downwards: column j's letters read top to bottom are token j
     header = first[1:7]
@@ -185,17 +185,24 @@ def test_at_80x24_the_footer_shows_the_keys_and_every_row_of_20_tokens_comes_int
     assert app.state.cursor == (18, 0)
 
 
-def test_at_80x24_the_keys_dialog_fits_and_lists_every_key():
+@pytest.mark.parametrize("rows", [24, 16])
+def test_the_keys_dialog_fits_in_80_columns_and_scrolls_through_every_key(rows):
+    """Each screen of the dialog (one at the top, then after each PgDn), its box whole
+    within the window; every key in one of them, the last line at the end."""
     from attncli.explore import KEYS
 
-    _, screens, dialog = at((80, 24), ["question_mark"], look=lambda app: app.screen.query_one("#help").region)
-    assert dialog.x >= 0 and dialog.right <= 80 and dialog.y >= 0 and dialog.bottom <= 24
-    box = screens[-1][dialog.y:dialog.bottom]
-    assert box[0][dialog.x] == "┌" and box[0][dialog.right - 1] == "┐" and box[-1][dialog.right - 1] == "┘"
-    inside = " ".join(" ".join(line[dialog.x + 1:dialog.right - 1] for line in box[1:-1]).split())
+    _, screens, dialog = at((80, rows), ["question_mark", "pagedown", "pagedown"],
+                            look=lambda app: app.screen.query_one("#help").region)
+    assert dialog.x >= 0 and dialog.right <= 80 and dialog.y >= 0 and dialog.bottom <= rows
+    seen = []
+    for shown_now in screens[1:]:
+        box = shown_now[dialog.y:dialog.bottom]
+        assert box[0][dialog.x] == "┌" and box[0][dialog.right - 1] == "┐" and box[-1][dialog.right - 1] == "┘"
+        seen.append(" ".join(" ".join(line[dialog.x + 1:dialog.right - 2] for line in box[1:-1]).split()))
+    assert (seen[0] == seen[-1]) == (rows == 24)  # scrolled only where it does not fit
     for key, what in KEYS:
-        assert f"{key} {what}" in inside, (key, inside)
-    assert inside.endswith("escape, q or ? closes this")
+        assert any(f"{key} {what}" in inside for inside in seen), (key, seen)
+    assert seen[-1].endswith("escape, q or ? closes this")
 
 
 @pytest.mark.parametrize("presses", [1, 3, 8])
@@ -225,6 +232,25 @@ def test_a_masked_cell_says_masked_not_a_softmax_of_0(mask, cursor, beside):
     shown_now = [line.strip() for line in screens[0]]
     assert f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {weights[beside[0]][beside[1]]:.4f}" in shown_now
     assert not any(line.startswith("masked") for line in shown_now)
+
+
+def test_a_window_made_narrower_puts_the_panel_below_the_grid_and_wider_beside_it_again():
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            seen = []
+            for size in ((120, 30), (80, 24), (120, 30)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+                grid, side = app.query_one("#grid").region, app.query_one("#side").region
+                seen.append("beside" if (side.x, side.y) == (grid.right, grid.y) else
+                            "below" if (side.x, side.y) == (0, grid.bottom) else (grid, side))
+            return seen
+
+    assert asyncio.run(go()) == ["beside", "below", "beside"]
 
 
 @pytest.mark.parametrize("width,title", [
