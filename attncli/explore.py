@@ -116,7 +116,8 @@ class Explorer(App):
 
     AUTO_FOCUS = None  # the keys are the app's; the input line takes them only while it is open
     CSS = """
-    #title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
+    #title { height: 1; padding: 0 1; background: $panel; text-style: bold;
+             text-wrap: nowrap; text-overflow: ellipsis; }
     #main { height: 1fr; scrollbar-size-vertical: 1; }
     #panes { layout: horizontal; height: auto; }
     #panes.below { layout: vertical; }
@@ -356,8 +357,7 @@ class Explorer(App):
             part = self.query_one(f"#{name}", Static)
             part.set_class(not lines, "empty")
             part.update(Group(*lines), layout=layout)
-        self.query_one("#title", Static).update(Text(self.describe(self.size.width - 2), no_wrap=True,
-                                                     overflow="ellipsis"))
+        self.query_one("#title", Static).update(Text(self.describe(self.size.width - 2)))
         # what the panels say, for a reader or a test
         self.text = {"grid": _plain(grid.renderables), "side": _plain([line for lines in side.values()
                                                                        for line in lines])}
@@ -373,8 +373,9 @@ class Explorer(App):
         else:
             scale = ("1/sqrt(d_k)", "1/√d_k") if o.scale is None else (f"{o.scale:g}",) * 2
             words = f"{what[0]}; {head[0]}; temperature {o.temperature:g}; scale {scale[0]}; mask {o.mask}"
-            forms = [f"attncli explore: {words}", words,
-                     f"{what[1]}; {head[1]}; T {o.temperature:g}; scale {scale[1]}; mask {o.mask}"]
+            short = f"{what[1]}; {head[1]}; T {o.temperature:g}; scale {scale[1]}"
+            # the last, where nothing fits, is cut at its end: the mask first
+            forms = [f"attncli explore: {words}", words, f"{short}; mask {o.mask}", f"mask {o.mask}; {short}"]
         return next((form for form in forms if cell_len(form) <= width), forms[-1])
 
     def grid(self) -> tuple[Group, bool]:

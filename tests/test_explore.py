@@ -258,6 +258,7 @@ def test_a_window_made_narrower_puts_the_panel_below_the_grid_and_wider_beside_i
     (80, "raw scores; head 2; temperature 1.1; scale 1/sqrt(d_k); mask causal"),
     (60, "raw; head 2; T 1.1; scale 1/√d_k; mask causal"),
     (48, "raw; head 2; T 1.1; scale 1/√d_k; mask causal"),
+    (30, "mask causal; raw; head 2; T…"),  # nothing fits: cut at its end, after the mask
 ])
 def test_the_title_shortens_its_words_and_keeps_the_mask(width, title):
     app, screens, _ = at((width, 24), ["h", "h", "r", "plus"], sentence=SENTENCE,
