@@ -233,7 +233,10 @@ class Explorer(App):
 
     def action_page(self, sign: int) -> None:
         main = self.query_one("#main", VerticalScroll)
-        main.scroll_page_down(animate=False) if sign > 0 else main.scroll_page_up(animate=False)
+        if sign > 0:
+            main.scroll_page_down(animate=False)
+        else:
+            main.scroll_page_up(animate=False)
 
     def action_raw(self) -> None:
         self.change(raw=not self.state.raw)
