@@ -354,6 +354,16 @@ def test_in_a_real_80x24_terminal_the_footer_the_keys_and_explain_are_all_shown(
         until(lambda now: "q quit" not in now)
 
 
+def test_on_a_pseudo_terminal_of_80x24_the_footer_shows_q_quit():
+    """The same without tmux: what the app writes to a terminal of 80 x 24 holds the footer."""
+    terminal = ptys.start(["explore", TWENTY], rows=24, cols=80)
+    terminal.wait_for("q quit ? keys x explain")
+    terminal.wait_for("mask none")
+    terminal.type(b"q")
+    returned, _, _, _ = terminal.finish(timeout=30)
+    assert returned == 0
+
+
 @pytest.mark.parametrize("keys,size,sentence", [
     ([], (110, 32), SENTENCE), (["down", "down", "right", "r"], (110, 32), SENTENCE),
     (["question_mark"], (110, 32), SENTENCE), (["down", "x"], (80, 24), TWENTY), (["question_mark"], (80, 24), TWENTY),
