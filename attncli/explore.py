@@ -17,13 +17,16 @@ import signal
 from dataclasses import dataclass, field
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.geometry import Region
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from attncli import heatmap
 from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
@@ -38,6 +41,8 @@ STEP_NAMES = {"x": "X: its word vector x_i", "q": "Q: its query q_i = x_i W_Q", 
               "scaled": "scaled scores ω_ij · scale / temperature", "weights": "weights α_ij = softmax_j",
               "context": "Z: its context vector z_i = Σ_j α_ij v_j"}
 TEMPERATURE_STEP = 0.1
+SIDE = 36  # the fewest columns the side panel takes beside the grid; fewer, and it goes below it
+CHROME = 3  # columns around the grid: its padding of 1 each side, and the scrollbar's 1
 
 
 @dataclass(frozen=True)
@@ -80,9 +85,19 @@ class Help(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "close")]
 
     def compose(self) -> ComposeResult:
-        rows = [f"  {key:<14} {what}" for key, what in KEYS]
-        yield Static(Text("attncli explore: keys\n\n" + "\n".join(rows) + "\n\n  escape, q or ? closes this"),
-                     id="help")
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(no_wrap=True)
+        keys.add_column()  # wraps in a narrow window: the dialog stays within it
+        for key, what in KEYS:
+            keys.add_row(key, what)
+        box = VerticalScroll(Static(Group(Text("attncli explore: keys\n", style="bold"), keys,
+                                          Text("\nescape, q or ? closes this", style="dim"))), id="help")
+        # as wide as its widest row, with the padding, border and scrollbar: no more than the window
+        box.styles.width = max(map(len, dict(KEYS))) + 2 + max(map(len, dict(KEYS).values())) + 5
+        yield box
+
+    def on_mount(self) -> None:
+        self.query_one("#help").focus()  # its arrows, PgUp and PgDn scroll it in a window too short for it
 
 
 KEYS = (("arrows", "move the cursor"), ("r", "raw scores / weights"), ("+ / -", "temperature up / down by 0.1"),
@@ -90,32 +105,50 @@ KEYS = (("arrows", "move the cursor"), ("r", "raw scores / weights"), ("+ / -", 
         ("a", "the heads' mean"), ("l / L", "next / previous layer (a model)"),
         ("x", "explain: the cursor's row through X, Q, K, V, scores, scaled, weights, Z"), ("e", "edit the sentence"),
         ("c", "compare: a second sentence, the cursor's word in both"), ("p", "save the screen (--export)"),
-        ("?", "these keys"), ("q", "quit"))
+        ("pgup / pgdn", "scroll the panels"), ("?", "these keys"), ("q", "quit"))
 
 
 class Explorer(App):
-    """The heatmap of #grid, the cursor's row and cell in #side, a line of news in #status."""
+    """The title line (#title), the heatmap of #grid, the cursor's cell and row in #side, with
+    explain's step (#explain) and compare's cosine (#compare) under it; all in one panel that
+    scrolls (#main), the side beside the grid where both fit, else below it; a line of news in
+    #status, the keys in the footer."""
 
     AUTO_FOCUS = None  # the keys are the app's; the input line takes them only while it is open
     CSS = """
-    #main { height: 1fr; }
-    #grid { width: auto; max-width: 65%; padding: 0 1; }
-    #side { width: 1fr; padding: 0 1; border-left: solid $accent; }
+    #title { height: 1; padding: 0 1; background: $panel; text-style: bold;
+             text-wrap: nowrap; text-overflow: ellipsis; }
+    #main { height: 1fr; scrollbar-size-vertical: 1; }
+    #panes { layout: horizontal; height: auto; }
+    #panes.below { layout: vertical; }
+    #grid { width: auto; height: auto; padding: 0 1; }
+    #side { width: 1fr; height: auto; padding: 0 1; border-left: solid $accent; }
+    #panes.below #side { width: 100%; border-left: none; border-top: solid $accent; }
+    #side Static { height: auto; }
+    #explain, #compare { margin-top: 1; }
+    .empty { display: none; }
     #status { height: auto; padding: 0 1; color: $text-muted; }
     #ask { display: none; }
     #ask.shown { display: block; }
-    #help { padding: 1 2; background: $panel; border: solid $accent; width: auto; height: auto; }
+    #help { padding: 0 1; background: $panel; border: solid $accent; height: auto;
+            max-width: 100%; max-height: 100%; scrollbar-size-vertical: 1; }
     Help { align: center middle; }
     """
+    # the footer shows these in this order, as many as the window has room for: the ways to
+    # quit and to every other key first; ? lists them all
     BINDINGS = [
+        Binding("q", "quit", "quit"), Binding("question_mark", "keys", "keys"), Binding("x", "explain", "explain"),
+        Binding("r", "raw", "raw"), Binding("m", "mask", "mask"),
+        Binding("plus,equals_sign", "temperature(1)", "T+"), Binding("minus", "temperature(-1)", "T-"),
+        Binding("h", "head(1)", "head"), Binding("e", "edit", "edit"), Binding("c", "compare", "compare"),
+        Binding("l", "layer(1)", "layer"),
+        # in ? only: the footer has room in 80 columns for the keys above
+        Binding("s", "scale", "scale", show=False), Binding("a", "mean", "mean", show=False),
+        Binding("H", "head(-1)", "head-", show=False), Binding("L", "layer(-1)", "layer-", show=False),
+        Binding("p", "export", "save", show=False),
         Binding("up", "move(-1, 0)", "up", show=False), Binding("down", "move(1, 0)", "down", show=False),
         Binding("left", "move(0, -1)", "left", show=False), Binding("right", "move(0, 1)", "right", show=False),
-        Binding("r", "raw", "raw/weights"), Binding("plus,equals_sign", "temperature(1)", "T+"),
-        Binding("minus", "temperature(-1)", "T-"), Binding("s", "scale", "scale"), Binding("m", "mask", "mask"),
-        Binding("h", "head(1)", "head"), Binding("H", "head(-1)", "head-", show=False),
-        Binding("a", "mean", "mean"), Binding("l", "layer(1)", "layer"), Binding("L", "layer(-1)", "layer-", show=False),
-        Binding("x", "explain", "explain"), Binding("e", "edit", "edit"), Binding("c", "compare", "compare"),
-        Binding("p", "export", "save", show=False), Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
+        Binding("pageup", "page(-1)", "scroll up", show=False), Binding("pagedown", "page(1)", "scroll down", show=False),
         Binding("ctrl+c", "interrupt", "interrupt", show=False, priority=True),  # raw mode: a key, not SIGINT
     ]
 
@@ -126,6 +159,7 @@ class Explorer(App):
         self.state, self.doc = state, document(vectors, state)
         self.asking: str | None = None  # "edit" or "compare" while the input line is open
         self.news, self.text = "", {}
+        self.rows_from: int | None = None  # the grid's lines above its row 0; None without a grid
         # signal -> the return code it ends the app with, once its loop runs; Ctrl-C as a key too
         self.ends = dict(ends or {})
         self.failure: Exception | None = None  # an exception of the app's own, which ended it
@@ -153,17 +187,23 @@ class Explorer(App):
         super()._handle_exception(error)
 
     def compose(self) -> ComposeResult:
-        yield Header()
-        with Horizontal(id="main"):
+        yield Static(id="title")
+        with VerticalScroll(id="main"), Container(id="panes"):
             yield Static(id="grid")
-            yield Static(id="side")
+            with Vertical(id="side"):
+                yield Static(id="cell")
+                yield Static(id="explain")
+                yield Static(id="compare")
         yield Input(id="ask")
-        yield Static(id="status")
-        yield Footer()
+        yield Static(id="status", classes="empty")
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.title = "attncli explore"
         self.redraw()
+
+    def on_resize(self) -> None:
+        self.call_later(self.redraw)  # once textual's own handler, after this one, has taken the new size
 
     # --- the state, changed through the library -------------------------------------------
 
@@ -186,7 +226,17 @@ class Explorer(App):
     def action_move(self, di: int, dj: int) -> None:
         T = len(self.doc["tokens"])
         i, j = self.state.cursor
-        self.change(cursor=((i + di) % T, (j + dj) % T))
+        if self.change(cursor=((i + di) % T, (j + dj) % T)) and self.rows_from is not None:
+            # the cursor's row stays in view, in a grid taller than the window
+            row = Region(0, self.rows_from + self.state.cursor[0], 1, 1)
+            self.call_after_refresh(self.query_one("#main").scroll_to_region, row, animate=False)
+
+    def action_page(self, sign: int) -> None:
+        main = self.query_one("#main", VerticalScroll)
+        if sign > 0:
+            main.scroll_page_down(animate=False)
+        else:
+            main.scroll_page_up(animate=False)
 
     def action_raw(self) -> None:
         self.change(raw=not self.state.raw)
@@ -231,7 +281,10 @@ class Explorer(App):
 
     def action_explain(self) -> None:
         step = self.state.step
-        self.change(step=0 if step is None else (None if step + 1 == len(STEPS) else step + 1))
+        step = 0 if step is None else (None if step + 1 == len(STEPS) else step + 1)
+        if self.change(step=step) and step is not None:
+            # below the grid and the row, the step may start under the window's last line
+            self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
 
     def action_edit(self) -> None:
         # the line would show the sentence's characters as they are: one a terminal acts on starts it empty
@@ -288,49 +341,81 @@ class Explorer(App):
 
     def say(self, news: str) -> None:
         self.news = visible(news)
-        self.query_one("#status", Static).update(Text(self.news))
+        status = self.query_one("#status", Static)
+        status.set_class(not self.news, "empty")  # a line of the window only while it has something to say
+        status.update(Text(self.news))
 
     # --- drawing ---------------------------------------------------------------------------
 
     def redraw(self) -> None:
-        grid, side = self.grid(), self.side()
-        # a new layout only for a new sentence or view: a key within one redraws in place
-        shape = (tuple(self.doc["tokens"]), self.state.raw, self.state.step is None, self.state.other is None)
+        grid, below = self.grid()
+        side = {"cell": self.cell(), "explain": self.explain_lines(), "compare": self.compare_lines()}
+        # a new layout only for a new sentence, view or window: a key within one redraws in place
+        shape = (tuple(self.doc["tokens"]), self.state.raw, self.state.step is None, self.state.other is None,
+                 tuple(self.size))
         layout, self._shape = shape != getattr(self, "_shape", None), shape
+        self.query_one("#panes").set_class(below, "below")
         self.query_one("#grid", Static).update(grid, layout=layout)
-        self.query_one("#side", Static).update(side, layout=layout)
-        self.sub_title = self.describe()
-        self.text = {"grid": _plain(grid), "side": _plain(side)}  # what the panels say, for a reader or a test
+        for name, lines in side.items():
+            part = self.query_one(f"#{name}", Static)
+            part.set_class(not lines, "empty")
+            part.update(Group(*lines), layout=layout)
+        self.query_one("#title", Static).update(Text(self.describe(self.size.width - 2)))
+        # what the panels say, for a reader or a test
+        self.text = {"grid": _plain(grid.renderables), "side": _plain([line for lines in side.values()
+                                                                       for line in lines])}
 
-    def describe(self) -> str:
+    def describe(self, width: int) -> str:
+        """The title line: what is shown, in as few words as `width` needs; the mask always."""
         s, o = self.state, self.state.opts
-        what = "raw scores" if s.raw else "weights"
-        head = "mean of heads" if s.head is None else f"head {s.head}"
+        head = ("mean of heads", "mean") if s.head is None else (f"head {s.head}",) * 2
+        what = ("raw scores", "raw") if s.raw else ("weights",) * 2
         if self.model():
-            return f"{visible(self.vectors.model.name)}, layer {s.layer or self.vectors.layer}, {head}, {what}"
-        scale = "1/sqrt(d_k)" if o.scale is None else f"{o.scale:g}"
-        return f"{what}; {head}; temperature {o.temperature:g}; scale {scale}; mask {o.mask}"
+            words = f"{visible(self.vectors.model.name)}, layer {s.layer or self.vectors.layer}, {head[0]}, {what[0]}"
+            forms = [f"attncli explore: {words}", words]
+        else:
+            scale = ("1/sqrt(d_k)", "1/√d_k") if o.scale is None else (f"{o.scale:g}",) * 2
+            words = f"{what[0]}; {head[0]}; temperature {o.temperature:g}; scale {scale[0]}; mask {o.mask}"
+            short = f"{what[1]}; {head[1]}; T {o.temperature:g}; scale {scale[1]}"
+            # the last, where nothing fits, is cut at its end: the mask first
+            forms = [f"attncli explore: {words}", words, f"{short}; mask {o.mask}", f"mask {o.mask}; {short}"]
+        return next((form for form in forms if cell_len(form) <= width), forms[-1])
 
-    def grid(self):
-        doc = visible_all(self.doc)
-        tokens = doc["tokens"]
+    def grid(self) -> tuple[Group, bool]:
+        """The heatmap of the state, as `attncli scores` draws it, in the columns the window
+        leaves it, and whether the side panel goes below it (no room beside)."""
+        tokens = visible_all(self.doc["tokens"])
         M = shown(self.doc, self.state)
         masked = masked_cells(self.doc, len(tokens)) if not self.state.raw else np.zeros(M.shape, dtype=bool)
-        width = max(20, int(self.size.width * 0.65) - 2) if self.size.width else 80
-        # textual brings colours down to what the terminal has: the grid is drawn in full colour
-        heat = heatmap.Heatmap(tokens, [M], masked, signed=self.state.raw, width=width, color_system="truecolor")
-        title = Text(visible(self.state.sentence), style="bold")
-        if not heat.fits:
-            need = heatmap.plan(tokens, heat.numbers.width, 10_000)
-            i = self.state.cursor[0]
-            ranked = np.argsort(-M[i], kind="stable")[:5]
-            top = ", ".join(f"{tokens[j]} {M[i, j]:.3f}" for j in ranked)
-            return Group(title, Text(f"the grid needs {need.width if need else '?'} columns; the window has "
-                                     f"{width}. Row {tokens[i]!r}: {top}"))
-        return Group(title, *heat.grid(M, self.state.cursor), *heat.key(), *heat.legend(
-            "raw scores q_i · k_j" if self.state.raw else "weights α x 100"))
+        window = self.size.width or 80
+        for room, below in ((window - CHROME - SIDE, False), (window - CHROME, True)):
+            # textual brings colours down to what the terminal has: the grid is drawn in full colour
+            heat = heatmap.Heatmap(tokens, [M], masked, signed=self.state.raw, width=max(room, 1),
+                                   color_system="truecolor")
+            if heat.fits:
+                lines = self.heat_lines(heat, M, masked)
+                if below or max(cell_len(line.plain) for line in lines) <= room:
+                    return Group(*lines), below
+        self.rows_from = None
+        return self.too_narrow(tokens, M, heat.numbers.width, window), True
 
-    def side(self):
+    def heat_lines(self, heat: heatmap.Heatmap, M: np.ndarray, masked: np.ndarray) -> list[Text]:
+        """The grid with the cursor, and how to read it: its key, its cells' units, its legend."""
+        header = heat.grid(M, self.state.cursor)
+        self.rows_from = len(header) - len(M)  # the lines above row 0
+        reading = heat.reading("ω" if self.state.raw else "α") + ("; · masked" if masked.any() else "")
+        return [*header, *heat.key(), Text(reading, style="dim"),
+                *heat.legend("score ω" if self.state.raw else "weight α")]
+
+    def too_narrow(self, tokens: list[str], M: np.ndarray, number_width: int, window: int) -> Group:
+        need = heatmap.by_position(len(tokens), number_width).width + CHROME
+        i = self.state.cursor[0]
+        ranked = np.argsort(-M[i], kind="stable")[:5]
+        top = ", ".join(f"{tokens[j]} {M[i, j]:.3f}" for j in ranked)
+        return Group(Text(f"the grid needs {need} columns; the window has {window}. Row {tokens[i]!r}: {top}"))
+
+    def cell(self) -> list[Text]:
+        """The cursor's cell, each number with its formula; its row's weights ranked; its context."""
         doc, s = self.doc, self.state
         tokens = visible_all(doc["tokens"])
         i, j = s.cursor
@@ -338,22 +423,20 @@ class Explorer(App):
         omega, alpha = part["scores"][i][j], part["weights"][i][j]
         c = doc["scale"] / doc["temperature"]
         lines = [Text(f"row {i} {tokens[i]!r}, column {j} {tokens[j]!r}", style="bold"),
-                 Text(f"ω = q_i · k_j = {omega:.4f}"),
-                 Text(f"scaled = ω · scale / temperature\n       = {omega:.4f} · {doc['scale']:.4g} / "
-                      f"{doc['temperature']:g} = {omega * c:.4f}"),
-                 Text(f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {alpha:.4f}"), Text("")]
-        lines.append(Text(f"row {tokens[i]!r}, its weights ranked:", style="bold"))
+                 Text(f"ω = q_i · k_j = {omega:.4f}")]
+        if masked_cells(doc, len(tokens))[i, j]:
+            lines += [Text(f"masked: mask {doc['mask']} hides column {j} from row {i}"),
+                      Text("α = 0, by the mask, not by the softmax")]
+        else:
+            lines += [Text(f"scaled = ω · scale / temperature\n       = {omega:.4f} · {doc['scale']:.4g} / "
+                           f"{doc['temperature']:g} = {omega * c:.4f}"),
+                      Text(f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {alpha:.4f}")]
+        lines += [Text(""), Text(f"row {tokens[i]!r}, its weights ranked:", style="bold")]
         weights = np.array(part["weights"][i])
         for jj in np.argsort(-weights, kind="stable"):
             w = float(weights[jj])
             lines.append(Text(f"{tokens[jj][:10]:>10} {w:.3f} " + "█" * int(round(w * 10))))
-        lines.append(Text(""))
-        lines += self.context_lines(i)
-        if s.step is not None:
-            lines += [Text("")] + self.explain_lines(i)
-        if s.other is not None:
-            lines += [Text("")] + self.compare_lines(i)
-        return Group(*lines)
+        return lines + [Text("")] + self.context_lines(i)
 
     def context_lines(self, i: int) -> list[Text]:
         """Its context vector: its norm, and the words nearest it where they mean something."""
@@ -368,8 +451,11 @@ class Explorer(App):
         return [Text(f"context vector z_i: {len(ctx['context'])} numbers, |z_i| = {norm:.3f}"),
                 Text(f"nearest words: {near}")]
 
-    def explain_lines(self, i: int) -> list[Text]:
-        step = STEPS[self.state.step]
+    def explain_lines(self) -> list[Text]:
+        """Explain mode's step for the cursor's row; none when the mode is off."""
+        if self.state.step is None:
+            return []
+        i, step = self.state.cursor[0], STEPS[self.state.step]
         opts = Options() if self.model() else self.state.opts
         try:
             doc = explain_doc(self.state.sentence, source(self.vectors, self.state), opts, index=i)
@@ -382,8 +468,11 @@ class Explorer(App):
         return [Text(f"explain {self.state.step + 1}/{len(STEPS)}: {STEP_NAMES[step]}", style="bold"),
                 Text(f"[{shown_values}] ({len(value)} numbers, |.| = {float(np.linalg.norm(value)):.3f})")]
 
-    def compare_lines(self, i: int) -> list[Text]:
-        word = self.doc["tokens"][i]
+    def compare_lines(self) -> list[Text]:
+        """The cursor's word in the second sentence; none without one."""
+        if self.state.other is None:
+            return []
+        word = self.doc["tokens"][self.state.cursor[0]]
         opts = Options() if self.model() else self.state.opts
         try:
             doc = compare_doc([self.state.sentence, self.state.other], source(self.vectors, self.state), opts,
@@ -401,5 +490,5 @@ def _same_document(a: State, b: State) -> bool:
     return (a.sentence, a.opts, a.layer) == (b.sentence, b.opts, b.layer)
 
 
-def _plain(group: Group) -> str:
-    return "\n".join(part.plain.rstrip("\n") for part in group.renderables if isinstance(part, Text))
+def _plain(lines) -> str:
+    return "\n".join(part.plain.rstrip("\n") for part in lines if isinstance(part, Text))

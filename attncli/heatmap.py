@@ -247,11 +247,14 @@ def plan(tokens: list[str], number_width: int, width: int) -> Layout | None:
             return Layout("across", widths, label)
     if label + T * (number_width + 1) <= width:
         return Layout("down", (number_width + 1,) * T, label)
+    layout = by_position(T, number_width)
+    return layout if layout.width <= width else None
+
+
+def by_position(T: int, number_width: int) -> Layout:
+    """Rows and columns by position: the narrowest layout of T tokens, whatever they are."""
     position = len(str(T - 1))
-    cell = max(number_width, position) + 1
-    if position + T * cell <= width:
-        return Layout("positions", (cell,) * T, position)
-    return None
+    return Layout("positions", (max(number_width, position) + 1,) * T, position)
 
 
 # a token written downwards above its column takes at most this many lines; a longer one

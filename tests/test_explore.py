@@ -4,12 +4,16 @@ held against the library's documents for the same state; and its refusals."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import select
+import shutil
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,10 +115,177 @@ def test_explain_steps_through_the_cursors_row():
     assert state.step is None  # past the last step, explain mode ends
 
 
-def test_a_terminal_too_narrow_for_the_grid_shows_the_row_and_what_it_needs():
+def test_a_terminal_too_narrow_for_the_grid_shows_the_row_and_the_columns_it_needs():
     long = " ".join(["orange"] * 40)
-    _, _, grid, _ = drive([], sentence=long, size=(60, 30))
-    assert "the grid needs" in grid and "columns" in grid
+    _, _, grid, _ = drive([], sentence=long, size=(124, 30))
+    # by position: 2 for the row numbers, 40 columns of 3, and 3 of the window's own
+    assert grid.startswith("the grid needs 125 columns; the window has 124. Row 'orange': orange 0.025"), grid
+    _, _, grid, _ = drive([], sentence=long, size=(125, 30))
+    assert "needs" not in grid and len(grid.splitlines()[1].split()) == 41  # row 0: its number and 40 cells
+
+
+# 20 tokens, the longest of 6 letters: drawn downwards above their columns, 6 lines
+TWENTY = "The earth is like an orange and the moon is like a small grey stone in the dark night sky"
+
+
+def screen(app) -> list[str]:
+    """The lines of the app's screen as a terminal would show them (textual's compositor
+    draws the same lines for the terminal)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def at(size, keys, sentence=TWENTY, look=lambda app: None, **state):
+    """The app at `size` after `keys`: (app, the screens seen, one at the start and one after
+    each key, and what `look` finds in the app at the end, while it runs)."""
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State(sentence, **state))
+    screens = []
+
+    async def go():
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            screens.append(screen(app))
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+                screens.append(screen(app))
+            return look(app)
+
+    looked = asyncio.run(go())
+    return app, screens, looked
+
+
+def test_at_80x24_the_footer_shows_the_keys_and_every_row_of_20_tokens_comes_into_view():
+    tokens = TWENTY.lower().split()
+    app, screens, _ = at((80, 24), ["down"] * 19 + ["up"], opts=Options(mask="causal"))
+    first = screens[0]
+    assert len(first) == 24 and all(len(line) == 80 for line in first)
+    assert first[-1].split() == ["q", "quit", "?", "keys", "x", "explain", "r", "raw", "m", "mask", "+", "T+",
+                                 "-", "T-", "h", "head", "e", "edit", "c", "compare", "l", "layer"]
+    assert first[0].strip() == "weights; mean of heads; temperature 1; scale 1/sqrt(d_k); mask causal"
+    # the column labels, written downwards: column j's letters read top to bottom are token j
+    header = first[1:7]
+    columns = ["".join(line[x] for line in header).strip() for x in range(len(header[0]))]
+    assert [c for c in columns if c] == tokens
+    # the cursor's row, wherever it is, on the screen whole: its label and its 20 cells, α x 100
+    # (1. for 1), the columns after it masked
+    weights = np.array(app.doc["weights"])
+
+    def row(i: int) -> list[str]:
+        cells = [f"{round(w * 100):02d}" if round(w * 100) < 100 else "1." for w in weights[i, :i + 1]]
+        return [tokens[i], *cells, *["·"] * (19 - i)]
+
+    def rows(lines: list[str]) -> list[list[str]]:
+        return [line[:-1].split() for line in lines]  # the last column is the scrollbar's
+
+    for i, shown_now in enumerate(screens[:20]):
+        assert row(i) in rows(shown_now), (i, "\n".join(shown_now))
+    assert row(19) not in rows(first)  # below the fold at first
+    assert app.state.cursor == (18, 0)
+
+
+@pytest.mark.parametrize("rows", [24, 16])
+def test_the_keys_dialog_fits_in_80_columns_and_scrolls_through_every_key(rows):
+    """Each screen of the dialog (one at the top, then after each PgDn), its box whole
+    within the window; every key in one of them, the last line at the end."""
+    from attncli.explore import KEYS
+
+    _, screens, dialog = at((80, rows), ["question_mark", "pagedown", "pagedown"],
+                            look=lambda app: app.screen.query_one("#help").region)
+    assert dialog.x >= 0 and dialog.right <= 80 and dialog.y >= 0 and dialog.bottom <= rows
+    seen = []
+    for shown_now in screens[1:]:
+        box = shown_now[dialog.y:dialog.bottom]
+        assert box[0][dialog.x] == "┌" and box[0][dialog.right - 1] == "┐" and box[-1][dialog.right - 1] == "┘"
+        seen.append(" ".join(" ".join(line[dialog.x + 1:dialog.right - 2] for line in box[1:-1]).split()))
+    assert (seen[0] == seen[-1]) == (rows == 24)  # scrolled only where it does not fit
+    for key, what in KEYS:
+        assert any(f"{key} {what}" in inside for inside in seen), (key, seen)
+    assert seen[-1].endswith("escape, q or ? closes this")
+
+
+@pytest.mark.parametrize("presses", [1, 3, 8])
+def test_at_80x24_explains_step_is_scrolled_into_view(presses):
+    from attncli.explore import STEP_NAMES, STEPS
+
+    app, screens, _ = at((80, 24), ["down"] * 5 + ["x"] * presses)
+    step = STEPS[presses - 1]
+    assert app.state.step == presses - 1
+    heading = f"explain {presses}/8: {STEP_NAMES[step]}"
+    assert heading in app.text["side"] and heading not in "\n".join(screens[0])
+    assert any(line.strip() == heading for line in screens[-1]), "\n".join(screens[-1])
+
+
+@pytest.mark.parametrize("mask,cursor,beside", [("causal", (0, 1), (1, 0)), ("causal", (3, 5), (5, 3)),
+                                                ("self", (2, 2), (2, 1))])
+def test_a_masked_cell_says_masked_not_a_softmax_of_0(mask, cursor, beside):
+    app, screens, _ = at((80, 24), [], sentence=SENTENCE, opts=Options(mask=mask), cursor=cursor)
+    i, j = cursor
+    shown_now = [line.strip() for line in screens[0]]
+    assert f"masked: mask {mask} hides column {j} from row {i}" in shown_now
+    assert "α = 0, by the mask, not by the softmax" in shown_now
+    assert not any("exp(scaled)" in line for line in shown_now)
+    # a cell the mask leaves: its weight, from the softmax
+    _, screens, _ = at((80, 24), [], sentence=SENTENCE, opts=Options(mask=mask), cursor=beside)
+    weights = scores_doc(SENTENCE, load_vectors(), Options(mask=mask))["weights"]
+    shown_now = [line.strip() for line in screens[0]]
+    assert f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {weights[beside[0]][beside[1]]:.4f}" in shown_now
+    assert not any(line.startswith("masked") for line in shown_now)
+
+
+def test_a_window_made_narrower_puts_the_panel_below_the_grid_and_wider_beside_it_again():
+    from attncli import explore
+
+    app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            seen = []
+            for size in ((120, 30), (80, 24), (120, 30)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+                grid, side = app.query_one("#grid").region, app.query_one("#side").region
+                seen.append("beside" if (side.x, side.y) == (grid.right, grid.y) else
+                            "below" if (side.x, side.y) == (0, grid.bottom) else (grid, side))
+            return seen
+
+    assert asyncio.run(go()) == ["beside", "below", "beside"]
+
+
+@pytest.mark.parametrize("width,title", [
+    (120, "attncli explore: raw scores; head 2; temperature 1.1; scale 1/sqrt(d_k); mask causal"),
+    (80, "raw scores; head 2; temperature 1.1; scale 1/sqrt(d_k); mask causal"),
+    (60, "raw; head 2; T 1.1; scale 1/√d_k; mask causal"),
+    (48, "raw; head 2; T 1.1; scale 1/√d_k; mask causal"),
+    (30, "mask causal; raw; head 2; T…"),  # nothing fits: cut at its end, after the mask
+])
+def test_the_title_shortens_its_words_and_keeps_the_mask(width, title):
+    app, screens, _ = at((width, 24), ["h", "h", "r", "plus"], sentence=SENTENCE,
+                      opts=Options(mask="causal", heads=2, qkv="random"))
+    assert app.state.head == 2  # counted from 1, as --head counts
+    assert screens[-1][0].strip() == title
+
+
+def test_a_long_sentence_in_a_wide_window_has_the_grid_and_the_side_beside_it():
+    words = ("the quick brown fox jumps over the lazy dog while the small cat sat on a warm mat near the old "
+             "house by the river and the children played in the garden under the tall trees all through the "
+             "long summer day as the sun went down").split()
+    assert len(words) == 47
+
+    def regions(app):
+        return app.query_one("#grid").region, app.query_one("#side").region
+
+    app, screens, (grid, side) = at((200, 50), [], sentence=" ".join(words), look=regions)
+    # as scores draws it at 200 columns: its row of "quick" as wide, 8 for "children" and 47 cells of 3
+    drawn = run("scores", " ".join(words), "--format", "table").stdout.splitlines()
+    quick = next(line for line in drawn if line.split()[:1] == ["quick"])
+    assert len(quick) == 8 + 47 * 3 == grid.width - 2
+    assert side.x == grid.right and side.y == grid.y  # beside it
+    row = next(line for line in screens[0] if line.split()[:1] == ["quick"])
+    assert row[1:grid.right - 1].rstrip() == quick and "row 0 'the', column 0 'the'" in "\n".join(screens[0])
+    app, _, (grid, side) = at((80, 24), [], sentence=" ".join(words[:24]), look=regions)
+    assert side.x == 0 and side.y == grid.bottom and "needs" not in app.text["grid"]  # below it, in 80 columns
 
 
 def test_explore_needs_a_terminal_and_a_good_sentence():
@@ -122,58 +293,88 @@ def test_explore_needs_a_terminal_and_a_good_sentence():
     fails(run("explore", "..."), "only punctuation")
 
 
-def test_in_a_real_terminal_under_tmux(tmp_path):
-    """The installed command in a real terminal (tmux): the screen holds the sentence's
-    tokens, a key changes it, q ends it."""
-    import shutil
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    tmux = shutil.which("tmux")
-    if tmux is None:
+@contextlib.contextmanager
+def tmux(tmp_path, sentence: str, cols: int, rows: int):
+    """The installed command in a real terminal (tmux) of cols x rows: yields (the screen's
+    text now, a function that sends keys, a function that waits for a condition on the screen)."""
+    program = shutil.which("tmux")
+    if program is None:
         pytest.skip("no tmux")
     attncli = str(Path(sys.executable).with_name("attncli"))
     session = f"attncli-explore-{tmp_path.name}"
     socket = ["-S", str(tmp_path / "tmux.sock")]
-    subprocess.run([tmux, *socket, "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-                    f"{attncli} explore '{SENTENCE}'; sleep 5"], check=True)
+    subprocess.run([program, *socket, "new-session", "-d", "-s", session, "-x", str(cols), "-y", str(rows),
+                    f"{attncli} explore '{sentence}'; sleep 5"], check=True)
 
     def screen() -> str:
-        return subprocess.run([tmux, *socket, "capture-pane", "-p", "-t", session], capture_output=True,
+        return subprocess.run([program, *socket, "capture-pane", "-p", "-t", session], capture_output=True,
                               text=True).stdout
 
-    try:
-        deadline = time.monotonic() + 30
-        while "orange" not in screen() and time.monotonic() < deadline:
+    def send(*keys: str) -> None:
+        subprocess.run([program, *socket, "send-keys", "-t", session, *keys], check=True)
+
+    def until(ok, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while not ok(screen()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        first = screen()
+        return screen()
+
+    try:
+        yield screen, send, until
+    finally:
+        subprocess.run([program, *socket, "kill-server"], capture_output=True)
+
+
+def test_in_a_real_terminal_under_tmux(tmp_path):
+    """The screen holds the sentence's tokens, a key changes it, q ends it."""
+    with tmux(tmp_path, SENTENCE, 120, 40) as (screen, send, until):
+        first = until(lambda now: "orange" in now, timeout=30)
         assert all(t in first for t in ("earth", "like", "orange")), first
         assert "temperature 1" in first
-        subprocess.run([tmux, *socket, "send-keys", "-t", session, "+"], check=True)
-        deadline = time.monotonic() + 10
-        while "temperature 1.1" not in screen() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert "temperature 1.1" in screen()
-        subprocess.run([tmux, *socket, "send-keys", "-t", session, "q"], check=True)
-        deadline = time.monotonic() + 10
-        while "earth" in screen() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert "earth" not in screen()  # the app ended and gave the screen back
-    finally:
-        subprocess.run([tmux, *socket, "kill-server"], capture_output=True)
+        send("+")
+        assert "temperature 1.1" in until(lambda now: "temperature 1.1" in now)
+        send("q")
+        assert "earth" not in until(lambda now: "earth" not in now)  # the app ended and gave the screen back
 
 
-@pytest.mark.parametrize("keys", [[], ["down", "down", "right", "r"], ["question_mark"]],
-                         ids=["start", "raw-scores-at-a-cell", "keys"])
-def test_screens_look_as_they_did(snap_compare, keys):
+def test_in_a_real_80x24_terminal_the_footer_the_keys_and_explain_are_all_shown(tmp_path):
+    with tmux(tmp_path, TWENTY, 80, 24) as (screen, send, until):
+        lines = until(lambda now: "q quit" in now, timeout=30).splitlines()
+        assert lines[-1].split()[:6] == ["q", "quit", "?", "keys", "x", "explain"], lines
+        assert lines[0].strip().endswith("mask none")
+        send("?")
+        lines = until(lambda now: "closes this" in now).splitlines()
+        box = [line for line in lines if "│" in line]
+        assert any(line.rstrip().endswith("┐") for line in lines) and all(line.rstrip().endswith("│") for line in box)
+        send("Escape")
+        until(lambda now: "closes this" not in now)
+        send("x")
+        assert "explain 1/8: X: its word vector x_i" in until(lambda now: "explain 1/8" in now)
+        send("q")
+        until(lambda now: "q quit" not in now)
+
+
+def test_on_a_pseudo_terminal_of_80x24_the_footer_shows_q_quit():
+    """The same without tmux: what the app writes to a terminal of 80 x 24 holds the footer."""
+    terminal = ptys.start(["explore", TWENTY], rows=24, cols=80)
+    terminal.wait_for("q quit ? keys x explain")
+    terminal.wait_for("mask none")
+    terminal.type(b"q")
+    returned, _, _, _ = terminal.finish(timeout=30)
+    assert returned == 0
+
+
+@pytest.mark.parametrize("keys,size,sentence", [
+    ([], (110, 32), SENTENCE), (["down", "down", "right", "r"], (110, 32), SENTENCE),
+    (["question_mark"], (110, 32), SENTENCE), (["down", "x"], (80, 24), TWENTY), (["question_mark"], (80, 24), TWENTY),
+], ids=["start", "raw-scores-at-a-cell", "keys", "explain-80x24", "keys-80x24"])
+def test_screens_look_as_they_did(snap_compare, keys, size, sentence):
     """Snapshots (pytest-textual-snapshot): a change of layout shows as a diff of the SVGs
     kept in tests/__snapshots__; `pytest --snapshot-update` accepts a change."""
     from attncli import explore
 
-    app = explore.Explorer(load_vectors(), explore.State(SENTENCE))
-    assert snap_compare(app, press=keys, terminal_size=(110, 32))
+    app = explore.Explorer(load_vectors(), explore.State(sentence))
+    assert snap_compare(app, press=keys, terminal_size=size)
 
 
 def run_app(app, keys, then=None, size=(120, 40)):

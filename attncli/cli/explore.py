@@ -22,15 +22,16 @@ from attncli.errors import InputError
 @model_options(head=False)
 @attention_options(top=False)
 def explore(sentence, export, load, opts):
-    """An interactive view of SENTENCE's attention in the terminal: the weights as a
-    heatmap with a cursor (arrow keys), and beside it the cursor's cell (its raw score,
-    scaled score and weight, each with its formula), its row's weights ranked, and its
-    context vector. Keys change what is computed: r raw scores, + and - the temperature,
-    s the scale, m the mask, h and H the head, a the heads' mean, l and L the layer (with
-    --model), x explain (the row through X, Q, scores, weights, Z), e edit the sentence, c
-    compare with another, p save the screen (--export), ? the keys, q quit. Every number
-    is computed by the same functions as scores, context, explain and compare. Needs a
-    terminal, and textual: pip install 'attncli[explore]'.
+    """An interactive view of SENTENCE's attention in the terminal: the weights as the
+    heatmap scores draws, with a cursor (arrow keys), and beside it (below it in a narrow
+    window) the cursor's cell (its raw score, scaled score and weight, each with its
+    formula), its row's weights ranked, and its context vector. Keys change what is
+    computed: r raw scores, + and - the temperature, s the scale, m the mask, h and H the
+    head, a the heads' mean, l and L the layer (with --model), x explain (the row through
+    X, Q, scores, weights, Z), e edit the sentence, c compare with another, p save the
+    screen (--export), PgUp and PgDn scroll, ? the keys, q quit. Every number is computed
+    by the same functions as scores, context, explain and compare. Needs a terminal, and
+    textual: pip install 'attncli[explore]'.
 
     \b
     Examples:
