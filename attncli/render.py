@@ -814,21 +814,62 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
 STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
                  ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
                  ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
-BASELINE_MARKS = {"uniform": "u", "shuffled": "s", "random": "r"}
+SHARES = ("self", "previous", "next", "cls", "sep", "punct")
+# footnote marks, never letters: "1.68s" read as seconds
+BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
+BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
+
+
+def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
+    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: [CLS], [SEP] and
+    punctuation only where there are some. The table and the PNG show the same."""
+    def seen(key: str) -> bool:
+        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
+
+    return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+
+
+def listed(items: list[str]) -> str:
+    """"a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
+def baseline_marks(names: list[str]) -> str:
+    """The marks of the baselines a statistic is as good as equal to."""
+    return "".join(BASELINE_MARKS[b] for b in names)
+
+
+def marks_legend(baselines) -> str:
+    """"* uniform, † shuffled, ‡ random projections", of the baselines there are."""
+    return listed([f"{BASELINE_MARKS[b]} {BASELINE_NAMES[b]}" for b in baselines])
+
+
+def _stats_legend(columns: list[tuple[str, str]]) -> str:
+    """What the headings of `columns` mean, naming only those."""
+    headings = dict(columns)
+    said = {"entropy": "entr: entropy of a row (nats)", "distance": "dist: distance attended (positions)"}
+    parts = [said[k] for k in said if k in headings]
+    shares = [headings[k] for k in SHARES if k in headings]
+    if shares:
+        parts.append(f"{listed(shares)}: shares of a row's attention")
+    detectors = [(headings[k], name) for k, name in (("previous_token", "previous-token"),
+                                                     ("duplicate_token", "duplicate-token"),
+                                                     ("induction", "induction")) if k in headings]
+    if detectors:
+        parts.append(f"{listed([h for h, _ in detectors])}: TransformerLens's "
+                     f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
+    return "; ".join(parts)
 
 
 def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """A row per head, each statistic marked by the baselines it equals (u uniform, s
-    shuffled, r random projections), then each baseline's mean over the heads; or, --by
+    """A row per head, each statistic marked by the baselines it equals (* uniform, †
+    shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
     word, the words that draw the most and the least attention against uniform attention's."""
     if doc["by"] == "word":
         return _stats_words(doc)
     records = doc["records"]
-    def seen(key: str) -> bool:  # [CLS], [SEP] and punctuation only where there are some
-        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
-        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
-
-    columns = [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+    columns = stats_columns(records)
     first = records[0]
     source = doc["model"] or doc["vectors"]
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
@@ -843,7 +884,7 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     for r in records:
         cells = [Text(f"{r['layer']}.{r['head']}")]
         for key, _ in columns:
-            marks = "".join(BASELINE_MARKS[b] for b in r["like_baseline"][key])
+            marks = baseline_marks(r["like_baseline"][key])
             marks = "~" if compact and marks else marks
             value = r[key]
             cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
@@ -855,11 +896,9 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
             values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
             cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
         table.add_row(*cells)
-    notes = Text("entr: entropy of a row (nats); dist: distance attended (positions); self ... punct: shares "
-                 "of a row's attention; prevT, dupT, indT: TransformerLens's previous-token, duplicate-token "
-                 "and induction scores. Dim and marked: as good as equal (0.005, or 1%) to the baseline u "
-                 "uniform, s shuffled, r random projections" + (" (~: to one of them; a wider terminal says which)"
-                                                                if compact else "")
+    notes = Text(f"{_stats_legend(columns)}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
+                 f"{marks_legend(first['baselines'])}"
+                 + (" (~: to one of them; a wider terminal says which)" if compact else "")
                  + "; the baseline rows: their mean over the heads.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
@@ -867,16 +906,30 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
 
 
 def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
-    """The words seen at least `least` times that draw the most and the least attention."""
+    """The words seen at least `least` times that draw the most and the least attention. Where
+    uniform attention gives every word 1 (no causal mask: the n rows that may attend to a
+    column give it 1/n each), its column would say nothing and the ratio is what it receives: the column is
+    left out and a line says why."""
     records = [r for r in doc["records"] if r["count"] >= least and r["ratio"] is not None]
+    even = all(abs(r["uniform"] - 1.0) < 5e-4 for r in records)  # 1.000 as the column shows it
+    headings = ("word", "count", "received", "ratio") if even else ("word", "count", "received", "uniform", "ratio")
     parts: list[RenderableType] = [Text(f"{doc['corpus']}: attention each word receives, against uniform "
-                                        f"attention's (words seen {least} times or more)", style="bold")]
+                                        f"attention's (words seen {least:,} times or more)", style="bold")]
     for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
         table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
-        for heading in ("word", "count", "received", "uniform", "ratio"):
+        for heading in headings:
             table.add_column(heading, justify="left" if heading == "word" else "right")
         for r in chosen:
-            table.add_row(Text(r["word"]), f"{r['count']:,}", f"{r['received']:.3f}", f"{r['uniform']:.3f}",
-                          f"{r['ratio']:.2f}")
+            cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
+                     "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
+            table.add_row(*(cells[h] for h in headings))
         parts.append(table)
+    if even:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform attention "
+                          "gives every word 1 (with no causal mask, the n rows that may attend to it give it 1/n each), so "
+                          "the ratio is what it receives",
+                          style="dim"))
+    else:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform: what "
+                          "uniform attention gives it; ratio: received / uniform", style="dim"))
     return Group(*parts)
