@@ -578,6 +578,38 @@ def test_png_of_compare_context_and_explain(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("args", [["scores", FRUIT], ["explain", FRUIT, "--qkv", "random", "--heads", "2"],
+                                  ["context", FRUIT, "--token", "orange"], ["compare", FRUIT, COLOUR, "--token", "orange"]])
+def test_every_png_heatmap_names_its_axes(args):
+    """Rows attend, columns are attended: each panel of weights says so on its axes."""
+    pytest.importorskip("matplotlib")
+    from attncli import plot
+
+    docs = ok(run(*args, "--json"))
+    plt = plot._pyplot()
+    fig = plot.figure(plt, docs)
+    try:
+        panels = [ax for ax in fig.axes if ax.get_title()]  # the colour bars have none
+        assert len(panels) == {"scores": 1, "explain": 2, "context": 1, "compare": 2}[args[0]]
+        assert [(ax.get_ylabel(), ax.get_xlabel()) for ax in panels] == \
+            [("attending token i", "attended token j")] * len(panels)
+    finally:
+        plt.close(fig)
+
+
+def test_the_png_of_every_context_vector_names_its_axes():
+    pytest.importorskip("matplotlib")
+    from attncli import plot
+
+    plt = plot._pyplot()
+    fig = plot.figure(plt, ok(run("context", FRUIT, "--all", "--json")))
+    try:
+        ax = next(ax for ax in fig.axes if ax.get_title())
+        assert (ax.get_ylabel(), ax.get_xlabel()) == ("token i", "value k of its context vector z_i")
+    finally:
+        plt.close(fig)
+
+
 @pytest.mark.parametrize("fmt", [["--json"], ["--format", "table"]])
 def test_png_without_matplotlib(tmp_path, monkeypatch, fmt):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
