@@ -502,13 +502,29 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
 
 def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
+    from attncli.visible import visible
+
     table = Table(show_header=False, box=None)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
     for key, value in doc.items():
-        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-        table.add_row(key.replace("_", " "), shown)
+        # Text, never markup: a path or a source comes from outside
+        table.add_row(key if key in SYMBOLS else key.replace("_", " "), Text(visible(_fact(value))))
     return table
+
+
+SYMBOLS = {"d_k", "d_v"}  # the keys that are the math's own names, shown as the formulas write them
+
+
+def _fact(value) -> str:
+    """A value as a reader says it: yes or no, 100,000, names separated by commas."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(_fact, value))
+    return "none" if value is None else str(value)
 
 
 def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -518,15 +534,16 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     from attncli.visible import visible
 
     table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
-    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"), ("", "left")):
+    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
+                          ("status", "left")):
         table.add_column(name, justify=justify)
     for e in doc["entries"]:
         # Text, never markup: paths and reasons come from files; a damaged entry may lack any field
         limit = f" (first {e['limit']:,})" if isinstance(e.get("limit"), int) else ""
         source = visible(e["source"]) if isinstance(e.get("source"), str) else visible(e["path"])
         words = f"{e['words']:,}" if isinstance(e.get("words"), int) else "?"
-        dim = str(e["dim"]) if isinstance(e.get("dim"), int) else "?"
-        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else ""
+        dim = f"{e['dim']:,}" if isinstance(e.get("dim"), int) else "?"
+        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else "current"
         table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
     return table
 

@@ -54,6 +54,47 @@ def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
     assert entry in joined and source in joined and "2,196,017" in text
 
 
+def facts(result) -> dict[str, str]:
+    """A table of facts (vectors info, qkv init) at 80 columns: its rows as label: value."""
+    assert result.exit_code == 0, result.stderr
+    assert longest_line(result.stdout) <= 80
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in result.stdout.splitlines())
+
+
+def test_vectors_info_says_yes_and_no_not_python_values():
+    shown = facts(run("vectors", "info", "--format", "table", env={"COLUMNS": "80"}))
+    assert (shown["words"], shown["dim"], shown["cased"], shown["subwords"]) == ("100,000", "50", "no", "no")
+    assert set(shown) == {"name", "words", "dim", "cased", "subwords", "source", "format", "cache entry",
+                          "load seconds"}
+    text = draw(render.info_view({"cased": True, "subwords": False, "limit": None, "words": 2_000_000}))
+    assert [line.split() for line in text.splitlines()] == [["cased", "yes"], ["subwords", "no"], ["limit", "none"],
+                                                            ["words", "2,000,000"]]
+
+
+def test_qkv_init_names_its_arrays_and_d_k_as_written(tmp_path):
+    shown = facts(run("qkv", "init", "--d-k", "4000", "-o", tmp_path / "p.npz", "--format", "table",
+                      env={"COLUMNS": "80"}))
+    assert shown == {"path": str(tmp_path / "p.npz"), "d": "50", "d_k": "4,000", "seed": "0",
+                     "arrays": "W_query, W_key, W_value"}
+
+
+def test_a_fact_from_outside_is_never_markup():
+    text = draw(render.info_view({"source": "[bold]x[/bold] \x1b[31m", "arrays": ["[red]W", "W_key"]}))
+    assert "[bold]x[/bold] \\x1b[31m" in text and "\x1b" not in text and "[red]W, W_key" in text
+
+
+def test_vectors_list_heads_its_status_column_and_separates_thousands():
+    entry = {"source": "/v/wide.txt", "path": "/c/wide", "words": 12_345, "dim": 40_000, "bytes": 10**6,
+             "stale": False, "damaged": None, "limit": None}
+    text = draw(render.entries_view({"cache_dir": "/c", "entries": [entry, {**entry, "stale": True},
+                                                                    {**entry, "damaged": "lacks vectors.npy"}]}))
+    rows = [[c.strip() for c in line.strip("┃│").split("┃" if "┃" in line else "│")]
+            for line in text.splitlines() if line[:1] in "┃│"]
+    assert rows[0] == ["source", "words", "dim", "size", "status"]
+    assert [r[1:] for r in rows[1:]] == [["12,345", "40,000", "1.0 MB", status]
+                                         for status in ("current", "stale", "damaged: lacks vectors.npy")]
+
+
 @pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
                                      (2, "removed 2 cache entries"), (1234, "removed 1,234 cache entries")])
 def test_vectors_clear_says_entry_or_entries(n, said):
