@@ -24,6 +24,7 @@ from rich.text import Text
 
 from attncli import attention, heatmap
 from attncli.heatmap import Heatmap
+from attncli.visible import count
 
 
 def _describe(doc: dict) -> Text:
@@ -31,13 +32,14 @@ def _describe(doc: dict) -> Text:
         return _describe_model(doc)
     v = doc["vectors"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
+    text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']:,}); ", style="dim")
     text.append(f"scale {doc['scale']:.6g}, temperature {doc['temperature']:g}", style="dim")
     q = doc["qkv"]
     if q["kind"] != "identity" or doc["mask"] != "none" or q["heads"] > 1:
         source = {"random": f", seed {q.get('seed')}", "file": f" {q.get('path')}"}.get(q["kind"], "")
-        values = f", d_v = {q['d_v']}" if "d_v" in q else ""
-        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']}{values}; {q['heads']} head(s); mask {doc['mask']}",
+        values = f", d_v = {q['d_v']:,}" if "d_v" in q else ""
+        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']:,}{values}; {count(q['heads'], 'head')}; "
+                    f"mask {doc['mask']}",
                     style="dim")
     if doc["oov"]:
         done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
@@ -51,14 +53,15 @@ def _describe(doc: dict) -> Text:
 def _describe_model(doc: dict) -> Text:
     m = doc["model"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"model {m['name']} ({m['layers']} layers x {m['heads']} heads, d_model = {m['d_model']}, "
+    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}, "
+                f"d_model = {m['d_model']:,}, "
                 f"{doc['vectors']['words']:,} word pieces)", style="dim")
     if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
         layer = f"layer {doc['layer']} of {m['layers']}" if doc.get("layer") else "every layer"
         head = f"head {doc['head']} of {m['heads']}" if doc.get("head") else "every head"
         text.append(f"; {layer}, {head}", style="dim")
     elif "layer" in doc:
-        which = f"head {doc['head']}" if doc.get("head") else f"mean over {m['heads']} heads"
+        which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
     d_head = m["d_model"] // m["heads"]
     text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); [CLS] and [SEP] are the model's own markers",
@@ -94,7 +97,7 @@ def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
 
 
 def _too_many(T: int, width: int) -> Text:
-    return Text(f"{T} tokens are too many for a {T} x {T} grid in {width} columns; each token's top attended "
+    return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width} columns; each token's top attended "
                 "follows (a wider terminal, --max-tokens N, or --format json shows the whole matrix)", style="dim")
 
 
@@ -148,13 +151,13 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
                 "rollout": "attention rollout R_ij: R_l = (0.5 A_l + 0.5 I) R_l-1, A_l the layer's mean weights"
                            + (f", up to layer {doc['layer']}" if "layer" in doc else ""),
                 "norms": "‖α_ij f(x_j)‖: how much j sends i, f(x_j) = " + ("v_j W_O" if "model" in doc else "v_j")}[key]
-        which = f", head {doc['head']} of {H}" if doc.get("head") else (
-            "" if H == 1 else f", the {H} heads together" if key == "norms" else f", mean over {H} heads")
+        which = f", head {doc['head']} of {H:,}" if doc.get("head") else (
+            "" if H == 1 else f", the {H:,} heads together" if key == "norms" else f", mean over {H:,} heads")
         parts.append(_grid_part(heat, mean, step + which))
         caption = "row i attends to column j"
         if key in ("weights", "rollout"):
-            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
-                                                              f"of which the first {n} are shown")
+            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T:,} columns, "
+                                                              f"of which the first {n:,} are shown")
         if masked.any():
             caption += "; · masked"
         if "pieces" in doc:
@@ -163,7 +166,7 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
         symbol = {"scores": "ω", "weights": "α", "rollout": "R", "norms": "‖αf‖"}[key]
         parts.append(Text(f"{caption}; {heat.reading(symbol)}", style="dim"))
         if n < T:
-            parts.append(Text(f"the grid shows the first {n} of {T} tokens (--max-tokens); JSON holds them all",
+            parts.append(Text(f"the grid shows the first {n:,} of {T:,} tokens (--max-tokens); JSON holds them all",
                               style="dim"))
         parts += heat.legend({"scores": "score ω", "weights": "weight α", "rollout": "rollout R",
                               "norms": "norm ‖αf‖"}[key])
@@ -187,7 +190,7 @@ def _bar(weight: float, width: int = 30) -> str:
 
 def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     values = ", ".join(f"{x:.3f}" for x in v[:shown])
-    return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
+    return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({count(len(v), 'value')})"
 
 
 def context_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -283,7 +286,7 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     token, docs = doc["token"], doc["sentences"]
     k = len(docs)
     labels = [f"({n + 1})" for n in range(k)]
-    parts: list[RenderableType] = [Text(f"{token!r} in {k} sentences", style="bold")]
+    parts: list[RenderableType] = [Text(f"{token!r} in {k:,} sentences", style="bold")]
     for label, d in zip(labels, docs):
         line = Text(f"{label} {d['sentence']}\n", style="bold")
         line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
@@ -345,7 +348,8 @@ def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
         table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
     for l, M in enumerate(hidden):
         table.add_row("embeddings" if l == 0 else f"layer {l}", *(cosine_text(M[a][b]) for a, b in pairs))
-    parts: list[RenderableType] = [Text(f"cosine of {token!r}'s hidden states between the sentences:", style="bold"),
+    parts: list[RenderableType] = [Text(f"cosine of the hidden states of {token!r} between the sentences:",
+                                        style="bold"),
                                    table]
     static = doc.get("static")
     if static is not None:
@@ -418,7 +422,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
     d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
-    shapes = f"{T} x {d_k} each" if d_v == d_k else f"{T} x {d_k}, {T} x {d_k}, {T} x {d_v}"
+    shapes = f"{T:,} x {d_k:,} each" if d_v == d_k else f"{T:,} x {d_k:,}, {T:,} x {d_k:,}, {T:,} x {d_v:,}"
     masked = masked_cells(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
@@ -434,25 +438,33 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         matrices = [np.array(M) for M in steps[key]]
         heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
         if not heat.fits:
-            return Text(f"{T} tokens are too many for a {T} x {T} grid in {width - 4} columns; "
+            return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width - 4} columns; "
                         "--format json holds every matrix", style="dim")
         grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices, start=1)]
         reading = Text(heat.reading(symbol), style="dim")
         return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
                      *heat.legend(symbol))
 
+    def step(heading: str, detail: str, shape: str, body: RenderableType) -> Panel:
+        """A panel titled "heading: detail  (shape)", or, where that is wider than the panel's
+        top border holds, "heading  (shape)" with the detail as the panel's first line."""
+        title = f"{heading}: {detail}  ({shape})"
+        if cell_len(title) <= width - 6:  # "╭─ " and " ─╮"
+            return Panel(body, title=Text(title))
+        return Panel(Group(Text(detail, style="dim"), body), title=Text(f"{heading}  ({shape})"))
+
     panels = [
         _describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T} x {d})")),
-        Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
-              title=Text(f"2. queries, keys, values: {roles}  ({shapes})")),
-        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
+        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
+        step("2. queries, keys, values", roles, shapes,
+             Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV"))),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T:,} x {T:,})")),
         Panel(per_head("scaled", "scaled score"),
-              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
+              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T:,} x {T:,})")),
         Panel(per_head("weights", "α"),
-              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
+              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
-              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_v})")),
+              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T:,} x {d_v:,})")),
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
@@ -479,8 +491,9 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
     beside the last token's attention weight on it."""
     tokens = doc["tokens"]
     influence, attention = np.array(doc["influence"]), np.array(doc["attention"])
-    table = Table(title=f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention",
-                  caption="influence: ‖∂h_T/∂x_i‖, by the chain rule; attention: α_T,i with Q = K = V = X")
+    # a line a measure, so that a formula is never broken across lines (a lone "= X")
+    table = Table(title=Text(f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention"),
+                  caption=Text("influence: ‖∂h_T/∂x_i‖, by the chain rule\nattention: α_T,i with Q = K = V = X"))
     for name, justify in (("i", "right"), ("token", "left"), ("‖h_i‖", "right"), ("influence", "right"), ("", "left"),
                           ("attention", "right"), ("", "left")):
         table.add_column(name, justify=justify)
@@ -489,7 +502,7 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
     others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
     bar = min(max((width - others) // 2, 4), 16)
     for i, t in enumerate(tokens):
-        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
+        table.add_row(str(i), Text(t), f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
                       f"{attention[i]:.3f}", _bar(attention[i], bar))
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "

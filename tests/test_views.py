@@ -120,6 +120,47 @@ def test_rnn_bars_fit_80_columns():
     assert len(last) == longest and set(last) == {"█"}  # the largest influence: a whole bar
 
 
+def test_rnn_caption_keeps_each_formula_on_one_line_at_80_columns():
+    text = run("rnn", "The books that the professor recommended are expensive", "--format", "table",
+               env={"COLUMNS": "80"}).stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert "influence: ‖∂h_T/∂x_i‖, by the chain rule" in lines
+    assert "attention: α_T,i with Q = K = V = X" in lines
+    assert not any(line.startswith("=") for line in lines)
+
+
+# --------------------------------------------------------------------------- counts
+
+
+@pytest.mark.parametrize("n, noun, plural, said", [(0, "head", None, "0 heads"), (1, "head", None, "1 head"),
+                                                   (2, "head", None, "2 heads"), (1, "entry", "entries", "1 entry"),
+                                                   (105_098, "line", None, "105,098 lines")])
+def test_a_count_is_singular_for_one_and_has_thousands_separators(n, noun, plural, said):
+    from attncli.visible import count
+
+    assert count(n, noun, plural) == said
+
+
+@pytest.mark.parametrize("heads, said", [("1", "; 1 head; "), ("2", "; 2 heads; ")])
+def test_scores_says_1_head_and_2_heads(heads, said):
+    text = run("scores", FRUIT, "--qkv", "random", "--heads", heads, "--d-k", "10", "--format", "table",
+               env={"COLUMNS": "80"}).stdout
+    assert said in flat(text) and "head(s)" not in text
+
+
+def test_batch_and_stats_count_lines_with_thousands_separators(tmp_path):
+    lines = ["the cat sat"] * 1_200
+    lines[1_099] = "!!"  # no word: a failed line in batch, a skipped one in stats
+    result = run("batch", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1
+    assert result.stderr == 'attncli: 1 of 1,200 lines failed; their objects hold "error"\n'
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("stats", corpus, "--json", "--no-shuffled", "--random-seeds", "0")
+    assert result.exit_code == 0
+    assert result.stderr.startswith("attncli: warning: 1 of 1,200 lines skipped (line 1,100: ")
+
+
 # --------------------------------------------------------------------------- explain
 
 
