@@ -652,6 +652,7 @@ HTML_FORMAT = """\
 <html>
 <head>
 <meta charset="UTF-8">
+<title></title>
 <style>
 {stylesheet}
 body {{
@@ -686,9 +687,29 @@ def svg(console: Console, title: str) -> str:
     return _LEADING_SPACES.sub(shift, picture)
 
 
-def html(console: Console) -> str:
-    """What `console` recorded, as an HTML page in the fonts the machine has."""
-    return console.export_html(clear=False, code_format=HTML_FORMAT)
+def html(console: Console, title: str) -> str:
+    """What `console` recorded, as an HTML page in the fonts the machine has, called `title`."""
+    from html import escape
+
+    named = escape(title).replace("{", "{{").replace("}", "}}")  # the page is a str.format template
+    return console.export_html(clear=False, code_format=HTML_FORMAT.replace("<title>", f"<title>{named}", 1))
+
+
+def picture_title(docs: list[dict]) -> str:
+    """What a page of pictures is called: the command and what it ran on, "attncli scores:
+    The earth is like an orange (and 2 more sentences)"."""
+    if not docs:
+        return "attncli"
+    doc = docs[0]
+    name = f"attncli {doc.get('command', '')}".strip()
+    if doc.get("command") == "compare":
+        subject = f"{doc['token']!r} in {count(len(doc['sentences']), 'sentence')}"
+    else:
+        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
+    if not isinstance(subject, str):
+        return name
+    more = f" (and {count(len(docs) - 1, 'more sentence')})" if len(docs) > 1 else ""
+    return f"{name}: {subject}{more}"
 
 
 class LoadProgress:

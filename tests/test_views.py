@@ -279,6 +279,37 @@ def test_svg_names_local_fonts_and_loads_nothing(tmp_path):
     assert not re.search(r"<text [^>]*>&#160;", picture)
 
 
+def html_title(path) -> str:
+    import html
+
+    titles = re.findall(r"<title>(.*?)</title>", path.read_text(encoding="utf-8"), flags=re.S)
+    assert len(titles) == 1 and "<" not in titles[0]
+    return html.unescape(titles[0])
+
+
+@pytest.mark.parametrize("sentence", ["The earth is like an orange", "the <b>cat</b> & {dog} </title><script>x",
+                                      "the cat \x1b]0;owned\x07 sat"])
+def test_the_html_page_is_titled_by_the_command_and_sentence_escaped(tmp_path, sentence):
+    from attncli.visible import visible
+
+    page = tmp_path / "p.html"
+    assert run("scores", sentence, "--html", page, "--json").exit_code == 0
+    assert html_title(page) == f"attncli scores: {visible(sentence)}"
+    assert "\x1b" not in page.read_text(encoding="utf-8")
+
+
+def test_the_html_title_of_several_sentences_compare_and_stats(tmp_path):
+    page = tmp_path / "p.html"
+    assert run("scores", "--html", page, "--json", input="the cat\nthe dog\nthe bird\n").exit_code == 0
+    assert html_title(page) == "attncli scores: the cat (and 2 more sentences)"
+    assert run("compare", "the river bank", "a bank", "--token", "bank", "--html", page, "--json").exit_code == 0
+    assert html_title(page) == "attncli compare: 'bank' in 2 sentences"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat\nthe dog ran\n", encoding="utf-8")
+    assert run("stats", corpus, "--html", page, "--json").exit_code == 0
+    assert html_title(page) == f"attncli stats: {corpus}"
+
+
 def test_svg_text_runs_start_where_their_first_character_is():
     console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
     console.print(Text("     ab", style="bold"))
