@@ -549,7 +549,7 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
     for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
                           ("status", "left")):
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, overflow="fold")  # a path has no spaces to wrap at: never cut
     for e in doc["entries"]:
         # Text, never markup: paths and reasons come from files; a damaged entry may lack any field
         limit = f" (first {e['limit']:,})" if isinstance(e.get("limit"), int) else ""

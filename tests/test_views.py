@@ -93,6 +93,11 @@ def test_vectors_list_heads_its_status_column_and_separates_thousands():
     assert rows[0] == ["source", "words", "dim", "size", "status"]
     assert [r[1:] for r in rows[1:]] == [["12,345", "40,000", "1.0 MB", status]
                                          for status in ("current", "stale", "damaged: lacks vectors.npy")]
+    long = "/home/someone/vectors/a/very/long/path/to/the/file/" + "glove.840B.300d" * 4 + ".txt"
+    text = draw(render.entries_view({"cache_dir": "/c", "entries": [{**entry, "source": long}]}))
+    assert longest_line(text) <= 80 and "…" not in text
+    cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+    assert "".join(cells) == long  # folded, whole
 
 
 @pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
