@@ -416,7 +416,7 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     """The position of --token (and/or --index) among the tokens that got a vector;
     `has_index` says whether the command offers --index to choose among repeats."""
     if index is not None and index >= len(tokens):
-        raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens)} tokens with vectors (0 to {len(tokens) - 1})")
+        raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens):,} tokens with vectors (0 to {len(tokens) - 1:,})")
     if token is None:
         return index
     parts = tokenize(token, lowercase=lowercase)
@@ -431,7 +431,7 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if not positions:
         if word in oov:
             raise TokenError(f"{word!r} has no vector, so it has no attention; try another token or --oov zero")
-        shown = " ".join(tokens[:20]) + (f" … ({len(tokens)} in all)" if len(tokens) > 20 else "")
+        shown = " ".join(tokens[:20]) + (f" … ({len(tokens):,} in all)" if len(tokens) > 20 else "")
         raise TokenError(f"{word!r} is not among the tokens: {shown}")
     if len(positions) > 1:
         if not has_index:

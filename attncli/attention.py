@@ -52,7 +52,7 @@ def split_heads(M: np.ndarray, H: int) -> np.ndarray:
     *lead, T, d_k = M.shape
     H = whole("heads", H, 1)
     if d_k % H:
-        raise OptionError(f"heads must divide d_k = {d_k}, got {H}")
+        raise OptionError(f"heads must divide d_k = {d_k:,}, got {H}")
     return M.reshape(*lead, T, H, d_k // H).swapaxes(-2, -3)  # (..., T, d_k) -> (..., H, T, d_k/H)
 
 
@@ -197,7 +197,7 @@ def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: b
     dtype = _working_dtype(X, c, reach, sq, T if window is None else min(T, block) + 2 * W)
     # the keys (T + 2W, d), X itself when it must be widened, a check of the keys (T, d) bool
     need = (T + 2 * W) * d * dtype.itemsize + (0 if X.dtype == dtype else T * d * dtype.itemsize) + T * d
-    limits.require(need, f"a document of {T:,} tokens x {d} dimensions", "split it into shorter documents")
+    limits.require(need, f"a document of {T:,} tokens x {d:,} dimensions", "split it into shorter documents")
     if not _fits(reach, d, np.float64):  # past float64, weights() refuses the same sentence
         raise _overflow(scale, temperature)
     X = X.astype(dtype, copy=False)
@@ -343,7 +343,7 @@ def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
     initializer draws them: uniform on [-0.05, 0.05], here from numpy's PCG64 generator,
     so the same seed gives the same numbers on any machine. Refused, before drawing, when
     the three (d, d_k) float64 arrays cannot fit in memory."""
-    limits.require(3 * d * d_k * 8, f"drawing W_query, W_key, W_value of {d} x {d_k:,}", "choose a smaller --d-k")
+    limits.require(3 * d * d_k * 8, f"drawing W_query, W_key, W_value of {d:,} x {d_k:,}", "choose a smaller --d-k")
     rng = np.random.default_rng(seed)
     return {name: rng.uniform(-0.05, 0.05, size=(d, d_k)) for name in ("W_query", "W_key", "W_value")}
 

@@ -387,7 +387,7 @@ def _map_npy(path: str, shape: tuple, dtype, follow: bool) -> tuple[np.ndarray, 
             raise DamagedEntry(f"{path} holds a {order}{descr} array of shape {found}, not {np.dtype(dtype)} {shape}")
         need = start + int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
         if size != need:
-            raise DamagedEntry(f"{path} holds {size} bytes, not the {need} its header needs")
+            raise DamagedEntry(f"{path} holds {size:,} bytes, not the {need:,} its header needs")
         try:
             header = f.read(start)
             if need == start:

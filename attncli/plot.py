@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
+from attncli.visible import count
 
 
 class PlotError(AttncliError):
@@ -37,22 +38,27 @@ def _pyplot():
     return plt
 
 
-def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray]]:
-    """(title, row labels, column labels, matrix) for each heatmap a document draws."""
+# the axes' names of a panel of weights: rows attend, columns are attended
+WEIGHT_AXES = ("attending token i", "attended token j")
+
+
+def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray, tuple[str, str]]]:
+    """(title, row labels, column labels, matrix, the axes' names (rows, columns)) for each
+    heatmap a document draws."""
     tokens = doc.get("tokens", [])
     if doc["command"] == "scores":
-        return [("weights", tokens, tokens, np.array(doc["weights"]))]
+        return [("weights", tokens, tokens, np.array(doc["weights"]), WEIGHT_AXES)]
     if doc["command"] == "explain":
         heads = doc["steps"]["weights"]
-        return [(f"weights, head {h}" if len(heads) > 1 else "weights", tokens, tokens, np.array(W))
+        return [(f"weights, head {h}" if len(heads) > 1 else "weights", tokens, tokens, np.array(W), WEIGHT_AXES)
                 for h, W in enumerate(heads, start=1)]
     if doc["command"] == "context":
         if "token" in doc:
-            return [(f"how {doc['token']!r} attends", [doc["token"]], tokens, np.array([doc["weights"]]))]
+            return [(f"how {doc['token']!r} attends", [doc["token"]], tokens, np.array([doc["weights"]]), WEIGHT_AXES)]
         return [("context vectors (first values)", tokens, [str(c) for c in range(min(12, len(doc["contexts"][0])))],
-                 np.array(doc["contexts"])[:, :12])]
+                 np.array(doc["contexts"])[:, :12], ("token i", "value k of its context vector z_i"))]
     if doc["command"] == "compare":
-        return [(f"({n + 1}) {d['sentence']}", [d["token"]], d["tokens"], np.array([d["weights"]]))
+        return [(f"({n + 1}) {d['sentence']}", [d["token"]], d["tokens"], np.array([d["weights"]]), WEIGHT_AXES)
                 for n, d in enumerate(doc["sentences"])]
     return []
 
@@ -62,9 +68,9 @@ def _title(doc: dict, width: int) -> str:
     v, q = first["vectors"], first.get("qkv", {})
     options = f"scale {first['scale']:.4g}, temperature {first['temperature']:g}"
     if q and (q["kind"] != "identity" or q.get("heads", 1) > 1 or first.get("mask", "none") != "none"):
-        options += f", qkv {q['kind']} (d_k {q['d_k']}), {q.get('heads', 1)} head(s), mask {first.get('mask')}"
-    subject = f"{doc['token']!r} in {len(doc['sentences'])} sentences" if doc["command"] == "compare" else doc["sentence"]
-    return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']}); {options}"
+        options += f", qkv {q['kind']} (d_k = {q['d_k']:,}), {count(q.get('heads', 1), 'head')}, mask {first.get('mask')}"
+    subject = f"{doc['token']!r} in {len(doc['sentences']):,} sentences" if doc["command"] == "compare" else doc["sentence"]
+    return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']:,}); {options}"
 
 
 def _save(plt, fig, file) -> None:
@@ -81,20 +87,25 @@ def _save(plt, fig, file) -> None:
 def heatmaps(docs: list[dict], file) -> None:
     """Draw every document's heatmaps into one PNG written to the binary `file`."""
     plt = _pyplot()
+    _save(plt, figure(plt, docs), file)
+
+
+def figure(plt, docs: list[dict]):
+    """The matplotlib figure of every document's heatmaps."""
     if docs and docs[0]["command"] == "heads":
-        return _heads(plt, docs, file)
+        return _heads(plt, docs)
     if docs and docs[0]["command"] == "stats":
-        return _stats(plt, docs[0], file)
+        return _stats(plt, docs[0])
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
-    longest = max(max(len(cols), len(rows)) for _, (_, rows, cols, _) in panels)
+    longest = max(max(len(cols), len(rows)) for _, (_, rows, cols, _, _) in panels)
     side = min(max(4.0, 0.32 * longest + 2.0), 16.0)  # 40 tokens still get readable labels
     heights = [(1.0 if len(rows) == 1 else max(1.6, side * len(rows) / max(len(cols), 1))) + 1.2
-               for _, (_, rows, cols, _) in panels]
+               for _, (_, rows, cols, _, _) in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(side + 1.5, sum(heights) + 0.8 * len(docs)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
-    for ax, (doc, (title, rows, cols, M)) in zip(axes[:, 0], panels):
+    for ax, (doc, (title, rows, cols, M, (down, across))) in zip(axes[:, 0], panels):
         image = ax.imshow(M, cmap="viridis", vmin=0.0, vmax=max(float(M.max()), 1e-12) if M.min() >= 0 else None,
                           aspect="auto")
         # parse_math=False: user text is drawn as it is, never read as mathtext ("$\\foo$")
@@ -102,12 +113,14 @@ def heatmaps(docs: list[dict], file) -> None:
                       fontsize=8 if len(cols) > 20 else 10, parse_math=False)
         ax.set_yticks(range(len(rows)), rows, fontsize=8 if len(rows) > 20 else 10, parse_math=False)
         ax.set_title(title, fontsize=10, parse_math=False)
+        ax.set_ylabel(down, fontsize=9)
+        ax.set_xlabel(across, fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11, parse_math=False)
-    _save(plt, fig, file)
+    return fig
 
 
-def _heads(plt, docs: list[dict], file) -> None:
+def _heads(plt, docs: list[dict]):
     """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
     the largest weight), the heads that put more than half on [CLS] and [SEP] marked *."""
     rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
@@ -127,17 +140,17 @@ def _heads(plt, docs: list[dict], file) -> None:
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
                  + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
                  fontsize=9, parse_math=False)
-    _save(plt, fig, file)
+    return fig
 
 
-def _stats(plt, doc: dict, file) -> None:
-    """`stats`: for each statistic a layers x heads grid, its numbers written in, and a
-    cross where a baseline equals it."""
-    from attncli.render import STATS_COLUMNS
+def _stats(plt, doc: dict):
+    """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
+    by the baselines it equals as the table marks it."""
+    from attncli.render import baseline_marks, marks_legend, stats_columns
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
-    shown = [(k, h) for k, h in STATS_COLUMNS if any(r[k] for r in records)]
+    shown = stats_columns(records)
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(max(0.45 * H * cols + 1.5, 9.0), 0.45 * L * rows + 1.5 + 0.6 * rows),
@@ -152,7 +165,7 @@ def _stats(plt, doc: dict, file) -> None:
         ax.imshow(grid, cmap="viridis", aspect="auto")
         for r in records:
             if r[key] is not None:
-                mark = "x" if r["like_baseline"][key] else ""
+                mark = baseline_marks(r["like_baseline"][key])  # the table's marks
                 ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.2f}{mark}", ha="center", va="center", fontsize=5,
                         color="white", parse_math=False)
         ax.set_title(heading, fontsize=8, parse_math=False)
@@ -160,6 +173,7 @@ def _stats(plt, doc: dict, file) -> None:
         ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=5)
         ax.set_xlabel("head", fontsize=6)
         ax.set_ylabel("layer", fontsize=6)
-    fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); "
-                               "x: as good as equal to a baseline", 100), fontsize=8, parse_math=False)
-    _save(plt, fig, file)
+    fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); as good as "
+                               f"equal to a baseline: {marks_legend(records[0]['baselines'])}", 100),
+                 fontsize=8, parse_math=False)
+    return fig

@@ -105,7 +105,7 @@ def resolve(spec: str, d: int, d_k: int | None, seed: int, heads: int = 1) -> Pr
     --heads 7 is refused at once, not after drawing 3.6 GB of weights."""
     if spec == "identity":
         if d_k is not None and d_k != d:
-            raise ProjectionError(f"--d-k {d_k} needs projections: identity keeps d_k = d = {d}; add --qkv random")
+            raise ProjectionError(f"--d-k {d_k} needs projections: identity keeps d_k = d = {d:,}; add --qkv random")
         check_heads(heads, d, d)
         return Projections("identity")
     if spec == "random":

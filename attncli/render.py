@@ -24,6 +24,7 @@ from rich.text import Text
 
 from attncli import attention, heatmap
 from attncli.heatmap import Heatmap
+from attncli.visible import count
 
 
 def _describe(doc: dict) -> Text:
@@ -31,13 +32,14 @@ def _describe(doc: dict) -> Text:
         return _describe_model(doc)
     v = doc["vectors"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']}); ", style="dim")
+    text.append(f"vectors {v['name']} ({v['words']:,} words, d = {v['dim']:,}); ", style="dim")
     text.append(f"scale {doc['scale']:.6g}, temperature {doc['temperature']:g}", style="dim")
     q = doc["qkv"]
     if q["kind"] != "identity" or doc["mask"] != "none" or q["heads"] > 1:
         source = {"random": f", seed {q.get('seed')}", "file": f" {q.get('path')}"}.get(q["kind"], "")
-        values = f", d_v = {q['d_v']}" if "d_v" in q else ""
-        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']}{values}; {q['heads']} head(s); mask {doc['mask']}",
+        values = f", d_v = {q['d_v']:,}" if "d_v" in q else ""
+        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']:,}{values}; {count(q['heads'], 'head')}; "
+                    f"mask {doc['mask']}",
                     style="dim")
     if doc["oov"]:
         done = "given zero vectors" if set(doc["oov"]) & set(doc["tokens"]) else "left out"
@@ -51,14 +53,15 @@ def _describe(doc: dict) -> Text:
 def _describe_model(doc: dict) -> Text:
     m = doc["model"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"model {m['name']} ({m['layers']} layers x {m['heads']} heads, d_model = {m['d_model']}, "
+    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}, "
+                f"d_model = {m['d_model']:,}, "
                 f"{doc['vectors']['words']:,} word pieces)", style="dim")
     if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
         layer = f"layer {doc['layer']} of {m['layers']}" if doc.get("layer") else "every layer"
         head = f"head {doc['head']} of {m['heads']}" if doc.get("head") else "every head"
         text.append(f"; {layer}, {head}", style="dim")
     elif "layer" in doc:
-        which = f"head {doc['head']}" if doc.get("head") else f"mean over {m['heads']} heads"
+        which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
     d_head = m["d_model"] // m["heads"]
     text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); [CLS] and [SEP] are the model's own markers",
@@ -94,7 +97,7 @@ def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
 
 
 def _too_many(T: int, width: int) -> Text:
-    return Text(f"{T} tokens are too many for a {T} x {T} grid in {width} columns; each token's top attended "
+    return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width} columns; each token's top attended "
                 "follows (a wider terminal, --max-tokens N, or --format json shows the whole matrix)", style="dim")
 
 
@@ -148,13 +151,13 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
                 "rollout": "attention rollout R_ij: R_l = (0.5 A_l + 0.5 I) R_l-1, A_l the layer's mean weights"
                            + (f", up to layer {doc['layer']}" if "layer" in doc else ""),
                 "norms": "‖α_ij f(x_j)‖: how much j sends i, f(x_j) = " + ("v_j W_O" if "model" in doc else "v_j")}[key]
-        which = f", head {doc['head']} of {H}" if doc.get("head") else (
-            "" if H == 1 else f", the {H} heads together" if key == "norms" else f", mean over {H} heads")
+        which = f", head {doc['head']} of {H:,}" if doc.get("head") else (
+            "" if H == 1 else f", the {H:,} heads together" if key == "norms" else f", mean over {H:,} heads")
         parts.append(_grid_part(heat, mean, step + which))
         caption = "row i attends to column j"
         if key in ("weights", "rollout"):
-            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T} columns, "
-                                                              f"of which the first {n} are shown")
+            caption += "; each row sums to 1" if n == T else (f"; each row sums to 1 over all {T:,} columns, "
+                                                              f"of which the first {n:,} are shown")
         if masked.any():
             caption += "; · masked"
         if "pieces" in doc:
@@ -163,7 +166,7 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
         symbol = {"scores": "ω", "weights": "α", "rollout": "R", "norms": "‖αf‖"}[key]
         parts.append(Text(f"{caption}; {heat.reading(symbol)}", style="dim"))
         if n < T:
-            parts.append(Text(f"the grid shows the first {n} of {T} tokens (--max-tokens); JSON holds them all",
+            parts.append(Text(f"the grid shows the first {n:,} of {T:,} tokens (--max-tokens); JSON holds them all",
                               style="dim"))
         parts += heat.legend({"scores": "score ω", "weights": "weight α", "rollout": "rollout R",
                               "norms": "norm ‖αf‖"}[key])
@@ -187,7 +190,7 @@ def _bar(weight: float, width: int = 30) -> str:
 
 def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     values = ", ".join(f"{x:.3f}" for x in v[:shown])
-    return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({len(v)} values)"
+    return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({count(len(v), 'value')})"
 
 
 def context_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -283,7 +286,7 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     token, docs = doc["token"], doc["sentences"]
     k = len(docs)
     labels = [f"({n + 1})" for n in range(k)]
-    parts: list[RenderableType] = [Text(f"{token!r} in {k} sentences", style="bold")]
+    parts: list[RenderableType] = [Text(f"{token!r} in {k:,} sentences", style="bold")]
     for label, d in zip(labels, docs):
         line = Text(f"{label} {d['sentence']}\n", style="bold")
         line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
@@ -345,7 +348,8 @@ def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
         table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
     for l, M in enumerate(hidden):
         table.add_row("embeddings" if l == 0 else f"layer {l}", *(cosine_text(M[a][b]) for a, b in pairs))
-    parts: list[RenderableType] = [Text(f"cosine of {token!r}'s hidden states between the sentences:", style="bold"),
+    parts: list[RenderableType] = [Text(f"cosine of the hidden states of {token!r} between the sentences:",
+                                        style="bold"),
                                    table]
     static = doc.get("static")
     if static is not None:
@@ -418,7 +422,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
     d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
-    shapes = f"{T} x {d_k} each" if d_v == d_k else f"{T} x {d_k}, {T} x {d_k}, {T} x {d_v}"
+    shapes = f"{T:,} x {d_k:,} each" if d_v == d_k else f"{T:,} x {d_k:,}, {T:,} x {d_k:,}, {T:,} x {d_v:,}"
     masked = masked_cells(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
@@ -434,25 +438,33 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         matrices = [np.array(M) for M in steps[key]]
         heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
         if not heat.fits:
-            return Text(f"{T} tokens are too many for a {T} x {T} grid in {width - 4} columns; "
+            return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width - 4} columns; "
                         "--format json holds every matrix", style="dim")
         grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices, start=1)]
         reading = Text(heat.reading(symbol), style="dim")
         return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
                      *heat.legend(symbol))
 
+    def step(heading: str, detail: str, shape: str, body: RenderableType) -> Panel:
+        """A panel titled "heading: detail  (shape)", or, where that is wider than the panel's
+        top border holds, "heading  (shape)" with the detail as the panel's first line."""
+        title = f"{heading}: {detail}  ({shape})"
+        if cell_len(title) <= width - 6:  # "╭─ " and " ─╮"
+            return Panel(body, title=Text(title))
+        return Panel(Group(Text(detail, style="dim"), body), title=Text(f"{heading}  ({shape})"))
+
     panels = [
         _describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T} x {d})")),
-        Panel(Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV")),
-              title=Text(f"2. queries, keys, values: {roles}  ({shapes})")),
-        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T} x {T})")),
+        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
+        step("2. queries, keys, values", roles, shapes,
+             Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV"))),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T:,} x {T:,})")),
         Panel(per_head("scaled", "scaled score"),
-              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T} x {T})")),
+              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T:,} x {T:,})")),
         Panel(per_head("weights", "α"),
-              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T} x {T})")),
+              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
-              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T} x {d_v})")),
+              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T:,} x {d_v:,})")),
     ]
     if "row" in doc:
         i, row = doc["index"], doc["row"]
@@ -479,8 +491,9 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
     beside the last token's attention weight on it."""
     tokens = doc["tokens"]
     influence, attention = np.array(doc["influence"]), np.array(doc["attention"])
-    table = Table(title=f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention",
-                  caption="influence: ‖∂h_T/∂x_i‖, by the chain rule; attention: α_T,i with Q = K = V = X")
+    # a line a measure, so that a formula is never broken across lines (a lone "= X")
+    table = Table(title=Text(f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention"),
+                  caption=Text("influence: ‖∂h_T/∂x_i‖, by the chain rule\nattention: α_T,i with Q = K = V = X"))
     for name, justify in (("i", "right"), ("token", "left"), ("‖h_i‖", "right"), ("influence", "right"), ("", "left"),
                           ("attention", "right"), ("", "left")):
         table.add_column(name, justify=justify)
@@ -489,7 +502,7 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
     others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
     bar = min(max((width - others) // 2, 4), 16)
     for i, t in enumerate(tokens):
-        table.add_row(str(i), t, f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
+        table.add_row(str(i), Text(t), f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
                       f"{attention[i]:.3f}", _bar(attention[i], bar))
     text = Text(f"{doc['sentence']}\n", style="bold")
     text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "
@@ -502,13 +515,29 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
 
 def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
+    from attncli.visible import visible
+
     table = Table(show_header=False, box=None)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
     for key, value in doc.items():
-        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-        table.add_row(key.replace("_", " "), shown)
+        # Text, never markup: a path or a source comes from outside
+        table.add_row(key if key in SYMBOLS else key.replace("_", " "), Text(visible(_fact(value))))
     return table
+
+
+SYMBOLS = {"d_k", "d_v"}  # the keys that are the math's own names, shown as the formulas write them
+
+
+def _fact(value) -> str:
+    """A value as a reader says it: yes or no, 100,000, names separated by commas."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(_fact, value))
+    return "none" if value is None else str(value)
 
 
 def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -518,15 +547,16 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     from attncli.visible import visible
 
     table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
-    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"), ("", "left")):
-        table.add_column(name, justify=justify)
+    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
+                          ("status", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # a path has no spaces to wrap at: never cut
     for e in doc["entries"]:
         # Text, never markup: paths and reasons come from files; a damaged entry may lack any field
         limit = f" (first {e['limit']:,})" if isinstance(e.get("limit"), int) else ""
         source = visible(e["source"]) if isinstance(e.get("source"), str) else visible(e["path"])
         words = f"{e['words']:,}" if isinstance(e.get("words"), int) else "?"
-        dim = str(e["dim"]) if isinstance(e.get("dim"), int) else "?"
-        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else ""
+        dim = f"{e['dim']:,}" if isinstance(e.get("dim"), int) else "?"
+        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else "current"
         table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
     return table
 
@@ -622,6 +652,7 @@ HTML_FORMAT = """\
 <html>
 <head>
 <meta charset="UTF-8">
+<title></title>
 <style>
 {stylesheet}
 body {{
@@ -656,9 +687,29 @@ def svg(console: Console, title: str) -> str:
     return _LEADING_SPACES.sub(shift, picture)
 
 
-def html(console: Console) -> str:
-    """What `console` recorded, as an HTML page in the fonts the machine has."""
-    return console.export_html(clear=False, code_format=HTML_FORMAT)
+def html(console: Console, title: str) -> str:
+    """What `console` recorded, as an HTML page in the fonts the machine has, called `title`."""
+    from html import escape
+
+    named = escape(title).replace("{", "{{").replace("}", "}}")  # the page is a str.format template
+    return console.export_html(clear=False, code_format=HTML_FORMAT.replace("<title>", f"<title>{named}", 1))
+
+
+def picture_title(docs: list[dict]) -> str:
+    """What a page of pictures is called: the command and what it ran on, "attncli scores:
+    The earth is like an orange (and 2 more sentences)"."""
+    if not docs:
+        return "attncli"
+    doc = docs[0]
+    name = f"attncli {doc.get('command', '')}".strip()
+    if doc.get("command") == "compare":
+        subject = f"{doc['token']!r} in {count(len(doc['sentences']), 'sentence')}"
+    else:
+        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
+    if not isinstance(subject, str):
+        return name
+    more = f" (and {count(len(docs) - 1, 'more sentence')})" if len(docs) > 1 else ""
+    return f"{name}: {subject}{more}"
 
 
 class LoadProgress:
@@ -814,21 +865,62 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
 STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
                  ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
                  ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
-BASELINE_MARKS = {"uniform": "u", "shuffled": "s", "random": "r"}
+SHARES = ("self", "previous", "next", "cls", "sep", "punct")
+# footnote marks, never letters: "1.68s" read as seconds
+BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
+BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
+
+
+def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
+    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: [CLS], [SEP] and
+    punctuation only where there are some. The table and the PNG show the same."""
+    def seen(key: str) -> bool:
+        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
+
+    return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+
+
+def listed(items: list[str]) -> str:
+    """"a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
+def baseline_marks(names: list[str]) -> str:
+    """The marks of the baselines a statistic is as good as equal to."""
+    return "".join(BASELINE_MARKS[b] for b in names)
+
+
+def marks_legend(baselines) -> str:
+    """"* uniform, † shuffled, ‡ random projections", of the baselines there are."""
+    return listed([f"{BASELINE_MARKS[b]} {BASELINE_NAMES[b]}" for b in baselines])
+
+
+def _stats_legend(columns: list[tuple[str, str]]) -> str:
+    """What the headings of `columns` mean, naming only those."""
+    headings = dict(columns)
+    said = {"entropy": "entr: entropy of a row (nats)", "distance": "dist: distance attended (positions)"}
+    parts = [said[k] for k in said if k in headings]
+    shares = [headings[k] for k in SHARES if k in headings]
+    if shares:
+        parts.append(f"{listed(shares)}: shares of a row's attention")
+    detectors = [(headings[k], name) for k, name in (("previous_token", "previous-token"),
+                                                     ("duplicate_token", "duplicate-token"),
+                                                     ("induction", "induction")) if k in headings]
+    if detectors:
+        parts.append(f"{listed([h for h, _ in detectors])}: TransformerLens's "
+                     f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
+    return "; ".join(parts)
 
 
 def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """A row per head, each statistic marked by the baselines it equals (u uniform, s
-    shuffled, r random projections), then each baseline's mean over the heads; or, --by
+    """A row per head, each statistic marked by the baselines it equals (* uniform, †
+    shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
     word, the words that draw the most and the least attention against uniform attention's."""
     if doc["by"] == "word":
         return _stats_words(doc)
     records = doc["records"]
-    def seen(key: str) -> bool:  # [CLS], [SEP] and punctuation only where there are some
-        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
-        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
-
-    columns = [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+    columns = stats_columns(records)
     first = records[0]
     source = doc["model"] or doc["vectors"]
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
@@ -843,7 +935,7 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     for r in records:
         cells = [Text(f"{r['layer']}.{r['head']}")]
         for key, _ in columns:
-            marks = "".join(BASELINE_MARKS[b] for b in r["like_baseline"][key])
+            marks = baseline_marks(r["like_baseline"][key])
             marks = "~" if compact and marks else marks
             value = r[key]
             cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
@@ -855,11 +947,9 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
             values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
             cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
         table.add_row(*cells)
-    notes = Text("entr: entropy of a row (nats); dist: distance attended (positions); self ... punct: shares "
-                 "of a row's attention; prevT, dupT, indT: TransformerLens's previous-token, duplicate-token "
-                 "and induction scores. Dim and marked: as good as equal (0.005, or 1%) to the baseline u "
-                 "uniform, s shuffled, r random projections" + (" (~: to one of them; a wider terminal says which)"
-                                                                if compact else "")
+    notes = Text(f"{_stats_legend(columns)}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
+                 f"{marks_legend(first['baselines'])}"
+                 + (" (~: to one of them; a wider terminal says which)" if compact else "")
                  + "; the baseline rows: their mean over the heads.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
@@ -867,16 +957,30 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
 
 
 def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
-    """The words seen at least `least` times that draw the most and the least attention."""
+    """The words seen at least `least` times that draw the most and the least attention. Where
+    uniform attention gives every word 1 (no causal mask: the n rows that may attend to a
+    column give it 1/n each), its column would say nothing and the ratio is what it receives: the column is
+    left out and a line says why."""
     records = [r for r in doc["records"] if r["count"] >= least and r["ratio"] is not None]
+    even = all(abs(r["uniform"] - 1.0) < 5e-4 for r in records)  # 1.000 as the column shows it
+    headings = ("word", "count", "received", "ratio") if even else ("word", "count", "received", "uniform", "ratio")
     parts: list[RenderableType] = [Text(f"{doc['corpus']}: attention each word receives, against uniform "
-                                        f"attention's (words seen {least} times or more)", style="bold")]
+                                        f"attention's (words seen {least:,} times or more)", style="bold")]
     for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
         table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
-        for heading in ("word", "count", "received", "uniform", "ratio"):
+        for heading in headings:
             table.add_column(heading, justify="left" if heading == "word" else "right")
         for r in chosen:
-            table.add_row(Text(r["word"]), f"{r['count']:,}", f"{r['received']:.3f}", f"{r['uniform']:.3f}",
-                          f"{r['ratio']:.2f}")
+            cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
+                     "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
+            table.add_row(*(cells[h] for h in headings))
         parts.append(table)
+    if even:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform attention "
+                          "gives every word 1 (with no causal mask, the n rows that may attend to it give it 1/n each), so "
+                          "the ratio is what it receives",
+                          style="dim"))
+    else:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform: what "
+                          "uniform attention gives it; ratio: received / uniform", style="dim"))
     return Group(*parts)

@@ -38,6 +38,7 @@ from attncli.errors import AttncliError, VectorsError, WorkerLost
 from attncli.limits import read_file
 from attncli.home import expand, home, no_home
 from attncli.vectors import Subwords, Vectors, Vocabulary
+from attncli.visible import count
 
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
 Warn = Callable[[str], None]
@@ -294,7 +295,7 @@ def detect(source: Source) -> Format:
     if len(header) == 2 and all(x.isdigit() for x in header):
         count, dim = int(header[0]), int(header[1])
         if dim < 1:
-            raise VectorsError(f"{path}: line 1 says vectors of {dim} values")
+            raise VectorsError(f"{path}: line 1 says vectors of {dim:,} values")
         return Format("word2vec-text" if _is_text(rest, dim) else "word2vec-binary", compression, count, dim)
     if _vector_line_size(first):
         return Format("glove", compression)
@@ -346,7 +347,8 @@ def _read(source: Source, fmt: Format, limit: int | None, trust_pickle: bool, pr
         raise VectorsError(f"{source.path}: its subword (n-gram) vectors hold NaN or infinity")
     replaced = sum("\ufffd" in w for w in words)
     if replaced:
-        warn(f"{source.path}: {replaced} word(s) are not valid UTF-8; their bad bytes are shown as \ufffd")
+        warn(f"{source.path}: {count(replaced, 'word')} {'is' if replaced == 1 else 'are'} not valid UTF-8; "
+             f"{'its' if replaced == 1 else 'their'} bad bytes are shown as \ufffd")
     cased = any(w != w.lower() for w in words)
     name = Path(source.label).name  # the file's name, or the gensim-data model's
     return Vectors(name, Vocabulary.from_words(words), matrix, cased, str(source.path), subwords)
@@ -359,7 +361,7 @@ def _check_finite(path: Path, words: list[str], matrix: np.ndarray, block: int =
                           for start in range(0, len(matrix), block)] or [np.empty(0, dtype=np.int64)])
     if len(bad):
         raise VectorsError(f"{path}: the vector of {words[bad[0]]!r} holds NaN or infinity"
-                           + (f" ({len(bad)} words in all)" if len(bad) > 1 else ""))
+                           + (f" ({len(bad):,} words in all)" if len(bad) > 1 else ""))
 
 
 def _import_gensim() -> None:
@@ -482,7 +484,7 @@ def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
     need = words * fmt.dim * 4
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > memory:
-        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values "
+        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim:,} values "
                            f"({need / 1e9:,.1f} GB), more than this machine's memory; is the header wrong? "
                            "--limit N reads only the first N words")
     smallest = fmt.dim * 4 + 2 if fmt.kind == "word2vec-binary" else fmt.dim * 2  # 4 bytes a value; "0 " a value
@@ -490,7 +492,7 @@ def _check_header(source: Source, fmt: Format, limit: int | None) -> None:
     # bzip2 can go further only on data no vectors file holds)
     room = source.stat.st_size * (1032 if fmt.compression else 1)
     if words * smallest > room:
-        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim} values, "
+        raise VectorsError(f"{source.path}: its header claims {fmt.count:,} words of {fmt.dim:,} values, "
                            f"more than a file of {source.stat.st_size:,} bytes can hold")
     if fmt.compression and words * smallest > 50 * source.stat.st_size:
         # vectors compress 2 to 4 times; a claim this far beyond that is checked against
@@ -555,7 +557,9 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         words, matrix = _read_through_gensim(source, fmt, limit, progress, prefix, done_before, size)
     expected = min(fmt.count, limit) if limit else fmt.count
     if len(words) < expected:
-        warn(f"{source.path}: {expected - len(words)} word(s) occur twice or more; the first vector of each is kept")
+        twice = expected - len(words)
+        warn(f"{source.path}: " + ("1 word occurs twice or more; its first vector is kept" if twice == 1 else
+                                   f"{twice:,} words occur twice or more; the first vector of each is kept"))
     return words, matrix, None
 
 
@@ -745,7 +749,7 @@ def _too_long(source: Source, fmt: Format, feed: _Feed) -> VectorsError:
 def _wrong_length(source: Source, fmt: Format, feed: _Feed) -> str:
     number, values = feed.bad_line
     said = "its header says" if fmt.kind == "word2vec-text" else "its first line has"
-    return f"{source.path}: line {number} holds {values} values, but {said} {fmt.dim}"
+    return f"{source.path}: line {number:,} holds {values:,} values, but {said} {fmt.dim:,}"
 
 
 def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:

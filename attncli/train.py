@@ -79,10 +79,10 @@ def check_sizes(d: int, heads: int, d_k: int | None = None) -> None:
     cannot, and a d_k above d, which would learn nothing more."""
     d_k = d if d_k is None else d_k
     if not 1 <= d_k <= d:
-        raise InputError(f"--d-k {d_k} is not from 1 to d = {d}, the vectors' size")
+        raise InputError(f"--d-k {d_k} is not from 1 to d = {d:,}, the vectors' size")
     if d % heads or d_k % heads:
         both = [str(h) for h in range(1, d_k + 1) if d % h == 0 and d_k % h == 0]
-        sizes = f"d = {d}, the vectors' size" if d_k == d else f"both --d-k {d_k} and d = {d}, the vectors' size"
+        sizes = f"d = {d:,}, the vectors' size" if d_k == d else f"both --d-k {d_k} and d = {d:,}, the vectors' size"
         raise InputError(f"--heads {heads} does not divide {sizes}; choose one of {', '.join(both)}")
     limits.require(projection_bytes(d, d_k), f"learning W_query, W_key ({d:,} x {d_k:,}) and W_value ({d:,} x {d:,})",
                    "use vectors of a smaller d, or a smaller --d-k")

@@ -217,10 +217,17 @@ class Vectors:
             for i in best[np.argsort(-cos[best], kind="stable")]:
                 word = self.vocab.word(int(i))
                 if word not in exclude and np.isfinite(cos[i]) and (keep is None or keep(word)):
-                    found.append((word, float(cos[i])))
+                    found.append((word, int(i)))
             if len(found) >= k or take >= len(cos):
-                return found[:k]
+                return self._exact(v, found[:k], cos)
             take *= 4
+
+    def _exact(self, v: np.ndarray, found: list[tuple[str, int]], cos: np.ndarray) -> list[tuple[str, float]]:
+        """The cosines of the words found, in [-1, 1] (float32 products reach 1.0000001), and 1
+        exactly for a row of v's own direction (v's own word, say), as `cosines` gives it."""
+        rows = np.asarray(self.matrix[[i for _, i in found]]) if found else np.zeros((0, len(v)))  # (k, d)
+        own = np.all(unit_rows(rows) == unit_rows(v[None]), axis=1)  # (k,)
+        return [(word, 1.0 if same else float(np.clip(cos[i], -1.0, 1.0))) for (word, i), same in zip(found, own)]
 
     def _cosines(self, u: np.ndarray, start: int, block: int) -> np.ndarray:
         """The cosines of a block of rows with the unit vector u, at the matrix's own
@@ -264,7 +271,12 @@ def cosines(M: np.ndarray) -> np.ndarray:
     """The cosine of every pair of rows of M (k, n) -> (k, k); NaN where either row has no
     direction (a zero vector): undefined there, not 0, which would read as "unrelated"."""
     U = unit_rows(M)  # (k, n)
-    return np.clip(U @ U.T, -1.0, 1.0)  # (k, k); clip keeps NaN
+    C = np.clip(U @ U.T, -1.0, 1.0)  # (k, k); clip keeps NaN
+    # a vector's cosine with itself (or with a copy, or a power-of-two multiple, which
+    # unit_rows gives the same bits) is 1 exactly; the product rounds it to 0.9999999999999998
+    _, same = np.unique(np.where(np.isfinite(U), U, 0.0), axis=0, return_inverse=True)  # (k,)
+    same = same.reshape(-1)
+    return np.where((same[:, None] == same[None, :]) & np.isfinite(C), 1.0, C)  # (k, k)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Text from outside made safe to show: control characters written out, never sent raw.
+"""Text from outside made safe to show: control characters written out, never sent raw;
+and counts written for people.
 
 A sentence, a word of a vectors file, a file name or a JSON field can hold escape
 sequences (ESC ] 0 ; title BEL retitles a terminal, ESC c resets it, U+009B is an 8-bit
@@ -33,6 +34,11 @@ def visible(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or unicodedata.category(c) in _KEPT else _escape(c) for c in text)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """A count for people: "1 head", "2 heads", "105,098 lines"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 _NUMBERS = (float, int, bool)

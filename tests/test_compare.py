@@ -578,6 +578,38 @@ def test_png_of_compare_context_and_explain(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("args", [["scores", FRUIT], ["explain", FRUIT, "--qkv", "random", "--heads", "2"],
+                                  ["context", FRUIT, "--token", "orange"], ["compare", FRUIT, COLOUR, "--token", "orange"]])
+def test_every_png_heatmap_names_its_axes(args):
+    """Rows attend, columns are attended: each panel of weights says so on its axes."""
+    pytest.importorskip("matplotlib")
+    from attncli import plot
+
+    docs = ok(run(*args, "--json"))
+    plt = plot._pyplot()
+    fig = plot.figure(plt, docs)
+    try:
+        panels = [ax for ax in fig.axes if ax.get_title()]  # the colour bars have none
+        assert len(panels) == {"scores": 1, "explain": 2, "context": 1, "compare": 2}[args[0]]
+        assert [(ax.get_ylabel(), ax.get_xlabel()) for ax in panels] == \
+            [("attending token i", "attended token j")] * len(panels)
+    finally:
+        plt.close(fig)
+
+
+def test_the_png_of_every_context_vector_names_its_axes():
+    pytest.importorskip("matplotlib")
+    from attncli import plot
+
+    plt = plot._pyplot()
+    fig = plot.figure(plt, ok(run("context", FRUIT, "--all", "--json")))
+    try:
+        ax = next(ax for ax in fig.axes if ax.get_title())
+        assert (ax.get_ylabel(), ax.get_xlabel()) == ("token i", "value k of its context vector z_i")
+    finally:
+        plt.close(fig)
+
+
 @pytest.mark.parametrize("fmt", [["--json"], ["--format", "table"]])
 def test_png_without_matplotlib(tmp_path, monkeypatch, fmt):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
@@ -721,6 +753,46 @@ def test_cosines_do_not_depend_on_the_vectors_size():
     C = cosines(M)
     assert np.isnan(C[2]).all() and np.isnan(C[:, 2]).all()
     assert np.isfinite(np.delete(np.delete(C, 2, 0), 2, 1)).all()
+
+
+def test_a_vectors_cosine_with_itself_is_one_and_no_cosine_leaves_the_range():
+    """The diagonal of vectors.cosines is 1 exactly, and so is the cosine of a row with its
+    copy or a power-of-two multiple of it; nearly parallel and nearly opposite rows, whose
+    products round past 1 in size, stay within [-1, 1]; a zero row's stay NaN."""
+    from attncli.vectors import cosines
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        a = rng.standard_normal(rng.integers(2, 60))
+        M = np.stack([a, a + rng.standard_normal(len(a)) * 1e-9, -a * 3.7, a * 2.0 ** 40, a.copy(),
+                      rng.standard_normal(len(a)), np.zeros(len(a))])
+        C = cosines(M)
+        defined = C[:6, :6]
+        assert (np.diag(defined) == 1.0).all()
+        assert C[0, 3] == C[3, 0] == C[0, 4] == C[3, 4] == 1.0
+        assert (np.abs(defined) <= 1.0).all()
+        np.testing.assert_array_equal(defined, defined.T)
+        assert np.isnan(C[6]).all() and np.isnan(C[:, 6]).all()
+
+
+def test_compare_json_gives_every_diagonal_and_a_repeated_vector_exactly_one():
+    doc = one(run("compare", "the river bank", "the bank raised its rates", "the bank raised its rates",
+                  "--token", "bank", "--json"))
+    for key in ("context_cosine", "raw_cosine"):
+        assert [doc[key][i][i] for i in range(3)] == [1.0, 1.0, 1.0], key
+    assert doc["context_cosine"][1][2] == doc["context_cosine"][2][1] == 1.0  # the same sentence twice
+    assert doc["raw_cosine"][0][1] == doc["raw_cosine"][1][2] == 1.0  # the same word's vector each time
+    assert all(-1.0 <= c <= 1.0 for key in ("context_cosine", "raw_cosine") for row in doc[key] for c in row)
+
+
+def test_nearest_gives_a_rows_own_direction_one_and_nothing_past_one():
+    vectors = load_vectors()
+    for r in range(0, vectors.size, 500):
+        v = np.asarray(vectors.matrix[r])
+        (word, c), *others = vectors.nearest(v, 3)
+        assert (word, c) == (vectors.vocab.word(r), 1.0)
+        assert all(-1.0 <= c <= 1.0 for _, c in others)
+        assert vectors.nearest(v * 8, 1)[0][1] == 1.0  # a power-of-two multiple: the same direction
 
 
 def test_compare_of_zero_vectors_gives_null_a_note_and_a_dash():

@@ -338,3 +338,24 @@ def test_compare_of_zero_hidden_states_gives_null_and_a_note(tmp_path):
     table = run("compare", *sentences, "--token", "bank", "--model", folder, "--format", "table", "--no-color")
     assert table.exit_code == 0
     assert re.search(r"│ layer 2 +│ +– │", table.stdout), table.stdout
+
+
+def test_compare_names_the_hidden_states_of_a_quoted_word_without_a_possessive(tiny):
+    result = run("compare", "I sat by the river bank", "the bank raised its rates", "--token", "bank", "--model", tiny,
+                 "--format", "table", env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.stderr
+    assert "cosine of the hidden states of 'bank' between the sentences:\n" in result.stdout
+    assert "''s" not in result.stdout
+
+
+def test_explain_models_panel_titles_fit_80_columns(tiny):
+    doc = one(run("explain", SENTENCE, "--model", tiny, "--json"))
+    T, D = len(doc["tokens"]), len(doc["steps"]["Q"][0])
+    lines = run("explain", SENTENCE, "--model", tiny, "--format", "table", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    tops = [line for line in lines if line.startswith("╭")]
+    assert len(tops) == 6 and all(line.endswith("─╮") for line in tops)  # no title cut at the corner
+    n = next(i for i, line in enumerate(lines) if "2. queries, keys, values" in line)
+    assert re.fullmatch(rf"╭─+ 2\. queries, keys, values  \({T} x {D} each\) ─+╮", lines[n])
+    assert lines[n + 1].split("│")[1].strip() == \
+        f"Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, layer {doc['layer']}'s own"

@@ -747,7 +747,7 @@ def test_a_duplicate_word_keeps_its_first_vector_with_a_warning(tmp_path, cache,
         path.write_text("3 2\ncat 1 0\ndog 0 1\ncat 5 5\n")
     result = CliRunner().invoke(cli, ["vectors", "info", "--vectors", str(path), "--json"], prog_name="attncli")
     assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.startswith("attncli: warning: ") and "occur twice" in result.stderr
+    assert result.stderr == f"attncli: warning: {path}: 1 word occurs twice or more; its first vector is kept\n"
     assert result.stderr.count("\n") == 1
     assert json.loads(result.stdout)["words"] == 2
     v = load_vectors(path)
@@ -808,7 +808,7 @@ def test_words_not_utf8_in_a_binary_file_are_replaced_with_a_warning(tmp_path, c
     doc = one(result, stderr=None)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("attncli: warning: ") and str(path) in lines[0]
-    assert "2 word(s) are not valid UTF-8" in lines[0] and "\ufffd" in lines[0]
+    assert "2 words are not valid UTF-8; their bad bytes" in lines[0] and "\ufffd" in lines[0]
     assert doc["words"] == 3
     v = load_vectors(path)
     assert words_of(v) == ["caf\ufffd", "dog", "\ufffd\ufffd"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
 
-from attncli import stats
+from attncli import render, stats
 from clirunner import fails, ok, run
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
@@ -193,8 +194,89 @@ def test_a_table_on_a_terminal_marks_what_a_baseline_equals(corpus):
     lines = result.stdout.splitlines()
     assert lines[1].split()[:3] == ["head", "entr", "dist"]
     row = lines[2].split()
-    assert row[0] == "1.1" and row[1].endswith("s")  # the entropy, as the shuffled baseline's
+    assert row[0] == "1.1" and row[1].endswith("†")  # the entropy, as the shuffled baseline's
     assert all(len(line) <= 100 for line in lines)
+
+
+def table_of(result) -> tuple[list[list[str]], str]:
+    """A stats table's rows split into cells, and its notes joined into one line."""
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    start = next(n for n, line in enumerate(lines) if line.startswith("head "))  # a long path takes two lines
+    end = next(n for n, line in enumerate(lines) if line.startswith("entr:"))
+    return [line.split() for line in lines[start:end]], " ".join(line.strip() for line in lines[end:])
+
+
+def test_the_marks_are_footnote_signs_beside_the_numbers_never_letters(corpus):
+    rows, notes = table_of(run("stats", corpus, "--format", "table", env={"COLUMNS": "80"}))
+    assert rows[0] == ["head", "entr", "dist", "self", "prev", "next", "prevT", "dupT", "indT"]
+    docs = records(run("stats", corpus, "--json"))
+    marks = {"uniform": "*", "shuffled": "†", "random": "‡"}
+    for cell, (key, _) in zip(rows[1][1:], render.stats_columns(docs)):
+        value = f"{docs[0][key]:.2f}"
+        assert cell == value + "".join(marks[b] for b in docs[0]["like_baseline"][key]), key
+    assert rows[1][1] == f"{docs[0]['entropy']:.2f}†" and rows[1][3] == f"{docs[0]['self']:.2f}†"
+    assert [r[0] for r in rows[2:]] == ["uniform", "shuffled", "random"]
+    assert not any(re.search(r"\d[a-z]", cell) for row in rows[1:] for cell in row[1:])
+    assert ("Dim and marked: as good as equal (0.005, or 1%) to a baseline: * uniform, † shuffled and ‡ random "
+            "projections;") in notes
+
+
+def test_the_legend_names_only_the_columns_the_table_has(corpus, tmp_path):
+    _, notes = table_of(run("stats", corpus, "--format", "table", env={"COLUMNS": "80"}))
+    assert notes.startswith("entr: entropy of a row (nats); dist: distance attended (positions); self, prev and "
+                            "next: shares of a row's attention; prevT, dupT and indT: TransformerLens's "
+                            "previous-token, duplicate-token and induction scores. ")
+    assert "punct" not in notes and "[CLS]" not in notes
+    marked = tmp_path / "marked.txt"
+    marked.write_text("the cat , sat .\nthe dog ran ; far\n", encoding="utf-8")
+    rows, notes = table_of(run("stats", marked, "--keep-punct", "--no-shuffled", "--format", "table",
+                               env={"COLUMNS": "80"}))
+    assert rows[0] == ["head", "entr", "dist", "self", "prev", "next", "punct", "prevT"]  # no token repeats
+    assert notes.startswith("entr: entropy of a row (nats); dist: distance attended (positions); self, prev, next "
+                            "and punct: shares of a row's attention; prevT: TransformerLens's previous-token score. "
+                            "Dim and marked: as good as equal (0.005, or 1%) to a baseline: * uniform and ‡ random "
+                            "projections; ")
+
+
+def test_the_png_marks_each_number_as_the_table_does(corpus):
+    pytest.importorskip("matplotlib")
+    from attncli import plot
+
+    docs = records(run("stats", corpus, "--heads", "2", "--json"))
+    doc = {"command": "stats", "corpus": "corpus.txt", "model": None, "vectors": "glove.6B.50d.100k", "records": docs}
+    plt = plot._pyplot()
+    fig = plot.figure(plt, [doc])
+    try:
+        shown = {ax.get_title(): sorted(t.get_text() for t in ax.texts) for ax in fig.axes if ax.get_title()}
+        assert list(shown) == [h for _, h in render.stats_columns(docs)]
+        for key, heading in render.stats_columns(docs):
+            assert shown[heading] == sorted(f"{d[key]:.2f}{render.baseline_marks(d['like_baseline'][key])}"
+                                            for d in docs), heading
+        assert "as good as equal to a baseline: * uniform, † shuffled and ‡ random projections" in \
+            fig._suptitle.get_text().replace("\n", " ")
+        assert any("†" in t for texts in shown.values() for t in texts)
+    finally:
+        plt.close(fig)
+
+
+def test_by_word_leaves_out_the_uniform_column_where_it_is_1_and_says_why(corpus):
+    result = run("stats", corpus, "--by", "word", "--format", "table", env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    headings = [line.split() for line in lines if line.split()[:1] == ["word"]]
+    assert headings == [["word", "count", "received", "ratio"]] * 2
+    assert "uniform attention gives every word 1 (with no causal mask, the n rows that may attend to it give it " \
+           "1/n each), so the ratio is what it receives" in " ".join(line.strip() for line in lines)
+    docs = records(run("stats", corpus, "--by", "word", "--json"))
+    assert all(d["uniform"] == pytest.approx(1.0, abs=1e-12) for d in docs)  # why it is left out
+    causal = run("stats", corpus, "--by", "word", "--mask", "causal", "--format", "table", env={"COLUMNS": "80"})
+    lines = causal.stdout.splitlines()
+    assert [line.split() for line in lines if line.split()[:1] == ["word"]] == \
+        [["word", "count", "received", "uniform", "ratio"]] * 2
+    assert "ratio: received / uniform" in " ".join(line.strip() for line in lines)
 
 
 def test_a_models_heads_and_their_share_on_cls_and_sep(tmp_path):

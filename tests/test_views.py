@@ -54,6 +54,52 @@ def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
     assert entry in joined and source in joined and "2,196,017" in text
 
 
+def facts(result) -> dict[str, str]:
+    """A table of facts (vectors info, qkv init) at 80 columns: its rows as label: value."""
+    assert result.exit_code == 0, result.stderr
+    assert longest_line(result.stdout) <= 80
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in result.stdout.splitlines())
+
+
+def test_vectors_info_says_yes_and_no_not_python_values():
+    shown = facts(run("vectors", "info", "--format", "table", env={"COLUMNS": "80"}))
+    assert (shown["words"], shown["dim"], shown["cased"], shown["subwords"]) == ("100,000", "50", "no", "no")
+    assert set(shown) == {"name", "words", "dim", "cased", "subwords", "source", "format", "cache entry",
+                          "load seconds"}
+    text = draw(render.info_view({"cased": True, "subwords": False, "limit": None, "words": 2_000_000}))
+    assert [line.split() for line in text.splitlines()] == [["cased", "yes"], ["subwords", "no"], ["limit", "none"],
+                                                            ["words", "2,000,000"]]
+
+
+def test_qkv_init_names_its_arrays_and_d_k_as_written(tmp_path):
+    shown = facts(run("qkv", "init", "--d-k", "4000", "-o", tmp_path / "p.npz", "--format", "table",
+                      env={"COLUMNS": "80"}))
+    assert shown == {"path": str(tmp_path / "p.npz"), "d": "50", "d_k": "4,000", "seed": "0",
+                     "arrays": "W_query, W_key, W_value"}
+
+
+def test_a_fact_from_outside_is_never_markup():
+    text = draw(render.info_view({"source": "[bold]x[/bold] \x1b[31m", "arrays": ["[red]W", "W_key"]}))
+    assert "[bold]x[/bold] \\x1b[31m" in text and "\x1b" not in text and "[red]W, W_key" in text
+
+
+def test_vectors_list_heads_its_status_column_and_separates_thousands():
+    entry = {"source": "/v/wide.txt", "path": "/c/wide", "words": 12_345, "dim": 40_000, "bytes": 10**6,
+             "stale": False, "damaged": None, "limit": None}
+    text = draw(render.entries_view({"cache_dir": "/c", "entries": [entry, {**entry, "stale": True},
+                                                                    {**entry, "damaged": "lacks vectors.npy"}]}))
+    rows = [[c.strip() for c in line.strip("┃│").split("┃" if "┃" in line else "│")]
+            for line in text.splitlines() if line[:1] in "┃│"]
+    assert rows[0] == ["source", "words", "dim", "size", "status"]
+    assert [r[1:] for r in rows[1:]] == [["12,345", "40,000", "1.0 MB", status]
+                                         for status in ("current", "stale", "damaged: lacks vectors.npy")]
+    long = "/home/someone/vectors/a/very/long/path/to/the/file/" + "glove.840B.300d" * 4 + ".txt"
+    text = draw(render.entries_view({"cache_dir": "/c", "entries": [{**entry, "source": long}]}))
+    assert longest_line(text) <= 80 and "…" not in text
+    cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+    assert "".join(cells) == long  # folded, whole
+
+
 @pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
                                      (2, "removed 2 cache entries"), (1234, "removed 1,234 cache entries")])
 def test_vectors_clear_says_entry_or_entries(n, said):
@@ -77,6 +123,47 @@ def test_rnn_bars_fit_80_columns():
     influence = np.array(doc["influence"])
     last = bars[int(np.argmax(influence))][4]
     assert len(last) == longest and set(last) == {"█"}  # the largest influence: a whole bar
+
+
+def test_rnn_caption_keeps_each_formula_on_one_line_at_80_columns():
+    text = run("rnn", "The books that the professor recommended are expensive", "--format", "table",
+               env={"COLUMNS": "80"}).stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert "influence: ‖∂h_T/∂x_i‖, by the chain rule" in lines
+    assert "attention: α_T,i with Q = K = V = X" in lines
+    assert not any(line.startswith("=") for line in lines)
+
+
+# --------------------------------------------------------------------------- counts
+
+
+@pytest.mark.parametrize("n, noun, plural, said", [(0, "head", None, "0 heads"), (1, "head", None, "1 head"),
+                                                   (2, "head", None, "2 heads"), (1, "entry", "entries", "1 entry"),
+                                                   (105_098, "line", None, "105,098 lines")])
+def test_a_count_is_singular_for_one_and_has_thousands_separators(n, noun, plural, said):
+    from attncli.visible import count
+
+    assert count(n, noun, plural) == said
+
+
+@pytest.mark.parametrize("heads, said", [("1", "; 1 head; "), ("2", "; 2 heads; ")])
+def test_scores_says_1_head_and_2_heads(heads, said):
+    text = run("scores", FRUIT, "--qkv", "random", "--heads", heads, "--d-k", "10", "--format", "table",
+               env={"COLUMNS": "80"}).stdout
+    assert said in flat(text) and "head(s)" not in text
+
+
+def test_batch_and_stats_count_lines_with_thousands_separators(tmp_path):
+    lines = ["the cat sat"] * 1_200
+    lines[1_099] = "!!"  # no word: a failed line in batch, a skipped one in stats
+    result = run("batch", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1
+    assert result.stderr == 'attncli: 1 of 1,200 lines failed; their objects hold "error"\n'
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("stats", corpus, "--json", "--no-shuffled", "--random-seeds", "0")
+    assert result.exit_code == 0
+    assert result.stderr.startswith("attncli: warning: 1 of 1,200 lines skipped (line 1,100: ")
 
 
 # --------------------------------------------------------------------------- explain
@@ -195,6 +282,37 @@ def test_svg_names_local_fonts_and_loads_nothing(tmp_path):
     assert not [u for u in re.findall(r"https?://[^\"' )]+", picture) if u != "http://www.w3.org/2000/svg"]
     # no run of text starts with no-break spaces (librsvg drops them, drawing the run to the left)
     assert not re.search(r"<text [^>]*>&#160;", picture)
+
+
+def html_title(path) -> str:
+    import html
+
+    titles = re.findall(r"<title>(.*?)</title>", path.read_text(encoding="utf-8"), flags=re.S)
+    assert len(titles) == 1 and "<" not in titles[0]
+    return html.unescape(titles[0])
+
+
+@pytest.mark.parametrize("sentence", ["The earth is like an orange", "the <b>cat</b> & {dog} </title><script>x",
+                                      "the cat \x1b]0;owned\x07 sat"])
+def test_the_html_page_is_titled_by_the_command_and_sentence_escaped(tmp_path, sentence):
+    from attncli.visible import visible
+
+    page = tmp_path / "p.html"
+    assert run("scores", sentence, "--html", page, "--json").exit_code == 0
+    assert html_title(page) == f"attncli scores: {visible(sentence)}"
+    assert "\x1b" not in page.read_text(encoding="utf-8")
+
+
+def test_the_html_title_of_several_sentences_compare_and_stats(tmp_path):
+    page = tmp_path / "p.html"
+    assert run("scores", "--html", page, "--json", input="the cat\nthe dog\nthe bird\n").exit_code == 0
+    assert html_title(page) == "attncli scores: the cat (and 2 more sentences)"
+    assert run("compare", "the river bank", "a bank", "--token", "bank", "--html", page, "--json").exit_code == 0
+    assert html_title(page) == "attncli compare: 'bank' in 2 sentences"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat\nthe dog ran\n", encoding="utf-8")
+    assert run("stats", corpus, "--html", page, "--json").exit_code == 0
+    assert html_title(page) == f"attncli stats: {corpus}"
 
 
 def test_svg_text_runs_start_where_their_first_character_is():

@@ -17,6 +17,7 @@ from attncli.cli.output import progress, progress_shown, utf8, write_bytes, writ
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
 from attncli.limits import open_regular
+from attncli.visible import count
 
 
 @click.command(cls=Command, short_help="many sentences, one a line: one JSON result a line, in order")
@@ -99,7 +100,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
                                   f"those from line {last + 1:,} on are missing)") from None
                 raise
     if failed:
-        click.echo(f"attncli: {failed} of {done} lines failed; their objects hold \"error\"", err=True)
+        click.echo(f"attncli: {failed:,} of {count(done, 'line')} failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
 
 

@@ -30,7 +30,7 @@ def decode(data: bytes, where: str) -> str:
         return data.decode("utf-8-sig")  # a byte order mark, as some editors write, is not a word
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise InputError(f"{where} is not UTF-8: byte 0x{data[e.start]:02x} on line {line} cannot be decoded") from None
+        raise InputError(f"{where} is not UTF-8: byte 0x{data[e.start]:02x} on line {line:,} cannot be decoded") from None
 
 
 def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
@@ -61,12 +61,12 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
         try:
             doc = make_doc(text)
         except AttncliError as e:
-            raise type(e)(f"line {line}: {e}" if line else str(e)) from None
+            raise type(e)(f"line {line:,}: {e}" if line else str(e)) from None
         missing = list(dict.fromkeys(doc["oov"]))
         if missing:  # one line a sentence, however many words it lacks
-            where = f"line {line}: " if line else ""
+            where = f"line {line:,}: " if line else ""
             done = "given a zero vector" if missing[0] in doc["tokens"] else "left out"
-            named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")
             note = f"{where}no vector for {named} in {doc['vectors']['name']}; {done}"
             click.echo(f"attncli: note: {one_line(note)}", err=True)
         docs.append(doc)

@@ -315,7 +315,7 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         if out.svg:
             write_whole(out.svg, lambda f: f.write(render.svg(picture, title).encode("utf-8")))
         if out.html:
-            write_whole(out.html, lambda f: f.write(render.html(picture).encode("utf-8")))
+            write_whole(out.html, lambda f: f.write(render.html(picture, render.picture_title(shown)).encode("utf-8")))
     if screen is None:
         return
     if out.pager and sys.stdout.isatty():  # drawn whole first, to see whether it fits

@@ -113,10 +113,10 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         raise InputError(f"{name} holds no sentence (it is empty or blank)")
     if total.heads is None:
         line, reason = total.first_skip
-        raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line}: {reason})")
+        raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
     if total.skipped:
         line, reason = total.first_skip
-        warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line}: {reason})")
+        warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
     records = total.words.records() if by == "word" else statistics.head_records(total)
     summary = {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
                "model": vectors.name if load.model else None, "vectors": None if load.model else vectors.name,

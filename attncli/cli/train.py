@@ -172,7 +172,7 @@ def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
     bad = [(n, error) for n, _, error in items if error is not None]
     if bad:
         n, error = bad[0]
-        warn(f"{corpus}: {len(bad):,} of {len(items):,} lines skipped (line {n}: {error})")
+        warn(f"{corpus}: {len(bad):,} of {len(items):,} lines skipped (line {n:,}: {error})")
     return "\n".join(text for _, text, error in items if error is None)
 
 

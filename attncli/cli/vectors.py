@@ -14,6 +14,7 @@ from attncli.cli.output import emit, one_line, progress, warn
 from attncli.cli.sections import Group
 from attncli.errors import AttncliError
 from attncli.limits import size
+from attncli.visible import count
 
 
 @click.group(cls=Group, short_help="word vectors: what a source holds, and the cache")
@@ -169,7 +170,7 @@ def verify(name, out):
     emit([{"entries": docs}], out, "verified_view", json_docs=docs)
     failed = sum(not doc["ok"] for doc in docs)
     if failed:
-        click.echo(f"attncli: {failed} of {len(docs)} {'entry' if len(docs) == 1 else 'entries'} did not verify", err=True)
+        click.echo(f"attncli: {failed:,} of {count(len(docs), 'entry', 'entries')} did not verify", err=True)
         return ExitStatus.ERROR
 
 
