@@ -55,6 +55,26 @@ def test_the_same_seed_gives_the_same_bytes(corpus, tmp_path):
     assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in zipfile.ZipFile(a).infolist())
 
 
+def test_the_same_seed_gives_the_same_bytes_on_one_blas_thread_or_two(corpus, tmp_path):
+    """OpenBLAS adds a product's sums in another order on each thread count: unpinned, these
+    two files differed from their 15th byte on (weights 1e-15 apart). A batch of 256 is large
+    enough for it to split the work."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths = []
+    for threads in ("1", "2"):
+        env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "ATTNCLI_MODEL")}
+        env.update(OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        paths.append(tmp_path / f"threads-{threads}.npz")
+        done = subprocess.run([str(Path(sys.executable).parent / "attncli"), "train", str(corpus), "-o", str(paths[-1]),
+                               *ARGS, "--steps", "5", "--batch", "256"], env=env, capture_output=True, timeout=120)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
 def test_an_existing_file_needs_force(corpus, tmp_path):
     out = tmp_path / "proj.npz"
     out.write_bytes(b"mine")
