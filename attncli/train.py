@@ -348,9 +348,10 @@ def record_array(record: dict) -> np.ndarray:
 def probe_mask(options: TrainOptions) -> str:
     """The mask the probe shows, as training saw the words: `--mask` of the other commands,
     except next with mask_self, which hides the future and the word itself ("causal+self")."""
-    if options.objective != "next":
-        return "self"
-    return "causal+self" if options.mask_self else "causal"
+    from attncli.projections import SHOWN_WITH
+
+    mask = SHOWN_WITH[options.objective]
+    return "causal+self" if mask == "causal" and options.mask_self else mask
 
 
 @one_order

@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from clirunner import fails, one, run
+from clirunner import fails, ok, one, run
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
          "she said that he was not there but they were here with us today").split()
@@ -353,3 +353,137 @@ def test_projections_too_large_to_learn_are_refused_before_any_is_made(corpus, t
           "learning W_query, W_key (2,000 x 2,000) and W_value (2,000 x 2,000) needs about 384.0 MB",
           "smaller d, or a smaller --d-k")
     assert not (tmp_path / "w.npz").exists()
+
+
+# --- a file train wrote, shown as it was trained ----------------------------------------------
+
+SENTENCE = "the cat sat on a mat"
+
+# every command that takes --qkv, as a sentence's (or a corpus's) JSON run; and the numbers it computed
+QKV_COMMANDS = {
+    "scores": (["scores", SENTENCE], lambda docs: docs[0]["weights"]),
+    "context": (["context", SENTENCE, "--token", "cat"], lambda docs: docs[0]["context"]),
+    "compare": (["compare", SENTENCE, "the dog sat in the park", "--token", "sat"],
+                lambda docs: docs[0]["context_cosine"]),
+    "neighbors": (["neighbors", "cat", "--context", SENTENCE], lambda docs: docs[0]["context"]),
+    "explain": (["explain", SENTENCE], lambda docs: docs[0]["steps"]["weights"]),
+    "heads": (["heads", SENTENCE], lambda docs: docs[0]["weights"]),
+    "batch": (["batch", "-"], lambda docs: [doc["weights"] for doc in docs]),
+    "stats": (["stats", "-", "--random-seeds", "0", "--no-shuffled"], lambda docs: docs),
+}
+CORPUS_LINES = "the cat sat on a mat\nthe dog sat in the park\n"
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    """Files train wrote: two heads of hide, and next's one."""
+    folder = tmp_path_factory.mktemp("trained")
+    files = {"hide2": folder / "hide2.npz", "next": folder / "next.npz"}
+    assert run("train", corpus, "-o", files["hide2"], *ARGS, "--steps", "5", "--heads", "2").exit_code == 0
+    assert run("train", corpus, "-o", files["next"], *ARGS, "--steps", "5", "--objective", "next",
+               "--probe", "the cat sat on a mat|the dog sat").exit_code == 0
+    return files
+
+
+def qkv_run(command: str, path, *extra, format_args=("--json",)):
+    args, _ = QKV_COMMANDS[command]
+    stdin = CORPUS_LINES if command in ("batch", "stats") else None
+    fmt = () if command == "batch" else format_args
+    return run(*args, "--qkv", path, *extra, *fmt, input=stdin)
+
+
+def settings(command: str, docs: list[dict]):
+    """(heads, mask, from_file) as a command's JSON says them: stats by its records."""
+    if command == "stats":
+        return len(docs), None, None
+    doc = docs[0]["sentences"][0] if command == "compare" else docs[0]
+    if command == "neighbors":  # its document has no qkv: what it computed is the proof
+        return None, None, None
+    return doc["qkv"]["heads"], doc["mask"], doc["qkv"].get("from_file")
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+def test_a_trained_file_is_shown_with_its_heads_and_mask(trained, command):
+    """Without --heads and --mask, the file's own: the same numbers as --heads 2 --mask self."""
+    _, numbers = QKV_COMMANDS[command]
+    taken = ok(qkv_run(command, trained["hide2"]))
+    given = ok(qkv_run(command, trained["hide2"], "--heads", "2", "--mask", "self"))
+    assert numbers(taken) == numbers(given)
+    plain = ok(qkv_run(command, trained["hide2"], "--heads", "1", "--mask", "none"), stderr=None)
+    assert numbers(plain) != numbers(taken)
+    if command == "stats":
+        assert settings(command, taken)[0] == 2 and [r["head"] for r in taken] == [1, 2]
+    elif command != "neighbors":
+        assert settings(command, taken) == (2, "self", ["heads", "mask"])
+        assert settings(command, given) == (2, "self", None)
+        doc = taken[0]["sentences"][0] if command == "compare" else taken[0]
+        assert doc["qkv"]["train"] == {"objective": "hide", "heads": 2, "mask": "self"}
+    if command == "compare":
+        assert taken[0]["notes"] == [f"{trained['hide2']} is shown with --heads 2 and --mask self, as attncli train "
+                                     "trained it; give --heads or --mask to show it otherwise"]
+        assert given[0]["notes"] == []
+
+
+def test_next_is_shown_causal_and_a_table_says_so_on_stderr(trained):
+    doc = one(qkv_run("scores", trained["next"]))
+    assert (doc["qkv"]["heads"], doc["mask"], doc["qkv"]["from_file"]) == (1, "causal", ["heads", "mask"])
+    assert all(w == 0 for row, weights in enumerate(doc["weights"]) for w in weights[row + 1:])
+    for command in ("scores", "stats"):
+        table = qkv_run(command, trained["next"], format_args=("--format", "table", "--no-color"))
+        assert table.exit_code == 0 and table.stdout
+        assert table.stderr == (f"attncli: note: {trained['next']} is shown with --heads 1 and --mask causal, as "
+                                "attncli train trained it; give --heads or --mask to show it otherwise\n")
+    # only what was not given is taken, and said
+    table = qkv_run("scores", trained["next"], "--heads", "1", format_args=("--format", "table", "--no-color"))
+    assert table.stderr == (f"attncli: note: {trained['next']} is shown with --mask causal, as attncli train "
+                            "trained it; give --mask to show it otherwise\n")
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+def test_a_mask_it_was_not_trained_with_is_one_warning(trained, command):
+    result = qkv_run(command, trained["hide2"], "--mask", "causal")
+    assert result.exit_code == 0
+    assert result.stderr == (f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask self "
+                             "(--objective hide), not with --mask causal\n")
+    docs = ok(result, stderr=None)
+    if command not in ("stats", "neighbors"):
+        assert settings(command, docs) == (2, "causal", ["heads"])
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+@pytest.mark.parametrize("heads", ["3", "5", "4"])
+def test_heads_that_cut_the_files_own_are_refused(trained, command, heads):
+    """3 divides neither d = 50 nor 2, 5 divides d but cuts each of the two heads of 25
+    columns, 4 divides neither: each is the file's heads named, exit 2."""
+    fails(qkv_run(command, trained["hide2"], "--heads", heads),
+          f"--heads {heads} does not fit {trained['hide2']}, which attncli train made with --heads 2",
+          "leave out --heads, or give 1 or 2", code=2)
+
+
+def test_heads_that_join_the_files_own_are_shown_with_a_warning(trained):
+    result = qkv_run("scores", trained["hide2"], "--heads", "1")
+    assert result.stderr == (f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask self "
+                             "(--objective hide), not with --heads 1\n")
+    doc = ok(result, stderr=None)[0]
+    assert (doc["qkv"]["heads"], doc["mask"], doc["qkv"]["from_file"]) == (1, "self", ["mask"])
+
+
+def test_a_mistake_after_the_settings_is_still_one_line(trained):
+    """The warning waits for the command's own checks: a usage error is said alone."""
+    fails(run("scores", SENTENCE, "--qkv", trained["hide2"], "--mask", "none", "--raw", "--rollout"),
+          "--raw and --rollout show different matrices", code=2)
+    for extra in (("--format", "table"), ("--format", "table", "--mask", "none")):  # a note, a warning: unsaid
+        fails(run("scores", "zzqx qqzx", "--qkv", trained["hide2"], *extra), "none of the tokens (zzqx qqzx)")
+
+
+def test_files_train_did_not_write_keep_what_is_given(trained, tmp_path):
+    init = tmp_path / "init.npz"
+    assert run("qkv", "init", "-o", init, "--json").exit_code == 0
+    plain = tmp_path / "plain.npz"
+    with np.load(trained["hide2"]) as f:
+        np.savez(plain, **{k: f[k] for k in ("W_query", "W_key", "W_value")})
+    for path in (init, plain):
+        doc = one(run("scores", SENTENCE, "--qkv", path, "--json"))
+        assert (doc["qkv"]["heads"], doc["mask"]) == (1, "none")
+        assert "from_file" not in doc["qkv"] and "train" not in doc["qkv"]
+        assert one(run("scores", SENTENCE, "--qkv", path, "--heads", "5", "--json"))["qkv"]["heads"] == 5

@@ -42,7 +42,9 @@ def writing_stdout():
     """Writes to stdout inside, flushed at the end: a failure other than a closed pipe is one
     OutputError. Flushed twice: a write that the kernel cuts short (a file-size limit,
     ulimit -f) leaves the rest in Python's buffer without an error, and only the next
-    flush, writing the rest, meets the error."""
+    flush, writing the rest, meets the error. What was to be said of the results is said
+    first (say_later)."""
+    say_now()
     try:
         yield
         sys.stdout.flush()
@@ -51,6 +53,21 @@ def writing_stdout():
         raise
     except OSError as e:
         raise OutputError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
+def say_later(line: str) -> None:
+    """A warning or a note on what a run computes ("warning: ..."), said on stderr once its
+    results are written, or about to be (say_now): a run that fails before says only its
+    error, in one line. Kept in the run's click context, so that nothing outlives the run."""
+    click.get_current_context().meta.setdefault("attncli.said", []).append(line)
+
+
+def say_now() -> None:
+    """What say_later kept, said now, once."""
+    ctx = click.get_current_context(silent=True)
+    said = ctx.meta.pop("attncli.said", []) if ctx is not None else []
+    for line in said:
+        click.echo(f"attncli: {one_line(line)}", err=True)
 
 
 def utf8(stream) -> bool:
