@@ -487,3 +487,78 @@ def test_files_train_did_not_write_keep_what_is_given(trained, tmp_path):
         assert (doc["qkv"]["heads"], doc["mask"]) == (1, "none")
         assert "from_file" not in doc["qkv"] and "train" not in doc["qkv"]
         assert one(run("scores", SENTENCE, "--qkv", path, "--heads", "5", "--json"))["qkv"]["heads"] == 5
+
+
+# --- the bar ----------------------------------------------------------------------------------
+
+def bar_line(width: int, done: int, total: int | None, note: str, rate: str = "1,234 steps/s") -> str:
+    """The bar's one line as a console of `width` columns draws it."""
+    import io
+
+    from rich.console import Console
+
+    from attncli.cli.output import fitted_bar
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=True)
+    bar = fitted_bar("steps", console)
+    task = bar.add_task("steps", total=None, rate="", note="")
+    bar.update(task, completed=done, total=total, rate=rate, note=note)
+    console.print(bar.make_tasks_table(bar.tasks))
+    (line,) = console.file.getvalue().splitlines()
+    return line
+
+
+def test_the_bars_note_is_the_losses_in_a_few_columns():
+    from attncli.cli.train import bar_note
+
+    assert bar_note(4.1234, {"untrained": 7.4791}) == "loss 4.12 (untrained 7.48)"
+    assert bar_note(4.1234, {"untrained": 7.4791, "held-out": 5.1249}) == "loss 4.12, held-out 5.12 (untrained 7.48)"
+
+
+@pytest.mark.parametrize("total", [1500, 10_000_000, None])
+def test_the_bar_keeps_its_count_time_and_losses_at_80_columns(total):
+    note = "loss 4.12, held-out 5.12 (untrained 7.48)"
+    line = bar_line(80, 407, total, note)
+    count = f"407/{total}" if total else "407/?"
+    assert len(line) <= 80 and line.startswith("steps ") and count in line and "…" not in line
+    if total:
+        assert "-:--:--" in line  # the time left, whole (unknown this early)
+    assert line.rstrip().endswith(note) if total else True
+    if total == 1500:  # room for a bar between the unit and the count, not for the rate
+        assert "━" in line and "steps/s" not in line
+    assert "1,234 steps/s" in bar_line(160, 407, total, note)  # a wide console has the rate too
+
+
+@pytest.mark.parametrize("width", range(20, 161, 7))
+def test_the_bar_fits_every_width_and_drops_the_least_needed_first(width):
+    note = "loss 4.12, held-out 5.12 (untrained 7.48)"
+    line = bar_line(width, 407, 1500, note)
+    assert len(line) <= width and "407/1500" in line  # the count always whole
+    assert ("-:--:--" in line) == (width >= 17)  # then the time left
+    if width >= 17 + 6 + 1 + len(note):
+        assert note in line  # then the unit and the whole note, before the bar and the rate
+    elif "loss" in line:
+        assert line.rstrip().endswith("…")  # cut short at its end
+    if "steps/s" in line:
+        assert note in line and "━" in line
+
+
+def test_the_bar_of_a_real_run_on_an_80_column_terminal(corpus, tmp_path):
+    """A pseudo-terminal of 80 columns: once the held-out loss appears, each frame holds the
+    count, the time left and the losses whole."""
+    import re
+
+    import ptys
+
+    out = tmp_path / "proj.npz"
+    with open(tmp_path / "summary.json", "wb") as stdout:
+        code, _, err, screen = ptys.run(["train", corpus, "-o", out, *ARGS, "--steps", "4000"], on_tty=("stderr",),
+                                        cols=80, stdout=stdout)
+    assert code == 0, err
+    frames = [ptys.plain(f) for f in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A", screen)]
+    held = [f for f in frames if "held-out" in f]
+    assert held, frames[-5:]
+    for frame in held:
+        assert len(frame) <= 80, frame
+        assert re.search(r"steps .*\b\d+/4000 \d:\d\d:\d\d loss \d+\.\d\d, held-out \d+\.\d\d \(untrained \d+\.\d\d\)$",
+                         frame.rstrip()), frame
