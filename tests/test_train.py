@@ -562,3 +562,24 @@ def test_the_bar_of_a_real_run_on_an_80_column_terminal(corpus, tmp_path):
         assert len(frame) <= 80, frame
         assert re.search(r"steps .*\b\d+/4000 \d:\d\d:\d\d loss \d+\.\d\d, held-out \d+\.\d\d \(untrained \d+\.\d\d\)$",
                          frame.rstrip()), frame
+
+
+def test_explore_shows_a_trained_file_as_trained_and_warns_before_the_app(trained):
+    """On a real terminal: the app's line of settings says the file's mask; a --mask given
+    otherwise is one warning on the main screen, said before the app took the terminal."""
+    import ptys
+
+    pytest.importorskip("textual")
+    for extra, mask, shown in (((), "self", []),
+                               (("--mask", "causal"), "causal",
+                                [f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask "
+                                 "self (--objective hide), not with --mask causal"])):
+        terminal = ptys.start(["explore", SENTENCE, "--qkv", trained["hide2"], *extra], rows=30, cols=140,
+                              env={"ATTNCLI_DEBUG": None})
+        terminal.wait_for(f"mask {mask}")
+        terminal.type(b"h")  # a second head to go to: the file's two
+        terminal.wait_for("head 1")
+        terminal.type(b"q")
+        code, _, _, _ = terminal.finish(timeout=30)
+        assert code == 0
+        assert [line for line in terminal.shown() if line] == shown
