@@ -513,13 +513,6 @@ def _undefined(noun: str, token: str, M: np.ndarray, after: str = "") -> list[st
             f"{'their' if many else 'its'} cosines are undefined (null in JSON, a dash in a table)"]
 
 
-def _from_file(opts: Options) -> list[str]:
-    """The note that says which settings are the --qkv file's own, if any."""
-    if not opts.from_file:
-        return []
-    return [settled_note(opts)]
-
-
 def settled_note(opts: Options) -> str:
     """What a run took from the --qkv file attncli train wrote: the heads and the mask it was
     trained with, as opts.from_file names them."""
@@ -555,7 +548,8 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
         "sentences": docs,
         "context_cosine": _cosine_lists(ctx),
         "raw_cosine": _cosine_lists(raw),
-        "notes": _from_file(opts) + _undefined("context vector", word, ctx) + _undefined("raw vector", word, raw),
+        "notes": ([settled_note(opts)] if opts.from_file else []) + _undefined("context vector", word, ctx)
+        + _undefined("raw vector", word, raw),
     }
     if hidden:  # the word's hidden state after the embeddings (0) and after each layer (1 .. L)
         states = np.stack(hidden, axis=1)  # (L + 1, k, D)

@@ -66,8 +66,25 @@ class Recorded:
 
 def recorded(path: str) -> Recorded | None:
     """The heads and objective train recorded in a .npz (its `train` member, a JSON record);
-    None for a file without one (qkv init's, one made by hand). The member's header is
-    checked before its data is read, as every member's is (read_arrays)."""
+    None for a file without one (qkv init's, one made by hand)."""
+    record = _train_record(path)
+    if record is None:
+        return None
+    # train before its objectives and heads wrote neither: its runs were of hide, one head
+    options = record.get("options", {}) if isinstance(record, dict) else None
+    if not isinstance(options, dict):
+        raise ProjectionError(f"{path}: its train record is not the JSON object attncli train writes; it was changed "
+                              "after train wrote it")
+    heads, objective = options.get("heads", 1), options.get("objective", "hide")
+    if type(heads) is not int or heads < 1 or objective not in SHOWN_WITH:
+        raise ProjectionError(f"{path}: its train record gives heads {heads!r} and objective {objective!r}, which "
+                              "attncli train never writes; it was changed after train wrote it")
+    return Recorded(objective, heads)
+
+
+def _train_record(path: str):
+    """The JSON of a .npz's `train` member, or None where it has none. Its header is checked
+    before its data is read, as every member's is (read_arrays)."""
     import json
     import zipfile
 
@@ -85,21 +102,14 @@ def recorded(path: str) -> Recorded | None:
                 if dtype.kind != "U" or shape != (1,) or dtype.itemsize > RECORD_MOST:
                     raise ProjectionError(f"{path}: its train member is not the record attncli train writes (an "
                                           f"array of {dtype}, shape {shape}); save the file without it")
-                record = json.loads(str(_read_member(archive, info, header)[0]))
-        # train before its objectives and heads wrote neither: its runs were of hide, one head
-        options = record.get("options", {})
-        heads, objective = options.get("heads", 1), options.get("objective", "hide")
+                return json.loads(str(_read_member(archive, info, header)[0]))
     except AttncliError:
         raise
-    except (ValueError, TypeError, AttributeError) as e:  # JSON that is not train's record, among them
-        raise ProjectionError(f"{path}: its train record cannot be read ({type(e).__name__}: {e}); it was changed "
-                              "after attncli train wrote it") from None
+    except ValueError as e:  # JSON that does not parse, a damaged header
+        raise ProjectionError(f"{path}: its train record cannot be read ({e}); it was changed after attncli train "
+                              "wrote it") from None
     except Exception:  # noqa: BLE001: a damaged archive (zlib, zipfile): load says what is wrong with it
         return None
-    if type(heads) is not int or heads < 1 or objective not in SHOWN_WITH:
-        raise ProjectionError(f"{path}: its train record gives heads {heads!r} and objective {objective!r}, which "
-                              "attncli train never writes; it was changed after train wrote it")
-    return Recorded(objective, heads)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ def make_files(folder: Path) -> None:
     np.savez(folder / "badrecord.npz", **square, train=np.array(["{not json"]))
     np.savez(folder / "editedrecord.npz", **square, train=record_array({"options": {"heads": 0, "objective": "hide"}}))
     np.savez(folder / "numrecord.npz", **square, train=np.ones(3))
+    np.savez(folder / "listrecord.npz", **square, train=record_array([1, 2]))
     # .npy headers that declare more than the file holds, or less
     weights = ("W_query", "W_key", "W_value")
     declared_npz(folder / "bigproj.npz", {w: ((50, 10 ** 11), 0) for w in weights})

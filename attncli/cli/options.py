@@ -182,7 +182,8 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     """A --qkv file attncli train wrote is shown with the heads and the mask it was trained
     with (its record's), where --heads and --mask are not given; and what to say of it: a
     warning where a given one differs, and a note (for a table; JSON holds it under "qkv")
-    of those taken, both said once the results are written. A --heads is refused when its heads would cut the file's own in two.
+    of those taken, both said once the results are written. A --heads is refused when its
+    heads would cut the file's own in two.
     Resolved here, once, so that workers (--jobs, Dask) get the settings whole."""
     import dataclasses
 

@@ -65,7 +65,8 @@ class Fraction(click.ParamType):
 @click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
               help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
 @click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True,
-              help="Heads of d_k/H columns of queries and keys, d/H of values; --qkv FILE.npz shows the file with them.")
+              help="Heads of d_k/H columns of queries and keys, d/H of values; --qkv FILE.npz shows the file with "
+                   "them.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
