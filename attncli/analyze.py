@@ -52,6 +52,7 @@ class Options:
     seed: int = 0
     heads: int = 1
     mask: str = "none"  # none | causal | self
+    from_file: tuple[str, ...] = ()  # of "heads" and "mask": those taken from the --qkv file attncli train wrote
 
     def __post_init__(self):
         def keep(name: str, value) -> None:
@@ -74,6 +75,9 @@ class Options:
         keep("d_k", None if self.d_k is None else whole("d_k", self.d_k, 1))
         keep("seed", whole("seed", self.seed, 0))
         keep("heads", whole("heads", self.heads, 1))
+        if not isinstance(self.from_file, (tuple, list)) or not set(self.from_file) <= {"heads", "mask"}:
+            raise OptionError(f"from_file must name some of 'heads' and 'mask', got {self.from_file!r}")
+        keep("from_file", tuple(self.from_file))
 
 
 @dataclass
@@ -265,7 +269,8 @@ def _static_common(command: str, sentence: str, vectors, att: Attention, opts: O
         "lookups": att.embedded.lookups,
         "oov": att.embedded.oov,
         "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size},
-        "qkv": {**att.projections.describe(vectors.dim), "heads": att.heads},
+        "qkv": {**att.projections.describe(vectors.dim), "heads": att.heads,
+                **({"from_file": list(opts.from_file)} if opts.from_file else {})},
         "mask": opts.mask,
         "scale": att.scale,
         "temperature": opts.temperature,
@@ -507,6 +512,14 @@ def _undefined(noun: str, token: str, M: np.ndarray, after: str = "") -> list[st
             f"{'their' if many else 'its'} cosines are undefined (null in JSON, a dash in a table)"]
 
 
+def settled_note(opts: Options) -> str:
+    """What a run took from the --qkv file attncli train wrote: the heads and the mask it was
+    trained with, as opts.from_file names them."""
+    taken = " and ".join(f"--{name} {getattr(opts, name)}" for name in opts.from_file)
+    others = " or ".join(f"--{name}" for name in opts.from_file)
+    return f"{opts.qkv} is shown with {taken}, as attncli train trained it; give {others} to show it otherwise"
+
+
 def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(), *, token: str,
                 neighbors: int = 5) -> dict:
     """The `compare` document: one token in several sentences, one `context` document each, and
@@ -534,7 +547,8 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
         "sentences": docs,
         "context_cosine": _cosine_lists(ctx),
         "raw_cosine": _cosine_lists(raw),
-        "notes": _undefined("context vector", word, ctx) + _undefined("raw vector", word, raw),
+        "notes": ([settled_note(opts)] if opts.from_file else []) + _undefined("context vector", word, ctx)
+        + _undefined("raw vector", word, raw),
     }
     if hidden:  # the word's hidden state after the embeddings (0) and after each layer (1 .. L)
         states = np.stack(hidden, axis=1)  # (L + 1, k, D)

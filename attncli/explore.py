@@ -257,9 +257,10 @@ class Explorer(App):
     def action_mask(self) -> None:
         if self.model():
             return self.say("a model's attention has no mask here: BERT attends both ways")
-        at = MASKS.index(self.state.opts.mask)
+        opts = self.state.opts
+        at, from_file = MASKS.index(opts.mask), tuple(name for name in opts.from_file if name != "mask")
         for k in range(1, len(MASKS)):  # the next mask the sentence can take (self needs two tokens)
-            if self.change(opts=dataclasses.replace(self.state.opts, mask=MASKS[(at + k) % len(MASKS)])):
+            if self.change(opts=dataclasses.replace(opts, mask=MASKS[(at + k) % len(MASKS)], from_file=from_file)):
                 return
 
     def action_head(self, sign: int) -> None:

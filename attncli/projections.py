@@ -45,6 +45,73 @@ class ProjectionError(AttncliError):
     """A projections file that is missing, unreadable, or of the wrong shape."""
 
 
+# The --mask each of attncli train's objectives is to be shown with: hide and mask never
+# show a hidden word among its keys, next sees only the words up to its own.
+SHOWN_WITH = {"hide": "self", "mask": "self", "next": "causal"}
+
+RECORD_MOST = 1 << 20  # bytes of train's record: its JSON is a few kB, and a member may declare GBs
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """How a file attncli train wrote is to be shown: its heads, and its objective's mask."""
+
+    objective: str
+    heads: int
+
+    @property
+    def mask(self) -> str:
+        return SHOWN_WITH[self.objective]
+
+
+def recorded(path: str) -> Recorded | None:
+    """The heads and objective train recorded in a .npz (its `train` member, a JSON record);
+    None for a file without one (qkv init's, one made by hand)."""
+    record = _train_record(path)
+    if record is None:
+        return None
+    # train before its objectives and heads wrote neither: its runs were of hide, one head
+    options = record.get("options", {}) if isinstance(record, dict) else None
+    if not isinstance(options, dict):
+        raise ProjectionError(f"{path}: its train record is not the JSON object attncli train writes; it was changed "
+                              "after train wrote it")
+    heads, objective = options.get("heads", 1), options.get("objective", "hide")
+    if type(heads) is not int or heads < 1 or objective not in SHOWN_WITH:
+        raise ProjectionError(f"{path}: its train record gives heads {heads!r} and objective {objective!r}, which "
+                              "attncli train never writes; it was changed after train wrote it")
+    return Recorded(objective, heads)
+
+
+def _train_record(path: str):
+    """The JSON of a .npz's `train` member, or None where it has none. Its header is checked
+    before its data is read, as every member's is (read_arrays)."""
+    import json
+    import zipfile
+
+    try:
+        with limits.open_regular(path, "--qkv") as f:
+            if f.read(4) != b"PK\x03\x04":
+                return None  # not a .npz: load says what it is
+            _check_directory(f, path)
+            with zipfile.ZipFile(f) as archive:
+                info = _members(archive, ("train",)).get("train")
+                if info is None:
+                    return None
+                _check_compression({"train": info}, path)
+                shape, dtype, _ = header = _header(archive, info, path, "train")
+                if dtype.kind != "U" or shape != (1,) or dtype.itemsize > RECORD_MOST:
+                    raise ProjectionError(f"{path}: its train member is not the record attncli train writes (an "
+                                          f"array of {dtype}, shape {shape}); save the file without it")
+                return json.loads(str(_read_member(archive, info, header)[0]))
+    except AttncliError:
+        raise
+    except ValueError as e:  # JSON that does not parse, a damaged header
+        raise ProjectionError(f"{path}: its train record cannot be read ({e}); it was changed after attncli train "
+                              "wrote it") from None
+    except Exception:  # noqa: BLE001: a damaged archive (zlib, zipfile): load says what is wrong with it
+        return None
+
+
 @dataclass(frozen=True)
 class Projections:
     kind: str  # "identity", "random" or "file"
@@ -53,6 +120,7 @@ class Projections:
     seed: int | None = None
     path: str | None = None
     trained: bool = False  # made by attncli train (d_k = d): its context vectors live among the word vectors
+    record: Recorded | None = None  # made by attncli train: the heads and mask it is to be shown with
 
     @property
     def word_space(self) -> bool:
@@ -94,6 +162,8 @@ class Projections:
             out["path"] = self.path
         if self.trained:
             out["trained"] = True
+        if self.record is not None:
+            out["train"] = {"objective": self.record.objective, "heads": self.record.heads, "mask": self.record.mask}
         return out
 
 
@@ -322,12 +392,9 @@ def load(path: str, d: int, *, d_k: int | None = None, heads: int = 1) -> Projec
     arrays = read_arrays(path, WEIGHTS, BIASES, expect=expect, what="--qkv", hint="use projections of a smaller d_k")
     # attncli train writes its record beside the weights, and learns them to predict words
     # from the context vectors: with d_k = d those vectors are points among the word vectors
-    import zipfile
-
-    with zipfile.ZipFile(path) as archive:
-        trained = "train.npy" in archive.namelist() and arrays["W_value"].shape == (d, d)
+    record = recorded(path)
     return Projections("file", {w: arrays[w] for w in WEIGHTS}, {b: arrays[b] for b in BIASES if b in arrays},
-                       path=str(path), trained=trained)
+                       path=str(path), trained=record is not None and arrays["W_value"].shape == (d, d), record=record)
 
 
 def load_rnn_weights(path: str, d: int) -> dict[str, np.ndarray]:

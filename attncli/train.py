@@ -22,6 +22,7 @@ b_out starts at the output words' log frequencies.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -224,7 +225,28 @@ def steps_of(options: TrainOptions, examples: int) -> int:
 
 MOST_STEPS = 10_000_000  # as --steps
 
+# OpenBLAS splits a matrix product's sums among its threads, and so rounds them differently
+# for each count: the same seed gave files differing in the 15th digit with 1 thread and with
+# 2. Training runs on one, whatever the machine has; it was also the faster on two shared
+# cores (benchmarks/README.md).
+BLAS_THREADS = 1
 
+
+def one_order(f):
+    """f with the BLAS held to BLAS_THREADS threads while it runs, so that its sums are
+    added in one order on every thread count."""
+
+    @functools.wraps(f)
+    def pinned(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+            return f(*args, **kwargs)
+
+    return pinned
+
+
+@one_order
 def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, stopped=lambda: False,
           untrained=None) -> dict:
     """Learn W_query, W_key, W_value (and b_out) on `text`; the arrays and a record of the run.
@@ -326,11 +348,13 @@ def record_array(record: dict) -> np.ndarray:
 def probe_mask(options: TrainOptions) -> str:
     """The mask the probe shows, as training saw the words: `--mask` of the other commands,
     except next with mask_self, which hides the future and the word itself ("causal+self")."""
-    if options.objective != "next":
-        return "self"
-    return "causal+self" if options.mask_self else "causal"
+    from attncli.projections import SHOWN_WITH
+
+    mask = SHOWN_WITH[options.objective]
+    return "causal+self" if mask == "causal" and options.mask_self else mask
 
 
+@one_order
 def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str], token: str,
           heads: int = 1, mask: str = "self") -> dict:
     """The probe word in each sentence under `params`: its top attended (the heads' mean,

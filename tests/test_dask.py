@@ -512,3 +512,22 @@ def test_only_dasks_unraisable_exceptions_are_kept_quiet():
     with pytest.raises(ValueError) as raised:
         dask.utils.parse_bytes("a lot")  # raised in dask's own code
     assert _of_dask(types.SimpleNamespace(object=None, exc_traceback=raised.value.__traceback__))
+
+
+def test_a_file_train_wrote_is_shown_with_its_heads_and_mask_on_the_workers(cluster, tmp_path, monkeypatch):
+    """The client settles the file's heads and mask: the workers get them whole."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS * 40, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert run("train", "corpus.txt", "-o", "t.npz", "--steps", "3", "--batch", "16", "--out-vocab", "8",
+               "--heads", "2", "--json").exit_code == 0
+    remote = run("batch", "corpus.txt", "--qkv", "t.npz", "--scheduler", cluster)
+    local = run("batch", "corpus.txt", "--qkv", "t.npz", "--heads", "2", "--mask", "self")
+    assert remote.exit_code == local.exit_code == 0 and remote.stderr == ""
+    docs, given = ([json.loads(line) for line in r.stdout.splitlines()] for r in (remote, local))
+    assert [d["weights"] for d in docs] == [d["weights"] for d in given]
+    settled = {(d["qkv"]["heads"], d["mask"], tuple(d["qkv"]["from_file"])) for d in docs}
+    assert settled == {(2, "self", ("heads", "mask"))}
+    records = [json.loads(line) for line in
+               run("stats", "corpus.txt", "--qkv", "t.npz", "--scheduler", cluster, "--json").stdout.splitlines()]
+    assert [r["head"] for r in records] == [1, 2]

@@ -60,6 +60,15 @@ def make_files(folder: Path) -> None:
     np.savez(folder / "shape.npz", W_query=ones, W_key=ones, W_value=np.ones((40, 4)))
     np.savez(folder / "nanproj.npz", W_query=np.full((50, 4), np.nan), W_key=ones, W_value=ones)
     np.savez(folder / "objproj.npz", W_query=np.array([None] * 4, dtype=object), W_key=ones, W_value=ones)
+    # as attncli train writes them: its record beside the weights, then one edited by hand
+    from attncli.train import record_array
+
+    square = {w: np.eye(50) for w in ("W_query", "W_key", "W_value")}
+    np.savez(folder / "trained.npz", **square, train=record_array({"options": {"heads": 2, "objective": "hide"}}))
+    np.savez(folder / "badrecord.npz", **square, train=np.array(["{not json"]))
+    np.savez(folder / "editedrecord.npz", **square, train=record_array({"options": {"heads": 0, "objective": "hide"}}))
+    np.savez(folder / "numrecord.npz", **square, train=np.ones(3))
+    np.savez(folder / "listrecord.npz", **square, train=record_array([1, 2]))
     # .npy headers that declare more than the file holds, or less
     weights = ("W_query", "W_key", "W_value")
     declared_npz(folder / "bigproj.npz", {w: ((50, 10 ** 11), 0) for w in weights})

@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from clirunner import fails, one, run
+from clirunner import fails, ok, one, run
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
          "she said that he was not there but they were here with us today").split()
@@ -53,6 +53,26 @@ def test_the_same_seed_gives_the_same_bytes(corpus, tmp_path):
         assert run("train", corpus, "-o", path, *ARGS, "--seed", seed).exit_code == 0
     assert a.read_bytes() == b.read_bytes() != c.read_bytes()
     assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in zipfile.ZipFile(a).infolist())
+
+
+def test_the_same_seed_gives_the_same_bytes_on_one_blas_thread_or_two(corpus, tmp_path):
+    """OpenBLAS adds a product's sums in another order on each thread count: unpinned, these
+    two files differed from their 15th byte on (weights 1e-15 apart). A batch of 256 is large
+    enough for it to split the work."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    paths = []
+    for threads in ("1", "2"):
+        env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "ATTNCLI_MODEL")}
+        env.update(OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        paths.append(tmp_path / f"threads-{threads}.npz")
+        done = subprocess.run([str(Path(sys.executable).parent / "attncli"), "train", str(corpus), "-o", str(paths[-1]),
+                               *ARGS, "--steps", "5", "--batch", "256"], env=env, capture_output=True, timeout=120)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
 def test_an_existing_file_needs_force(corpus, tmp_path):
@@ -333,3 +353,233 @@ def test_projections_too_large_to_learn_are_refused_before_any_is_made(corpus, t
           "learning W_query, W_key (2,000 x 2,000) and W_value (2,000 x 2,000) needs about 384.0 MB",
           "smaller d, or a smaller --d-k")
     assert not (tmp_path / "w.npz").exists()
+
+
+# --- a file train wrote, shown as it was trained ----------------------------------------------
+
+SENTENCE = "the cat sat on a mat"
+
+# every command that takes --qkv, as a sentence's (or a corpus's) JSON run; and the numbers it computed
+QKV_COMMANDS = {
+    "scores": (["scores", SENTENCE], lambda docs: docs[0]["weights"]),
+    "context": (["context", SENTENCE, "--token", "cat"], lambda docs: docs[0]["context"]),
+    "compare": (["compare", SENTENCE, "the dog sat in the park", "--token", "sat"],
+                lambda docs: docs[0]["context_cosine"]),
+    "neighbors": (["neighbors", "cat", "--context", SENTENCE], lambda docs: docs[0]["context"]),
+    "explain": (["explain", SENTENCE], lambda docs: docs[0]["steps"]["weights"]),
+    "heads": (["heads", SENTENCE], lambda docs: docs[0]["weights"]),
+    "batch": (["batch", "-"], lambda docs: [doc["weights"] for doc in docs]),
+    "stats": (["stats", "-", "--random-seeds", "0", "--no-shuffled"], lambda docs: docs),
+}
+CORPUS_LINES = "the cat sat on a mat\nthe dog sat in the park\n"
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    """Files train wrote: two heads of hide, and next's one."""
+    folder = tmp_path_factory.mktemp("trained")
+    files = {"hide2": folder / "hide2.npz", "next": folder / "next.npz"}
+    assert run("train", corpus, "-o", files["hide2"], *ARGS, "--steps", "5", "--heads", "2").exit_code == 0
+    assert run("train", corpus, "-o", files["next"], *ARGS, "--steps", "5", "--objective", "next",
+               "--probe", "the cat sat on a mat|the dog sat").exit_code == 0
+    return files
+
+
+def qkv_run(command: str, path, *extra, format_args=("--json",)):
+    args, _ = QKV_COMMANDS[command]
+    stdin = CORPUS_LINES if command in ("batch", "stats") else None
+    fmt = () if command == "batch" else format_args
+    return run(*args, "--qkv", path, *extra, *fmt, input=stdin)
+
+
+def settings(command: str, docs: list[dict]):
+    """(heads, mask, from_file) as a command's JSON says them: stats by its records."""
+    if command == "stats":
+        return len(docs), None, None
+    doc = docs[0]["sentences"][0] if command == "compare" else docs[0]
+    if command == "neighbors":  # its document has no qkv: what it computed is the proof
+        return None, None, None
+    return doc["qkv"]["heads"], doc["mask"], doc["qkv"].get("from_file")
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+def test_a_trained_file_is_shown_with_its_heads_and_mask(trained, command):
+    """Without --heads and --mask, the file's own: the same numbers as --heads 2 --mask self."""
+    _, numbers = QKV_COMMANDS[command]
+    taken = ok(qkv_run(command, trained["hide2"]))
+    given = ok(qkv_run(command, trained["hide2"], "--heads", "2", "--mask", "self"))
+    assert numbers(taken) == numbers(given)
+    plain = ok(qkv_run(command, trained["hide2"], "--heads", "1", "--mask", "none"), stderr=None)
+    assert numbers(plain) != numbers(taken)
+    if command == "stats":
+        assert settings(command, taken)[0] == 2 and [r["head"] for r in taken] == [1, 2]
+    elif command != "neighbors":
+        assert settings(command, taken) == (2, "self", ["heads", "mask"])
+        assert settings(command, given) == (2, "self", None)
+        doc = taken[0]["sentences"][0] if command == "compare" else taken[0]
+        assert doc["qkv"]["train"] == {"objective": "hide", "heads": 2, "mask": "self"}
+    if command == "compare":
+        assert taken[0]["notes"] == [f"{trained['hide2']} is shown with --heads 2 and --mask self, as attncli train "
+                                     "trained it; give --heads or --mask to show it otherwise"]
+        assert given[0]["notes"] == []
+
+
+def test_next_is_shown_causal_and_a_table_says_so_on_stderr(trained):
+    doc = one(qkv_run("scores", trained["next"]))
+    assert (doc["qkv"]["heads"], doc["mask"], doc["qkv"]["from_file"]) == (1, "causal", ["heads", "mask"])
+    assert all(w == 0 for row, weights in enumerate(doc["weights"]) for w in weights[row + 1:])
+    for command in ("scores", "stats"):
+        table = qkv_run(command, trained["next"], format_args=("--format", "table", "--no-color"))
+        assert table.exit_code == 0 and table.stdout
+        assert table.stderr == (f"attncli: note: {trained['next']} is shown with --heads 1 and --mask causal, as "
+                                "attncli train trained it; give --heads or --mask to show it otherwise\n")
+    # only what was not given is taken, and said
+    table = qkv_run("scores", trained["next"], "--heads", "1", format_args=("--format", "table", "--no-color"))
+    assert table.stderr == (f"attncli: note: {trained['next']} is shown with --mask causal, as attncli train "
+                            "trained it; give --mask to show it otherwise\n")
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+def test_a_mask_it_was_not_trained_with_is_one_warning(trained, command):
+    result = qkv_run(command, trained["hide2"], "--mask", "causal")
+    assert result.exit_code == 0
+    assert result.stderr == (f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask self "
+                             "(--objective hide), not with --mask causal\n")
+    docs = ok(result, stderr=None)
+    if command not in ("stats", "neighbors"):
+        assert settings(command, docs) == (2, "causal", ["heads"])
+
+
+@pytest.mark.parametrize("command", QKV_COMMANDS)
+@pytest.mark.parametrize("heads", ["3", "5", "4"])
+def test_heads_that_cut_the_files_own_are_refused(trained, command, heads):
+    """3 divides neither d = 50 nor 2, 5 divides d but cuts each of the two heads of 25
+    columns, 4 divides neither: each is the file's heads named, exit 2."""
+    fails(qkv_run(command, trained["hide2"], "--heads", heads),
+          f"--heads {heads} does not fit {trained['hide2']}, which attncli train made with --heads 2",
+          "leave out --heads, or give 1 or 2", code=2)
+
+
+def test_heads_that_join_the_files_own_are_shown_with_a_warning(trained):
+    result = qkv_run("scores", trained["hide2"], "--heads", "1")
+    assert result.stderr == (f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask self "
+                             "(--objective hide), not with --heads 1\n")
+    doc = ok(result, stderr=None)[0]
+    assert (doc["qkv"]["heads"], doc["mask"], doc["qkv"]["from_file"]) == (1, "self", ["mask"])
+
+
+def test_a_mistake_after_the_settings_is_still_one_line(trained):
+    """The warning waits for the command's own checks: a usage error is said alone."""
+    fails(run("scores", SENTENCE, "--qkv", trained["hide2"], "--mask", "none", "--raw", "--rollout"),
+          "--raw and --rollout show different matrices", code=2)
+    for extra in (("--format", "table"), ("--format", "table", "--mask", "none")):  # a note, a warning: unsaid
+        fails(run("scores", "zzqx qqzx", "--qkv", trained["hide2"], *extra), "none of the tokens (zzqx qqzx)")
+
+
+def test_files_train_did_not_write_keep_what_is_given(trained, tmp_path):
+    init = tmp_path / "init.npz"
+    assert run("qkv", "init", "-o", init, "--json").exit_code == 0
+    plain = tmp_path / "plain.npz"
+    with np.load(trained["hide2"]) as f:
+        np.savez(plain, **{k: f[k] for k in ("W_query", "W_key", "W_value")})
+    for path in (init, plain):
+        doc = one(run("scores", SENTENCE, "--qkv", path, "--json"))
+        assert (doc["qkv"]["heads"], doc["mask"]) == (1, "none")
+        assert "from_file" not in doc["qkv"] and "train" not in doc["qkv"]
+        assert one(run("scores", SENTENCE, "--qkv", path, "--heads", "5", "--json"))["qkv"]["heads"] == 5
+
+
+# --- the bar ----------------------------------------------------------------------------------
+
+def bar_line(width: int, done: int, total: int | None, note: str, rate: str = "1,234 steps/s") -> str:
+    """The bar's one line as a console of `width` columns draws it."""
+    import io
+
+    from rich.console import Console
+
+    from attncli.cli.output import fitted_bar
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=True)
+    bar = fitted_bar("steps", console)
+    task = bar.add_task("steps", total=None, rate="", note="")
+    bar.update(task, completed=done, total=total, rate=rate, note=note)
+    console.print(bar.make_tasks_table(bar.tasks))
+    (line,) = console.file.getvalue().splitlines()
+    return line
+
+
+def test_the_bars_note_is_the_losses_in_a_few_columns():
+    from attncli.cli.train import bar_note
+
+    assert bar_note(4.1234, {"untrained": 7.4791}) == "loss 4.12 (untrained 7.48)"
+    assert bar_note(4.1234, {"untrained": 7.4791, "held-out": 5.1249}) == "loss 4.12, held-out 5.12 (untrained 7.48)"
+
+
+@pytest.mark.parametrize("total", [1500, 10_000_000, None])
+def test_the_bar_keeps_its_count_time_and_losses_at_80_columns(total):
+    note = "loss 4.12, held-out 5.12 (untrained 7.48)"
+    line = bar_line(80, 407, total, note)
+    count = f"407/{total}" if total else "407/?"
+    assert len(line) <= 80 and line.startswith("steps ") and count in line and "…" not in line
+    if total:
+        assert "-:--:--" in line  # the time left, whole (unknown this early)
+    assert line.rstrip().endswith(note) if total else True
+    if total == 1500:  # room for a bar between the unit and the count, not for the rate
+        assert "━" in line and "steps/s" not in line
+    assert "1,234 steps/s" in bar_line(160, 407, total, note)  # a wide console has the rate too
+
+
+@pytest.mark.parametrize("width", range(20, 161, 7))
+def test_the_bar_fits_every_width_and_drops_the_least_needed_first(width):
+    note = "loss 4.12, held-out 5.12 (untrained 7.48)"
+    line = bar_line(width, 407, 1500, note)
+    assert len(line) <= width and "407/1500" in line  # the count always whole
+    assert ("-:--:--" in line) == (width >= 17)  # then the time left
+    if width >= 17 + 6 + 1 + len(note):
+        assert note in line  # then the unit and the whole note, before the bar and the rate
+    elif "loss" in line:
+        assert line.rstrip().endswith("…")  # cut short at its end
+    if "steps/s" in line:
+        assert note in line and "━" in line
+
+
+def test_the_bar_of_a_real_run_on_an_80_column_terminal(corpus, tmp_path):
+    """A pseudo-terminal of 80 columns: once the held-out loss appears, each frame holds the
+    count, the time left and the losses whole."""
+    import re
+
+    import ptys
+
+    out = tmp_path / "proj.npz"
+    with open(tmp_path / "summary.json", "wb") as stdout:
+        code, _, err, screen = ptys.run(["train", corpus, "-o", out, *ARGS, "--steps", "4000"], on_tty=("stderr",),
+                                        cols=80, stdout=stdout)
+    assert code == 0, err
+    frames = [ptys.plain(f) for f in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A", screen)]
+    held = [f for f in frames if "held-out" in f]
+    assert held, frames[-5:]
+    for frame in held:
+        assert len(frame) <= 80, frame
+        assert re.search(r"steps .*\b\d+/4000 \d:\d\d:\d\d loss \d+\.\d\d, held-out \d+\.\d\d \(untrained \d+\.\d\d\)$",
+                         frame.rstrip()), frame
+
+
+def test_explore_shows_a_trained_file_as_trained_and_warns_before_the_app(trained):
+    """On a real terminal: the app's line of settings says the file's mask; a --mask given
+    otherwise is one warning on the main screen, said before the app took the terminal."""
+    import ptys
+
+    pytest.importorskip("textual")
+    for extra, mask, shown in (((), "self", []),
+                               (("--mask", "causal"), "causal",
+                                [f"attncli: warning: {trained['hide2']} was trained to be shown with --heads 2 --mask "
+                                 "self (--objective hide), not with --mask causal"])):
+        terminal = ptys.start(["explore", SENTENCE, "--qkv", trained["hide2"], *extra], rows=30, cols=140,
+                              env={"ATTNCLI_DEBUG": None})
+        terminal.wait_for(f"mask {mask}")
+        terminal.type(b"h")  # a second head to go to: the file's two
+        terminal.wait_for("head 1")
+        terminal.type(b"q")
+        code, _, _, _ = terminal.finish(timeout=30)
+        assert code == 0
+        assert [line for line in terminal.shown() if line] == shown

@@ -9,7 +9,7 @@ import click
 from attncli.cli import ExitStatus, Terminated, ending_signals
 from attncli.cli.options import (TextParam, attention_options, model_options, output_path, refuse_overwriting_inputs,
                                  vectors_options)
-from attncli.cli.output import write_whole
+from attncli.cli.output import say_now, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
 
@@ -55,6 +55,7 @@ def explore(sentence, export, load, opts):
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         raise InputError("explore needs a terminal, on stdin and stdout; for a pipe or a file, use "
                          "attncli scores (or --json)")
+    say_now()  # a --qkv file's settings: before the app takes the screen
     previous = {signum: signal.getsignal(signum) for signum in (*ends, signal.SIGCONT)}  # as textual found them
     try:
         explorer.run()

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from attncli import cache
 from attncli.analyze import Options
-from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, unwritable, warn
+from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
@@ -144,11 +144,13 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
     ] if projections == "trained" else []
     taken = {"qkv", "d_k", "seed"} if projections is True else {"qkv"} if projections == "trained" else set()
     options += [
-        option("attention", "--heads", type=click.IntRange(min=1), default=1, show_default=True,
-               help="Split d_k into this many heads, each attending on its own; it must divide d_k."),
-        option("attention", "--mask", type=click.Choice(["none", "causal", "self"]), default="none", show_default=True,
+        option("attention", "--heads", type=click.IntRange(min=1), default=1,
+               help="Split d_k into this many heads, each attending on its own; it must divide d_k. Default: 1, "
+                    "or the heads of a --qkv file attncli train wrote."),
+        option("attention", "--mask", type=click.Choice(["none", "causal", "self"]), default="none",
                help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word; "
-                    "self: to every token but itself."),
+                    "self: to every token but itself. Default: none, or the mask of a --qkv file attncli train "
+                    "wrote (self; causal for --objective next)."),
         option("attention", "--scale", type=FiniteFloat(), default=None,
                help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
                     "1 gives plain softmax(q_i . k_j)."),
@@ -167,9 +169,49 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         opts = Options(**{name: kwargs.pop(name) for name in names})  # the others keep Options' defaults
+        if "qkv" in names:
+            opts, said = _as_trained(opts, click.get_current_context())
+            for line in said:
+                say_later(line)
         return f(*args, opts=opts, **kwargs)
 
     return with_options(wrapper, options)
+
+
+def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
+    """A --qkv file attncli train wrote is shown with the heads and the mask it was trained
+    with (its record's), where --heads and --mask are not given; and what to say of it: a
+    warning where a given one differs, and a note (for a table; JSON holds it under "qkv")
+    of those taken, both said once the results are written. A --heads is refused when its
+    heads would cut the file's own in two.
+    Resolved here, once, so that workers (--jobs, Dask) get the settings whole."""
+    import dataclasses
+
+    from attncli import projections
+    from attncli.analyze import settled_note
+
+    if opts.qkv in ("identity", "random"):
+        return opts, []
+    record = projections.recorded(opts.qkv)
+    if record is None:  # qkv init's file, or one made by hand: as given
+        return opts, []
+    given = given_options(ctx, ("heads", "mask"))
+    if "--heads" in given and record.heads % opts.heads:
+        fitting = " or ".join(str(h) for h in range(1, record.heads + 1) if record.heads % h == 0)
+        raise click.UsageError(f"--heads {opts.heads} does not fit {opts.qkv}, which attncli train made with --heads "
+                               f"{record.heads}: a head shown must hold whole heads of it; leave out --heads, or "
+                               f"give {fitting}")
+    said = []
+    differ = [f"--{name} {getattr(opts, name)}" for name in ("heads", "mask")
+              if f"--{name}" in given and getattr(opts, name) != getattr(record, name)]
+    if differ:
+        said.append(f"warning: {opts.qkv} was trained to be shown with --heads {record.heads} --mask {record.mask} "
+                    f"(--objective {record.objective}), not with {' and '.join(differ)}")
+    taken = tuple(name for name in ("heads", "mask") if f"--{name}" not in given)
+    opts = dataclasses.replace(opts, **{name: getattr(record, name) for name in taken}, from_file=taken)
+    if taken and "fmt" in ctx.params and _format(ctx.params["fmt"], ctx.params["as_json"]) == "table":
+        said.append(f"note: {settled_note(opts)}")
+    return opts, said
 
 
 def model_options(f=None, *, head: bool = True, every: bool = False):
@@ -353,6 +395,11 @@ png_option = option(
     help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
 
 
+def _format(fmt: str | None, as_json: bool) -> str:
+    """--format and --json as one: table or json, by default table on a terminal."""
+    return "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
+
+
 def output_options(f):
     """--format / --json / --no-color / --svg / --html (and --png, where a command has it),
     resolved once into an Output."""
@@ -361,7 +408,7 @@ def output_options(f):
     def wrapper(*args, fmt, as_json, no_color, no_pager, svg, html, **kwargs):
         if as_json and fmt == "table":
             raise click.UsageError("--json and --format table ask for different outputs; give one of them")
-        fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "json")
+        fmt = _format(fmt, as_json)
         fields = kwargs.pop("fields", None)
         if fields is not None and fmt != "json":
             raise click.UsageError("--fields chooses the keys of JSON documents; add --json")

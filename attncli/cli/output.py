@@ -42,7 +42,9 @@ def writing_stdout():
     """Writes to stdout inside, flushed at the end: a failure other than a closed pipe is one
     OutputError. Flushed twice: a write that the kernel cuts short (a file-size limit,
     ulimit -f) leaves the rest in Python's buffer without an error, and only the next
-    flush, writing the rest, meets the error."""
+    flush, writing the rest, meets the error. What was to be said of the results is said
+    first (say_later)."""
+    say_now()
     try:
         yield
         sys.stdout.flush()
@@ -51,6 +53,21 @@ def writing_stdout():
         raise
     except OSError as e:
         raise OutputError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
+def say_later(line: str) -> None:
+    """A warning or a note on what a run computes ("warning: ..."), said on stderr once its
+    results are written, or about to be (say_now): a run that fails before says only its
+    error, in one line. Kept in the run's click context, so that nothing outlives the run."""
+    click.get_current_context().meta.setdefault("attncli.said", []).append(line)
+
+
+def say_now() -> None:
+    """What say_later kept, said now, once."""
+    ctx = click.get_current_context(silent=True)
+    said = ctx.meta.pop("attncli.said", []) if ctx is not None else []
+    for line in said:
+        click.echo(f"attncli: {one_line(line)}", err=True)
 
 
 def utf8(stream) -> bool:
@@ -431,12 +448,8 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
     if not (shown and progress_shown(streaming)):
         yield lambda done, total, note="": None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     # redirect_stdout=False: by default rich would route the results on stdout to the terminal
-    with bar_console() as console, Progress(unit, BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                                            TimeRemainingColumn(), TextColumn("{task.fields[note]}"), transient=True,
-                                            console=console, redirect_stdout=False, redirect_stderr=False) as bar:
+    with bar_console() as console, fitted_bar(unit, console) as bar:
         task = bar.add_task(unit, total=None, rate="", note="")
         start = time.monotonic()
 
@@ -445,6 +458,45 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
             bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s", note=note)
 
         yield update
+
+
+def fitted_bar(unit: str, console):
+    """A rich Progress of one task whose line fits the console's width, whatever its count and
+    note (at 80 columns a note of held-out losses left "407/… 0:00:…"). By what matters: the
+    count, the time left, the unit, the note (cut short at its end), the bar (40 columns, or
+    what is left of them), the rate."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Column
+
+    def text(template: str, width: int) -> TextColumn:
+        return TextColumn(template, table_column=Column(no_wrap=True, width=width, overflow="ellipsis"))
+
+    class Fitted(Progress):
+        def make_tasks_table(self, tasks):
+            if tasks:  # the columns for its task's numbers now
+                self.columns = fitting(self.console.width, tasks[0])
+            return super().make_tasks_table(tasks)
+
+    def fitting(width: int, task) -> list:
+        count = MofNCompleteColumn().render(task).cell_len
+        columns = {"count": MofNCompleteColumn(table_column=Column(no_wrap=True, width=count))}
+        room = width - count
+        if room >= 8:
+            columns["time"], room = TimeRemainingColumn(table_column=Column(no_wrap=True, width=7)), room - 8
+        if room >= len(unit) + 1:
+            columns["unit"], room = text(unit, len(unit)), room - len(unit) - 1
+        note = len(task.fields["note"])
+        if note and room >= 1 + min(note, 8):
+            columns["note"] = text("{task.fields[note]}", min(note, room - 1))
+            room -= 1 + min(note, room - 1)
+        if room >= 11:
+            columns["bar"], room = BarColumn(bar_width=min(40, room - 1)), room - 1 - min(40, room - 1)
+        rate = len(task.fields["rate"])
+        if rate and room >= rate + 1:
+            columns["rate"] = text("{task.fields[rate]}", rate)
+        return [columns[name] for name in ("unit", "bar", "count", "rate", "time", "note") if name in columns]
+
+    return Fitted(transient=True, console=console, redirect_stdout=False, redirect_stderr=False)
 
 
 def progress_shown(streaming: bool = True) -> bool:

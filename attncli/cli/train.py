@@ -66,7 +66,8 @@ class Fraction(click.ParamType):
 @click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
               help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
 @click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True,
-              help="Heads of d_k/H columns of queries and keys, d/H of values; use the file with --qkv FILE.npz --heads H.")
+              help="Heads of d_k/H columns of queries and keys, d/H of values; --qkv FILE.npz shows the file with "
+                   "them.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
@@ -129,8 +130,7 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
     def report(update, step: int, total: int, loss: float, held_loss: float | None) -> None:
         if held_loss is not None:
             seen["held-out"] = held_loss
-        note = ", ".join(f"{name} {value:.3f}" for name, value in (("loss", loss), *seen.items()))
-        update(step, total, note)
+        update(step, total, bar_note(loss, seen))
 
     # the summary comes at the end: the bar may share the terminal with stdout
     with _stopping() as stopped, progress("steps", streaming=False) as update:
@@ -155,6 +155,17 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
     if record["steps_done"] < record["steps"]:
         warn(f"stopped after {record['steps_done']:,} of {record['steps']:,} steps; {path} holds what was learned so far")
         return ExitStatus.INTERRUPTED
+
+
+def bar_note(loss: float, seen: dict[str, float]) -> str:
+    """The bar's losses, short enough for 80 columns beside the count and the time left: the
+    step's, the last held-out one, and the untrained one it started from."""
+    note = f"loss {loss:.2f}"
+    if "held-out" in seen:
+        note += f", held-out {seen['held-out']:.2f}"
+    if "untrained" in seen:
+        note += f" (untrained {seen['untrained']:.2f})"
+    return note
 
 
 def _epochs(value: float | None) -> float | None:
