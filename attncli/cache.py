@@ -40,13 +40,12 @@ import json
 import os
 import stat
 import time
-import warnings
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from attncli import limits
+from attncli import limits, npyfile
 from attncli.version import __version__
 from attncli.errors import VectorsError
 from attncli.home import expand, no_home
@@ -357,16 +356,7 @@ def _npy_header(f, path: str) -> tuple[tuple, bool, np.dtype, int]:
     """(shape, fortran_order, dtype, header length) of the .npy file open as `f`, which is
     left at its start (ahead of the data)."""
     try:
-        with warnings.catch_warnings():  # numpy parses a damaged header as Python and may warn of it
-            warnings.simplefilter("ignore", SyntaxWarning)
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                found, fortran, descr = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                found, fortran, descr = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise ValueError(f"a .npy file of version {version}, which attncli never writes")
-        start = f.tell()
+        found, fortran, descr, start = npyfile.header(f)
         f.seek(0)
     except Exception as e:  # noqa: BLE001: numpy's header parser raises many kinds on damaged files
         raise _content_error(path, e) from None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.lib import format as npy
 
-from attncli import attention, limits, rnn
+from attncli import attention, limits, npyfile, rnn
 from attncli.errors import AttncliError
 
 if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's runs need not pay for it
@@ -312,17 +312,13 @@ def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path, name: str) ->
     """(shape, dtype, offset of the data) from a member's .npy header: only its first bytes
     are decompressed."""
     with archive.open(info) as member:
-        magic = member.read(npy.MAGIC_LEN)
-        if magic[:len(npy.MAGIC_PREFIX)] != npy.MAGIC_PREFIX or len(magic) < npy.MAGIC_LEN:
-            raise ProjectionError(f"{path}: {name} is not a numpy array")
-        version = (magic[-2], magic[-1])
-        if version == (1, 0):
-            shape, _, dtype = npy.read_array_header_1_0(member)
-        elif version in ((2, 0), (3, 0)):  # 3.0 differs only in UTF-8 field names, which no numeric dtype has
-            shape, _, dtype = npy.read_array_header_2_0(member)
-        else:
-            raise ValueError(f"{name} is of .npy format version {version[0]}.{version[1]}, which numpy does not write")
-        return shape, dtype, member.tell()
+        try:
+            shape, _, dtype, offset = npyfile.header(member)
+        except npyfile.NotNpy:
+            raise ProjectionError(f"{path}: {name} is not a numpy array") from None
+        except ValueError as e:
+            raise ValueError(f"{name} {e}") from None
+        return shape, dtype, offset
 
 
 def _check_headers(path, members: dict, headers: dict, expect, working, hint: str) -> None:
