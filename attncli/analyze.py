@@ -677,6 +677,11 @@ def document_most_tokens(window: int | None, block: int = 256) -> int:
     return cells // (block + 2 * window)
 
 
+def document_scale(opts: Options, dim: int) -> float:
+    """The scale a document's rows are computed with: --scale, else 1/sqrt(d) (no projections)."""
+    return attention.default_scale(dim) if opts.scale is None else opts.scale
+
+
 def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, window: int | None = None,
                   block: int = 256, progress=None):
     """A whole document as one sequence: per token, in order, {"token", "index", "top",
@@ -706,7 +711,7 @@ def document_rows(text: str, vectors: Vectors, opts: Options = Options(), *, win
     tokens, X = embedded.tokens, embedded.X  # X: (T, d) float32
     if opts.mask == "self" and len(tokens) < 2:
         raise InputError(_ALONE.format(what="the document"))
-    scale = attention.default_scale(vectors.dim) if opts.scale is None else opts.scale
+    scale = document_scale(opts, vectors.dim)
     for start, top, weights, Z in attention.stream(X, scale, opts.temperature, opts.top_k, block=block,
                                                    causal=opts.mask == "causal", window=window,
                                                    include_self=opts.include_self,

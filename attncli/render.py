@@ -22,7 +22,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attncli import attention, heatmap
+from attncli import heatmap
 from attncli.heatmap import Heatmap
 from attncli.visible import count
 
@@ -361,11 +361,10 @@ def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
     return parts
 
 
-def document_header(name: str, vectors: str, opts, window: int | None, *, dim: int | None = None) -> Text:
+def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
     """The lines above a document's rows: what it is, the numbers its weights were computed
-    with (the scale: --scale, else 1/sqrt(d) for vectors of `dim`), what its lists leave out."""
+    with (`scale`, analyze.document_scale's), what its lists leave out."""
     text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
-    scale = opts.scale if opts.scale is not None else None if dim is None else attention.default_scale(dim)
     shown = f"scale {scale:.6g}, " if scale is not None else ""
     text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"
                 + (f"; window {window}" if window else ""), style="dim")

@@ -10,7 +10,7 @@ import sys
 
 import click
 from attncli import limits
-from attncli.analyze import document_rows, scores_doc
+from attncli.analyze import document_rows, document_scale, scores_doc
 from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
@@ -121,7 +121,8 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window, dim=dim))
+            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window,
+                                                scale=document_scale(opts, dim)))
 
         def write(row: dict) -> None:
             screen.print(render.document_row(visible_all(row)))
