@@ -5,6 +5,7 @@ outputs that must not overwrite an input."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import math
 import os
@@ -57,6 +58,23 @@ def complete_qkv(ctx, param, incomplete):
 
     return complete_path(ctx, param, incomplete) + [CompletionItem(word) for word in ("identity", "random")
                                                     if word.startswith(incomplete)]
+
+
+def qkv_value(words: tuple[str, ...]):
+    """A click callback for --qkv: a value that is no path at all (no folder, no suffix, no
+    file of that name: randon, Identity, none) is a usage error naming what --qkv takes, and
+    the word of `words` it is nearest; a missing PATH.npz or dir/x is still the reader's "no
+    such file"."""
+
+    def check(ctx, param, value):
+        if value in ("identity", "random") or os.sep in value or Path(value).suffix or os.path.lexists(value):
+            return value  # a path: its reader says what is wrong with it
+        near = difflib.get_close_matches(value.lower(), words, n=1)
+        meant = f" (did you mean {near[0]}?)" if near else ""
+        raise click.BadParameter(f"{value!r} names no file, and is not {' or '.join(words)}{meant}; give "
+                                 f"{', '.join(words)} or FILE.npz", ctx, param)
+
+    return check
 
 
 def with_options(wrapper, options):
@@ -128,7 +146,7 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
 
     options = [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
-               shell_complete=complete_qkv,
+               shell_complete=complete_qkv, callback=qkv_value(("identity", "random")),
                help="Query, key and value projections: none (the raw vectors), drawn at random "
                     "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
         option("attention", "--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
@@ -138,7 +156,7 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
                help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
     ] if projections is True else [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|PATH.npz",
-               shell_complete=complete_path,
+               shell_complete=complete_path, callback=qkv_value(("identity",)),
                help="Query, key and value projections: none (the raw vectors), or a .npz attncli train "
                     "wrote, whose context vectors are points among the word vectors."),
     ] if projections == "trained" else []
