@@ -64,7 +64,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     where = input_file if input_file not in (None, "-") else "standard input"
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
-        stream = stdin_stream() if input_file in (None, "-") else stack.enter_context(open_regular(input_file, "FILE"))
+        stream = stdin_stream("give FILE") if input_file in (None, "-") else stack.enter_context(open_regular(input_file, "FILE"))
         # a line at a time, a chunk of lines to a task: the corpus is never held whole
         chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where,
                                                       most=batches.line_most(jobs)))

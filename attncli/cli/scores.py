@@ -81,7 +81,7 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
     if window:
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
-    sentences = read_sentences(sentence)
+    sentences = read_sentences(sentence, "give a SENTENCE argument, or a document with --file DOC.txt")
     vectors = load()
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
     shown = "rollout" if rollout else "norms" if norms else None
@@ -99,7 +99,8 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     if drawn:
         raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     where = document_file or "standard input"
-    data = limits.read_file(document_file, "--file") if document_file else read_stdin()
+    data = (limits.read_file(document_file, "--file") if document_file
+            else read_stdin("--document reads the document from standard input; give --file DOC.txt"))
     text = decode(data, where)
     if not text.strip():
         raise InputError(f"{where} is empty")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 
 import click
 from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options, worker_job)
+from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
@@ -94,7 +94,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
             items = survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed)
             name = "--probe repeated"
         elif input_file in (None, "-"):
-            items, name = survey.read_lines(sys.stdin.buffer, jsonl=jsonl, field_name=field_name,
+            items, name = survey.read_lines(stdin_stream("give CORPUS, or --probe repeated"), jsonl=jsonl, field_name=field_name,
                                             name="standard input", jobs=jobs), "standard input"
         else:
             stream = stack.enter_context(_open(input_file))
