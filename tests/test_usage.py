@@ -68,7 +68,7 @@ def test_a_file_named_like_a_word_of_qkv_is_read(tmp_path, monkeypatch):
     (["neighbors", "orange", "--raw"], "scores, not of neighbors", "attncli neighbors reads its input as WORD"),
     (["vectors", "list", "--raw"], "scores, not of list", None),
     (["vectors", "info", "--jobs", "2"], "batch, stats", None),
-    (["stats", "--neighbors", "3"], "batch, compare, context, not of stats",
+    (["stats", "--neighbors", "3"], "batch, compare, context, neighbors, not of stats",
      "attncli stats reads its input as [CORPUS], or from standard input when that is left out (attncli stats ... < FILE)"),
 ])
 def test_an_option_of_other_commands_says_whose_it_is(args, owners, reads):
