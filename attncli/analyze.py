@@ -197,6 +197,20 @@ def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int 
     return embed(itertools.chain([first], tokens), vectors, oov=opts.oov, most=most, list_missing=list_missing)
 
 
+def count_tokens(sentence: str, vectors: Vectors | Trained, opts: Options) -> int:
+    """The T of the sentence's T x T matrices, at most (a token without a vector counted too),
+    known before any of them is made: its word pieces with a model, else its tokens."""
+    if isinstance(vectors, Trained):
+        return len(vectors.model.encode(sentence).ids)
+    tokens = iter_tokens(sentence, lowercase=not vectors.cased)
+    return sum(1 for t in tokens if opts.keep_punct or not is_punctuation(t))
+
+
+def heads_shown(vectors: Vectors | Trained, opts: Options) -> int:
+    """How many heads a document lists: a model's own, else --heads."""
+    return vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
+
+
 def cell_bytes(heads: int, listed: int) -> int:
     """Memory one cell of a sentence's T x T matrices takes at a run's peak, measured with
     `scores --json` and `explain --json` (T = 1,000 to 2,000: 552 and 441 bytes a cell with

@@ -56,6 +56,30 @@ def read_sentences(sentence: str | None, other: str = "give a SENTENCE argument"
     return lines
 
 
+JSON_NUMBER = 20  # bytes a float64 of a document takes as JSON, its comma included (measured: 20.2)
+LARGE_JSON = 10_000_000  # bytes of one document worth a note: 350 tokens of one head's scores
+
+
+def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cells: dict[str, int], out,
+                    advice: str) -> None:
+    """Before any sentence is computed, once: a note on stderr when the largest one's JSON
+    document will pass LARGE_JSON, with `advice`, what writes less; none for one that memory
+    cannot take (attend refuses it, in the one line of an error). `cells`: the numbers a
+    cell of the T x T matrices takes under each key (those --fields keeps count)."""
+    from attncli.analyze import cell_bytes, count_tokens, heads_shown
+
+    per_cell = sum(n for key, n in cells.items() if out.fields is None or key in out.fields)
+    if out.fmt != "json" or not per_cell:
+        return
+    line, T = max(((line, count_tokens(text, vectors, opts)) for line, text in sentences), key=lambda lt: lt[1])
+    size = T * T * per_cell * JSON_NUMBER
+    if size >= LARGE_JSON and T * T * cell_bytes(heads_shown(vectors, opts), per_cell) <= limits.available():
+        where = f"line {line}: " if line else ""
+        click.echo(f"attncli: note: {where}the sentence has {T:,} tokens, and its JSON document will be about "
+                   f"{limits.size(size)} ({per_cell} number{'s' * (per_cell > 1)} for each of its {T:,} x {T:,} "
+                   f"cells); {advice}", err=True)
+
+
 def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]:
     """Every document before any output, so a bad sentence leaves stdout untouched."""
     docs = []

@@ -10,8 +10,8 @@ import sys
 
 import click
 from attncli import limits
-from attncli.analyze import document_rows, scores_doc
-from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
+from attncli.analyze import document_rows, heads_shown, scores_doc
+from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
@@ -83,6 +83,11 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence, "give a SENTENCE argument, or a document with --file DOC.txt")
     vectors = load()
+    H = heads_shown(vectors, opts)
+    cells = {"scores": 1, "weights": 1, "heads": 2 * H + H * norms, "rollout": rollout, "norms": norms}
+    fewer = "--fields leaves keys out (--fields tokens,top writes no matrix)"
+    note_large_json(sentences, vectors, opts, cells, out,
+                    fewer if load.model else f"--file DOC.txt streams a long text, a line a token, and {fewer}")
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
     shown = "rollout" if rollout else "norms" if norms else None
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)

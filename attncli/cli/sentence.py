@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import click
-from attncli.analyze import Options, compare_doc, context_doc, embed_sentence, heads_doc, explain_doc, neighbors_doc
-from attncli.cli.inputs import compute_all, read_sentences
+from attncli.analyze import (Options, compare_doc, context_doc, embed_sentence, heads_doc, heads_shown, explain_doc,
+                             neighbors_doc)
+from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
                                  model_options, neighbors_count, neighbors_option, output_options, png_option,
                                  sentence_argument, vectors_options)
@@ -183,6 +184,9 @@ def explain(sentence, token, index, load, opts, out):
     """
     sentences = read_sentences(sentence)
     vectors = load()
+    note_large_json(sentences, vectors, opts, {"steps": 3 * heads_shown(vectors, opts)}, out,
+                    "attncli scores --fields tokens,top writes no matrix" if load.model
+                    else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
     emit(docs, out, "explain_view")
 
