@@ -530,10 +530,10 @@ def settled_note(opts: Options) -> str:
 
 
 def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(), *, token: str,
-                neighbors: int = 5, indices: list[int] | None = None) -> dict:
+                neighbors: int = 5, indices: list[int | None] | None = None) -> dict:
     """The `compare` document: one token in several sentences, one `context` document each, and
     the cosines between its context vectors beside those between its raw vectors; `indices`,
-    the token's position in each sentence (--index), where it occurs more than once."""
+    the token's position in each sentence (--index; None: where it occurs once)."""
     k = len(sentences)
     if indices is not None and len(indices) != k:
         raise OptionError(f"indices must give a position for each of the {k} sentences, got {len(indices)}")

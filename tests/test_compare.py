@@ -300,6 +300,17 @@ def test_compare_index_follows_the_occurrence_asked_for(glove):
     assert causal[1]["context_cosine"][0][1] < 1 - 1e-3  # the second "the" attends to "cat" and "saw" too
 
 
+def test_compare_doc_takes_a_position_for_some_sentences_only(glove):
+    """explore compares the cursor's word: its position in the first sentence, the other's by the word."""
+    from attncli.analyze import Options, compare_doc
+    from attncli.errors import TokenError
+
+    doc = compare_doc([REPEATS, "the dog"], glove, Options(), token="the", indices=[3, None])
+    assert [d["index"] for d in doc["sentences"]] == [3, 0]
+    with pytest.raises(TokenError, match="'the' is at --index 0, --index 3"):
+        compare_doc(["the dog", REPEATS], glove, Options(), token="the", indices=[0, None])
+
+
 def test_compare_one_index_serves_every_sentence():
     doc = one(run("compare", REPEATS, "a dog saw the cat", "the dog and the cat", "--token", "the", "--index", "3",
                   "--json"))
