@@ -197,6 +197,20 @@ def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int 
     return embed(itertools.chain([first], tokens), vectors, oov=opts.oov, most=most, list_missing=list_missing)
 
 
+def count_tokens(sentence: str, vectors: Vectors | Trained, opts: Options) -> int:
+    """The T of the sentence's T x T matrices, at most (a token without a vector counted too),
+    known before any of them is made: its word pieces with a model, else its tokens."""
+    if isinstance(vectors, Trained):
+        return len(vectors.model.encode(sentence).ids)
+    tokens = iter_tokens(sentence, lowercase=not vectors.cased)
+    return sum(1 for t in tokens if opts.keep_punct or not is_punctuation(t))
+
+
+def heads_shown(vectors: Vectors | Trained, opts: Options) -> int:
+    """How many heads a document lists: a model's own, else --heads."""
+    return vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
+
+
 def cell_bytes(heads: int, listed: int) -> int:
     """Memory one cell of a sentence's T x T matrices takes at a run's peak, measured with
     `scores --json` and `explain --json` (T = 1,000 to 2,000: 552 and 441 bytes a cell with
@@ -416,10 +430,8 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     return doc
 
 
-def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
-                  has_index: bool = True) -> int:
-    """The position of --token (and/or --index) among the tokens that got a vector;
-    `has_index` says whether the command offers --index to choose among repeats."""
+def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool) -> int:
+    """The position of --token (and/or --index) among the tokens that got a vector."""
     if index is not None and index >= len(tokens):
         raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens):,} tokens with vectors (0 to {len(tokens) - 1:,})")
     if token is None:
@@ -439,9 +451,6 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
         shown = " ".join(tokens[:20]) + (f" … ({len(tokens):,} in all)" if len(tokens) > 20 else "")
         raise TokenError(f"{word!r} is not among the tokens: {shown}")
     if len(positions) > 1:
-        if not has_index:
-            raise TokenError(f"{word!r} occurs more than once (positions {', '.join(map(str, positions))}); "
-                             "give a sentence in which it occurs once")
         raise TokenError(f"{word!r} occurs more than once" + _positions_hint(word, positions))
     return positions[0]
 
@@ -521,17 +530,21 @@ def settled_note(opts: Options) -> str:
 
 
 def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(), *, token: str,
-                neighbors: int = 5) -> dict:
+                neighbors: int = 5, indices: list[int | None] | None = None) -> dict:
     """The `compare` document: one token in several sentences, one `context` document each, and
-    the cosines between its context vectors beside those between its raw vectors."""
+    the cosines between its context vectors beside those between its raw vectors; `indices`,
+    the token's position in each sentence (--index; None: where it occurs once)."""
     k = len(sentences)
+    if indices is not None and len(indices) != k:
+        raise OptionError(f"indices must give a position for each of the {k} sentences, got {len(indices)}")
     limits.require(k * k * 2 * 110, f"comparing {k:,} sentences (two {k:,} x {k:,} tables of cosines)",
                    "compare fewer sentences at a time")
     docs, raw, ctx, hidden = [], [], [], []
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
-            i = find_position(att.tokens, att.embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
+            i = find_position(att.tokens, att.embedded.oov, token, indices[n - 1] if indices else None,
+                              lowercase=not vectors.cased)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
@@ -560,9 +573,9 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
 
 
 def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: int = 10,
-                  sentence: str | None = None) -> dict:
+                  sentence: str | None = None, index: int | None = None) -> dict:
     """The `neighbors` document: the vocabulary words nearest (cosine) a word's vector or, with
-    a sentence, that word's context vector in it."""
+    a sentence, that word's context vector in it (at `index`, where it occurs more than once)."""
     doc = {"command": "neighbors", "vectors": {"name": vectors.name, "dim": vectors.dim, "words": vectors.size}}
     if sentence is None:
         parts = tokenize(word, lowercase=not vectors.cased)
@@ -573,7 +586,7 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
             raise TokenError(f"{word!r} is not a word of {where}; try another word or --vectors")
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
-    i = find_position(att.tokens, att.embedded.oov, word, None, lowercase=not vectors.cased, has_index=False)
+    i = find_position(att.tokens, att.embedded.oov, word, index, lowercase=not vectors.cased)
     if not att.projections.word_space:
         raise TokenError("nearest words of a context vector need identity projections, or ones attncli train "
                          "learned: with other --qkv it is a sum of value vectors, not a word vector")

@@ -473,11 +473,12 @@ class Explorer(App):
         """The cursor's word in the second sentence; none without one."""
         if self.state.other is None:
             return []
-        word = self.doc["tokens"][self.state.cursor[0]]
+        i = self.state.cursor[0]
+        word = self.doc["tokens"][i]
         opts = Options() if self.model() else self.state.opts
         try:
             doc = compare_doc([self.state.sentence, self.state.other], source(self.vectors, self.state), opts,
-                              token=word, neighbors=0)
+                              token=word, neighbors=0, indices=[i, None])  # the cursor's, of a repeated word
         except AttncliError as e:
             return [Text(f"compare: {visible(str(e))}", style="dim")]
         return [Text(f"compare {visible(word)!r} with {visible(self.state.other)!r}", style="bold"),

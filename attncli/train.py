@@ -371,7 +371,7 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
         X = embedded.X.astype(np.float64)  # (T, d)
         T = len(X)
         try:
-            i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased, has_index=False)
+            i = find_position(embedded.tokens, embedded.oov, token, None, lowercase=not vectors.cased)
         except TokenError as e:  # its advice names options of other commands
             raise TokenError(f"--probe {sentence!r}: {str(e).split(';')[0]}; give a --token the sentence has, "
                              "with a vector") from None

@@ -264,12 +264,97 @@ def test_a_repeated_token_is_not_sent_to_a_missing_option(command):
         assert result.exit_code != 2, result.stderr
 
 
+REPEATS = "the cat saw the dog"
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", REPEATS, "the dog saw a cat", "--token", "the"],
+    ["neighbors", "the", "--context", REPEATS],
+    ["context", REPEATS, "--token", "the"],
+    ["explain", REPEATS, "--token", "the"],
+])
+def test_a_repeated_token_is_chosen_by_index_in_every_command(args):
+    """Each command that follows a token says where its repeats are, as --index, and takes it."""
+    where = "sentence 1 ('the cat saw the dog'): " if args[0] == "compare" else ""
+    assert fails(run(*args, "--json")) == (
+        f"attncli: error: {where}'the' occurs more than once; 'the' is at --index 0, --index 3")
+    assert fails(run(*args, "--index", "1", "--json")) == (
+        f"attncli: error: {where}the token at --index 1 is 'cat', not 'the'; 'the' is at --index 0, --index 3")
+    assert fails(run(*args, "--index", "5", "--json")) == (
+        f"attncli: error: {where}--index 5 is out of range: the sentence has 5 tokens with vectors (0 to 4)")
+
+
+def test_compare_index_follows_the_occurrence_asked_for(glove):
+    doc = one(run("compare", REPEATS, "the dog saw a cat", "--token", "the", "--index", "3", "--index", "0", "--json"))
+    assert [d["index"] for d in doc["sentences"]] == [3, 0]
+    assert doc["sentences"][0] == one(run("context", REPEATS, "--token", "the", "--index", "3", "--json"))
+    assert doc["sentences"][1] == one(run("context", "the dog saw a cat", "--token", "the", "--json"))
+    contexts = [d["context"] for d in doc["sentences"]]
+    np.testing.assert_allclose(doc["context_cosine"], cosine_matrix(contexts), rtol=0, atol=1e-12)
+    # without positions both "the" have one context vector; a causal mask tells them apart
+    causal = [one(run("compare", REPEATS, "the dog saw a cat", "--token", "the", "--index", i, "--index", "0",
+                      "--mask", "causal", "--json")) for i in ("0", "3")]
+    assert causal[0]["sentences"][0]["weights"] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert causal[1]["sentences"][0]["weights"][4] == 0.0 and causal[1]["sentences"][0]["weights"][3] < 1.0
+    assert causal[0]["context_cosine"][0][1] == pytest.approx(1.0, abs=1e-12)  # "the" alone, in both sentences
+    assert causal[1]["context_cosine"][0][1] < 1 - 1e-3  # the second "the" attends to "cat" and "saw" too
+
+
+def test_compare_doc_takes_a_position_for_some_sentences_only(glove):
+    """explore compares the cursor's word: its position in the first sentence, the other's by the word."""
+    from attncli.analyze import Options, compare_doc
+    from attncli.errors import TokenError
+
+    doc = compare_doc([REPEATS, "the dog"], glove, Options(), token="the", indices=[3, None])
+    assert [d["index"] for d in doc["sentences"]] == [3, 0]
+    with pytest.raises(TokenError, match="'the' is at --index 0, --index 3"):
+        compare_doc(["the dog", REPEATS], glove, Options(), token="the", indices=[0, None])
+
+
+def test_compare_one_index_serves_every_sentence():
+    doc = one(run("compare", REPEATS, "a dog saw the cat", "the dog and the cat", "--token", "the", "--index", "3",
+                  "--json"))
+    assert [d["index"] for d in doc["sentences"]] == [3, 3, 3]
+
+
+@pytest.mark.parametrize("given", [2, 4])
+def test_compare_takes_one_index_or_one_for_each_sentence(given):
+    assert fails(run("compare", REPEATS, "a dog saw the cat", "the cat", "--token", "the", *["--index", "0"] * given),
+                 code=2) == ("attncli: error: --index is given once for every sentence, or once for each in their "
+                             f"order: 3 sentences and {given} --index (see 'attncli compare --help')")
+
+
+def test_neighbors_index_picks_the_context_vector_of_that_occurrence(glove):
+    from attncli.analyze import Options, attend
+
+    doc = one(run("neighbors", "the", "--context", REPEATS, "--index", "3", "--mask", "causal", "--json"))
+    z = attend(REPEATS, glove, Options(mask="causal")).context[3]
+    assert doc["index"] == 3 and doc["context"] == z.tolist()
+    first = one(run("neighbors", "the", "--context", REPEATS, "--index", "0", "--mask", "causal", "--json"))
+    assert first["index"] == 0 and first["context"] == glove.vector("the").astype(float).tolist()  # itself alone
+    assert first["neighbors"] != doc["neighbors"]
+
+
+def test_neighbors_old_k_is_a_hidden_name_of_neighbors(glove):
+    new = one(run("neighbors", "orange", "--neighbors", "4", "--json"))
+    assert len(new["neighbors"]) == 4
+    for old in ("-k", "--k"):
+        assert one(run("neighbors", "orange", old, "4", "--json")) == new
+    assert len(one(run("neighbors", "orange", "--json"))["neighbors"]) == 10  # its default, as before
+    assert not re.search(r"(^|\s)(-k|--k)\b", run("neighbors", "--help").stdout)
+    fails(run("neighbors", "orange", "-k", "3", "--neighbors", "4"), "-k (--k) is the old name of --neighbors", code=2)
+
+
+def test_neighbors_index_needs_a_context():
+    fails(run("neighbors", "the", "--index", "3"), "--index needs --context SENTENCE", code=2)
+
+
 # --------------------------------------------------------------------------- neighbors
 
 
 @pytest.mark.parametrize("k", [1, 3, 5, 50])
 def test_neighbors_is_a_brute_force_loop_without_punctuation(small_path, small_rows, k):
-    doc = one(run("neighbors", "orange", "--k", k, "--vectors", small_path, "--json"))
+    doc = one(run("neighbors", "orange", "--neighbors", k, "--vectors", small_path, "--json"))
     assert set(doc) == {"command", "vectors", "word", "neighbors"}
     assert doc["command"] == "neighbors" and doc["word"] == "orange"
     assert doc["vectors"]["dim"] == 4 and doc["vectors"]["words"] == len(SMALL_ROWS)
@@ -287,9 +372,9 @@ def test_neighbors_is_a_brute_force_loop_without_punctuation(small_path, small_r
 
 
 def test_neighbors_cased_query_and_table(small_path, small_rows):
-    doc = one(run("neighbors", "ORANGE", "--k", 3, "--vectors", small_path, "--json"))
+    doc = one(run("neighbors", "ORANGE", "--neighbors", 3, "--vectors", small_path, "--json"))
     assert doc["word"] == "orange"
-    result = run("neighbors", "orange", "--k", 3, "--vectors", small_path, "--format", "table")
+    result = run("neighbors", "orange", "--neighbors", 3, "--vectors", small_path, "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
     for n in doc["neighbors"]:
         assert n["word"] in result.stdout and f"{n['cosine']:.3f}" in result.stdout
@@ -299,7 +384,7 @@ def test_neighbors_of_a_context_vector(small_path, small_rows):
     sentence = "red orange , car"
     ctx = one(run("context", sentence, "--token", "orange", "--vectors", small_path, "--json"))
     assert ctx["tokens"] == ["red", "orange", "car"]  # the comma left out
-    doc = one(run("neighbors", "orange", "--context", sentence, "--k", 4, "--vectors", small_path, "--json"))
+    doc = one(run("neighbors", "orange", "--context", sentence, "--neighbors", 4, "--vectors", small_path, "--json"))
     assert set(doc) == {"command", "vectors", "word", "neighbors", "sentence", "index", "context"}
     assert doc["word"] == "orange" and doc["sentence"] == sentence and doc["index"] == 1
     assert doc["context"] == ctx["context"]
@@ -318,7 +403,7 @@ def test_neighbors_of_a_context_vector(small_path, small_rows):
 
 def test_neighbors_of_a_context_vector_in_glove(glove):
     ctx = one(run("context", FRUIT, "--token", "orange", "--json"))
-    doc = one(run("neighbors", "orange", "--context", FRUIT, "--k", 8, "--json"))
+    doc = one(run("neighbors", "orange", "--context", FRUIT, "--neighbors", 8, "--json"))
     assert doc["context"] == ctx["context"] and doc["index"] == 5
     M = np.asarray(glove.matrix, dtype=np.float64)
     v = np.array(doc["context"])
@@ -516,7 +601,7 @@ def test_svg_and_html_of_compare_and_neighbors(tmp_path):
     page = (tmp_path / "c.htm").read_text(encoding="utf-8")
     for word in ["earth", "bright", "color"] + [n["word"] for n in doc["sentences"][0]["token_neighbors"]]:
         assert word in shown and word in page
-    doc = one(run("neighbors", "orange", "--k", 4, "--svg", tmp_path / "n.svg"))
+    doc = one(run("neighbors", "orange", "--neighbors", 4, "--svg", tmp_path / "n.svg"))
     shown = svg_text(tmp_path / "n.svg")
     for n in doc["neighbors"]:
         assert n["word"] in shown and f"{n['cosine']:.3f}" in shown

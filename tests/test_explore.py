@@ -403,6 +403,23 @@ def test_compare_gives_the_cosine_compare_computes():
     assert f"cosine of its context vectors: {expected['context_cosine'][0][1]:.3f}" in app.text["side"]
 
 
+@pytest.mark.parametrize("row", [0, 3])
+def test_compare_of_a_repeated_word_is_of_the_one_under_the_cursor(row):
+    from attncli import explore
+    from attncli.analyze import compare_doc
+
+    def other(app):
+        app.query_one("#ask").value = "a dog saw the cat"
+
+    repeats = "the cat saw the dog"
+    state = explore.State(repeats, opts=Options(mask="causal"), cursor=(row, 0))
+    app = run_app(explore.Explorer(load_vectors(), state), ["c"], then=other)
+    expected = compare_doc([repeats, "a dog saw the cat"], load_vectors(), Options(mask="causal"), token="the",
+                           indices=[row, 3])
+    assert f"cosine of its context vectors: {expected['context_cosine'][0][1]:.3f}" in app.text["side"]
+    assert "more than once" not in app.text["side"]
+
+
 def test_p_saves_the_screen_to_the_export_file(tmp_path):
     from attncli import explore
 

@@ -90,3 +90,21 @@ def test_every_command_has_a_whole_line_in_the_list_of_commands():
         if isinstance(command, click.Group):
             listed = run(*path, "--help").stdout.split("Commands:\n")[1]
             assert "..." not in listed, (path, listed)  # click cuts a long first sentence of a docstring
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) or "attncli" for p in COMMANDS])
+def test_every_integer_option_is_shown_with_a_letter(path):
+    """--top-k N, --heads H: never click's INTEGER RANGE, in every command's --help."""
+    command = dict(tree())[path]
+    ctx = click.Context(command, info_name=" ".join(path))
+    for param in command.params:
+        if isinstance(param, click.Option) and isinstance(param.type, click.types.IntParamType) and not param.hidden:
+            assert re.fullmatch(r"[A-Z]", param.make_metavar(ctx)), (path, param.opts)
+    assert "INTEGER" not in run(*path, "--help").stdout
+
+
+def test_one_name_for_how_many_neighbours():
+    takes = {" ".join(path) for path, command in tree() if any(p.name == "neighbors" for p in command.params)}
+    assert takes == {"batch", "compare", "context", "neighbors"}
+    for path in takes:
+        assert re.search(r"^  --neighbors N ", run(*path.split(), "--help").stdout, flags=re.M), path

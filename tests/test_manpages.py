@@ -56,3 +56,24 @@ def test_no_markdown_is_left_in_the_pages():
     for name, page in load_generator().pages().items():
         assert "`" not in page, name
         assert not re.search(r"\]\(#", page), name
+
+
+def test_the_readme_s_way_to_read_the_pages_of_a_clone_works():
+    """After an editable install no page is installed: the README's commands read them by path."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("man") is None:
+        pytest.skip("no man here")
+    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Man pages"):readme.index("## Layout")]
+    commands = re.findall(r"^(man \./man/\S+\.1)", section, flags=re.M)
+    assert commands == ["man ./man/attncli.1", "man ./man/attncli-scores.1"]
+    for command, title in zip(commands, ("ATTNCLI(1)", "ATTNCLI SCORES(1)")):
+        shown = subprocess.run(command.split(), cwd=MAN.parent, env={"MANPAGER": "cat", "PATH": "/usr/bin:/bin",
+                                                                     "MANWIDTH": "80"},
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.lstrip().startswith(title) and "\nNAME\n" in shown.stdout

@@ -560,3 +560,45 @@ def test_a_terminal_of_one_column_is_written_to_not_paged(args):
     wraps, and never paged (less would show a character a line, and wait for a key)."""
     status, _, err, screen = ptys.run(args, rows=24, cols=1, env={"ATTNCLI_PAGER": None, "PAGER": None})
     assert status == 0 and err == b"" and "orange" in ptys.plain(screen).replace("\n", "")
+
+
+
+def help_on_a_terminal(*args) -> str:
+    """The help as the terminal of ptys.run shows it when it fits (100 columns)."""
+    status, _, _, screen = ptys.run(args, on_tty=("stdout",), env={"ATTNCLI_PAGER": ""}, rows=500)
+    assert status == 0
+    return ptys.plain(screen)
+
+
+@pytest.mark.parametrize("args", [["scores", "--help"], ["help", "scores"], ["scores", "-h"], ["vectors", "--help"]])
+def test_help_taller_than_the_terminal_goes_through_the_pager(recorder, args):
+    line, got = recorder
+    status, _, err, screen = ptys.run(args, on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=10)
+    paged, seen = got()
+    assert status == 0 and err == b""
+    assert paged == help_on_a_terminal(*args)  # the very help a terminal that fits it gets
+    assert paged.startswith(f"Usage: attncli {args[-1] if args[0] == 'help' else args[0]} ") and paged.count("\n") > 10
+    assert seen["LESS"] == "FRX" and seen["tty"] is True
+    assert ptys.plain(screen).strip() == ""  # nothing written beside the pager
+
+
+def test_help_that_fits_is_written_directly(recorder):
+    line, got = recorder
+    status, _, _, screen = ptys.run(["vectors", "--help"], on_tty=("stdout",), env={"ATTNCLI_PAGER": line}, rows=200)
+    assert status == 0 and got() == (None, None)
+    assert ptys.plain(screen) == help_on_a_terminal("vectors", "--help")
+
+
+@pytest.mark.parametrize("env", [{"ATTNCLI_PAGER": ""}, {"ATTNCLI_PAGER": None, "PAGER": "cat"}])
+def test_help_is_not_paged_when_paging_is_off(recorder, env):
+    line, got = recorder
+    status, _, _, screen = ptys.run(["scores", "--help"], on_tty=("stdout",), env={"PAGER": line, **env}, rows=10)
+    assert status == 0 and got() == (None, None)
+    assert ptys.plain(screen) == help_on_a_terminal("scores", "--help")
+
+
+def test_help_piped_is_never_paged(recorder):
+    line, got = recorder
+    status, out, _, _ = ptys.run(["scores", "--help"], on_tty=("stdin", "stderr"), env={"ATTNCLI_PAGER": line}, rows=10)
+    assert status == 0 and got() == (None, None)
+    assert out.decode() == help_on_a_terminal("scores", "--help")

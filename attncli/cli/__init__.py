@@ -20,7 +20,7 @@ from enum import IntEnum
 import click
 from attncli.version import __version__
 from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal, utf8
-from attncli.cli.sections import Command, Group
+from attncli.cli.sections import Command, Group, no_such_command, show_help
 from attncli.errors import AttncliError
 
 
@@ -248,9 +248,11 @@ def help_command(ctx, command):
         group = target.command
         sub = group.get_command(target, name) if isinstance(group, click.Group) else None
         if sub is None:  # as `attncli NAME` says it
-            raise click.UsageError(f"No such command '{name}'.", target)
+            raise no_such_command(name, group, target) if isinstance(group, click.Group) else click.UsageError(
+                f"No such command '{name}'.", target)
         target = click.Context(sub, info_name=name, parent=target)
-    click.echo(target.get_help(), color=ctx.color)
+    target.color = ctx.color
+    show_help(target)
 
 
 main = cli

@@ -29,8 +29,8 @@ from attncli.visible import count
               help="Give each line's context document for this token instead of scores.")
 @click.option("--index", type=click.IntRange(min=0), metavar="N", help="Its position, when it occurs more than once.")
 @click.option("--all", "all_contexts", is_flag=True, help="With context documents: every token's context vector too.")
-@neighbors_option
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@neighbors_option()
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
               help="Worker processes (at most one a core); they share the memory-mapped vectors, and the output "
                    "keeps input order.")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
@@ -64,7 +64,8 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     where = input_file if input_file not in (None, "-") else "standard input"
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
-        stream = stdin_stream() if input_file in (None, "-") else stack.enter_context(open_regular(input_file, "FILE"))
+        stream = (stdin_stream("give FILE") if input_file in (None, "-")
+                  else stack.enter_context(open_regular(input_file, "FILE")))
         # a line at a time, a chunk of lines to a task: the corpus is never held whole
         chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where,
                                                       most=batches.line_most(jobs)))

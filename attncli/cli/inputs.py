@@ -11,17 +11,18 @@ from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError
 
 
-def stdin_stream():
-    """Standard input's binary stream; a terminal is no input."""
+def stdin_stream(other: str):
+    """Standard input's binary stream; a terminal is no input, and the usage error says
+    `other`, the command's other way to take it ("give FILE")."""
     stdin = sys.stdin.buffer
     if stdin.isatty():
-        raise click.UsageError("no input: give it as an argument or a file, or pipe it on standard input")
+        raise click.UsageError(f"no input: {other}, or pipe it on standard input")
     return stdin
 
 
-def read_stdin() -> bytes:
+def read_stdin(other: str) -> bytes:
     """All of standard input, within what memory can take (an endless /dev/zero is refused)."""
-    return limits.read_stream(stdin_stream(), "standard input")
+    return limits.read_stream(stdin_stream(other), "standard input")
 
 
 def decode(data: bytes, where: str) -> str:
@@ -33,18 +34,19 @@ def decode(data: bytes, where: str) -> str:
         raise InputError(f"{where} is not UTF-8: byte 0x{data[e.start]:02x} on line {line:,} cannot be decoded") from None
 
 
-def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
+def read_sentences(sentence: str | None, other: str = "give a SENTENCE argument") -> list[tuple[int | None, str]]:
     """The sentences to run, each with its stdin line number (None for an argument).
 
-    SENTENCE absent or "-": standard input, one sentence per non-blank line. Lines end at a
-    newline only (as batch.parse_lines splits them), not at the form feeds and Unicode
-    separators str.splitlines also breaks at, so a line's number is the same in both.
+    SENTENCE absent or "-": standard input, one sentence per non-blank line (on a terminal,
+    a usage error that says `other`, as stdin_stream). Lines end at a newline only (as
+    batch.parse_lines splits them), not at the form feeds and Unicode separators
+    str.splitlines also breaks at, so a line's number is the same in both.
     """
     if sentence is not None and sentence != "-":
         if not sentence.strip():
             raise InputError("the sentence is empty; give some words, for example: attncli scores \"The earth is like an orange\"")
         return [(None, sentence)]
-    text = decode(read_stdin(), "standard input")
+    text = decode(read_stdin(other), "standard input")
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start another
@@ -52,6 +54,30 @@ def read_sentences(sentence: str | None) -> list[tuple[int | None, str]]:
     if not lines:
         raise InputError("standard input holds no sentence (it is empty or blank)")
     return lines
+
+
+JSON_NUMBER = 20  # bytes a float64 of a document takes as JSON, its comma included (measured: 20.2)
+LARGE_JSON = 10_000_000  # bytes of one document worth a note: 350 tokens of one head's scores
+
+
+def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cells: dict[str, int], out,
+                    advice: str) -> None:
+    """Before any sentence is computed, once: a note on stderr when the largest one's JSON
+    document will pass LARGE_JSON, with `advice`, what writes less; none for one that memory
+    cannot take (attend refuses it, in the one line of an error). `cells`: the numbers a
+    cell of the T x T matrices takes under each key (those --fields keeps count)."""
+    from attncli.analyze import cell_bytes, count_tokens, heads_shown
+
+    per_cell = sum(n for key, n in cells.items() if out.fields is None or key in out.fields)
+    if out.fmt != "json" or not per_cell:
+        return
+    line, T = max(((line, count_tokens(text, vectors, opts)) for line, text in sentences), key=lambda lt: lt[1])
+    size = T * T * per_cell * JSON_NUMBER
+    if size >= LARGE_JSON and T * T * cell_bytes(heads_shown(vectors, opts), per_cell) <= limits.available():
+        where = f"line {line}: " if line else ""
+        click.echo(f"attncli: note: {where}the sentence has {T:,} tokens, and its JSON document will be about "
+                   f"{limits.size(size)} ({per_cell} number{'s' * (per_cell > 1)} for each of its {T:,} x {T:,} "
+                   f"cells); {advice}", err=True)
 
 
 def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]:

@@ -5,6 +5,7 @@ outputs that must not overwrite an input."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import math
 import os
@@ -57,6 +58,23 @@ def complete_qkv(ctx, param, incomplete):
 
     return complete_path(ctx, param, incomplete) + [CompletionItem(word) for word in ("identity", "random")
                                                     if word.startswith(incomplete)]
+
+
+def qkv_value(words: tuple[str, ...]):
+    """A click callback for --qkv: a value that is no path at all (no folder, no suffix, no
+    file of that name: randon, Identity, none) is a usage error naming what --qkv takes, and
+    the word of `words` it is nearest; a missing PATH.npz or dir/x is still the reader's "no
+    such file"."""
+
+    def check(ctx, param, value):
+        if value in ("identity", "random") or os.sep in value or Path(value).suffix or os.path.lexists(value):
+            return value  # a path: its reader says what is wrong with it
+        near = difflib.get_close_matches(value.lower(), words, n=1)
+        meant = f" (did you mean {near[0]}?)" if near else ""
+        raise click.BadParameter(f"{value!r} names no file, and is not {' or '.join(words)}{meant}; give "
+                                 f"{', '.join(words)} or FILE.npz", ctx, param)
+
+    return check
 
 
 def with_options(wrapper, options):
@@ -113,8 +131,22 @@ oov_option = option(
     help="A token without a vector: leave it out, give it a zero vector, or stop with an error.")
 
 
-neighbors_option = click.option("--neighbors", type=click.IntRange(min=0), default=5, show_default=True,
-                                help="How many nearest vocabulary words to list.")
+def neighbors_option(default: int = 5, least: int = 0):
+    """--neighbors N, how many nearest words, in every command that lists them; `neighbors`
+    also takes its old spelling -k/--k, hidden (neighbors_count makes the two one)."""
+    return click.option("--neighbors", type=click.IntRange(min=least), default=default, show_default=True,
+                        metavar="N", help="How many nearest vocabulary words to list.")
+
+
+def neighbors_count(neighbors: int, k: int | None) -> int:
+    """--neighbors, or the old -k/--k it replaced; not both."""
+    from click.core import ParameterSource
+
+    if k is None:
+        return neighbors
+    if click.get_current_context().get_parameter_source("neighbors") != ParameterSource.DEFAULT:
+        raise click.UsageError("-k (--k) is the old name of --neighbors; give one of them")
+    return k
 
 
 def attention_options(f=None, *, top: bool = True, projections: bool | str = True):
@@ -128,23 +160,23 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
 
     options = [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|random|PATH.npz",
-               shell_complete=complete_qkv,
+               shell_complete=complete_qkv, callback=qkv_value(("identity", "random")),
                help="Query, key and value projections: none (the raw vectors), drawn at random "
                     "(with --seed, --d-k), or read from a .npz of W_query, W_key, W_value."),
         option("attention", "--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
                help=f"Size of queries, keys and values for --qkv random, at most {MOST_D_K:,}. Default: d, "
                     "the vectors' size."),
-        option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True,
+        option("attention", "--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
                help="Seed of --qkv random: the same seed gives the same numbers on any machine."),
     ] if projections is True else [
         option("attention", "--qkv", default="identity", show_default=True, metavar="identity|PATH.npz",
-               shell_complete=complete_path,
+               shell_complete=complete_path, callback=qkv_value(("identity",)),
                help="Query, key and value projections: none (the raw vectors), or a .npz attncli train "
                     "wrote, whose context vectors are points among the word vectors."),
     ] if projections == "trained" else []
     taken = {"qkv", "d_k", "seed"} if projections is True else {"qkv"} if projections == "trained" else set()
     options += [
-        option("attention", "--heads", type=click.IntRange(min=1), default=1,
+        option("attention", "--heads", type=click.IntRange(min=1), default=1, metavar="H",
                help="Split d_k into this many heads, each attending on its own; it must divide d_k. Default: 1, "
                     "or the heads of a --qkv file attncli train wrote."),
         option("attention", "--mask", type=click.Choice(["none", "causal", "self"]), default="none",
@@ -158,7 +190,7 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
                help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them."),
     ]
     options += [
-        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True,
+        option("attention", "--top-k", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
                help="How many top-attended tokens to list per token."),
         option("attention", "--include-self", is_flag=True, help="Let a token's own position count among its top attended."),
     ] if top else []

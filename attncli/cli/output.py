@@ -362,6 +362,24 @@ def _show(text: str, screen, out: Output) -> None:
         sys.stdout.flush()
 
 
+def show(text: str, color: bool | None = None) -> None:
+    """Plain text (--help) on stdout: on a terminal, as a result is shown (_show: the pager
+    when it does not fit); else written as click writes it."""
+    if not sys.stdout.isatty():
+        click.echo(text, nl=False, color=color)
+        return
+    columns, lines = terminal_size(sys.stdout)
+    _show(text, _Size(drawn_width(columns), lines), Output("table", no_color=True))
+
+
+@dataclass(frozen=True)
+class _Size:
+    """What _show asks of a console: the width drawn to and the terminal's height."""
+
+    width: int
+    height: int
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -27,7 +27,7 @@ def qkv():
 @qkv.command(short_help="write random projections to a .npz file")
 @click.option("--d-k", "d_k", type=click.IntRange(1, MOST_D_K), metavar="N",
               help=f"Size of queries, keys and values, at most {MOST_D_K:,}. Default: d.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N", help="The random seed.")
 @click.option("-o", "--output", type=click.Path(), callback=output_path("output"), required=True,
               help="The .npz file to write.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")

@@ -18,7 +18,7 @@ MOST_HIDDEN = recurrent.MOST_HIDDEN
 @sentence_argument
 @click.option("--hidden", type=click.IntRange(min=1, max=MOST_HIDDEN), metavar="N",
               help=f"Size N of the hidden state, at most {MOST_HIDDEN:,}. Default: 32, or what --weights holds.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Seed of the RNN's random weights (uniform on ±1/sqrt(N), as PyTorch's nn.RNN).")
 @click.option("--weights", "weights_file", type=click.Path(dir_okay=True), metavar="FILE.npz",
               help="Read W_hx (N x d), W_hh (N x N) and b_h (N) from a .npz instead.")

@@ -10,8 +10,8 @@ import sys
 
 import click
 from attncli import limits
-from attncli.analyze import document_rows, document_scale, scores_doc
-from attncli.cli.inputs import compute_all, decode, read_sentences, read_stdin
+from attncli.analyze import document_rows, document_scale, heads_shown, scores_doc
+from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
@@ -81,8 +81,13 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
     if window:
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
-    sentences = read_sentences(sentence)
+    sentences = read_sentences(sentence, "give a SENTENCE argument, or a document with --file DOC.txt")
     vectors = load()
+    H = heads_shown(vectors, opts)
+    cells = {"scores": 1, "weights": 1, "heads": 2 * H + H * norms, "rollout": rollout, "norms": norms}
+    fewer = "--fields leaves keys out (--fields tokens,top writes no matrix)"
+    note_large_json(sentences, vectors, opts, cells, out,
+                    fewer if load.model else f"--file DOC.txt streams a long text, a line a token, and {fewer}")
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
     shown = "rollout" if rollout else "norms" if norms else None
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
@@ -99,7 +104,8 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     if drawn:
         raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     where = document_file or "standard input"
-    data = limits.read_file(document_file, "--file") if document_file else read_stdin()
+    data = (limits.read_file(document_file, "--file") if document_file
+            else read_stdin("--document reads the document from standard input; give --file DOC.txt"))
     text = decode(data, where)
     if not text.strip():
         raise InputError(f"{where} is empty")

@@ -3,10 +3,14 @@ shared decorator (attention, tokens, vectors, output), so that a long list says 
 options belong together and which a command shares with the others.
 
 An option says its section itself (SectionOption, made by `option`); a command or group
-of this module's classes writes its help by them. Every command of attncli is one.
+of this module's classes writes its help by them, pages it as results are paged, and says
+more than click of a command line it cannot parse. Every command of attncli is one.
 """
 
 from __future__ import annotations
+
+import difflib
+import shlex
 
 import click
 
@@ -56,16 +60,110 @@ def format_sections(command: click.Command, ctx: click.Context, formatter: click
                 formatter.write_dl([(term.ljust(width), text), *rest], col_max=COL_MAX)
 
 
-class Command(click.Command):
-    """A command whose --help lists its options in sections."""
+def show_help(ctx: click.Context) -> None:
+    """The help of ctx's command on stdout, through the pager as results go (output.show)."""
+    from attncli.cli.output import show
+
+    show(ctx.get_help() + "\n", color=ctx.color)
+
+
+def _help(ctx, param, value):
+    if value and not ctx.resilient_parsing:
+        show_help(ctx)
+        ctx.exit()
+
+
+def no_such_command(name: str, group: click.Group, ctx: click.Context) -> click.UsageError:
+    """'No such command', with the group's commands nearest `name`, as click suggests options."""
+    near = difflib.get_close_matches(name, group.list_commands(ctx), n=3)
+    hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+    return click.UsageError(f"No such command {name!r}.{hint}", ctx)
+
+
+def _elsewhere(name: str, command: click.Command, ctx: click.Context) -> dict[str, click.Option]:
+    """The other commands of the whole tree that take the option `name`: {path: that option}."""
+    root = ctx.find_root()
+    found = {}
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for sub in cmd.list_commands(root):
+                walk(cmd.get_command(root, sub), (*path, sub))
+        elif cmd is not command:
+            for p in cmd.params:
+                if isinstance(p, click.Option) and not p.hidden and name in p.opts + p.secondary_opts:
+                    found[" ".join(path)] = p
+
+    walk(root.command, ())
+    return found
+
+
+def _how_it_reads(command: click.Command, ctx: click.Context, value: str | None) -> str:
+    """How `command` takes its input, from its arguments: what a user meant to give another way."""
+    args = [p for p in command.params if isinstance(p, click.Argument)]
+    if not args:
+        return ""
+    name = ctx.command_path
+    said = f"; {name} reads its input as {' '.join(a.make_metavar(ctx) for a in args)}"
+    if any(not a.required for a in args):  # left out or -, standard input
+        said += f", or from standard input when that is left out ({name} ... < {value or 'FILE'})"
+    return said
+
+
+def _quote_hint(ctx: click.Context, extra: list[str]) -> str:
+    """What to do with words past the arguments: most often a sentence left unquoted, whose
+    first word was taken for the SENTENCE argument (or --context's value)."""
+    first = ctx.params.get("sentence")
+    given = next((p for p in ctx.command.params if p.name == "sentence"), None)
+    if not isinstance(first, str) or given is None:
+        return '; quote a sentence to give it as one argument: "The earth is like an orange"'
+    quoted = shlex.quote(" ".join([first, *extra]))
+    where = quoted if isinstance(given, click.Argument) else f"... {given.opts[0]} {quoted}"
+    return f"; quote a sentence to give it as one argument: {ctx.command_path} {where}"
+
+
+class _Parsing:
+    """What click says of a command line it cannot parse, made more helpful: an option that
+    another command takes names it; words past the arguments, a sentence left unquoted."""
+
+    def parse_args(self, ctx, args):
+        allowed, ctx.allow_extra_args = ctx.allow_extra_args, True  # extras: said below
+        try:
+            rest = super().parse_args(ctx, list(args))  # click's parser takes its list apart
+        except click.NoSuchOption as e:
+            others = _elsewhere(e.option_name, self, ctx)
+            if not others:
+                raise
+            after = args[args.index(e.option_name) + 1:] if e.option_name in args else []
+            file = any(isinstance(o.type, click.Path) for o in others.values())  # what was meant as input
+            value = after[0] if file and after and not after[0].startswith("-") else None
+            raise click.UsageError(f"No such option {e.option_name!r}: it is an option of "
+                                   f"{', '.join(others)}, not of {ctx.info_name}"
+                                   + _how_it_reads(self, ctx, value), ctx) from None
+        finally:
+            ctx.allow_extra_args = allowed
+        if rest and not allowed and not ctx.resilient_parsing:
+            many = "s" if len(rest) > 1 else ""
+            ctx.fail(f"Got unexpected extra argument{many} ({' '.join(rest)})" + _quote_hint(ctx, rest))
+        return rest
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.callback = _help
+        return option
+
+
+class Command(_Parsing, click.Command):
+    """A command whose --help lists its options in sections, and is paged."""
 
     def format_options(self, ctx, formatter):
         format_sections(self, ctx, formatter)
 
 
-class Group(click.Group):
+class Group(_Parsing, click.Group):
     """A group whose --help lists its options in sections, then its commands; the commands
-    it makes are Commands, its subgroups Groups."""
+    it makes are Commands, its subgroups Groups; a command it lacks, with those nearest."""
 
     command_class = Command
     group_class = type
@@ -73,3 +171,9 @@ class Group(click.Group):
     def format_options(self, ctx, formatter):
         format_sections(self, ctx, formatter)
         self.format_commands(ctx, formatter)
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:  # click's, among the commands loaded so far
+            raise no_such_command(e.command_name, self, ctx) from None

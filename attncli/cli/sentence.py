@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import click
-from attncli.analyze import Options, compare_doc, context_doc, heads_doc, explain_doc, neighbors_doc
-from attncli.cli.inputs import compute_all, read_sentences
-from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option,
-                                 given_options, model_options, neighbors_option, output_options, png_option,
+from attncli.analyze import (Options, compare_doc, context_doc, embed_sentence, heads_doc, heads_shown, explain_doc,
+                             neighbors_doc)
+from attncli.cli.inputs import compute_all, note_large_json, read_sentences
+from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
+                                 model_options, neighbors_count, neighbors_option, output_options, png_option,
                                  sentence_argument, vectors_options)
 from attncli.cli.output import emit, warn
 from attncli.cli.sections import Command
@@ -20,7 +21,7 @@ from attncli.errors import AttncliError, InputError
 @click.option("--index", type=click.IntRange(min=0), metavar="N",
               help="Its position among the tokens (from 0), when it occurs more than once; alone, picks the token at N.")
 @click.option("--all", "all_contexts", is_flag=True, help="Also give every token's context vector.")
-@neighbors_option
+@neighbors_option()
 @vectors_options
 @model_options
 @attention_options
@@ -59,13 +60,16 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
 @click.argument("sentences", nargs=-1, metavar="SENTENCE_A SENTENCE_B [...]", type=TextParam("a sentence"))
 @click.option("--token", metavar="WORD", required=True, type=TextParam("--token"),
               help="The word to follow through the sentences.")
-@neighbors_option
+@click.option("--index", "indices", type=click.IntRange(min=0), metavar="N", multiple=True,
+              help="Its position among a sentence's tokens (from 0), where it occurs more than once: once for "
+                   "every sentence, or repeated, one for each sentence in their order.")
+@neighbors_option()
 @vectors_options
 @model_options
 @attention_options
 @png_option
 @output_options
-def compare(sentences, token, neighbors, load, opts, out):
+def compare(sentences, token, indices, neighbors, load, opts, out):
     """The same word in two or more sentences: in each, what it attends to and its context
     vector; between them, the cosine of the context vectors beside the cosine of the raw
     vectors (1 for the same word); and the words nearest each, the moved ones marked.
@@ -78,18 +82,24 @@ def compare(sentences, token, neighbors, load, opts, out):
     Examples:
       attncli compare "The earth is like an orange" "Orange is a bright color" --token orange
       attncli compare "I sat on the bank" "The bank raised rates" "A river bank" --token bank --json
+      attncli compare "the cat saw the dog" "the dog saw a cat" --token the --index 3 --index 0
     """
     if len(sentences) < 2:
         raise click.UsageError(f"compare needs two sentences or more, and got {len(sentences)}")
+    if len(indices) not in (0, 1, len(sentences)):
+        raise click.UsageError(f"--index is given once for every sentence, or once for each in their order: "
+                               f"{len(sentences)} sentences and {len(indices)} --index")
+    indices = indices * len(sentences) if len(indices) == 1 else indices
     for n, text in enumerate(sentences, start=1):
         if not text.strip():
             raise InputError(f"sentence {n} is empty")
     vectors = load()
-    doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors)
+    doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors, indices=list(indices) or None)
     if load.model:  # beside the model, what attention over the word vectors makes of the same word
         static = load.vectors()
         try:
-            plain = compare_doc(list(sentences), static, Options(), token=token, neighbors=0)
+            plain = compare_doc(list(sentences), static, Options(), token=token, neighbors=0,
+                                indices=_same_occurrences(doc, static) if indices else None)
             doc["static"] = {"vectors": static.name, "context_cosine": plain["context_cosine"],
                              "raw_cosine": plain["raw_cosine"]}
         except AttncliError as e:
@@ -97,16 +107,36 @@ def compare(sentences, token, neighbors, load, opts, out):
     emit([doc], out, "compare_view")
 
 
+def _same_occurrences(doc: dict, static) -> list[int]:
+    """--index counts a model's word pieces ([CLS] first): the positions among the word
+    vectors' tokens of the same occurrences of the word (its second, say) in each sentence."""
+    shown = []
+    for sentence in doc["sentences"]:
+        tokens, i = sentence["tokens"], sentence["index"]
+        nth = tokens[:i].count(tokens[i])
+        words = embed_sentence(sentence["sentence"], static, Options(), list_missing=False).tokens
+        at = [j for j, word in enumerate(words) if word == tokens[i]]
+        if nth >= len(at):
+            raise InputError(f"{sentence['sentence']!r} holds {tokens[i]!r} fewer times among its words than among "
+                             "the model's word pieces")
+        shown.append(at[nth])
+    return shown
+
+
 @click.command(cls=Command, short_help="the vocabulary words nearest a word, or its context vector")
 @click.argument("word", type=TextParam("WORD"))
-@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many words.")
+@neighbors_option(default=10, least=1)
+@click.option("-k", "--k", "k", type=click.IntRange(min=1), hidden=True)  # --neighbors' old name, for scripts
 @click.option("--context", "sentence", metavar="SENTENCE", type=TextParam("--context"),
               help="Use WORD's context vector in SENTENCE instead of its own vector.")
+@click.option("--index", type=click.IntRange(min=0), metavar="N",
+              help="With --context: WORD's position among the sentence's tokens (from 0), where it occurs more "
+                   "than once.")
 @vectors_options
 @attention_options(top=False, projections="trained")
 @output_options
-def neighbors(word, k, sentence, load, opts, out):
-    """The K vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
+def neighbors(word, neighbors, k, sentence, index, load, opts, out):
+    """The N vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
     vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
     vocabulary is compared. The attention and token options shape the context vector, so
     they need --context; it is a point among the word vectors without projections, or with
@@ -115,17 +145,19 @@ def neighbors(word, k, sentence, load, opts, out):
     \b
     Examples:
       attncli neighbors orange
-      attncli neighbors orange --context "The earth is like an orange" --k 5
+      attncli neighbors orange --context "The earth is like an orange" --neighbors 5
       attncli neighbors bank --context "I sat on the bank of the river" --qkv proj.npz --mask self
+      attncli neighbors the --context "the cat saw the dog" --index 3
     """
     if sentence is None:
         unused = given_options(click.get_current_context(),
-                               ("qkv", "heads", "mask", "scale", "temperature", "keep_punct", "oov"))
+                               ("index", "qkv", "heads", "mask", "scale", "temperature", "keep_punct", "oov"))
         if unused:
             raise click.UsageError(f"{unused[0]} needs --context SENTENCE: without it, neighbors uses WORD's own "
                                    "vector, and no sentence is read or attended")
     vectors = load()
-    emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence)], out, "neighbors_view")
+    k = neighbors_count(neighbors, k)
+    emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence, index=index)], out, "neighbors_view")
 
 
 @click.command(cls=Command, short_help="walk a sentence through every step of attention")
@@ -152,6 +184,9 @@ def explain(sentence, token, index, load, opts, out):
     """
     sentences = read_sentences(sentence)
     vectors = load()
+    note_large_json(sentences, vectors, opts, {"steps": 3 * heads_shown(vectors, opts)}, out,
+                    "attncli scores --fields tokens,top writes no matrix" if load.model
+                    else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
     emit(docs, out, "explain_view")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 
 import click
 from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options, worker_job)
+from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
@@ -24,16 +24,16 @@ from attncli.errors import InputError
               help="head: a record per head; word: per word, the attention it receives against uniform attention's.")
 @click.option("--probe", type=click.Choice(["repeated"]),
               help="Instead of CORPUS: sequences of random vocabulary words, each written twice (the induction test).")
-@click.option("--probe-count", type=click.IntRange(1, 100_000), default=100, show_default=True,
+@click.option("--probe-count", type=click.IntRange(1, 100_000), default=100, show_default=True, metavar="N",
               help="How many sequences --probe repeated makes.")
-@click.option("--probe-length", type=click.IntRange(2, 256), default=20, show_default=True,
+@click.option("--probe-length", type=click.IntRange(2, 256), default=20, show_default=True, metavar="N",
               help="Words in each, before it is repeated.")
-@click.option("--shuffle-seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--shuffle-seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Seeds the shuffled baseline and --probe repeated.")
-@click.option("--random-seeds", type=click.IntRange(0, 100), default=3, show_default=True,
+@click.option("--random-seeds", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
               help="Seeds of the --qkv random baseline (word vectors only); 0 leaves it out.")
 @click.option("--no-shuffled", is_flag=True, help="Leave out the shuffled baseline (it doubles the work).")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
               help="Worker processes on this machine (at most one a core).")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
               callback=scheduler_address,
@@ -94,7 +94,8 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
             items = survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed)
             name = "--probe repeated"
         elif input_file in (None, "-"):
-            items, name = survey.read_lines(sys.stdin.buffer, jsonl=jsonl, field_name=field_name,
+            stdin = stdin_stream("give CORPUS, or --probe repeated")
+            items, name = survey.read_lines(stdin, jsonl=jsonl, field_name=field_name,
                                             name="standard input", jobs=jobs), "standard input"
         else:
             stream = stack.enter_context(_open(input_file))

@@ -53,24 +53,25 @@ class Fraction(click.ParamType):
               help="Size of the queries and keys (the values keep d, in word space). Default: d.")
 @click.option("--mask-self", is_flag=True,
               help="With --objective next, leave the word itself out of its keys (hide and mask always do).")
-@click.option("--steps", type=click.IntRange(1, 10_000_000), default=1500, show_default=True,
+@click.option("--steps", type=click.IntRange(1, 10_000_000), default=1500, show_default=True, metavar="N",
               help="Steps of Adam, a batch each: a budget in steps, so the same seed gives the same file anywhere.")
 @click.option("--epochs", type=FiniteFloat(positive=True), metavar="N", callback=lambda ctx, param, v: _epochs(v),
               help="Instead of --steps: as many steps as N passes over the examples take (at most 10,000,000).")
 @click.option("--lr", type=FiniteFloat(positive=True), default=0.01, show_default=True, help="Adam's learning rate.")
-@click.option("--batch", type=click.IntRange(1, 65_536), default=256, show_default=True, help="Examples a step.")
-@click.option("--window", type=click.IntRange(1, 100), default=5, show_default=True,
+@click.option("--batch", type=click.IntRange(1, 65_536), default=256, show_default=True, metavar="N",
+              help="Examples a step.")
+@click.option("--window", type=click.IntRange(1, 100), default=5, show_default=True, metavar="W",
               help="The visible words either side of a hidden one.")
-@click.option("--out-vocab", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
+@click.option("--out-vocab", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True, metavar="N",
               help="Predict among the N most frequent words of the corpus that have vectors.")
-@click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True,
+@click.option("--negatives", type=click.IntRange(0, 1_000_000), default=2048, show_default=True, metavar="N",
               help="Output words drawn a step for a sampled softmax (by frequency); 0: all of them.")
-@click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True,
+@click.option("--heads", type=click.IntRange(1, 4096), default=1, show_default=True, metavar="H",
               help="Heads of d_k/H columns of queries and keys, d/H of values; --qkv FILE.npz shows the file with "
                    "them.")
 @click.option("--holdout", type=Fraction(), default=0.1, show_default=True,
               help="The share of the corpus's lines kept out of training, to measure the loss on.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The random seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, metavar="N", help="The random seed.")
 @click.option("--jsonl", is_flag=True, help="CORPUS's lines are JSON objects; the text is in their --field.")
 @click.option("--field", "field_name", default="text", show_default=True, type=TextParam("--field"),
               help="The field of --jsonl lines to read.")
