@@ -206,6 +206,14 @@ def count_tokens(sentence: str, vectors: Vectors | Trained, opts: Options) -> in
     return sum(1 for t in tokens if opts.keep_punct or not is_punctuation(t))
 
 
+def check_options(vectors: Vectors | Trained, opts: Options) -> None:
+    """The attention options' own errors (a --heads that does not divide d_k, a --qkv file
+    that does not fit the vectors) now, before a sentence is looked at; the projections are
+    kept for the sentences (projections.resolve is cached)."""
+    if not isinstance(vectors, Trained):
+        projections.resolve(opts.qkv, vectors.dim, opts.d_k, opts.seed, opts.heads)
+
+
 def heads_shown(vectors: Vectors | Trained, opts: Options) -> int:
     """How many heads a document lists: a model's own, else --heads."""
     return vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads

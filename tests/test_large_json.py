@@ -8,7 +8,7 @@ import json
 import pytest
 
 from attncli import load_vectors
-from clirunner import ok, run
+from clirunner import fails, ok, run
 
 WORDS = [w for w in map(load_vectors().vocab.word, range(100, 3000)) if w.isascii() and w.isalpha()]
 ADVICE = ("--file DOC.txt streams a long text, a line a token, and --fields leaves keys out (--fields tokens,top "
@@ -76,3 +76,17 @@ def test_the_note_comes_before_the_work(monkeypatch):
                         lambda message, err=False: seen.append("note") if message.startswith("attncli: note") else None)
     result = run("scores", sentence(400), "--json")
     assert result.exit_code == 0 and seen == ["note", "attend"]
+
+
+def test_heads_says_it_too_by_the_heads_it_writes():
+    result = run("heads", sentence(400), "--qkv", "random", "--heads", "5", "--json")
+    advice = "attncli scores --file DOC.txt streams a long text, a line a token"
+    assert result.exit_code == 0 and result.stderr == note(400, "16.0 MB", 5, advice)
+    assert 0.9 < len(result.stdout.encode()) / 16.0e6 < 1.1
+    assert run("heads", sentence(400), "--json").stderr == ""  # one head: 3.2 MB
+
+
+@pytest.mark.parametrize("command", ["scores", "explain", "heads"])
+def test_a_mistake_in_the_options_is_the_one_line_with_no_note_before_it(command):
+    fails(run(command, sentence(400), "--qkv", "random", "--heads", "4", "--json"),
+          "--heads 4 does not divide d_k = 50", code=1)

@@ -66,11 +66,12 @@ def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cell
     document will pass LARGE_JSON, with `advice`, what writes less; none for one that memory
     cannot take (attend refuses it, in the one line of an error). `cells`: the numbers a
     cell of the T x T matrices takes under each key (those --fields keeps count)."""
-    from attncli.analyze import cell_bytes, count_tokens, heads_shown
+    from attncli.analyze import cell_bytes, check_options, count_tokens, heads_shown
 
     per_cell = sum(n for key, n in cells.items() if out.fields is None or key in out.fields)
     if out.fmt != "json" or not per_cell:
         return
+    check_options(vectors, opts)  # a mistake is the run's one line, with no note before it
     line, T = max(((line, count_tokens(text, vectors, opts)) for line, text in sentences), key=lambda lt: lt[1])
     size = T * T * per_cell * JSON_NUMBER
     if size >= LARGE_JSON and T * T * cell_bytes(heads_shown(vectors, opts), per_cell) <= limits.available():

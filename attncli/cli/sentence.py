@@ -216,5 +216,9 @@ def heads(sentence, load, opts, out):
     sentences = read_sentences(sentence)
     vectors = load()
     layer, head = getattr(load, "layer", None), getattr(load, "head", None)  # with --model
+    layers = 1 if layer or not load.model else vectors.model.config.layers
+    note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else heads_shown(vectors, opts))}, out,
+                    "--layer and --head show fewer heads" if load.model
+                    else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head))
     emit(docs, out, "heads_view")
