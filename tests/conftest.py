@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,11 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# The processes the tests start stand for a shell's jobs, which a hang-up ends. Under nohup
+# SIGHUP is ignored, and every child inherits that; attncli then keeps it ignored, as it
+# must (cli.ending_signals), and the hang-up tests would wait in vain.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session", autouse=True)
