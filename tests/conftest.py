@@ -10,10 +10,13 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-# The processes the tests start stand for a shell's jobs, which a hang-up ends. Under nohup
-# SIGHUP is ignored, and every child inherits that; attncli then keeps it ignored, as it
-# must (cli.ending_signals), and the hang-up tests would wait in vain.
+# The processes the tests start stand for a shell's foreground jobs, which a hang-up and a
+# Ctrl-C end. Run under nohup, or in the background of a script, the suite has SIGHUP or
+# SIGINT ignored, and every child inherits that; attncli then keeps it ignored, as it must
+# (cli.ending_signals; Python leaves an ignored SIGINT so), and those tests would wait in vain.
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
