@@ -67,3 +67,13 @@ def test_the_import_graph_is_read():
 
 def test_no_module_imports_itself_through_others():
     assert cycle(imports()) is None
+
+
+def test_a_plain_install_copies_every_package():
+    """pyproject.toml lists its packages by name: one missing is not in a plain install's
+    wheel (an editable install, as the tests run, would never show it)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(path.parent) for path in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
