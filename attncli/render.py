@@ -22,8 +22,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attncli import heatmap
-from attncli.heatmap import Heatmap
+from attncli.views import heatmap
+from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
 

@@ -16,8 +16,9 @@ from rich.console import Console
 
 from clirunner import run
 from grids import grid
-from attncli import heatmap, load_vectors, render
+from attncli import load_vectors, render
 from attncli.analyze import Options, scores_doc
+from attncli.views import heatmap
 
 FRUIT = "The earth is like an orange"
 SIX = ["the", "earth", "is", "like", "an", "orange"]

@@ -15,8 +15,9 @@ from rich.console import Console
 
 from clirunner import one, run
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import heatmap, load_vectors, render
+from attncli import load_vectors, render
 from attncli.analyze import scores_doc
+from attncli.views import heatmap
 
 # 20 tokens, the longest 11 letters; 32 tokens
 TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
