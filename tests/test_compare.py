@@ -668,7 +668,7 @@ def test_png_of_compare_context_and_explain(tmp_path):
 def test_every_png_heatmap_names_its_axes(args):
     """Rows attend, columns are attended: each panel of weights says so on its axes."""
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     docs = ok(run(*args, "--json"))
     plt = plot._pyplot()
@@ -684,7 +684,7 @@ def test_every_png_heatmap_names_its_axes(args):
 
 def test_the_png_of_every_context_vector_names_its_axes():
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     plt = plot._pyplot()
     fig = plot.figure(plt, ok(run("context", FRUIT, "--all", "--json")))

@@ -242,7 +242,7 @@ def test_the_legend_names_only_the_columns_the_table_has(corpus, tmp_path):
 
 def test_the_png_marks_each_number_as_the_table_does(corpus):
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     docs = records(run("stats", corpus, "--heads", "2", "--json"))
     doc = {"command": "stats", "corpus": "corpus.txt", "model": None, "vectors": "glove.6B.50d.100k", "records": docs}

@@ -447,7 +447,7 @@ def output_options(f):
         png = kwargs.pop("png", None)
         refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
-            from attncli import plot
+            from attncli.views import plot
 
             plot.require()  # a missing extra is an error before any output, not after it
         return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager, fields=fields), **kwargs)

@@ -195,7 +195,7 @@ def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None 
     that cannot be written leaves stdout untouched. json_docs: what JSON writes, where it
     is not the documents drawn (the records a summary's table shows, a line each)."""
     if out.png:
-        from attncli import plot  # matplotlib: an optional extra, imported only for --png
+        from attncli.views import plot  # matplotlib: an optional extra, imported only for --png
 
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
