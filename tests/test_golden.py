@@ -99,7 +99,7 @@ def picture(name: str, suffix: str, tmp: Path) -> str:
 
 
 def pretty(tmp: Path) -> str:
-    from attncli.cli.output import pretty_json
+    from attncli.views.json import pretty_json
 
     lines = output("scores-heads-masked", "json", tmp).splitlines()
     return pretty_json(json.loads(lines[0])) + "\n"

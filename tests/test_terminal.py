@@ -178,7 +178,7 @@ def test_several_sentences_on_a_terminal_are_one_document_after_another():
 
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"PYTHONIOENCODING": "ascii"}])
 def test_json_on_a_terminal_carries_no_character_a_terminal_acts_on(env):
-    from attncli.visible import JSON_UNSAFE
+    from attncli.views.json import JSON_UNSAFE
 
     args = ["scores", HOSTILE, "--json", "--keep-punct", "--oov", "zero"]
     status, _, err, screen = ptys.run(args, on_tty=("stdout",), env=env)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli.analyze import to_json
 from attncli.errors import AttncliError
-from attncli.visible import json_safe, visible, visible_all
+from attncli.views.json import pretty_json, utf8, write_json
+from attncli.visible import visible, visible_all
 
 
 def one_line(message: str, most: int = 1200) -> str:
@@ -68,57 +68,6 @@ def say_now() -> None:
     said = ctx.meta.pop("attncli.said", []) if ctx is not None else []
     for line in said:
         click.echo(f"attncli: {one_line(line)}", err=True)
-
-
-def utf8(stream) -> bool:
-    return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
-
-
-def write_json(doc: dict) -> None:
-    """A document as one line of JSON on stdout: UTF-8, or ASCII with \\u escapes where stdout
-    is not UTF-8. A file name that is not UTF-8 keeps its bytes as \\udcXX escapes, which
-    Python's json and os.fsencode turn back into them."""
-    sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
-
-
-def write_bytes(data: bytes) -> None:
-    """UTF-8 (or ASCII) text already encoded, such as batch's workers send, on stdout: to
-    its buffer as it is where stdout is UTF-8, else through its encoding."""
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None or not utf8(sys.stdout):
-        sys.stdout.write(data.decode("utf-8"))
-        return
-    sys.stdout.flush()  # what was written as text goes first
-    buffer.write(data)
-
-
-def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
-    """A document as JSON laid out for a person reading a terminal: an object a key a line,
-    indented by two; an object or list that holds only numbers, strings and the like on one
-    line, so that a matrix is a row a line. The same characters are escapes as in to_json
-    (a terminal acts on none of them), and it is valid JSON: `jq` reads it as it reads the
-    one-line form."""
-
-    def dump(value) -> str:  # the numbers spelled as the one-line form spells them
-        return to_json(value, ascii_only=ascii_only)
-
-    def flat(value) -> bool:
-        return not isinstance(value, (dict, list, tuple))
-
-    def layout(value, depth: int) -> str:
-        pad, inner = "  " * depth, "  " * (depth + 1)
-        if isinstance(value, dict):
-            if all(flat(v) for v in value.values()):
-                return "{" + ", ".join(f"{dump(str(k))}: {dump(v)}" for k, v in value.items()) + "}"
-            items = (f"{inner}{dump(str(k))}: {layout(v, depth + 1)}" for k, v in value.items())
-            return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-        if isinstance(value, (list, tuple)):
-            if all(flat(v) for v in value):
-                return "[" + ", ".join(map(dump, value)) + "]"
-            return "[\n" + ",\n".join(f"{inner}{layout(v, depth + 1)}" for v in value) + f"\n{pad}]"
-        return dump(value)
-
-    return json_safe(layout(doc, 0))
 
 
 def cwd_hint() -> str:
