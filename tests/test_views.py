@@ -21,6 +21,7 @@ from clirunner import one, run
 from grids import longest_line
 from attncli import load_vectors, render
 from attncli.analyze import Options, compare_doc, explain_doc
+from attncli.views import export
 
 FRUIT = "The earth is like an orange"
 COLOUR = "Orange is a bright color"
@@ -318,9 +319,9 @@ def test_the_html_title_of_several_sentences_compare_and_stats(tmp_path):
 def test_svg_text_runs_start_where_their_first_character_is():
     console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
     console.print(Text("     ab", style="bold"))
-    picture = render.svg(console, "t")
+    picture = export.svg(console, "t")
     x = float(re.search(r'<text [^>]*?\bx="([0-9.]+)"[^>]*>ab</text>', picture).group(1))
-    assert x == pytest.approx(5 * 20 * render.SVG_ASPECT)
+    assert x == pytest.approx(5 * 20 * export.SVG_ASPECT)
 
 
 @pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="rsvg-convert (librsvg2-bin) is not installed")
@@ -330,10 +331,10 @@ def test_svg_borders_join_when_drawn_offline(tmp_path):
     Image = pytest.importorskip("PIL.Image")
     console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
     console.print(Panel("\n".join(["x"] * 8), width=12))
-    (tmp_path / "p.svg").write_text(render.svg(console, "t"), encoding="utf-8")
+    (tmp_path / "p.svg").write_text(export.svg(console, "t"), encoding="utf-8")
     subprocess.run(["rsvg-convert", tmp_path / "p.svg", "-o", tmp_path / "p.png"], check=True)
     image = np.asarray(Image.open(tmp_path / "p.png").convert("L"), dtype=float)
-    cell, line = 20 * render.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
+    cell, line = 20 * export.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
     x0, y0 = 1 + 8, 1 + 40  # rich's margin and padding: where the terminal's first cell is
     top, bottom = int(y0 + 0.6 * line), int(y0 + 9.4 * line)  # inside the first and last lines: the border's run
     columns = image[top:bottom, int(x0):int(x0 + cell)]

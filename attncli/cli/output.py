@@ -259,6 +259,7 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
     terminal without colour): at the terminal's width for a table, else 100 columns."""
     from attncli import render
+    from attncli.views import export
 
     draw = getattr(render, view)
     shown = visible_all(docs)
@@ -279,9 +280,9 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         paint(picture)
         title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
         if out.svg:
-            write_whole(out.svg, lambda f: f.write(render.svg(picture, title).encode("utf-8")))
+            write_whole(out.svg, lambda f: f.write(export.svg(picture, title).encode("utf-8")))
         if out.html:
-            write_whole(out.html, lambda f: f.write(render.html(picture, render.picture_title(shown)).encode("utf-8")))
+            write_whole(out.html, lambda f: f.write(export.html(picture, export.picture_title(shown)).encode("utf-8")))
     if screen is None:
         return
     if out.pager and sys.stdout.isatty():  # drawn whole first, to see whether it fits
