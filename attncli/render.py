@@ -9,13 +9,12 @@ where there is no colour), to choose its colours for it.
 from __future__ import annotations
 
 import shlex
-import time
 from collections import Counter
 
 import numpy as np
 from rich.cells import cell_len
 from rich.columns import Columns
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.style import Style
 from rich.table import Table
@@ -599,39 +598,6 @@ def _megabytes(n: int) -> str:
     from attncli.limits import size
 
     return size(n)  # as every other size the tool writes: 1.5 kB, not 0.0 MB
-
-
-class LoadProgress:
-    """A progress bar on `console` (bytes read of all, rate, time left) for a load that takes
-    more than half a second. The CLI uses it only when stderr is a terminal."""
-
-    DELAY = 0.5
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.bar = None
-        self.start = None
-
-    def __enter__(self):
-        self.start = time.monotonic()
-        return self
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if time.monotonic() - self.start < self.DELAY:
-                return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-            self.bar = Progress("reading vectors", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                TimeRemainingColumn(), console=self.console, transient=True,
-                                redirect_stdout=False, redirect_stderr=False)
-            self.bar.start()
-            self.task = self.bar.add_task("read", total=total)
-        self.bar.update(self.task, completed=done, total=total)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:

@@ -95,9 +95,9 @@ def vectors_options(f=None, *, source_option: bool = True):
             given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, **cache_options}
             if not sys.stderr.isatty():
                 return load_vectors(source, **given)
-            from attncli import render  # rich: see emit
+            from attncli.views.progress import LoadProgress  # rich: see emit
 
-            with bar_console() as console, render.LoadProgress(console) as progress:
+            with bar_console() as console, LoadProgress(console) as progress:
                 return load_vectors(source, progress=progress, **given)
 
         if source_option:

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 from attncli.errors import AttncliError
 from attncli.views.json import pretty_json, utf8, write_json
+from attncli.views.progress import fitted_bar
 from attncli.visible import visible, visible_all
 
 
@@ -426,45 +427,6 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
             bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s", note=note)
 
         yield update
-
-
-def fitted_bar(unit: str, console):
-    """A rich Progress of one task whose line fits the console's width, whatever its count and
-    note (at 80 columns a note of held-out losses left "407/… 0:00:…"). By what matters: the
-    count, the time left, the unit, the note (cut short at its end), the bar (40 columns, or
-    what is left of them), the rate."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.table import Column
-
-    def text(template: str, width: int) -> TextColumn:
-        return TextColumn(template, table_column=Column(no_wrap=True, width=width, overflow="ellipsis"))
-
-    class Fitted(Progress):
-        def make_tasks_table(self, tasks):
-            if tasks:  # the columns for its task's numbers now
-                self.columns = fitting(self.console.width, tasks[0])
-            return super().make_tasks_table(tasks)
-
-    def fitting(width: int, task) -> list:
-        count = MofNCompleteColumn().render(task).cell_len
-        columns = {"count": MofNCompleteColumn(table_column=Column(no_wrap=True, width=count))}
-        room = width - count
-        if room >= 8:
-            columns["time"], room = TimeRemainingColumn(table_column=Column(no_wrap=True, width=7)), room - 8
-        if room >= len(unit) + 1:
-            columns["unit"], room = text(unit, len(unit)), room - len(unit) - 1
-        note = len(task.fields["note"])
-        if note and room >= 1 + min(note, 8):
-            columns["note"] = text("{task.fields[note]}", min(note, room - 1))
-            room -= 1 + min(note, room - 1)
-        if room >= 11:
-            columns["bar"], room = BarColumn(bar_width=min(40, room - 1)), room - 1 - min(40, room - 1)
-        rate = len(task.fields["rate"])
-        if rate and room >= rate + 1:
-            columns["rate"] = text("{task.fields[rate]}", rate)
-        return [columns[name] for name in ("unit", "bar", "count", "rate", "time", "note") if name in columns]
-
-    return Fitted(transient=True, console=console, redirect_stdout=False, redirect_stderr=False)
 
 
 def progress_shown(streaming: bool = True) -> bool:
