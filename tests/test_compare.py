@@ -23,9 +23,10 @@ from rich.console import Console
 
 from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import load_vectors, render
+from attncli import load_vectors
 from attncli.analyze import scores_doc
 from attncli.vectors import Vectors, Vocabulary
+from attncli.views import sentence
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -106,7 +107,7 @@ def flat(text: str) -> str:
 
 def render_scores(doc: dict, width: int, **kw) -> str:
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None).print(render.scores_view(doc, width=width, **kw))
+    Console(file=out, width=width, color_system=None).print(sentence.scores_view(doc, width=width, **kw))
     return out.getvalue()
 
 

@@ -460,7 +460,7 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    """name: (documents, view, its arguments) of each of VIEWS, as the command hands them to render."""
+    """name: (documents, view, its arguments) of each of VIEWS, as the command hands them to emit."""
     from attncli.cli import output
 
     tmp = tmp_path_factory.mktemp("views")
@@ -500,7 +500,7 @@ def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
     from rich.cells import cell_len
     from rich.console import Console
 
-    from attncli import render
+    from attncli import views
     from attncli.cli import output
     from attncli.visible import visible_all
 
@@ -511,7 +511,7 @@ def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
                              markup=False, emoji=False, highlight=False)
             with within(10, f"{name} at {width} columns"):
                 for doc in visible_all(docs):
-                    screen.print(getattr(render, view)(doc, width=screen.width, color_system=colours, **args))
+                    screen.print(views.view(view)(doc, width=screen.width, color_system=colours, **args))
             lines = ptys.plain(screen.file.getvalue()).split("\n")
             assert max(map(cell_len, lines)) <= width, (name, width)
             assert width < output.MIN_WIDTH or "".join(lines).strip(), (name, width)  # the narrowest drawn

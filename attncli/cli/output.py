@@ -141,7 +141,7 @@ class Output:
 
 def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None = None, **view_args) -> None:
     """The pictures asked for first, each written whole or not at all, then stdout: JSON
-    Lines, or each document drawn by render.`view` (a rule between documents). So a picture
+    Lines, or each document drawn by views.view(`view`) (a rule between documents). So a picture
     that cannot be written leaves stdout untouched. json_docs: what JSON writes, where it
     is not the documents drawn (the records a summary's table shows, a line each)."""
     if out.png:
@@ -259,10 +259,10 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     SVG and HTML pictures; then, for a table, stdout. The pictures are drawn on a console
     of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
     terminal without colour): at the terminal's width for a table, else 100 columns."""
-    from attncli import render
+    from attncli import views
     from attncli.views import export
 
-    draw = getattr(render, view)
+    draw = views.view(view)
     shown = visible_all(docs)
 
     def paint(console) -> None:

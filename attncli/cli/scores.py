@@ -124,15 +124,15 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
         def write(row: dict) -> None:
             write_json(row)
     else:
-        from attncli import render
+        from attncli.views.corpus import document_header, document_row
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window,
-                                                scale=document_scale(opts, dim)))
+            screen.print(document_header(visible(where), visible(vectors_name), opts, window,
+                                         scale=document_scale(opts, dim)))
 
         def write(row: dict) -> None:
-            screen.print(render.document_row(visible_all(row)))
+            screen.print(document_row(visible_all(row)))
     written = 0
     try:
         with writing_stdout():
