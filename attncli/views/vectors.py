@@ -9,11 +9,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attncli.limits import size  # as every other size the tool writes: 1.5 kB, not 0.0 MB
+from attncli.visible import visible
+
 
 def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
-    from attncli.visible import visible
-
     table = Table(show_header=False, box=None)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
@@ -41,7 +42,6 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
-    from attncli.visible import visible
 
     table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
     for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
@@ -54,7 +54,7 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         words = f"{e['words']:,}" if isinstance(e.get("words"), int) else "?"
         dim = f"{e['dim']:,}" if isinstance(e.get("dim"), int) else "?"
         status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else "current"
-        table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
+        table.add_row(Text(f"{source}{limit}"), words, dim, size(e["bytes"]), Text(status))
     return table
 
 
@@ -90,11 +90,5 @@ def _again(e: dict) -> str:
 
 def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     n = doc["removed"]
-    return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({_megabytes(doc['bytes'])}) "
+    return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({size(doc['bytes'])}) "
                 f"from {doc['cache_dir']}")
-
-
-def _megabytes(n: int) -> str:
-    from attncli.limits import size
-
-    return size(n)  # as every other size the tool writes: 1.5 kB, not 0.0 MB
