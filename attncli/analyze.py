@@ -8,7 +8,6 @@ contract, documented in the README.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -20,12 +19,6 @@ from attncli.errors import AttncliError, InputError, OptionError, TokenError, fi
 from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, cosines, embed, unit_rows
-from attncli.visible import json_safe
-
-try:
-    import orjson
-except ImportError:  # a dependency; the standard library writes the same JSON without it
-    orjson = None
 
 
 OOV_POLICIES = ("skip", "zero", "error")
@@ -766,24 +759,3 @@ def _neighbors(vectors: Vectors, v: np.ndarray, k: int, exclude: set[str]) -> li
     the vocabulary's size, whatever is asked."""
     k = min(k, vectors.size)
     return [{"word": w, "cosine": c} for w, c in vectors.nearest(v, k, exclude, keep=lambda w: not is_punctuation(w))]
-
-
-def to_json(doc, *, ascii_only: bool = False) -> str:
-    """A document (or any JSON value) as one line of JSON; NaN or infinity would be a bug,
-    so refuse them. `ascii_only` writes every other character as a \\u escape, for a stream
-    that is not UTF-8; either way, characters a terminal would act on are escapes too
-    (visible.json_safe).
-
-    orjson writes it, ten times faster than the standard library (a line's JSON cost more
-    than a third of batch's time), the same doubles (each the shortest text that reads back
-    as it): but it writes NaN as null, has no ASCII mode, and refuses a lone surrogate (a
-    file name's undecodable byte), so where a null appears at all, or in those cases, the
-    standard library writes the line instead, and refuses a NaN."""
-    if not ascii_only and orjson is not None:
-        try:
-            line = orjson.dumps(doc).decode("utf-8")
-        except (TypeError, orjson.JSONEncodeError):
-            line = None
-        if line is not None and "null" not in line:
-            return json_safe(line)
-    return json_safe(json.dumps(doc, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":")))

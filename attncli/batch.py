@@ -190,7 +190,7 @@ def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
 def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bool, str]:
     """(whether the line failed, its result as a line of JSON): where the work is done, so
     that a parent process has only to write it."""
-    from attncli.analyze import to_json
+    from attncli.views.json import to_json
 
     result = one_line(item, vectors, job, failed)
     error = "error" in result

@@ -28,10 +28,10 @@ from textual.geometry import Region
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from attncli import heatmap
 from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
 from attncli.errors import AttncliError
-from attncli.render import cosine_text, masked_cells
+from attncli.views import heatmap
+from attncli.views.common import cosine_text, masked_cells
 from attncli.visible import visible, visible_all
 
 MASKS = ("none", "causal", "self")

@@ -11,7 +11,6 @@ string literal (\\x1b, \\u202e); JSON keeps the text exact, escaped by JSON itse
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 # Kept as they are: ordinary spaces of other scripts (Zs) and private-use characters (Co).
@@ -58,30 +57,3 @@ def visible_all(value):
     if isinstance(value, tuple):
         return tuple(visible_all(v) for v in value)
     return value
-
-
-# What JSON's own escaping (control characters below U+0020 only) lets through raw and a
-# terminal acts on: DEL and the C1 controls (U+009B is an 8-bit CSI), the format characters
-# (zero-width ones, bidi embeddings, overrides and isolates, the byte order mark, the
-# interlinear annotations and the tags), the line and paragraph separators, and lone
-# surrogates (a file name that is not UTF-8). In a JSON string each is written as \\uXXXX:
-# the text stays exact to any JSON reader, and a terminal showing the JSON sees none.
-JSON_UNSAFE = re.compile(
-    "[\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000110bd\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f]")
-
-
-def json_safe(line: str) -> str:
-    """A line of JSON with every JSON_UNSAFE character inside it written as an escape."""
-    if line.isascii():
-        return line
-    return JSON_UNSAFE.sub(lambda m: "".join(f"\\u{u:04x}" for u in _utf16(m.group())), line)
-
-
-def _utf16(c: str) -> tuple[int, ...]:
-    n = ord(c)
-    if n < 0x10000:
-        return (n,)
-    n -= 0x10000
-    return (0xD800 + (n >> 10), 0xDC00 + (n & 0x3FF))  # JSON escapes beyond the BMP as a surrogate pair

@@ -16,8 +16,9 @@ from rich.console import Console
 
 from clirunner import run
 from grids import grid
-from attncli import heatmap, load_vectors, render
+from attncli import load_vectors
 from attncli.analyze import Options, scores_doc
+from attncli.views import heatmap, sentence
 
 FRUIT = "The earth is like an orange"
 SIX = ["the", "earth", "is", "like", "an", "orange"]
@@ -94,7 +95,7 @@ def drawn(doc: dict, color_system: str | None, width: int = 100, **kw) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=color_system, force_terminal=color_system is not None,
                       markup=False, highlight=False)
-    console.print(render.scores_view(doc, width=width, color_system=color_system, **kw))
+    console.print(sentence.scores_view(doc, width=width, color_system=color_system, **kw))
     return out.getvalue()
 
 

@@ -23,9 +23,10 @@ from rich.console import Console
 
 from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import load_vectors, render
+from attncli import load_vectors
 from attncli.analyze import scores_doc
 from attncli.vectors import Vectors, Vocabulary
+from attncli.views import sentence
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -106,7 +107,7 @@ def flat(text: str) -> str:
 
 def render_scores(doc: dict, width: int, **kw) -> str:
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None).print(render.scores_view(doc, width=width, **kw))
+    Console(file=out, width=width, color_system=None).print(sentence.scores_view(doc, width=width, **kw))
     return out.getvalue()
 
 
@@ -668,7 +669,7 @@ def test_png_of_compare_context_and_explain(tmp_path):
 def test_every_png_heatmap_names_its_axes(args):
     """Rows attend, columns are attended: each panel of weights says so on its axes."""
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     docs = ok(run(*args, "--json"))
     plt = plot._pyplot()
@@ -684,7 +685,7 @@ def test_every_png_heatmap_names_its_axes(args):
 
 def test_the_png_of_every_context_vector_names_its_axes():
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     plt = plot._pyplot()
     fig = plot.figure(plt, ok(run("context", FRUIT, "--all", "--json")))

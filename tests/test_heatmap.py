@@ -15,8 +15,9 @@ from rich.console import Console
 
 from clirunner import one, run
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import heatmap, load_vectors, render
+from attncli import load_vectors
 from attncli.analyze import scores_doc
+from attncli.views import heatmap, sentence
 
 # 20 tokens, the longest 11 letters; 32 tokens
 TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
@@ -71,7 +72,7 @@ def test_twenty_tokens_at_80_columns_through_the_cli():
 
 def test_twenty_tokens_at_80_columns_in_a_console(glove):
     doc = scores_doc(TWENTY, glove)
-    text = draw(render.scores_view, doc, 80)
+    text = draw(sentence.scores_view, doc, 80)
     assert longest_line(text) <= 80
     check_weights(grid(text, doc["tokens"]), doc["weights"])
 
@@ -82,7 +83,7 @@ def test_every_sentence_of_up_to_20_tokens_at_80_columns_and_32_at_120(glove, T,
     doc = scores_doc(" ".join(WORDS[:T]), glove)
     tokens = doc["tokens"]
     assert len(tokens) == T and doc["oov"] == []
-    text = draw(render.scores_view, doc, width)
+    text = draw(sentence.scores_view, doc, width)
     assert longest_line(text) <= width
     labels = tokens if grids(text, tokens) else [str(i) for i in range(T)]
     check_weights(grid(text, labels), doc["weights"])
@@ -187,7 +188,7 @@ def test_negative_scores_of_two_digits_still_fit_20_tokens_at_80_columns():
 
 def test_raw_scores_grid_at_80_columns(glove):
     doc = scores_doc(TWENTY, glove)
-    text = draw(render.scores_view, doc, 80, raw=True)
+    text = draw(sentence.scores_view, doc, 80, raw=True)
     assert longest_line(text) <= 80
     reading = "cells: ω, rounded"
     assert reading in text
@@ -223,11 +224,11 @@ def test_explain_matrices_at_80_columns():
 
 def test_a_cut_grid_says_what_its_rows_sum_to(glove):
     doc = scores_doc("The earth is like an orange", glove)
-    text = " ".join(draw(render.scores_view, doc, 80, max_tokens=3).split())
+    text = " ".join(draw(sentence.scores_view, doc, 80, max_tokens=3).split())
     shown = np.array(doc["weights"])[:3, :3].sum(axis=1)
     assert np.all(shown < 0.9)  # what the grid shows of a row is well short of 1
     assert "each row sums to 1;" not in text
     assert "each row sums to 1 over all 6 columns, of which the first 3 are shown" in text
-    full = " ".join(draw(render.scores_view, doc, 80).split())
+    full = " ".join(draw(sentence.scores_view, doc, 80).split())
     assert "each row sums to 1;" in full
 

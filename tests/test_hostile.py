@@ -784,7 +784,7 @@ def test_an_empty_home_is_no_home(tmp_path):
 
 
 def test_json_escapes_what_a_terminal_would_act_on_and_reads_back_exact():
-    from attncli.analyze import to_json
+    from attncli.views.json import to_json
 
     doc = {"t": "a\u202eb\x9bc\u2066d\u200be\ufefff\U000e0041g é 😀 \udce9"}
     line = to_json(doc)

@@ -4,6 +4,10 @@ the modules it imports (in a function or at the top), one that imports it back."
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attncli"
@@ -77,3 +81,55 @@ def test_a_plain_install_copies_every_package():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {module_name(path.parent) for path in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+
+def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    """Every module `start` imports, at any depth, and `start` itself."""
+    seen, todo = set(), list(start)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += graph[name]
+    return seen
+
+
+VIEW_MODULES = ["attncli.views", *(f"attncli.views.{name}" for name in (
+    "common", "corpus", "export", "heatmap", "json", "plot", "progress", "sentence", "training", "vectors"))]
+
+
+def test_the_views_import_only_what_a_view_needs():
+    """views/ draws documents and writes JSON: it imports nothing of how they are made
+    (analyze, the vectors, the models) or of the command line, at any depth."""
+    graph = imports()
+    views = {name for name in graph if name.split(".")[:2] == ["attncli", "views"]}
+    assert views == set(VIEW_MODULES)
+    assert reached(graph, views) - views == {"attncli.visible", "attncli.limits", "attncli.errors"}
+
+
+def test_every_view_a_command_names_is_drawn_by_its_module():
+    """Each name the commands pass to emit is in views.VIEWS, and its module draws it."""
+    from attncli import views
+
+    named = set()
+    for path in (PACKAGE / "cli").glob("*.py"):
+        named |= set(re.findall(r'"(\w+_view)"', path.read_text(encoding="utf-8")))
+    assert named == set(views.VIEWS)
+    assert all(views.view(name).__module__ == f"attncli.views.{module}" for name, module in views.VIEWS.items())
+
+
+def test_importing_the_views_loads_neither_analyze_nor_the_cli_nor_rich_for_json():
+    """In a process of its own: importing every module of views/ adds to what `import attncli`
+    loads views/ and the helpers it draws with, never the cli; and the package with its JSON
+    writers loads no rich, which a JSON run's start-up need not pay for."""
+    code = ("import importlib, json, sys, attncli; before = set(sys.modules); import attncli.views.json; "
+            "written = set(sys.modules) - before; "
+            f"[importlib.import_module(name) for name in {VIEW_MODULES!r}]; "
+            "print(json.dumps([sorted(m for m in written if m.split('.')[0] in ('attncli', 'rich')), "
+            "sorted(m for m in set(sys.modules) - before if m.startswith('attncli'))]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    for_json, every = json.loads(done.stdout)
+    assert for_json == ["attncli.views", "attncli.views.json"]
+    assert set(VIEW_MODULES) <= set(every) and set(every) - set(VIEW_MODULES) <= {"attncli.visible", "attncli.limits",
+                                                                                   "attncli.errors"}

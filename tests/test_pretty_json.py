@@ -5,9 +5,7 @@ import json
 
 from hypothesis import given, strategies as st
 
-from attncli.analyze import to_json
-from attncli.cli.output import pretty_json
-from attncli.visible import JSON_UNSAFE
+from attncli.views.json import JSON_UNSAFE, pretty_json, to_json
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 documents = st.dictionaries(st.text(), st.recursive(scalars, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
@@ -52,7 +50,7 @@ def test_one_line_json_is_the_same_doubles_and_never_nan():
     import numpy as np
     import pytest
 
-    from attncli.analyze import to_json
+    from attncli.views.json import to_json
 
     rng = np.random.default_rng(0)
     values = (rng.standard_normal(2000) * 10.0 ** rng.integers(-30, 30, size=2000)).tolist() + [5e-324, 1e308, 0.1]

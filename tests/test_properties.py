@@ -31,6 +31,7 @@ from attncli import analyze, attention, load_vectors
 from attncli.analyze import Options
 from attncli.attention import ScaleError
 from attncli.tokenize import is_punctuation
+from attncli.views.json import to_json
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here,
 # as the rest of the suite does.
@@ -676,7 +677,7 @@ def no_constants(name):
 
 
 def round_trip(doc: dict) -> dict:
-    text = analyze.to_json(doc)
+    text = to_json(doc)
     assert "\n" not in text  # one line
     back = json.loads(text, parse_constant=no_constants)
     assert back == doc  # nothing lost: plain lists, ints, floats and strings only

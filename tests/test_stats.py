@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from attncli import render, stats
+from attncli import stats
+from attncli.views import corpus as corpus_views
 from clirunner import fails, ok, run
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while a bird sang in the tree "
@@ -213,7 +214,7 @@ def test_the_marks_are_footnote_signs_beside_the_numbers_never_letters(corpus):
     assert rows[0] == ["head", "entr", "dist", "self", "prev", "next", "prevT", "dupT", "indT"]
     docs = records(run("stats", corpus, "--json"))
     marks = {"uniform": "*", "shuffled": "†", "random": "‡"}
-    for cell, (key, _) in zip(rows[1][1:], render.stats_columns(docs)):
+    for cell, (key, _) in zip(rows[1][1:], corpus_views.stats_columns(docs)):
         value = f"{docs[0][key]:.2f}"
         assert cell == value + "".join(marks[b] for b in docs[0]["like_baseline"][key]), key
     assert rows[1][1] == f"{docs[0]['entropy']:.2f}†" and rows[1][3] == f"{docs[0]['self']:.2f}†"
@@ -242,7 +243,7 @@ def test_the_legend_names_only_the_columns_the_table_has(corpus, tmp_path):
 
 def test_the_png_marks_each_number_as_the_table_does(corpus):
     pytest.importorskip("matplotlib")
-    from attncli import plot
+    from attncli.views import plot
 
     docs = records(run("stats", corpus, "--heads", "2", "--json"))
     doc = {"command": "stats", "corpus": "corpus.txt", "model": None, "vectors": "glove.6B.50d.100k", "records": docs}
@@ -250,9 +251,9 @@ def test_the_png_marks_each_number_as_the_table_does(corpus):
     fig = plot.figure(plt, [doc])
     try:
         shown = {ax.get_title(): sorted(t.get_text() for t in ax.texts) for ax in fig.axes if ax.get_title()}
-        assert list(shown) == [h for _, h in render.stats_columns(docs)]
-        for key, heading in render.stats_columns(docs):
-            assert shown[heading] == sorted(f"{d[key]:.2f}{render.baseline_marks(d['like_baseline'][key])}"
+        assert list(shown) == [h for _, h in corpus_views.stats_columns(docs)]
+        for key, heading in corpus_views.stats_columns(docs):
+            assert shown[heading] == sorted(f"{d[key]:.2f}{corpus_views.baseline_marks(d['like_baseline'][key])}"
                                             for d in docs), heading
         assert "as good as equal to a baseline: * uniform, † shuffled and ‡ random projections" in \
             fig._suptitle.get_text().replace("\n", " ")

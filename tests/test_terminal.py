@@ -178,7 +178,7 @@ def test_several_sentences_on_a_terminal_are_one_document_after_another():
 
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"PYTHONIOENCODING": "ascii"}])
 def test_json_on_a_terminal_carries_no_character_a_terminal_acts_on(env):
-    from attncli.visible import JSON_UNSAFE
+    from attncli.views.json import JSON_UNSAFE
 
     args = ["scores", HOSTILE, "--json", "--keep-punct", "--oov", "zero"]
     status, _, err, screen = ptys.run(args, on_tty=("stdout",), env=env)
@@ -460,7 +460,7 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    """name: (documents, view, its arguments) of each of VIEWS, as the command hands them to render."""
+    """name: (documents, view, its arguments) of each of VIEWS, as the command hands them to emit."""
     from attncli.cli import output
 
     tmp = tmp_path_factory.mktemp("views")
@@ -500,7 +500,7 @@ def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
     from rich.cells import cell_len
     from rich.console import Console
 
-    from attncli import render
+    from attncli import views
     from attncli.cli import output
     from attncli.visible import visible_all
 
@@ -511,7 +511,7 @@ def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
                              markup=False, emoji=False, highlight=False)
             with within(10, f"{name} at {width} columns"):
                 for doc in visible_all(docs):
-                    screen.print(getattr(render, view)(doc, width=screen.width, color_system=colours, **args))
+                    screen.print(views.view(view)(doc, width=screen.width, color_system=colours, **args))
             lines = ptys.plain(screen.file.getvalue()).split("\n")
             assert max(map(cell_len, lines)) <= width, (name, width)
             assert width < output.MIN_WIDTH or "".join(lines).strip(), (name, width)  # the narrowest drawn

@@ -497,7 +497,7 @@ def bar_line(width: int, done: int, total: int | None, note: str, rate: str = "1
 
     from rich.console import Console
 
-    from attncli.cli.output import fitted_bar
+    from attncli.views.progress import fitted_bar
 
     console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=True)
     bar = fitted_bar("steps", console)

@@ -280,7 +280,7 @@ def test_a_word_past_the_limit_is_said_to_be_past_it():
 
 
 def test_sizes_of_the_cache_views_are_written_as_everywhere_else():
-    from attncli import render
+    from attncli.views import vectors
 
-    text = render.cleared_view({"removed": 1, "bytes": 1500, "cache_dir": "/c", "kept": [], "links": []}).plain
+    text = vectors.cleared_view({"removed": 1, "bytes": 1500, "cache_dir": "/c", "kept": [], "links": []}).plain
     assert "(1.5 kB)" in text and "MB" not in text

@@ -19,8 +19,9 @@ from rich.text import Text
 
 from clirunner import one, run
 from grids import longest_line
-from attncli import load_vectors, render
+from attncli import load_vectors
 from attncli.analyze import Options, compare_doc, explain_doc
+from attncli.views import export, sentence, vectors
 
 FRUIT = "The earth is like an orange"
 COLOUR = "Orange is a bright color"
@@ -47,7 +48,7 @@ def glove():
 def test_vectors_info_folds_a_long_path_instead_of_cutting_it():
     entry = "/home/someone/.cache/attncli/glove.840B.300d.txt-limit-none-" + "0123456789abcdef" * 4
     source = "/home/someone/vectors/a/very/long/path/to/the/file/glove.840B.300d.txt"
-    text = draw(render.info_view({"name": "x", "cache_entry": entry, "source": source, "words": 2_196_017}))
+    text = draw(vectors.info_view({"name": "x", "cache_entry": entry, "source": source, "words": 2_196_017}))
     assert longest_line(text) <= 80
     assert "…" not in text
     joined = "".join(text.split())  # the value's lines, run together: the whole path
@@ -66,7 +67,7 @@ def test_vectors_info_says_yes_and_no_not_python_values():
     assert (shown["words"], shown["dim"], shown["cased"], shown["subwords"]) == ("100,000", "50", "no", "no")
     assert set(shown) == {"name", "words", "dim", "cased", "subwords", "source", "format", "cache entry",
                           "load seconds"}
-    text = draw(render.info_view({"cased": True, "subwords": False, "limit": None, "words": 2_000_000}))
+    text = draw(vectors.info_view({"cased": True, "subwords": False, "limit": None, "words": 2_000_000}))
     assert [line.split() for line in text.splitlines()] == [["cased", "yes"], ["subwords", "no"], ["limit", "none"],
                                                             ["words", "2,000,000"]]
 
@@ -79,14 +80,14 @@ def test_qkv_init_names_its_arrays_and_d_k_as_written(tmp_path):
 
 
 def test_a_fact_from_outside_is_never_markup():
-    text = draw(render.info_view({"source": "[bold]x[/bold] \x1b[31m", "arrays": ["[red]W", "W_key"]}))
+    text = draw(vectors.info_view({"source": "[bold]x[/bold] \x1b[31m", "arrays": ["[red]W", "W_key"]}))
     assert "[bold]x[/bold] \\x1b[31m" in text and "\x1b" not in text and "[red]W, W_key" in text
 
 
 def test_vectors_list_heads_its_status_column_and_separates_thousands():
     entry = {"source": "/v/wide.txt", "path": "/c/wide", "words": 12_345, "dim": 40_000, "bytes": 10**6,
              "stale": False, "damaged": None, "limit": None}
-    text = draw(render.entries_view({"cache_dir": "/c", "entries": [entry, {**entry, "stale": True},
+    text = draw(vectors.entries_view({"cache_dir": "/c", "entries": [entry, {**entry, "stale": True},
                                                                     {**entry, "damaged": "lacks vectors.npy"}]}))
     rows = [[c.strip() for c in line.strip("┃│").split("┃" if "┃" in line else "│")]
             for line in text.splitlines() if line[:1] in "┃│"]
@@ -94,7 +95,7 @@ def test_vectors_list_heads_its_status_column_and_separates_thousands():
     assert [r[1:] for r in rows[1:]] == [["12,345", "40,000", "1.0 MB", status]
                                          for status in ("current", "stale", "damaged: lacks vectors.npy")]
     long = "/home/someone/vectors/a/very/long/path/to/the/file/" + "glove.840B.300d" * 4 + ".txt"
-    text = draw(render.entries_view({"cache_dir": "/c", "entries": [{**entry, "source": long}]}))
+    text = draw(vectors.entries_view({"cache_dir": "/c", "entries": [{**entry, "source": long}]}))
     assert longest_line(text) <= 80 and "…" not in text
     cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
     assert "".join(cells) == long  # folded, whole
@@ -103,7 +104,7 @@ def test_vectors_list_heads_its_status_column_and_separates_thousands():
 @pytest.mark.parametrize("n, said", [(0, "removed 0 cache entries"), (1, "removed 1 cache entry "),
                                      (2, "removed 2 cache entries"), (1234, "removed 1,234 cache entries")])
 def test_vectors_clear_says_entry_or_entries(n, said):
-    text = draw(render.cleared_view({"removed": n, "bytes": 10**6, "cache_dir": "/c", "kept": [], "links": []}))
+    text = draw(vectors.cleared_view({"removed": n, "bytes": 10**6, "cache_dir": "/c", "kept": [], "links": []}))
     assert said in text
 
 
@@ -175,7 +176,7 @@ TWENTY = ("The books that the professor recommended during the lecture on mediev
 
 def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
     doc = explain_doc("The earth is like an orange", glove, Options())
-    text = draw(render.explain_view(doc, width=80))
+    text = draw(sentence.explain_view(doc, width=80))
     panel = text[text.index("1. the tokens' word vectors X"):text.index("2. queries")]
     lines = [line.strip().strip("│").strip() for line in panel.splitlines()[1:]]
     assert lines[0].split() == ["0", "1", "2", "3", "4", "…", "49"]  # 50 values: the last is 49
@@ -216,7 +217,7 @@ def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
 def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
     doc = compare_doc([FRUIT, COLOUR], glove, Options(), token="orange")
     off = doc["context_cosine"][0][1]
-    drawn = draw(render.compare_view(doc))
+    drawn = draw(sentence.compare_view(doc))
     titles = [line.split() for line in drawn.splitlines() if "vectors" in line and "│" not in line]
     assert ["context", "vectors", "raw", "vectors"] in titles  # titles as narrow as their tables
     assert ["vectors"] not in titles  # none wrapped
@@ -225,13 +226,13 @@ def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
     assert f"{off:.3f} to {off:.3f}" not in text
     three = compare_doc([FRUIT, COLOUR, "I ate an orange"], glove, Options(), token="orange")
     M = np.array(three["context_cosine"])[~np.eye(3, dtype=bool)]
-    assert f"cosine {M.min():.3f} to {M.max():.3f} between sentences" in flat(draw(render.compare_view(three)))
+    assert f"cosine {M.min():.3f} to {M.max():.3f} between sentences" in flat(draw(sentence.compare_view(three)))
 
 
 def test_compare_with_projections_draws_no_empty_table_of_nearest_words(glove):
     doc = compare_doc([FRUIT, COLOUR], glove, Options(qkv="random"), token="orange")
     assert all(d["neighbors"] == [] for d in doc["sentences"])
-    text = draw(render.compare_view(doc))
+    text = draw(sentence.compare_view(doc))
     assert "no nearest words for the context vectors" in flat(text)
     assert "nearest vocabulary words" not in text and "'orange' itself" not in text
 
@@ -318,9 +319,9 @@ def test_the_html_title_of_several_sentences_compare_and_stats(tmp_path):
 def test_svg_text_runs_start_where_their_first_character_is():
     console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
     console.print(Text("     ab", style="bold"))
-    picture = render.svg(console, "t")
+    picture = export.svg(console, "t")
     x = float(re.search(r'<text [^>]*?\bx="([0-9.]+)"[^>]*>ab</text>', picture).group(1))
-    assert x == pytest.approx(5 * 20 * render.SVG_ASPECT)
+    assert x == pytest.approx(5 * 20 * export.SVG_ASPECT)
 
 
 @pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="rsvg-convert (librsvg2-bin) is not installed")
@@ -330,10 +331,10 @@ def test_svg_borders_join_when_drawn_offline(tmp_path):
     Image = pytest.importorskip("PIL.Image")
     console = Console(file=io.StringIO(), width=20, color_system="truecolor", force_terminal=True, record=True)
     console.print(Panel("\n".join(["x"] * 8), width=12))
-    (tmp_path / "p.svg").write_text(render.svg(console, "t"), encoding="utf-8")
+    (tmp_path / "p.svg").write_text(export.svg(console, "t"), encoding="utf-8")
     subprocess.run(["rsvg-convert", tmp_path / "p.svg", "-o", tmp_path / "p.png"], check=True)
     image = np.asarray(Image.open(tmp_path / "p.png").convert("L"), dtype=float)
-    cell, line = 20 * render.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
+    cell, line = 20 * export.SVG_ASPECT, 20 * 1.22  # rich's cell width and line height
     x0, y0 = 1 + 8, 1 + 40  # rich's margin and padding: where the terminal's first cell is
     top, bottom = int(y0 + 0.6 * line), int(y0 + 9.4 * line)  # inside the first and last lines: the border's run
     columns = image[top:bottom, int(x0):int(x0 + cell)]

@@ -1,7 +1,7 @@
 """The command line: parse, load, compute, render, and map errors to one-line messages.
 
 Only click code lives in this package; the work is done by analyze (attention over a
-sentence), vectors (loading) and render (tables and JSON). This module holds the group,
+sentence), vectors (loading) and views (tables, pictures and JSON). This module holds the group,
 the exit statuses and the one place that turns every failure into a line on stderr;
 options.py the shared options, inputs.py reading sentences, output.py writing results;
 then one module for each family of commands.
@@ -19,9 +19,10 @@ from enum import IntEnum
 
 import click
 from attncli.version import __version__
-from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal, utf8
+from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal
 from attncli.cli.sections import Command, Group, no_such_command, show_help
 from attncli.errors import AttncliError
+from attncli.views.json import utf8
 
 
 class ExitStatus(IntEnum):

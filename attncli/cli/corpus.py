@@ -13,10 +13,11 @@ from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
                                  fields_option, model_options, neighbors_option, scheduler_address, vectors_options,
                                  worker_job)
-from attncli.cli.output import progress, progress_shown, utf8, write_bytes, writing_stdout
+from attncli.cli.output import progress, progress_shown, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
 from attncli.limits import open_regular
+from attncli.views.json import utf8, write_bytes
 from attncli.visible import count
 
 

@@ -95,9 +95,9 @@ def vectors_options(f=None, *, source_option: bool = True):
             given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, **cache_options}
             if not sys.stderr.isatty():
                 return load_vectors(source, **given)
-            from attncli import render  # rich: see emit
+            from attncli.views.progress import LoadProgress  # rich: see emit
 
-            with bar_console() as console, render.LoadProgress(console) as progress:
+            with bar_console() as console, LoadProgress(console) as progress:
                 return load_vectors(source, progress=progress, **given)
 
         if source_option:
@@ -447,7 +447,7 @@ def output_options(f):
         png = kwargs.pop("png", None)
         refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
-            from attncli import plot
+            from attncli.views import plot
 
             plot.require()  # a missing extra is an error before any output, not after it
         return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager, fields=fields), **kwargs)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli.analyze import to_json
 from attncli.errors import AttncliError
-from attncli.visible import json_safe, visible, visible_all
+from attncli.views.json import pretty_json, utf8, write_json
+from attncli.views.progress import fitted_bar
+from attncli.visible import visible, visible_all
 
 
 def one_line(message: str, most: int = 1200) -> str:
@@ -68,57 +69,6 @@ def say_now() -> None:
     said = ctx.meta.pop("attncli.said", []) if ctx is not None else []
     for line in said:
         click.echo(f"attncli: {one_line(line)}", err=True)
-
-
-def utf8(stream) -> bool:
-    return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
-
-
-def write_json(doc: dict) -> None:
-    """A document as one line of JSON on stdout: UTF-8, or ASCII with \\u escapes where stdout
-    is not UTF-8. A file name that is not UTF-8 keeps its bytes as \\udcXX escapes, which
-    Python's json and os.fsencode turn back into them."""
-    sys.stdout.write(to_json(doc, ascii_only=not utf8(sys.stdout)) + "\n")  # surrogates: escaped by to_json
-
-
-def write_bytes(data: bytes) -> None:
-    """UTF-8 (or ASCII) text already encoded, such as batch's workers send, on stdout: to
-    its buffer as it is where stdout is UTF-8, else through its encoding."""
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None or not utf8(sys.stdout):
-        sys.stdout.write(data.decode("utf-8"))
-        return
-    sys.stdout.flush()  # what was written as text goes first
-    buffer.write(data)
-
-
-def pretty_json(doc: dict, *, ascii_only: bool = False) -> str:
-    """A document as JSON laid out for a person reading a terminal: an object a key a line,
-    indented by two; an object or list that holds only numbers, strings and the like on one
-    line, so that a matrix is a row a line. The same characters are escapes as in to_json
-    (a terminal acts on none of them), and it is valid JSON: `jq` reads it as it reads the
-    one-line form."""
-
-    def dump(value) -> str:  # the numbers spelled as the one-line form spells them
-        return to_json(value, ascii_only=ascii_only)
-
-    def flat(value) -> bool:
-        return not isinstance(value, (dict, list, tuple))
-
-    def layout(value, depth: int) -> str:
-        pad, inner = "  " * depth, "  " * (depth + 1)
-        if isinstance(value, dict):
-            if all(flat(v) for v in value.values()):
-                return "{" + ", ".join(f"{dump(str(k))}: {dump(v)}" for k, v in value.items()) + "}"
-            items = (f"{inner}{dump(str(k))}: {layout(v, depth + 1)}" for k, v in value.items())
-            return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-        if isinstance(value, (list, tuple)):
-            if all(flat(v) for v in value):
-                return "[" + ", ".join(map(dump, value)) + "]"
-            return "[\n" + ",\n".join(f"{inner}{layout(v, depth + 1)}" for v in value) + f"\n{pad}]"
-        return dump(value)
-
-    return json_safe(layout(doc, 0))
 
 
 def cwd_hint() -> str:
@@ -191,11 +141,11 @@ class Output:
 
 def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None = None, **view_args) -> None:
     """The pictures asked for first, each written whole or not at all, then stdout: JSON
-    Lines, or each document drawn by render.`view` (a rule between documents). So a picture
+    Lines, or each document drawn by views.view(`view`) (a rule between documents). So a picture
     that cannot be written leaves stdout untouched. json_docs: what JSON writes, where it
     is not the documents drawn (the records a summary's table shows, a line each)."""
     if out.png:
-        from attncli import plot  # matplotlib: an optional extra, imported only for --png
+        from attncli.views import plot  # matplotlib: an optional extra, imported only for --png
 
         write_whole(out.png, lambda f: plot.heatmaps(visible_all(docs), f))
     if out.fmt == "table" or out.svg or out.html:
@@ -309,9 +259,10 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     SVG and HTML pictures; then, for a table, stdout. The pictures are drawn on a console
     of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
     terminal without colour): at the terminal's width for a table, else 100 columns."""
-    from attncli import render
+    from attncli import views
+    from attncli.views import export
 
-    draw = getattr(render, view)
+    draw = views.view(view)
     shown = visible_all(docs)
 
     def paint(console) -> None:
@@ -330,9 +281,9 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
         paint(picture)
         title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
         if out.svg:
-            write_whole(out.svg, lambda f: f.write(render.svg(picture, title).encode("utf-8")))
+            write_whole(out.svg, lambda f: f.write(export.svg(picture, title).encode("utf-8")))
         if out.html:
-            write_whole(out.html, lambda f: f.write(render.html(picture, render.picture_title(shown)).encode("utf-8")))
+            write_whole(out.html, lambda f: f.write(export.html(picture, export.picture_title(shown)).encode("utf-8")))
     if screen is None:
         return
     if out.pager and sys.stdout.isatty():  # drawn whole first, to see whether it fits
@@ -476,45 +427,6 @@ def progress(unit: str, *, shown: bool = True, streaming: bool = True):
             bar.update(task, completed=done, total=total, rate=f"{rate:,.0f} {unit}/s", note=note)
 
         yield update
-
-
-def fitted_bar(unit: str, console):
-    """A rich Progress of one task whose line fits the console's width, whatever its count and
-    note (at 80 columns a note of held-out losses left "407/… 0:00:…"). By what matters: the
-    count, the time left, the unit, the note (cut short at its end), the bar (40 columns, or
-    what is left of them), the rate."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.table import Column
-
-    def text(template: str, width: int) -> TextColumn:
-        return TextColumn(template, table_column=Column(no_wrap=True, width=width, overflow="ellipsis"))
-
-    class Fitted(Progress):
-        def make_tasks_table(self, tasks):
-            if tasks:  # the columns for its task's numbers now
-                self.columns = fitting(self.console.width, tasks[0])
-            return super().make_tasks_table(tasks)
-
-    def fitting(width: int, task) -> list:
-        count = MofNCompleteColumn().render(task).cell_len
-        columns = {"count": MofNCompleteColumn(table_column=Column(no_wrap=True, width=count))}
-        room = width - count
-        if room >= 8:
-            columns["time"], room = TimeRemainingColumn(table_column=Column(no_wrap=True, width=7)), room - 8
-        if room >= len(unit) + 1:
-            columns["unit"], room = text(unit, len(unit)), room - len(unit) - 1
-        note = len(task.fields["note"])
-        if note and room >= 1 + min(note, 8):
-            columns["note"] = text("{task.fields[note]}", min(note, room - 1))
-            room -= 1 + min(note, room - 1)
-        if room >= 11:
-            columns["bar"], room = BarColumn(bar_width=min(40, room - 1)), room - 1 - min(40, room - 1)
-        rate = len(task.fields["rate"])
-        if rate and room >= rate + 1:
-            columns["rate"] = text("{task.fields[rate]}", rate)
-        return [columns[name] for name in ("unit", "bar", "count", "rate", "time", "note") if name in columns]
-
-    return Fitted(transient=True, console=console, redirect_stdout=False, redirect_stderr=False)
 
 
 def progress_shown(streaming: bool = True) -> bool:

@@ -14,9 +14,10 @@ from attncli.analyze import document_rows, document_scale, heads_shown, scores_d
 from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
-from attncli.cli.output import Output, emit, make_console, progress, write_json, writing_stdout
+from attncli.cli.output import Output, emit, make_console, progress, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
+from attncli.views.json import write_json
 from attncli.visible import visible, visible_all
 
 
@@ -123,15 +124,15 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
         def write(row: dict) -> None:
             write_json(row)
     else:
-        from attncli import render
+        from attncli.views.corpus import document_header, document_row
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():
-            screen.print(render.document_header(visible(where), visible(vectors_name), opts, window,
-                                                scale=document_scale(opts, dim)))
+            screen.print(document_header(visible(where), visible(vectors_name), opts, window,
+                                         scale=document_scale(opts, dim)))
 
         def write(row: dict) -> None:
-            screen.print(render.document_row(visible_all(row)))
+            screen.print(document_row(visible_all(row)))
     written = 0
     try:
         with writing_stdout():

@@ -1,29 +1,20 @@
-"""Documents to text: rich tables for a terminal, JSON Lines for a pipe. Knows no files.
-
-Every view is drawn from the same document the JSON carries (see analyze.py), so what a
-table shows is exactly what `--format json` prints. Each view takes the width it may fill
-and the colour system of the console it is drawn on (rich's Console.color_system, None
-where there is no colour), to choose its colours for it.
-"""
+"""The views of one sentence's documents: scores (the T x T heatmap), context, compare,
+neighbors, explain (each step of attention) and heads (every layer's heads at a glance)."""
 
 from __future__ import annotations
-
-import re
-import shlex
-import time
-from collections import Counter
 
 import numpy as np
 from rich.cells import cell_len
 from rich.columns import Columns
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attncli import heatmap
-from attncli.heatmap import Heatmap
+from attncli.views import heatmap
+from attncli.views.common import cosine_text, left_out, masked_cells, repeated, top_line, weight_bar
+from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
 
@@ -69,29 +60,6 @@ def _describe_model(doc: dict) -> Text:
     return text
 
 
-def repeated(tokens: list[str]) -> set[str]:
-    """The tokens that occur more than once: their mentions carry their position."""
-    return {t for t, n in Counter(tokens).items() if n > 1}
-
-
-def _top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
-    """"token → other 0.123, ..."; a token among `repeated` carries its position."""
-
-    def name(t: dict) -> str:
-        return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
-
-    line = Text(f"{token} → ", style="bold")
-    line.append(", ".join(f"{name(t)} {t['weight']:.3f}" for t in top) or "(no other token)")
-    return line
-
-
-def masked_cells(doc: dict, T: int) -> np.ndarray:
-    """(T, T) True where the mask (causal, or self) hides column j from row i."""
-    if doc.get("mask") == "causal":
-        return np.triu(np.ones((T, T), dtype=bool), k=1)
-    return np.eye(T, dtype=bool) if doc.get("mask") == "self" else np.zeros((T, T), dtype=bool)
-
-
 def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
     return Group(*([Text(title, style="bold")] if title else []), *heat.grid(M))
 
@@ -99,18 +67,6 @@ def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
 def _too_many(T: int, width: int) -> Text:
     return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width} columns; each token's top attended "
                 "follows (a wider terminal, --max-tokens N, or --format json shows the whole matrix)", style="dim")
-
-
-def left_out(include_self: bool, mask: str | None = None) -> str:
-    """What a list of top attended leaves out, said where the list is: a token's own position
-    (unless --include-self) and the masked ones."""
-    if mask == "self":
-        return "own position masked (--mask self)"
-    if include_self:
-        return "masked positions left out" if mask == "causal" else ""
-    if mask == "causal":
-        return "own and masked positions left out (--include-self keeps its own)"
-    return "own position left out (--include-self keeps it)"
 
 
 def _top_heading(doc: dict) -> Text:
@@ -178,14 +134,9 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     parts.append(Text())
     parts.append(_top_heading(doc))
     twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
-    parts += [_top_line(f"{i} {token}" if not heat.fits else token, top, twice)
+    parts += [top_line(f"{i} {token}" if not heat.fits else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
     return Group(*parts)
-
-
-def _bar(weight: float, width: int = 30) -> str:
-    eighths = int(round(weight * width * 8))
-    return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
 
 
 def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
@@ -206,7 +157,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         order = np.argsort(-np.array(doc["weights"]), kind="stable")
         for j in order:
             w = doc["weights"][j]
-            shown = ("masked", "") if masked[j] else (f"{w:.3f}", _bar(w))
+            shown = ("masked", "") if masked[j] else (f"{w:.3f}", weight_bar(w))
             ranked.add_row(str(j), doc["tokens"][j] + (" (itself)" if j == i else ""), *shown)
         parts.append(ranked)
         summed = "x_j" if doc["qkv"]["kind"] == "identity" else "v_j (value vectors)"
@@ -243,13 +194,6 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
 
 def _cos(c: float | None) -> str:
     return "" if c is None else f"{c:.3f}"
-
-
-UNDEFINED = "–"  # a cosine with a zero vector: no number, which 0.000 ("unrelated") would claim
-
-
-def cosine_text(c: float | None) -> str:
-    return UNDEFINED if c is None else f"{c:.3f}"
 
 
 def _off_diagonal(M: list[list[float | None]]) -> list[float]:
@@ -289,7 +233,7 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     parts: list[RenderableType] = [Text(f"{token!r} in {k:,} sentences", style="bold")]
     for label, d in zip(labels, docs):
         line = Text(f"{label} {d['sentence']}\n", style="bold")
-        line.append_text(_top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
+        line.append_text(top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
         parts.append(line)
     note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
@@ -361,26 +305,6 @@ def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
     return parts
 
 
-def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
-    """The lines above a document's rows: what it is, the numbers its weights were computed
-    with (`scale`, analyze.document_scale's), what its lists leave out."""
-    text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
-    shown = f"scale {scale:.6g}, " if scale is not None else ""
-    text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"
-                + (f"; window {window}" if window else ""), style="dim")
-    note = left_out(opts.include_self, opts.mask)
-    text.append(f"\ni token → token(j) α_ij, its top attended first{'; ' + note if note else ''}", style="dim")
-    return text
-
-
-def document_row(row: dict) -> Text:
-    """A document's token and its top attended, every one with its position: a stream cannot
-    know which words its later rows repeat, and "it → it" would read as attending to itself."""
-    line = Text(f"{row['index']} ", style="dim")
-    line.append_text(_top_line(row["token"], row["top"], {t["token"] for t in row["top"]}))
-    return line
-
-
 # A table of more rows than this takes rich seconds to lay out, and no one reads it on a
 # terminal: it shows the first ones and says so; JSON lists them all.
 TABLE_ROWS = 1000
@@ -398,7 +322,7 @@ def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = Non
     table.add_column("cosine", justify="right")
     table.add_column("")
     for n in doc["neighbors"][:TABLE_ROWS]:
-        table.add_row(n["word"], f"{n['cosine']:.3f}", _bar(max(n["cosine"], 0.0), 20))
+        table.add_row(n["word"], f"{n['cosine']:.3f}", weight_bar(max(n["cosine"], 0.0), 20))
     return Group(table, *_abridged(len(doc["neighbors"]), "words"))
 
 
@@ -483,265 +407,6 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         panels.append(Panel(Group(follow, scaled, Text(f"z_{i}: {_vector_summary(z)}")),
                             title=Text(f"{doc['token']!r} (index {i}) through every step")))
     return Group(*panels)
-
-
-def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """Per position: the RNN's state norm and the input's influence on the last state,
-    beside the last token's attention weight on it."""
-    tokens = doc["tokens"]
-    influence, attention = np.array(doc["influence"]), np.array(doc["attention"])
-    # a line a measure, so that a formula is never broken across lines (a lone "= X")
-    table = Table(title=Text(f"what reaches the last token {tokens[-1]!r}: the RNN's fold against attention"),
-                  caption=Text("influence: ‖∂h_T/∂x_i‖, by the chain rule\nattention: α_T,i with Q = K = V = X"))
-    for name, justify in (("i", "right"), ("token", "left"), ("‖h_i‖", "right"), ("influence", "right"), ("", "left"),
-                          ("attention", "right"), ("", "left")):
-        table.add_column(name, justify=justify)
-    top_influence = influence.max() or 1.0
-    # the bars take what the other columns leave (7 columns: 22 characters of borders and padding)
-    others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
-    bar = min(max((width - others) // 2, 4), 16)
-    for i, t in enumerate(tokens):
-        table.add_row(str(i), Text(t), f"{doc['state_norms'][i]:.3f}", f"{influence[i]:.2e}", _bar(influence[i] / top_influence, bar),
-                      f"{attention[i]:.3f}", _bar(attention[i], bar))
-    text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"RNN: h_t = tanh(W_hx x_t + W_hh h_t-1 + b_h), N = {doc['rnn']['hidden']}, h_0 = 0; "
-                f"vectors {doc['vectors']['name']}", style="dim")
-    first = influence[0] / influence[-1] if influence[-1] else 0.0
-    note = Text(f"the first input moves the last state {first:.1e} times as much as the last input does; "
-                "attention weighs every position in one step, whatever the distance", style="dim")
-    return Group(text, table, note)
-
-
-def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """`attncli vectors info` and `convert`: one row a fact."""
-    from attncli.visible import visible
-
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")  # a path has no spaces to wrap at: folded, never cut
-    for key, value in doc.items():
-        # Text, never markup: a path or a source comes from outside
-        table.add_row(key if key in SYMBOLS else key.replace("_", " "), Text(visible(_fact(value))))
-    return table
-
-
-SYMBOLS = {"d_k", "d_v"}  # the keys that are the math's own names, shown as the formulas write them
-
-
-def _fact(value) -> str:
-    """A value as a reader says it: yes or no, 100,000, names separated by commas."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(map(_fact, value))
-    return "none" if value is None else str(value)
-
-
-def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """`attncli vectors list`: a row an entry."""
-    if not doc["entries"]:
-        return Text(f"no cache entries in {doc['cache_dir']}")
-    from attncli.visible import visible
-
-    table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
-    for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
-                          ("status", "left")):
-        table.add_column(name, justify=justify, overflow="fold")  # a path has no spaces to wrap at: never cut
-    for e in doc["entries"]:
-        # Text, never markup: paths and reasons come from files; a damaged entry may lack any field
-        limit = f" (first {e['limit']:,})" if isinstance(e.get("limit"), int) else ""
-        source = visible(e["source"]) if isinstance(e.get("source"), str) else visible(e["path"])
-        words = f"{e['words']:,}" if isinstance(e.get("words"), int) else "?"
-        dim = f"{e['dim']:,}" if isinstance(e.get("dim"), int) else "?"
-        status = f"damaged: {visible(e['damaged'])}" if e.get("damaged") else "stale" if e["stale"] else "current"
-        table.add_row(Text(f"{source}{limit}"), words, dim, _megabytes(e["bytes"]), Text(status))
-    return table
-
-
-def verified_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """`attncli vectors verify`: a line an entry, its status first, then what to do."""
-    lines = []
-    for e in doc["entries"]:
-        # Text, never markup: names, paths and problems come from files
-        line = Text(f"{e['name']} ({e['path']}): ")
-        if e["ok"]:
-            line.append("ok", style="green")
-            lines.append(line)
-            continue
-        said = {"damaged": "damaged", "unchecked": "not checked", "unreadable": "cannot be read now"}[e["status"]]
-        line.append(said, style="bold red" if e["status"] == "damaged" else "yellow")
-        line.append(f": {e['problem']}{_again(e)}")
-        lines.append(line)
-    return Group(*lines)
-
-
-def _again(e: dict) -> str:
-    """What writes an entry that did not verify again."""
-    if e["status"] == "unreadable":
-        return ""
-    if e["source"] == "bundled":
-        return "; install attncli again (pip install --force-reinstall attncli)"
-    if not isinstance(e["source"], str):
-        return "; remove it with `attncli vectors clear`"
-    limit = f" --limit {e['limit']}" if isinstance(e["limit"], int) else ""
-    return f"; convert it again to get {'them' if e['status'] == 'unchecked' else 'it whole'}: " \
-           f"attncli vectors convert {shlex.quote(e['source'])}{limit}"
-
-
-def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    n = doc["removed"]
-    return Text(f"removed {n:,} cache {'entry' if n == 1 else 'entries'} ({_megabytes(doc['bytes'])}) "
-                f"from {doc['cache_dir']}")
-
-
-def _megabytes(n: int) -> str:
-    from attncli.limits import size
-
-    return size(n)  # as every other size the tool writes: 1.5 kB, not 0.0 MB
-
-
-# The pictures (--svg, --html) name fonts a machine has, never a font to download: rich's
-# own SVG template loads Fira Code from a CDN. DejaVu Sans Mono (Menlo shares its metrics)
-# at 21 px fills rich's 24.4 px lines (its box-drawing glyphs are 1.164 em tall), so
-# borders join without gaps; its advance, 0.602 em, is 12.64 px, 0.632 of rich's 20 px cell
-# height. Rich clips every line of text to its own line, which would cut the glyphs' ends
-# off again: the clip is undone in the style.
-FONTS = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
-SVG_FONT_SIZE, SVG_ASPECT = 21, 0.632
-
-SVG_FORMAT = """\
-<svg class="rich-terminal" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">
-    <style>
-    .{unique_id}-matrix {{
-        font-family: %(fonts)s;
-        font-size: %(size)spx;
-        line-height: {line_height}px;
-        font-variant-east-asian: full-width;
-    }}
-    .{unique_id}-matrix text {{
-        clip-path: none;
-    }}
-    .{unique_id}-title {{
-        font-size: 18px;
-        font-weight: bold;
-        font-family: sans-serif;
-    }}
-    {styles}
-    </style>
-    <defs>
-    <clipPath id="{unique_id}-clip-terminal">
-      <rect x="0" y="0" width="{terminal_width}" height="{terminal_height}" />
-    </clipPath>
-    {lines}
-    </defs>
-    {chrome}
-    <g transform="translate({terminal_x}, {terminal_y})" clip-path="url(#{unique_id}-clip-terminal)">
-    {backgrounds}
-    <g class="{unique_id}-matrix">
-    {matrix}
-    </g>
-    </g>
-</svg>
-""" % {"fonts": FONTS, "size": SVG_FONT_SIZE}
-
-HTML_FORMAT = """\
-<!DOCTYPE html>
-<html>
-<head>
-<meta charset="UTF-8">
-<title></title>
-<style>
-{stylesheet}
-body {{
-    color: {foreground};
-    background-color: {background};
-}}
-</style>
-</head>
-<body>
-    <pre style="font-family: %(fonts)s; line-height: normal"><code style="font-family: inherit">{code}</code></pre>
-</body>
-</html>
-""" % {"fonts": FONTS}
-
-# rich writes a run of text with its leading spaces as no-break spaces, which librsvg (and
-# so rsvg-convert) drops, drawing the run that many cells to the left: such a run starts
-# where its first character is instead
-_LEADING_SPACES = re.compile(r'(<text [^>]*?\bx=")([0-9.e+-]+)("[^>]*?\btextLength=")([0-9.e+-]+)("[^>]*>)((?:&#160;)+)')
-
-
-def svg(console: Console, title: str) -> str:
-    """What `console` recorded, as an SVG picture that needs no network and draws the same
-    in a browser as in librsvg."""
-    picture = console.export_svg(title=title, clear=False, code_format=SVG_FORMAT, font_aspect_ratio=SVG_ASPECT)
-    cell = 20 * SVG_ASPECT  # rich's cell width: its 20 px height times the aspect ratio
-
-    def shift(m: re.Match) -> str:
-        n = m.group(6).count("&#160;")
-        x, length = float(m.group(2)) + n * cell, float(m.group(4)) - n * cell
-        return f"{m.group(1)}{x:g}{m.group(3)}{length:g}{m.group(5)}"
-
-    return _LEADING_SPACES.sub(shift, picture)
-
-
-def html(console: Console, title: str) -> str:
-    """What `console` recorded, as an HTML page in the fonts the machine has, called `title`."""
-    from html import escape
-
-    named = escape(title).replace("{", "{{").replace("}", "}}")  # the page is a str.format template
-    return console.export_html(clear=False, code_format=HTML_FORMAT.replace("<title>", f"<title>{named}", 1))
-
-
-def picture_title(docs: list[dict]) -> str:
-    """What a page of pictures is called: the command and what it ran on, "attncli scores:
-    The earth is like an orange (and 2 more sentences)"."""
-    if not docs:
-        return "attncli"
-    doc = docs[0]
-    name = f"attncli {doc.get('command', '')}".strip()
-    if doc.get("command") == "compare":
-        subject = f"{doc['token']!r} in {count(len(doc['sentences']), 'sentence')}"
-    else:
-        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
-    if not isinstance(subject, str):
-        return name
-    more = f" (and {count(len(docs) - 1, 'more sentence')})" if len(docs) > 1 else ""
-    return f"{name}: {subject}{more}"
-
-
-class LoadProgress:
-    """A progress bar on `console` (bytes read of all, rate, time left) for a load that takes
-    more than half a second. The CLI uses it only when stderr is a terminal."""
-
-    DELAY = 0.5
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.bar = None
-        self.start = None
-
-    def __enter__(self):
-        self.start = time.monotonic()
-        return self
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if time.monotonic() - self.start < self.DELAY:
-                return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-            self.bar = Progress("reading vectors", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                TimeRemainingColumn(), console=self.console, transient=True,
-                                redirect_stdout=False, redirect_stderr=False)
-            self.bar.start()
-            self.task = self.bar.add_task("read", total=total)
-        self.bar.update(self.task, completed=done, total=total)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -829,157 +494,3 @@ def _head_picture(M: np.ndarray, scale) -> list[Text]:
             line.append("▀", style=Style(color=top, bgcolor=bottom))
         lines.append(line)
     return lines
-
-
-def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """What training learned: the held-out loss before and after, and the probe word's top
-    attended (each head's too, when there are several) and context cosine before and after."""
-    loss = doc["held_out_loss"]
-    parts: list[RenderableType] = [
-        Text(f"wrote {doc['path']}: {doc['steps']:,} steps over {doc['examples']:,} examples", style="bold"),
-        Text(f"held-out loss (nats): {loss['untrained']:.3f} untrained, {loss['trained']:.3f} trained"),
-    ]
-    before, after = doc["probe"]["before"], doc["probe"]["after"]
-    masks = {"self": "its own position masked (--mask self)", "causal": "the words after it masked (--mask causal)",
-             "causal+self": "itself and the words after it masked"}
-    table = Table(title=Text(f"{before['token']!r}, {masks[before['mask']]}"))
-    table.add_column("sentence")
-    table.add_column("top attended, untrained")
-    table.add_column("top attended, trained")
-
-    def top(entries: list[dict]) -> Text:
-        return Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in entries))
-
-    for b, a in zip(before["sentences"], after["sentences"]):
-        table.add_row(Text(b["sentence"]), top(b["top"]), top(a["top"]))
-        for h, (bh, ah) in enumerate(zip(b.get("heads", []), a.get("heads", [])), start=1):
-            table.add_row(Text(f"  head {h}", style="dim"), top(bh), top(ah))
-    parts.append(table)
-    parts.append(Text(f"cosine of the context vectors of {before['token']!r} between the two sentences: "
-                      f"{cosine_text(before['cosine'])} untrained, {cosine_text(after['cosine'])} trained"))
-    return Group(*parts)
-
-
-# what the stats table shows of each record: (key, heading), and the baselines' marks
-STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
-                 ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
-                 ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
-SHARES = ("self", "previous", "next", "cls", "sep", "punct")
-# footnote marks, never letters: "1.68s" read as seconds
-BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
-BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
-
-
-def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
-    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: [CLS], [SEP] and
-    punctuation only where there are some. The table and the PNG show the same."""
-    def seen(key: str) -> bool:
-        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
-        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
-
-    return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
-
-
-def listed(items: list[str]) -> str:
-    """"a, b and c"."""
-    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
-
-
-def baseline_marks(names: list[str]) -> str:
-    """The marks of the baselines a statistic is as good as equal to."""
-    return "".join(BASELINE_MARKS[b] for b in names)
-
-
-def marks_legend(baselines) -> str:
-    """"* uniform, † shuffled, ‡ random projections", of the baselines there are."""
-    return listed([f"{BASELINE_MARKS[b]} {BASELINE_NAMES[b]}" for b in baselines])
-
-
-def _stats_legend(columns: list[tuple[str, str]]) -> str:
-    """What the headings of `columns` mean, naming only those."""
-    headings = dict(columns)
-    said = {"entropy": "entr: entropy of a row (nats)", "distance": "dist: distance attended (positions)"}
-    parts = [said[k] for k in said if k in headings]
-    shares = [headings[k] for k in SHARES if k in headings]
-    if shares:
-        parts.append(f"{listed(shares)}: shares of a row's attention")
-    detectors = [(headings[k], name) for k, name in (("previous_token", "previous-token"),
-                                                     ("duplicate_token", "duplicate-token"),
-                                                     ("induction", "induction")) if k in headings]
-    if detectors:
-        parts.append(f"{listed([h for h, _ in detectors])}: TransformerLens's "
-                     f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
-    return "; ".join(parts)
-
-
-def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """A row per head, each statistic marked by the baselines it equals (* uniform, †
-    shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
-    word, the words that draw the most and the least attention against uniform attention's."""
-    if doc["by"] == "word":
-        return _stats_words(doc)
-    records = doc["records"]
-    columns = stats_columns(records)
-    first = records[0]
-    source = doc["model"] or doc["vectors"]
-    head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
-                style="bold")
-    letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
-    compact = 8 + len(columns) * (6 + letters) > width
-    pad = 1 if compact else letters
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-    table.add_column("head", no_wrap=True)
-    for _, heading in columns:
-        table.add_column(heading, justify="right", no_wrap=True)
-    for r in records:
-        cells = [Text(f"{r['layer']}.{r['head']}")]
-        for key, _ in columns:
-            marks = baseline_marks(r["like_baseline"][key])
-            marks = "~" if compact and marks else marks
-            value = r[key]
-            cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
-                         + Text(marks.ljust(pad), style="dim"))
-        table.add_row(*cells)
-    for name in first["baselines"]:
-        cells = [Text(name[:8], style="italic")]
-        for key, _ in columns:
-            values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
-            cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
-        table.add_row(*cells)
-    notes = Text(f"{_stats_legend(columns)}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
-                 f"{marks_legend(first['baselines'])}"
-                 + (" (~: to one of them; a wider terminal says which)" if compact else "")
-                 + "; the baseline rows: their mean over the heads.", style="dim")
-    if doc["skipped"]:
-        notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
-    return Group(head, table, notes)
-
-
-def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
-    """The words seen at least `least` times that draw the most and the least attention. Where
-    uniform attention gives every word 1 (no causal mask: the n rows that may attend to a
-    column give it 1/n each), its column would say nothing and the ratio is what it receives: the column is
-    left out and a line says why."""
-    records = [r for r in doc["records"] if r["count"] >= least and r["ratio"] is not None]
-    even = all(abs(r["uniform"] - 1.0) < 5e-4 for r in records)  # 1.000 as the column shows it
-    headings = ("word", "count", "received", "ratio") if even else ("word", "count", "received", "uniform", "ratio")
-    parts: list[RenderableType] = [Text(f"{doc['corpus']}: attention each word receives, against uniform "
-                                        f"attention's (words seen {least:,} times or more)", style="bold")]
-    for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
-        table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
-        for heading in headings:
-            table.add_column(heading, justify="left" if heading == "word" else "right")
-        for r in chosen:
-            cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
-                     "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
-            table.add_row(*(cells[h] for h in headings))
-        parts.append(table)
-    if even:
-        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform attention "
-                          "gives every word 1 (with no causal mask, the n rows that may attend to it give it 1/n each), so "
-                          "the ratio is what it receives",
-                          style="dim"))
-    else:
-        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform: what "
-                          "uniform attention gives it; ratio: received / uniform", style="dim"))
-    return Group(*parts)

@@ -1,0 +1,161 @@
+"""The views of a corpus: a long document's rows as they stream (scores --file), and stats'
+table of heads, or of words, against the baselines."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from attncli.views.common import left_out, top_line
+
+
+def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
+    """The lines above a document's rows: what it is, the numbers its weights were computed
+    with (`scale`, analyze.document_scale's), what its lists leave out."""
+    text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
+    shown = f"scale {scale:.6g}, " if scale is not None else ""
+    text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"
+                + (f"; window {window}" if window else ""), style="dim")
+    note = left_out(opts.include_self, opts.mask)
+    text.append(f"\ni token → token(j) α_ij, its top attended first{'; ' + note if note else ''}", style="dim")
+    return text
+
+
+def document_row(row: dict) -> Text:
+    """A document's token and its top attended, every one with its position: a stream cannot
+    know which words its later rows repeat, and "it → it" would read as attending to itself."""
+    line = Text(f"{row['index']} ", style="dim")
+    line.append_text(top_line(row["token"], row["top"], {t["token"] for t in row["top"]}))
+    return line
+
+
+# what the stats table shows of each record: (key, heading), and the baselines' marks
+STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
+                 ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
+                 ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
+
+
+SHARES = ("self", "previous", "next", "cls", "sep", "punct")
+
+
+# footnote marks, never letters: "1.68s" read as seconds
+BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
+
+
+BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
+
+
+def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
+    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: [CLS], [SEP] and
+    punctuation only where there are some. The table and the PNG show the same."""
+    def seen(key: str) -> bool:
+        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
+
+    return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+
+
+def listed(items: list[str]) -> str:
+    """"a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
+def baseline_marks(names: list[str]) -> str:
+    """The marks of the baselines a statistic is as good as equal to."""
+    return "".join(BASELINE_MARKS[b] for b in names)
+
+
+def marks_legend(baselines) -> str:
+    """"* uniform, † shuffled, ‡ random projections", of the baselines there are."""
+    return listed([f"{BASELINE_MARKS[b]} {BASELINE_NAMES[b]}" for b in baselines])
+
+
+def _stats_legend(columns: list[tuple[str, str]]) -> str:
+    """What the headings of `columns` mean, naming only those."""
+    headings = dict(columns)
+    said = {"entropy": "entr: entropy of a row (nats)", "distance": "dist: distance attended (positions)"}
+    parts = [said[k] for k in said if k in headings]
+    shares = [headings[k] for k in SHARES if k in headings]
+    if shares:
+        parts.append(f"{listed(shares)}: shares of a row's attention")
+    detectors = [(headings[k], name) for k, name in (("previous_token", "previous-token"),
+                                                     ("duplicate_token", "duplicate-token"),
+                                                     ("induction", "induction")) if k in headings]
+    if detectors:
+        parts.append(f"{listed([h for h, _ in detectors])}: TransformerLens's "
+                     f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
+    return "; ".join(parts)
+
+
+def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """A row per head, each statistic marked by the baselines it equals (* uniform, †
+    shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
+    word, the words that draw the most and the least attention against uniform attention's."""
+    if doc["by"] == "word":
+        return _stats_words(doc)
+    records = doc["records"]
+    columns = stats_columns(records)
+    first = records[0]
+    source = doc["model"] or doc["vectors"]
+    head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
+                style="bold")
+    letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
+    compact = 8 + len(columns) * (6 + letters) > width
+    pad = 1 if compact else letters
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    table.add_column("head", no_wrap=True)
+    for _, heading in columns:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for r in records:
+        cells = [Text(f"{r['layer']}.{r['head']}")]
+        for key, _ in columns:
+            marks = baseline_marks(r["like_baseline"][key])
+            marks = "~" if compact and marks else marks
+            value = r[key]
+            cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
+                         + Text(marks.ljust(pad), style="dim"))
+        table.add_row(*cells)
+    for name in first["baselines"]:
+        cells = [Text(name[:8], style="italic")]
+        for key, _ in columns:
+            values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
+            cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
+        table.add_row(*cells)
+    notes = Text(f"{_stats_legend(columns)}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
+                 f"{marks_legend(first['baselines'])}"
+                 + (" (~: to one of them; a wider terminal says which)" if compact else "")
+                 + "; the baseline rows: their mean over the heads.", style="dim")
+    if doc["skipped"]:
+        notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
+    return Group(head, table, notes)
+
+
+def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
+    """The words seen at least `least` times that draw the most and the least attention. Where
+    uniform attention gives every word 1 (no causal mask: the n rows that may attend to a
+    column give it 1/n each), its column would say nothing and the ratio is what it receives: the column is
+    left out and a line says why."""
+    records = [r for r in doc["records"] if r["count"] >= least and r["ratio"] is not None]
+    even = all(abs(r["uniform"] - 1.0) < 5e-4 for r in records)  # 1.000 as the column shows it
+    headings = ("word", "count", "received", "ratio") if even else ("word", "count", "received", "uniform", "ratio")
+    parts: list[RenderableType] = [Text(f"{doc['corpus']}: attention each word receives, against uniform "
+                                        f"attention's (words seen {least:,} times or more)", style="bold")]
+    for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
+        table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
+        for heading in headings:
+            table.add_column(heading, justify="left" if heading == "word" else "right")
+        for r in chosen:
+            cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
+                     "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
+            table.add_row(*(cells[h] for h in headings))
+        parts.append(table)
+    if even:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform attention "
+                          "gives every word 1 (with no causal mask, the n rows that may attend to it give it 1/n each), so "
+                          "the ratio is what it receives",
+                          style="dim"))
+    else:
+        parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform: what "
+                          "uniform attention gives it; ratio: received / uniform", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,126 @@
+"""The pictures of a run's views, --svg and --html: rich's recording of what was drawn, in
+templates that name fonts the machine has and load nothing from the network, and the
+title a page of them is given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+
+from attncli.visible import count
+
+
+# The pictures (--svg, --html) name fonts a machine has, never a font to download: rich's
+# own SVG template loads Fira Code from a CDN. DejaVu Sans Mono (Menlo shares its metrics)
+# at 21 px fills rich's 24.4 px lines (its box-drawing glyphs are 1.164 em tall), so
+# borders join without gaps; its advance, 0.602 em, is 12.64 px, 0.632 of rich's 20 px cell
+# height. Rich clips every line of text to its own line, which would cut the glyphs' ends
+# off again: the clip is undone in the style.
+FONTS = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
+
+
+SVG_FONT_SIZE, SVG_ASPECT = 21, 0.632
+
+
+SVG_FORMAT = """\
+<svg class="rich-terminal" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">
+    <style>
+    .{unique_id}-matrix {{
+        font-family: %(fonts)s;
+        font-size: %(size)spx;
+        line-height: {line_height}px;
+        font-variant-east-asian: full-width;
+    }}
+    .{unique_id}-matrix text {{
+        clip-path: none;
+    }}
+    .{unique_id}-title {{
+        font-size: 18px;
+        font-weight: bold;
+        font-family: sans-serif;
+    }}
+    {styles}
+    </style>
+    <defs>
+    <clipPath id="{unique_id}-clip-terminal">
+      <rect x="0" y="0" width="{terminal_width}" height="{terminal_height}" />
+    </clipPath>
+    {lines}
+    </defs>
+    {chrome}
+    <g transform="translate({terminal_x}, {terminal_y})" clip-path="url(#{unique_id}-clip-terminal)">
+    {backgrounds}
+    <g class="{unique_id}-matrix">
+    {matrix}
+    </g>
+    </g>
+</svg>
+""" % {"fonts": FONTS, "size": SVG_FONT_SIZE}
+
+
+HTML_FORMAT = """\
+<!DOCTYPE html>
+<html>
+<head>
+<meta charset="UTF-8">
+<title></title>
+<style>
+{stylesheet}
+body {{
+    color: {foreground};
+    background-color: {background};
+}}
+</style>
+</head>
+<body>
+    <pre style="font-family: %(fonts)s; line-height: normal"><code style="font-family: inherit">{code}</code></pre>
+</body>
+</html>
+""" % {"fonts": FONTS}
+
+
+# rich writes a run of text with its leading spaces as no-break spaces, which librsvg (and
+# so rsvg-convert) drops, drawing the run that many cells to the left: such a run starts
+# where its first character is instead
+_LEADING_SPACES = re.compile(r'(<text [^>]*?\bx=")([0-9.e+-]+)("[^>]*?\btextLength=")([0-9.e+-]+)("[^>]*>)((?:&#160;)+)')
+
+
+def svg(console: Console, title: str) -> str:
+    """What `console` recorded, as an SVG picture that needs no network and draws the same
+    in a browser as in librsvg."""
+    picture = console.export_svg(title=title, clear=False, code_format=SVG_FORMAT, font_aspect_ratio=SVG_ASPECT)
+    cell = 20 * SVG_ASPECT  # rich's cell width: its 20 px height times the aspect ratio
+
+    def shift(m: re.Match) -> str:
+        n = m.group(6).count("&#160;")
+        x, length = float(m.group(2)) + n * cell, float(m.group(4)) - n * cell
+        return f"{m.group(1)}{x:g}{m.group(3)}{length:g}{m.group(5)}"
+
+    return _LEADING_SPACES.sub(shift, picture)
+
+
+def html(console: Console, title: str) -> str:
+    """What `console` recorded, as an HTML page in the fonts the machine has, called `title`."""
+    from html import escape
+
+    named = escape(title).replace("{", "{{").replace("}", "}}")  # the page is a str.format template
+    return console.export_html(clear=False, code_format=HTML_FORMAT.replace("<title>", f"<title>{named}", 1))
+
+
+def picture_title(docs: list[dict]) -> str:
+    """What a page of pictures is called: the command and what it ran on, "attncli scores:
+    The earth is like an orange (and 2 more sentences)"."""
+    if not docs:
+        return "attncli"
+    doc = docs[0]
+    name = f"attncli {doc.get('command', '')}".strip()
+    if doc.get("command") == "compare":
+        subject = f"{doc['token']!r} in {count(len(doc['sentences']), 'sentence')}"
+    else:
+        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
+    if not isinstance(subject, str):
+        return name
+    more = f" (and {count(len(docs) - 1, 'more sentence')})" if len(docs) > 1 else ""
+    return f"{name}: {subject}{more}"
