@@ -1,17 +1,19 @@
-"""The README's sample output and JSON example are what the tool prints today."""
+"""The sample output, examples and numbers of the README and of every page of docs/ are what
+the tool gives today, and their links lead somewhere."""
 
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import manual
 from attncli.cli import cli
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-SAMPLES = re.findall(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", README, flags=re.S)
+README = manual.text("README.md")
+CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
+SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
 
 def run(args):
@@ -26,14 +28,37 @@ def needs_minilm(args) -> None:
         pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
 
 
-@pytest.mark.parametrize("command,shown", SAMPLES, ids=[c for c, _ in SAMPLES])
-def test_sample_output_is_real(command, shown):
+@pytest.mark.parametrize("page,command,shown", SAMPLES, ids=[f"{p}: {c}" for p, c, _ in SAMPLES])
+def test_sample_output_is_real(page, command, shown):
     needs_minilm(shlex.split(command))
     assert run(shlex.split(command)) == shown
 
 
 def test_there_are_samples_of_the_commands():
-    assert {c.split()[0] for c, _ in SAMPLES} == {"scores", "context", "heads"}
+    assert {c.split()[0] for _, c, _ in SAMPLES} == {"scores", "context", "heads"}
+
+
+@pytest.mark.parametrize("page", manual.pages())
+def test_every_console_example_is_run(page):
+    """A console block is one `$ attncli ...` line and its output, which the test above runs;
+    one of any other shape would be shown and never checked (a run that is not to be held
+    to its output, a slow one or one on a corpus of its own, is a text block instead)."""
+    text = manual.text(page)
+    assert text.count("```console\n") == len(CONSOLE.findall(text))
+
+
+@pytest.mark.parametrize("page", manual.pages())
+def test_links_lead_somewhere(page):
+    """Every relative link and picture of a page names a file of the clone, and its #anchor
+    a heading of that file (or of the page itself)."""
+    for target in re.findall(r"\]\(([^)\s]+)\)", manual.prose(manual.text(page))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (manual.ROOT / page).parent / path if path else manual.ROOT / page
+        assert linked.resolve().is_relative_to(manual.ROOT) and linked.exists(), f"{page}: {target}"
+        if anchor:
+            assert anchor in manual.anchors(linked.read_text(encoding="utf-8")), f"{page}: {target}"
 
 
 def minilm_heads(sentence: str):
