@@ -58,8 +58,8 @@ def test_no_markdown_is_left_in_the_pages():
         assert not re.search(r"\]\(#", page), name
 
 
-def test_the_readme_s_way_to_read_the_pages_of_a_clone_works():
-    """After an editable install no page is installed: the README's commands read them by path."""
+def test_the_manual_s_way_to_read_the_pages_of_a_clone_works():
+    """After an editable install no page is installed: the manual's commands read them by path."""
     import shutil
     import subprocess
 
@@ -67,8 +67,8 @@ def test_the_readme_s_way_to_read_the_pages_of_a_clone_works():
 
     if shutil.which("man") is None:
         pytest.skip("no man here")
-    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Man pages"):readme.index("## Layout")]
+    page = (MAN.parent / "docs" / "reference" / "shell.md").read_text(encoding="utf-8")
+    section = page[page.index("## Man pages"):]
     commands = re.findall(r"^(man \./man/\S+\.1)", section, flags=re.M)
     assert commands == ["man ./man/attncli.1", "man ./man/attncli-scores.1"]
     for command, title in zip(commands, ("ATTNCLI(1)", "ATTNCLI SCORES(1)")):
