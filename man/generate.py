@@ -61,9 +61,9 @@ def errors_section() -> str:
 
 
 def environment_section() -> str:
-    """ENVIRONMENT, from the README's table of the variables attncli reads."""
-    readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("<!-- environment -->"):readme.index("<!-- /environment -->")]
+    """ENVIRONMENT, from the manual's table of the variables attncli reads."""
+    page = (DOCS / "reference" / "environment.md").read_text(encoding="utf-8")
+    table = page[page.index("<!-- environment -->"):page.index("<!-- /environment -->")]
     lines = [".SH ENVIRONMENT"]
     for name, what in re.findall(r"^\| `(\w+)` \| (.+) \|$", table, flags=re.M):
         lines += [".TP", f"\\fB{_escape(name)}\\fP", _escape(what.replace("\\|", "|"))]

@@ -35,9 +35,9 @@ def test_every_command_has_a_page_with_its_options():
     assert all("\x08" not in page for page in pages.values())  # click's no-rewrap marker became .nf
 
 
-def test_the_environment_section_is_the_readme_table():
-    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("<!-- environment -->"):readme.index("<!-- /environment -->")]
+def test_the_environment_section_is_the_manual_s_table():
+    page = (MAN.parent / "docs" / "reference" / "environment.md").read_text(encoding="utf-8")
+    table = page[page.index("<!-- environment -->"):page.index("<!-- /environment -->")]
     names = re.findall(r"^\| `(\w+)` \| .+ \|$", table, flags=re.M)
     assert {"NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "ATTNCLI_VECTORS", "ATTNCLI_CACHE_DIR", "GENSIM_DATA_DIR",
             "PAGER", "ATTNCLI_PAGER", "ATTNCLI_DEBUG"} <= set(names)
