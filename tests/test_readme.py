@@ -12,6 +12,7 @@ import manual
 from attncli.cli import cli
 
 README = manual.text("README.md")
+JSON = manual.text("docs/reference/json.md")
 CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
 SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
@@ -91,18 +92,18 @@ def test_the_heads_numbers_are_real():
 
 
 def test_json_example_matches_a_real_run():
-    example = json.loads(re.search(r"```json\n(.*?)```", README, flags=re.S).group(1))
+    example = json.loads(re.search(r"```json\n(.*?)```", JSON, flags=re.S).group(1))
     real = json.loads(run(["context", example["sentence"], "--token", example["token"], "--format", "json"]))
     assert list(example) == list(real)
     for key, value in example.items():
-        if key in ("context", "neighbors", "token_neighbors"):  # shortened in the README
+        if key in ("context", "neighbors", "token_neighbors"):  # shortened on the page
             assert value == real[key][: len(value)]
         else:
             assert value == real[key], key
 
 
 def test_contract_table_names_every_key():
-    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", README, flags=re.M))
+    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", JSON, flags=re.M))
     keys = {k for pair in documented for k in pair if k}
     scores = json.loads(run(["scores", "The earth is like an orange", "--json"]))
     context = json.loads(run(["context", "The earth is like an orange", "--token", "orange", "--all", "--json"]))
@@ -118,13 +119,13 @@ def test_library_example_runs(capsys):
 
 def test_the_precision_of_numbers_is_as_documented(tmp_path):
     """float64 from the vectors for a sentence; float32 numbers for a document's rows and for
-    nearest words' cosines, as the JSON section says, within about six digits of float64."""
+    nearest words' cosines, as the JSON page says, within about six digits of float64."""
     import numpy as np
 
     from attncli import load_vectors
     from attncli.analyze import Options, attend
 
-    paragraph = README[README.index("## JSON"):README.index("The keys are a stable contract")]
+    paragraph = JSON[:JSON.index("The keys are a stable contract")]
     assert "float32" in paragraph and "`--file`" in paragraph and "`token_neighbors`" in paragraph
     text = "The earth is like an orange , and the moon is like a lemon that the sun warms"
     doc_file = tmp_path / "doc.txt"
