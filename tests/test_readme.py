@@ -12,7 +12,8 @@ import manual
 from attncli.cli import cli
 
 README = manual.text("README.md")
-JSON = manual.text("docs/reference/json.md")
+JSON = "docs/reference/json.md"
+LIBRARY = "docs/reference/library.md"
 CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
 SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
@@ -92,7 +93,7 @@ def test_the_heads_numbers_are_real():
 
 
 def test_json_example_matches_a_real_run():
-    example = json.loads(re.search(r"```json\n(.*?)```", JSON, flags=re.S).group(1))
+    example = json.loads(re.search(r"```json\n(.*?)```", manual.text(JSON), flags=re.S).group(1))
     real = json.loads(run(["context", example["sentence"], "--token", example["token"], "--format", "json"]))
     assert list(example) == list(real)
     for key, value in example.items():
@@ -103,7 +104,7 @@ def test_json_example_matches_a_real_run():
 
 
 def test_contract_table_names_every_key():
-    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", JSON, flags=re.M))
+    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", manual.text(JSON), flags=re.M))
     keys = {k for pair in documented for k in pair if k}
     scores = json.loads(run(["scores", "The earth is like an orange", "--json"]))
     context = json.loads(run(["context", "The earth is like an orange", "--token", "orange", "--all", "--json"]))
@@ -111,8 +112,8 @@ def test_contract_table_names_every_key():
 
 
 def test_library_example_runs(capsys):
-    example = re.search(r"```python\n(.*?)```", README, flags=re.S).group(1)
-    exec(compile(example, "README.md", "exec"), {})
+    example = re.search(r"```python\n(.*?)```", manual.text(LIBRARY), flags=re.S).group(1)
+    exec(compile(example, LIBRARY, "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2 and all(line.split()[0] in {"the", "earth", "is", "like", "an", "color", "bright", "a"} for line in printed)
 
@@ -125,7 +126,8 @@ def test_the_precision_of_numbers_is_as_documented(tmp_path):
     from attncli import load_vectors
     from attncli.analyze import Options, attend
 
-    paragraph = JSON[:JSON.index("The keys are a stable contract")]
+    page = manual.text(JSON)
+    paragraph = page[:page.index("The keys are a stable contract")]
     assert "float32" in paragraph and "`--file`" in paragraph and "`token_neighbors`" in paragraph
     text = "The earth is like an orange , and the moon is like a lemon that the sun warms"
     doc_file = tmp_path / "doc.txt"
@@ -168,7 +170,7 @@ def test_the_induction_numbers_are_real():
 def test_the_library_errors_quoted_are_real():
     from attncli import Options
 
-    quoted = re.findall(r"`(Options\([^`]*\))`: `([^`]*)`", " ".join(README.split()))
+    quoted = re.findall(r"`(Options\([^`]*\))`: `([^`]*)`", manual.flat(LIBRARY))
     assert len(quoted) == 2
     for call, message in quoted:
         with pytest.raises(ValueError) as caught:
