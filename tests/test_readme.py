@@ -14,6 +14,7 @@ from attncli.cli import cli
 README = manual.text("README.md")
 JSON = "docs/reference/json.md"
 LIBRARY = "docs/reference/library.md"
+STATS = "docs/guide/stats.md"
 CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
 SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
@@ -146,12 +147,12 @@ def test_the_precision_of_numbers_is_as_documented(tmp_path):
 
 
 def test_the_induction_numbers_are_real():
-    """The README's `stats --probe repeated --model minilm` numbers: its duplicate-token heads,
+    """The stats guide's `stats --probe repeated --model minilm` numbers: its duplicate-token heads,
     and the induction scores' range and how many are marked as uniform's."""
     args = ["stats", "--probe", "repeated", "--model", "minilm", "--json"]
     needs_minilm(args)
     records = [json.loads(line) for line in run(args).splitlines()]
-    text = " ".join(README.split())
+    text = manual.flat(STATS)
     claim = re.search(r"duplicate-token heads, (\d)\.(\d+) \((0\.\d\d)\) and (\d)\.(\d+) \((0\.\d\d)\) "
                       r"against uniform's (0\.\d\d)", text)
     top = sorted(records, key=lambda r: r["duplicate_token"], reverse=True)[:2]
