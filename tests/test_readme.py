@@ -15,6 +15,7 @@ README = manual.text("README.md")
 JSON = "docs/reference/json.md"
 LIBRARY = "docs/reference/library.md"
 STATS = "docs/guide/stats.md"
+TRAINED = "docs/guide/trained-model.md"
 CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
 SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
@@ -74,15 +75,15 @@ def minilm_heads(sentence: str):
 
 
 def test_the_heads_numbers_are_real():
-    """What the README says of MiniLM's heads is what `heads` gives: how many heads put more
-    than half on [CLS] and [SEP], and each head it names, its mean weight on the token
-    before or after (over the words' rows, [CLS] and [SEP] left out)."""
-    counts = re.findall(r'on "([^"]+)", (\d+) of\s+MiniLM\'s 72 heads|on "([^"]+)", (\d+)\)', README.replace("\n", " "))
+    """What the trained model's guide says of MiniLM's heads is what `heads` gives: how many
+    heads put more than half on [CLS] and [SEP], and each head it names, its mean weight on
+    the token before or after (over the words' rows, [CLS] and [SEP] left out)."""
+    text = manual.flat(TRAINED)
+    counts = re.findall(r'on "([^"]+)", (\d+) of\s+MiniLM\'s 72 heads|on "([^"]+)", (\d+)\)', text)
     assert len(counts) == 2
     for a, n, b, m in counts:
         _, shares = minilm_heads(a or b)
         assert (shares > 0.5).sum() == int(n or m)
-    text = " ".join(README.split())
     named = re.findall(r"the token (before|after) \(layer (\d) head (\d+), (\d\.\d\d)", text)
     assert len(named) == 2
     W, _ = minilm_heads(re.search(r'attncli heads "([^"]+)" --model minilm --png', text).group(1))
