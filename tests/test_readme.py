@@ -51,6 +51,29 @@ def test_every_console_example_is_run(page):
     assert text.count("```console\n") == len(CONSOLE.findall(text))
 
 
+def test_the_readme_links_every_page():
+    linked = {(manual.ROOT / t.partition("#")[0]).resolve() for t in re.findall(r"\]\(([^)\s]+)\)", README)}
+    assert {manual.ROOT / page for page in manual.pages()[1:]} <= linked
+
+
+def test_the_readme_lists_every_command():
+    """The README's table of commands names each command once, and each of a group's own."""
+    import click
+
+    table = README[README.index("## Commands"):README.index("## Documentation")]
+    listed: dict[str, set[str]] = {}
+    for cell in re.findall(r"^\| (`.+?) \| .+ \| .+ \|$", table, flags=re.M):
+        names = re.findall(r"`([^`]+)`", cell)  # `vectors info`, `convert`, ...: a group's commands
+        command, *first = names[0].split()
+        assert command not in listed, command
+        listed[command] = {*first, *names[1:]}
+    ctx = click.Context(cli, info_name="attncli")
+    assert sorted(listed) == sorted(cli.list_commands(ctx))
+    for name, subs in listed.items():
+        command = cli.get_command(ctx, name)
+        assert subs == set(command.list_commands(ctx) if isinstance(command, click.Group) else []), name
+
+
 @pytest.mark.parametrize("page", manual.pages())
 def test_links_lead_somewhere(page):
     """Every relative link and picture of a page names a file of the clone, and its #anchor
