@@ -4,6 +4,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import manual
+
 MAN = Path(__file__).resolve().parent.parent / "man"
 
 
@@ -50,6 +52,16 @@ def test_the_environment_section_is_the_manual_s_table():
         text = path.read_text(encoding="utf-8")
         read |= {a or b for a, b in re.findall(r'environ(?:\.get)?[(\[]"([A-Z_]+)"|envvar="([A-Z_]+)"', text)}
     assert read and read <= set(names), read - set(names)
+
+
+def test_the_tables_of_attncli_1_are_on_one_page_each():
+    """EXIT STATUS, ERRORS and ENVIRONMENT are made from those pages, and the catalogue's rows
+    run from there: a table on another page would be neither made into the page nor run."""
+    holding = {marker: [page for page in manual.pages() if marker in manual.text(page)]
+               for marker in ("<!-- errors -->", "<!-- environment -->", "| status | when |")}
+    assert holding == {"<!-- errors -->": ["docs/reference/errors.md"],
+                       "<!-- environment -->": ["docs/reference/environment.md"],
+                       "| status | when |": ["docs/reference/errors.md"]}
 
 
 def test_no_markdown_is_left_in_the_pages():
