@@ -2,7 +2,7 @@
 
 Each document is a plain dict of lists and floats: exactly the JSON the tool writes, and
 what the tables are drawn from, so the two views can never disagree. The keys are a public
-contract, documented in the README.
+contract, documented in docs/reference/json.md.
 """
 
 from __future__ import annotations

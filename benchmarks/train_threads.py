@@ -1,13 +1,14 @@
 """attncli train on one BLAS thread against two: the whole process's time, and whether the
 two files have the same bytes.
 
-    python benchmarks/train_threads.py             # the README's run and a 150-step one, 3 of each
+    python benchmarks/train_threads.py             # the training guide's run and a 150-step one, 3 of each
     python benchmarks/train_threads.py --runs 5
 
-The corpus is the README's, gensim's lee_background.cor. Training holds the BLAS to
-attncli.train.BLAS_THREADS threads; each run here is a fresh `attncli train` process with that
-set to 1 or 2 before the command starts, timed by the launcher of benchmarks/vectors.py. The
-runs take turns (1, 2, 1, 2, ...), one at a time, so that both counts meet the same load.
+The corpus is the training guide's (docs/guide/training.md), gensim's lee_background.cor.
+Training holds the BLAS to attncli.train.BLAS_THREADS threads; each run here is a fresh
+`attncli train` process with that set to 1 or 2 before the command starts, timed by the
+launcher of benchmarks/vectors.py. The runs take turns (1, 2, 1, 2, ...), one at a time, so
+that both counts meet the same load.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from vectors import PYTHON, child_env, log, machine, run  # noqa: E402: the laun
 # the CLI, with training's BLAS threads set first
 TRAIN = "import sys, attncli.train as t; t.BLAS_THREADS = int(sys.argv.pop(1)); from attncli.cli import main; main()"
 
-RUNS = {"the README's run (1,500 steps)": [], "150 steps": ["--steps", "150"]}
+RUNS = {"the training guide's run (1,500 steps)": [], "150 steps": ["--steps", "150"]}
 
 
 def timings(corpus: str, extra: list[str], runs: int, tmp: Path) -> dict[int, list[float]]:

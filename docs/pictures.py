@@ -1,4 +1,4 @@
-"""Make the pictures the README shows, with attncli itself.
+"""Make the pictures the README and the manual in docs/ show, with attncli itself.
 
     pip install -e '.[plot]' && python docs/pictures.py
 

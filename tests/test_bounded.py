@@ -888,7 +888,7 @@ def test_apply_checks_t_by_d_k_before_projecting(monkeypatch):
 
 def test_apply_refusal_on_the_cli(monkeypatch):
     """Projections that fit, for a sentence whose T x d_k does not: memory is short only
-    while projecting (the README's catalogue runs the real thing, 100,000 tokens)."""
+    while projecting (the error catalogue runs the real thing, 100,000 tokens)."""
     real = limits.available
     monkeypatch.setattr(limits, "available", lambda: 1_000_000 if called_from(projections.Projections.apply) else real())
     sentence = " ".join(["the cat sat on the mat"] * 40)  # 240 tokens: 240 x 1,000 x 32 bytes = 7.7 MB

@@ -1,6 +1,6 @@
-"""Shell completion through click's own mechanism, as the README shows it: commands,
-options, the words of a choice, and file paths after every option or argument that takes
-a file (the shell lists the files itself when told "file")."""
+"""Shell completion through click's own mechanism, as docs/reference/shell.md shows it:
+commands, options, the words of a choice, and file paths after every option or argument
+that takes a file (the shell lists the files itself when told "file")."""
 
 import os
 import shutil

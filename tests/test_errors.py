@@ -1,4 +1,5 @@
-"""The README's error catalogue is true: every row's example gives its exit status and message.
+"""The error catalogue (docs/reference/errors.md) is true: every row's example gives its exit
+status and message.
 
 Each example runs as written (shlex-split, the leading `attncli` dropped), in a folder
 holding the files the rows name, made here as the rows describe them. An example may start
@@ -23,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import manual
 from clirunner import run
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-CATALOGUE = README[README.index("<!-- errors -->"):README.index("<!-- /errors -->")]
+PAGE = manual.text("docs/reference/errors.md")
+CATALOGUE = PAGE[PAGE.index("<!-- errors -->"):PAGE.index("<!-- /errors -->")]
 ROWS = [
     (message.replace("\\|", "|"), int(status), example)
     for message, status, example in re.findall(r"^\| (.+?) \| ([12]) \| `([^`]+)`[^|]*\| .+ \|$", CATALOGUE, flags=re.M)

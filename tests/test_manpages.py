@@ -4,6 +4,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import manual
+
 MAN = Path(__file__).resolve().parent.parent / "man"
 
 
@@ -35,9 +37,9 @@ def test_every_command_has_a_page_with_its_options():
     assert all("\x08" not in page for page in pages.values())  # click's no-rewrap marker became .nf
 
 
-def test_the_environment_section_is_the_readme_table():
-    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("<!-- environment -->"):readme.index("<!-- /environment -->")]
+def test_the_environment_section_is_the_manual_s_table():
+    page = (MAN.parent / "docs" / "reference" / "environment.md").read_text(encoding="utf-8")
+    table = page[page.index("<!-- environment -->"):page.index("<!-- /environment -->")]
     names = re.findall(r"^\| `(\w+)` \| .+ \|$", table, flags=re.M)
     assert {"NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "ATTNCLI_VECTORS", "ATTNCLI_CACHE_DIR", "GENSIM_DATA_DIR",
             "PAGER", "ATTNCLI_PAGER", "ATTNCLI_DEBUG"} <= set(names)
@@ -52,14 +54,24 @@ def test_the_environment_section_is_the_readme_table():
     assert read and read <= set(names), read - set(names)
 
 
+def test_the_tables_of_attncli_1_are_on_one_page_each():
+    """EXIT STATUS, ERRORS and ENVIRONMENT are made from those pages, and the catalogue's rows
+    run from there: a table on another page would be neither made into the page nor run."""
+    holding = {marker: [page for page in manual.pages() if marker in manual.text(page)]
+               for marker in ("<!-- errors -->", "<!-- environment -->", "| status | when |")}
+    assert holding == {"<!-- errors -->": ["docs/reference/errors.md"],
+                       "<!-- environment -->": ["docs/reference/environment.md"],
+                       "| status | when |": ["docs/reference/errors.md"]}
+
+
 def test_no_markdown_is_left_in_the_pages():
     for name, page in load_generator().pages().items():
         assert "`" not in page, name
         assert not re.search(r"\]\(#", page), name
 
 
-def test_the_readme_s_way_to_read_the_pages_of_a_clone_works():
-    """After an editable install no page is installed: the README's commands read them by path."""
+def test_the_manual_s_way_to_read_the_pages_of_a_clone_works():
+    """After an editable install no page is installed: the manual's commands read them by path."""
     import shutil
     import subprocess
 
@@ -67,8 +79,8 @@ def test_the_readme_s_way_to_read_the_pages_of_a_clone_works():
 
     if shutil.which("man") is None:
         pytest.skip("no man here")
-    readme = (MAN.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Man pages"):readme.index("## Layout")]
+    page = (MAN.parent / "docs" / "reference" / "shell.md").read_text(encoding="utf-8")
+    section = page[page.index("## Man pages"):]
     commands = re.findall(r"^(man \./man/\S+\.1)", section, flags=re.M)
     assert commands == ["man ./man/attncli.1", "man ./man/attncli-scores.1"]
     for command, title in zip(commands, ("ATTNCLI(1)", "ATTNCLI SCORES(1)")):

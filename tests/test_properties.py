@@ -6,7 +6,7 @@ attention commutes with permuting the tokens; softmax ignores a constant per row
 scale/temperature trade off; low and high temperatures give one-hot and uniform rows;
 context vectors stay inside the convex hull of the values; extreme vectors give finite
 numbers or ScaleError, never NaN; the blockwise stream equals the whole matrix to float32
-precision; and the JSON documents round-trip and match the README's documented keys and
+precision; and the JSON documents round-trip and match the manual's documented keys and
 shapes (a small schema checker below) and the numbers they are drawn from.
 
 Shapes are kept small (T <= 10, d <= 6) and examples bounded, so the file runs in seconds.
@@ -611,7 +611,7 @@ QKV = OneOf(
 
 
 def common_keys(command: str, T: int) -> dict:
-    """The keys every document has, `command` down to `temperature` (README, JSON)."""
+    """The keys every document has, `command` down to `temperature` (docs/reference/json.md)."""
     return {
         "command": Enum(command),
         "sentence": STR,
@@ -761,8 +761,9 @@ def with_path(opts: Options, path: str) -> Options:
 
 
 def expected_tokens(items: list[str], opts: Options):
-    """tokens, lookups, oov as the README says: punctuation left out unless keep_punct; a word
-    without a vector left out (skip) or kept with a zero vector (zero), and listed in oov."""
+    """tokens, lookups, oov as docs/reference/json.md says: punctuation left out unless
+    keep_punct; a word without a vector left out (skip) or kept with a zero vector (zero), and
+    listed in oov."""
     tokens, lookups, oov = [], [], []
     for w in items:
         if is_punctuation(w) and not opts.keep_punct:
@@ -939,7 +940,7 @@ def test_explain_document_round_trips_and_matches_the_schema(tiny, sentence_item
     if opts.qkv == "identity":
         for key in "QKV":
             np.testing.assert_array_equal(steps[key], X)
-    else:  # the file's W (and b_query), or the seed's draws as the README documents them
+    else:  # the file's W (and b_query), or the seed's draws as the math guide documents them
         Ws = W if opts.qkv == path else attention.init_projections(D, d_k, opts.seed)
         b = 0.25 if opts.qkv == path else 0.0
         np.testing.assert_allclose(steps["Q"], X @ Ws["W_query"] + b, rtol=1e-12, atol=1e-9)

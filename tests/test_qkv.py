@@ -2,7 +2,7 @@
 
 Every number is checked against an independent computation: explicit loops over Python
 floats (never attncli's own functions), random draws made here from numpy's PCG64 the way
-the README documents them, and hand-computed cases on tiny word2vec files written here.
+the math guide documents them, and hand-computed cases on tiny word2vec files written here.
 """
 
 from __future__ import annotations
@@ -100,14 +100,14 @@ def loop_attention(Q, K, V, H=1, scale=None, temperature=1.0, causal=False):
 
 
 def draw_projections(d: int, d_k: int, seed: int):
-    """W_query, W_key, W_value as the README says they are drawn: uniform on [-0.05, 0.05],
+    """W_query, W_key, W_value as the math guide says they are drawn: uniform on [-0.05, 0.05],
     numpy's PCG64 seeded by the seed, in that order."""
     rng = np.random.default_rng(seed)
     return [rng.uniform(-0.05, 0.05, size=(d, d_k)) for _ in range(3)]
 
 
 def draw_rnn(d: int, N: int, seed: int):
-    """W_hx, W_hh, b_h as the README says: uniform on +-1/sqrt(N), in that order."""
+    """W_hx, W_hh, b_h as the math guide says: uniform on +-1/sqrt(N), in that order."""
     rng = np.random.default_rng(seed)
     bound = 1.0 / math.sqrt(N)
     return (rng.uniform(-bound, bound, size=(N, d)), rng.uniform(-bound, bound, size=(N, N)),

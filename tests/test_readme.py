@@ -1,17 +1,23 @@
-"""The README's sample output and JSON example are what the tool prints today."""
+"""The sample output, examples and numbers of the README and of every page of docs/ are what
+the tool gives today, and their links lead somewhere."""
 
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import manual
 from attncli.cli import cli
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-SAMPLES = re.findall(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", README, flags=re.S)
+README = manual.text("README.md")
+JSON = "docs/reference/json.md"
+LIBRARY = "docs/reference/library.md"
+STATS = "docs/guide/stats.md"
+TRAINED = "docs/guide/trained-model.md"
+CONSOLE = re.compile(r"```console\n\$ attncli ([^\n]*)\n(.*?)```", flags=re.S)
+SAMPLES = [(page, command, shown) for page in manual.pages() for command, shown in CONSOLE.findall(manual.text(page))]
 
 
 def run(args):
@@ -26,14 +32,60 @@ def needs_minilm(args) -> None:
         pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
 
 
-@pytest.mark.parametrize("command,shown", SAMPLES, ids=[c for c, _ in SAMPLES])
-def test_sample_output_is_real(command, shown):
+@pytest.mark.parametrize("page,command,shown", SAMPLES, ids=[f"{p}: {c}" for p, c, _ in SAMPLES])
+def test_sample_output_is_real(page, command, shown):
     needs_minilm(shlex.split(command))
     assert run(shlex.split(command)) == shown
 
 
 def test_there_are_samples_of_the_commands():
-    assert {c.split()[0] for c, _ in SAMPLES} == {"scores", "context", "heads"}
+    assert {c.split()[0] for _, c, _ in SAMPLES} == {"scores", "context", "heads"}
+
+
+@pytest.mark.parametrize("page", manual.pages())
+def test_every_console_example_is_run(page):
+    """A console block is one `$ attncli ...` line and its output, which the test above runs;
+    one of any other shape would be shown and never checked (a run that is not to be held
+    to its output, a slow one or one on a corpus of its own, is a text block instead)."""
+    text = manual.text(page)
+    assert text.count("```console\n") == len(CONSOLE.findall(text))
+
+
+def test_the_readme_links_every_page():
+    linked = {(manual.ROOT / t.partition("#")[0]).resolve() for t in re.findall(r"\]\(([^)\s]+)\)", README)}
+    assert {manual.ROOT / page for page in manual.pages()[1:]} <= linked
+
+
+def test_the_readme_lists_every_command():
+    """The README's table of commands names each command once, and each of a group's own."""
+    import click
+
+    table = README[README.index("## Commands"):README.index("## Documentation")]
+    listed: dict[str, set[str]] = {}
+    for cell in re.findall(r"^\| (`.+?) \| .+ \| .+ \|$", table, flags=re.M):
+        names = re.findall(r"`([^`]+)`", cell)  # `vectors info`, `convert`, ...: a group's commands
+        command, *first = names[0].split()
+        assert command not in listed, command
+        listed[command] = {*first, *names[1:]}
+    ctx = click.Context(cli, info_name="attncli")
+    assert sorted(listed) == sorted(cli.list_commands(ctx))
+    for name, subs in listed.items():
+        command = cli.get_command(ctx, name)
+        assert subs == set(command.list_commands(ctx) if isinstance(command, click.Group) else []), name
+
+
+@pytest.mark.parametrize("page", manual.pages())
+def test_links_lead_somewhere(page):
+    """Every relative link and picture of a page names a file of the clone, and its #anchor
+    a heading of that file (or of the page itself)."""
+    for target in re.findall(r"\]\(([^)\s]+)\)", manual.prose(manual.text(page))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (manual.ROOT / page).parent / path if path else manual.ROOT / page
+        assert linked.resolve().is_relative_to(manual.ROOT) and linked.exists(), f"{page}: {target}"
+        if anchor:
+            assert anchor in manual.anchors(linked.read_text(encoding="utf-8")), f"{page}: {target}"
 
 
 def minilm_heads(sentence: str):
@@ -46,15 +98,15 @@ def minilm_heads(sentence: str):
 
 
 def test_the_heads_numbers_are_real():
-    """What the README says of MiniLM's heads is what `heads` gives: how many heads put more
-    than half on [CLS] and [SEP], and each head it names, its mean weight on the token
-    before or after (over the words' rows, [CLS] and [SEP] left out)."""
-    counts = re.findall(r'on "([^"]+)", (\d+) of\s+MiniLM\'s 72 heads|on "([^"]+)", (\d+)\)', README.replace("\n", " "))
+    """What the trained model's guide says of MiniLM's heads is what `heads` gives: how many
+    heads put more than half on [CLS] and [SEP], and each head it names, its mean weight on
+    the token before or after (over the words' rows, [CLS] and [SEP] left out)."""
+    text = manual.flat(TRAINED)
+    counts = re.findall(r'on "([^"]+)", (\d+) of\s+MiniLM\'s 72 heads|on "([^"]+)", (\d+)\)', text)
     assert len(counts) == 2
     for a, n, b, m in counts:
         _, shares = minilm_heads(a or b)
         assert (shares > 0.5).sum() == int(n or m)
-    text = " ".join(README.split())
     named = re.findall(r"the token (before|after) \(layer (\d) head (\d+), (\d\.\d\d)", text)
     assert len(named) == 2
     W, _ = minilm_heads(re.search(r'attncli heads "([^"]+)" --model minilm --png', text).group(1))
@@ -66,18 +118,18 @@ def test_the_heads_numbers_are_real():
 
 
 def test_json_example_matches_a_real_run():
-    example = json.loads(re.search(r"```json\n(.*?)```", README, flags=re.S).group(1))
+    example = json.loads(re.search(r"```json\n(.*?)```", manual.text(JSON), flags=re.S).group(1))
     real = json.loads(run(["context", example["sentence"], "--token", example["token"], "--format", "json"]))
     assert list(example) == list(real)
     for key, value in example.items():
-        if key in ("context", "neighbors", "token_neighbors"):  # shortened in the README
+        if key in ("context", "neighbors", "token_neighbors"):  # shortened on the page
             assert value == real[key][: len(value)]
         else:
             assert value == real[key], key
 
 
 def test_contract_table_names_every_key():
-    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", README, flags=re.M))
+    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", manual.text(JSON), flags=re.M))
     keys = {k for pair in documented for k in pair if k}
     scores = json.loads(run(["scores", "The earth is like an orange", "--json"]))
     context = json.loads(run(["context", "The earth is like an orange", "--token", "orange", "--all", "--json"]))
@@ -85,21 +137,22 @@ def test_contract_table_names_every_key():
 
 
 def test_library_example_runs(capsys):
-    example = re.search(r"```python\n(.*?)```", README, flags=re.S).group(1)
-    exec(compile(example, "README.md", "exec"), {})
+    example = re.search(r"```python\n(.*?)```", manual.text(LIBRARY), flags=re.S).group(1)
+    exec(compile(example, LIBRARY, "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2 and all(line.split()[0] in {"the", "earth", "is", "like", "an", "color", "bright", "a"} for line in printed)
 
 
 def test_the_precision_of_numbers_is_as_documented(tmp_path):
     """float64 from the vectors for a sentence; float32 numbers for a document's rows and for
-    nearest words' cosines, as the JSON section says, within about six digits of float64."""
+    nearest words' cosines, as the JSON page says, within about six digits of float64."""
     import numpy as np
 
     from attncli import load_vectors
     from attncli.analyze import Options, attend
 
-    paragraph = README[README.index("## JSON"):README.index("The keys are a stable contract")]
+    page = manual.text(JSON)
+    paragraph = page[:page.index("The keys are a stable contract")]
     assert "float32" in paragraph and "`--file`" in paragraph and "`token_neighbors`" in paragraph
     text = "The earth is like an orange , and the moon is like a lemon that the sun warms"
     doc_file = tmp_path / "doc.txt"
@@ -118,12 +171,12 @@ def test_the_precision_of_numbers_is_as_documented(tmp_path):
 
 
 def test_the_induction_numbers_are_real():
-    """The README's `stats --probe repeated --model minilm` numbers: its duplicate-token heads,
+    """The stats guide's `stats --probe repeated --model minilm` numbers: its duplicate-token heads,
     and the induction scores' range and how many are marked as uniform's."""
     args = ["stats", "--probe", "repeated", "--model", "minilm", "--json"]
     needs_minilm(args)
     records = [json.loads(line) for line in run(args).splitlines()]
-    text = " ".join(README.split())
+    text = manual.flat(STATS)
     claim = re.search(r"duplicate-token heads, (\d)\.(\d+) \((0\.\d\d)\) and (\d)\.(\d+) \((0\.\d\d)\) "
                       r"against uniform's (0\.\d\d)", text)
     top = sorted(records, key=lambda r: r["duplicate_token"], reverse=True)[:2]
@@ -142,7 +195,7 @@ def test_the_induction_numbers_are_real():
 def test_the_library_errors_quoted_are_real():
     from attncli import Options
 
-    quoted = re.findall(r"`(Options\([^`]*\))`: `([^`]*)`", " ".join(README.split()))
+    quoted = re.findall(r"`(Options\([^`]*\))`: `([^`]*)`", manual.flat(LIBRARY))
     assert len(quoted) == 2
     for call, message in quoted:
         with pytest.raises(ValueError) as caught:

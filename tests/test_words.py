@@ -1,5 +1,6 @@
-"""The README, the man pages and the help speak of the tool's own ideas: nothing in them
-refers to texts a reader has not seen ("the seed's RNN"), which would collide with --seed."""
+"""The README, the pages of docs/, the man pages and the help speak of the tool's own ideas:
+nothing in them refers to texts a reader has not seen ("the seed's RNN"), which would
+collide with --seed."""
 
 import re
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import click
 import pytest
 
+import manual
 from attncli.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +22,7 @@ def helps(command=cli, path=("attncli",)):
         yield from helps(sub, path + (name,))
 
 
-@pytest.mark.parametrize("path", ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "man").glob("*.1"))])
+@pytest.mark.parametrize("path", [*manual.pages(), *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "man").glob("*.1"))])
 def test_documents_name_no_source_text(path):
     text = (ROOT / path).read_text(encoding="utf-8")
     assert not FOREIGN.findall(text), path
