@@ -16,11 +16,9 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import itertools
-import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -165,45 +163,6 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
 
 
-def for_workers(job: batch.Job) -> batch.Job:
-    """`job` as Dask workers must take it: every path it names absolute, as this process's
-    folder sees it (a worker starts in a folder of its own), and the identity of each file
-    they will read, recorded now, which a worker checks before it computes anything."""
-    qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
-    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
-                              opts=dataclasses.replace(job.opts, qkv=qkv))
-    return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
-
-
-def for_dask(job: batch.Job, vectors) -> batch.Job:
-    """`job` for_workers made, with what a Dask worker must find inside the files it reads
-    too: a copy of another file of the same size and time (cp -p of another version, a
-    mount) would otherwise pass. The vectors' by the SHA-256s their cache entry recorded as
-    it was written (nothing read again: a worker's own entry records its own); the --qkv and
-    model files by their own SHA-256, read once here and once by each worker as it loads."""
-    contents = []
-    sums = (getattr(vectors, "meta", None) or {}).get("checksums", {}).get("sha256") if job.source else None
-    if sums:
-        contents.append(("vectors", tuple(sorted(sums.items()))))
-    contents += [(path, _sha256(path)) for path, _ in job.files if path != job.source]
-    return dataclasses.replace(job, contents=tuple(contents))
-
-
-def _sha256(path: str) -> str | None:
-    """A file's SHA-256, a megabyte at a time; None where it cannot be read (the worker's
-    identity check then says why)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
 def _same_contents(job: batch.Job, loaded, worker: str) -> None:
     """In a Dask worker, as it loads `job`: what it read holds what the client's held."""
     for what, here in job.contents:
@@ -213,44 +172,16 @@ def _same_contents(job: batch.Job, loaded, worker: str) -> None:
             if there is not None and there != here:  # None: an entry written before checksums, left to its identity
                 raise InputError(f"worker {worker} sees other vectors at {job.source} than this run read here (the "
                                  "same size and time, other contents); give every worker the same file")
-        elif (there := _sha256(what)) != here:
+        elif (there := batch.sha256(what)) != here:
             raise InputError(f"worker {worker} sees another {what} than this run read here (SHA-256 "
                              f"{str(there)[:12]}… there, {str(here)[:12]}… here); give every worker the same file")
-
-
-def _absolute(path: str | None) -> str | None:
-    return None if path is None else os.path.abspath(path)
-
-
-def _files_read(job: batch.Job) -> list[str]:
-    """The files a worker reads for `job`: the vectors (none for the bundled ones, which come
-    with attncli), the --qkv file, the model's."""
-    paths = [job.source] if job.source is not None else []
-    if job.opts.qkv not in ("identity", "random"):
-        paths.append(job.opts.qkv)
-    if job.model is not None:
-        from attncli import models
-
-        paths += [str(path) for path in models.files.files_read(Path(job.model))]
-    return paths
-
-
-def identity(path: str) -> tuple[int, int] | str:
-    """A file's (size, modification time in ns), or why it has none: what the vectors cache
-    takes to mean the same file, known from a stat, where a hash would read gigabytes on
-    every machine at every run."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        return (getattr(e, "strerror", None) or str(e)).lower()
-    return st.st_size, st.st_mtime_ns
 
 
 def _same_files(files: tuple, worker: str) -> None:
     """In a Dask worker: each file of `files` is the one the client recorded, or an error
     that says which, where, and how it differs."""
     for path, here in files:
-        there = identity(path)
+        there = batch.identity(path)
         if there != here:
             raise InputError(f"worker {worker} sees another {path} than this run read here "
                              f"({_difference(there, here)}); give every worker the same file, unchanged while the "

@@ -11,8 +11,7 @@ import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
-                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options,
-                                 worker_job)
+                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
 from attncli.cli.output import progress, progress_shown, utf8, write_bytes, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -41,7 +40,7 @@ from attncli.visible import count
 @vectors_options
 @model_options
 @attention_options
-def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, fields, load, opts):
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, fields, source, opts):
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
@@ -74,10 +73,10 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
             raise InputError(f"{where} holds no sentence (it is empty or blank)")
         if len(first) < batches.CHUNK:  # the whole input: more workers than lines only cost start-up
             jobs = min(jobs, len(first))
-        vectors = load()  # here, once: converts and caches a new source before workers start
+        vectors = source.load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-        job = worker_job(load, vectors, opts, scheduler, token=token, index=index, all_contexts=all_contexts,
-                         neighbors=neighbors, **written)
+        job = batches.Job.from_source(source, vectors, opts, dask=scheduler is not None, token=token, index=index,
+                                      all_contexts=all_contexts, neighbors=neighbors, **written)
         chunks = itertools.chain([first], chunks)
         if scheduler is not None:
             from attncli import survey

@@ -8,7 +8,7 @@ import os
 import click
 from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, scheduler_address, vectors_options, worker_job)
+                                 output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
@@ -45,7 +45,7 @@ from attncli.errors import InputError
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, jobs, scheduler, load, opts, out):
+          no_shuffled, jobs, scheduler, source, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -75,22 +75,22 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if by == "word" and out.png:
         raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
                                "--html draw the words' tables)")
-    vectors = load()
-    if by == "word" and load.model:
+    vectors = source.load()
+    if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
                          "(word pieces are not merged here)")
-    if not load.model:
+    if not source.model:
         # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
         survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
         if random_seeds:  # the baseline draws d x d projections of its own, whatever --d-k says
             limits.require(3 * vectors.dim ** 2 * 8, f"the random projections baseline (W_query, W_key, W_value of "
                            f"{vectors.dim:,} x {vectors.dim:,})", "leave it out with --random-seeds 0")
-    job = survey.StatsJob(worker_job(load, vectors, opts, scheduler), seed=shuffle_seed, shuffled=not no_shuffled,
+    job = survey.StatsJob(batch.Job.from_source(source, vectors, opts, dask=scheduler is not None), seed=shuffle_seed, shuffled=not no_shuffled,
                           random_seeds=random_seeds, by_word=by == "word")
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:
-            words = load.vectors() if load.model else vectors
+            words = source.vectors() if source.model else vectors
             items = survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed)
             name = "--probe repeated"
         elif input_file in (None, "-"):
@@ -120,7 +120,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
     records = total.words.records() if by == "word" else statistics.head_records(total)
     summary = {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
-               "model": vectors.name if load.model else None, "vectors": None if load.model else vectors.name,
+               "model": vectors.name if source.model else None, "vectors": None if source.model else vectors.name,
                "records": records}
     emit([summary], out, "stats_view", json_docs=records)
 

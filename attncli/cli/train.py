@@ -83,7 +83,7 @@ class Fraction(click.ParamType):
 @vectors_options
 @output_options
 def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, batch, window, out_vocab, negatives,
-          heads, holdout, seed, jsonl, field_name, probe, token, load, out):
+          heads, holdout, seed, jsonl, field_name, probe, token, source, out):
     """Learn the projections W_query, W_key (d x d_k) and W_value (d x d, so context vectors
     stay among the word vectors) on CORPUS, one sentence or paragraph a line, by
     backpropagation: each example hides a word, a query attends over the words the
@@ -118,7 +118,7 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
     text = _jsonl_text(data, corpus, field_name) if jsonl else decode(data, corpus)
     if not text.strip():
         raise InputError(f"{corpus} is empty")
-    vectors = load()
+    vectors = source.load()
     options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
                                     holdout=holdout, seed=seed, negatives=negatives, heads=heads, objective=objective,
                                     d_k=d_k, epochs=epochs, mask_self=mask_self)
