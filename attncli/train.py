@@ -38,6 +38,7 @@ from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
 from attncli.tokenize import is_punctuation, iter_tokens
 from attncli.vectors import Vectors, cosines
+from attncli.version import __version__
 
 
 class TrainingError(AttncliError):
@@ -320,6 +321,35 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
               "adam": {"beta1": adam.beta1, "beta2": adam.beta2, "eps": adam.eps},
               "vectors": vectors.name, "d": d, "d_k": options.d_k or d}
     return {"params": params, "initial": start, "out_rows": used[out[:, 0]], "record": record}
+
+
+@dataclass
+class Trained:
+    """What run gives: the record the file keeps (and the summary shows), the .npz's bytes,
+    and the probe before and after."""
+
+    record: dict
+    npz: bytes
+    probe: dict  # {"before": probe(...), "after": probe(...)}
+
+
+def run(text: str, vectors: Vectors, options: TrainOptions, corpus: dict, sentences: list[str], token: str, *,
+        progress=None, stopped=lambda: False, untrained=None) -> Trained:
+    """train on `text`, with the probe of `token` in `sentences` before and after, and the
+    file's arrays: the projections, out_words and the record, which names the corpus
+    (`corpus`, corpus_record's) and attncli's version. A probe that cannot run is an error
+    before any step."""
+    d, mask = vectors.dim, probe_mask(options)
+    check_sizes(d, options.heads, options.d_k)  # before the probe, which splits by them too
+    start = {"W_query": np.eye(d, options.d_k or d), "W_key": np.eye(d, options.d_k or d), "W_value": np.eye(d)}
+    probe(start, vectors, sentences, token, options.heads, mask)
+    result = train(text, vectors, options, progress=progress, stopped=stopped, untrained=untrained)
+    record = {**result["record"], "corpus": corpus, "attncli": __version__}
+    words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
+    arrays = {**result["params"], "out_words": words, "train": record_array(record)}
+    probes = {"before": probe(result["initial"], vectors, sentences, token, options.heads, mask),
+              "after": probe(result["params"], vectors, sentences, token, options.heads, mask)}
+    return Trained(record, npz_bytes(arrays), probes)
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
