@@ -434,3 +434,58 @@ def _cluster_errors(address: str):
                          "still runs, and run again") from None
     except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
         raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
+
+
+# --- the corpus's summary -------------------------------------------------------------------
+
+def check_attention(vectors, opts: Options, random_seeds: int) -> None:
+    """Over word vectors: the attention options' own errors (a --heads that does not divide
+    d_k, a --qkv file) now, on the vocabulary's first words, not a line's; and the memory the
+    random baseline's d x d projections take, whatever --d-k says."""
+    sentence_arrays(" ".join(vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
+    if random_seeds:
+        limits.require(3 * vectors.dim ** 2 * 8, f"the random projections baseline (W_query, W_key, W_value of "
+                       f"{vectors.dim:,} x {vectors.dim:,})", "leave it out with --random-seeds 0")
+
+
+def vocabulary(vectors, most: int = 10_000) -> list[str]:
+    """The words --probe repeated draws from: the vectors' first `most` of letters only."""
+    out = []
+    for i in range(vectors.size):
+        word = vectors.vocab.word(i)
+        if word.isalpha():
+            out.append(word)
+            if len(out) == most:
+                break
+    return out
+
+
+def summarise(items, job: StatsJob, *, jobs: int = 1, scheduler: str | None = None, vectors=None,
+              progress=lambda total: None) -> stats.Partial:
+    """The sums of every sentence of `items` (line number, text, error), a chunk of lines a
+    task: in this process, in `jobs` workers, or on the Dask cluster at `scheduler`; each
+    chunk's partial merged as it comes, and progress(total) told. The workers end before
+    this returns or raises."""
+    total = stats.Partial()
+    chunks = batch.chunks_of(items)
+    parts = run_dask(chunks, job, scheduler) if scheduler is not None else run(chunks, job, jobs, vectors)
+    with contextlib.closing(parts):
+        for part in parts:
+            total.merge(part)
+            progress(total)
+    return total
+
+
+def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
+    """stats' document of the corpus `name`: a record per head (or per word, `by` "word"),
+    with the lines read and skipped. A corpus of no sentence, or none that could be read,
+    is an error."""
+    if total.lines == 0:
+        raise InputError(f"{name} holds no sentence (it is empty or blank)")
+    if total.heads is None:
+        line, reason = total.first_skip
+        raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
+    model = isinstance(vectors, Trained)
+    records = total.words.records() if by == "word" else stats.head_records(total)
+    return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
+            "model": vectors.name if model else None, "vectors": None if model else vectors.name, "records": records}
