@@ -8,6 +8,7 @@ import os
 import sys
 
 import click
+from attncli import batch as batches, survey
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
@@ -56,8 +57,6 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
       attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
-    from attncli import batch as batches
-
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     where = input_file if input_file not in (None, "-") else "standard input"
@@ -78,30 +77,33 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
         job = batches.Job.from_source(source, vectors, opts, dask=scheduler is not None, token=token, index=index,
                                       all_contexts=all_contexts, neighbors=neighbors, **written)
         chunks = itertools.chain([first], chunks)
-        if scheduler is not None:
-            from attncli import survey
-
-            results = survey.run_dask_in_order(chunks, job, scheduler)
-        else:
-            results = batches.run_chunks(chunks, job, jobs)
+        results = (survey.run_dask_in_order(chunks, job, scheduler) if scheduler is not None
+                   else batches.run_chunks(chunks, job, jobs))
         stack.callback(results.close)  # the workers end here, whatever happens, before the run says why
         # a file's lines are counted first for the bar's end (a pass at 1 GB/s), only where the bar is drawn
         total = _lines_of(stream) if input_file not in (None, "-") and progress_shown() else None
-        failed = done = last = 0
-        with progress("lines") as update, writing_stdout():
-            try:
-                for chunk in results:
-                    write_bytes(chunk.data)
-                    failed, done, last = failed + chunk.failed, done + chunk.lines, chunk.last
-                    update(chunk.last, total)
-            except AttncliError as e:  # the input (a line too long) or a worker can fail midway, after lines were written
-                if done:
-                    raise type(e)(f"{e} (the output holds the results of lines 1 to {last:,} of {where}, whole; "
-                                  f"those from line {last + 1:,} on are missing)") from None
-                raise
+        failed, done = _write(results, total, where)
     if failed:
         click.echo(f"attncli: {failed:,} of {count(done, 'line')} failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
+
+
+def _write(results, total: int | None, where: str) -> tuple[int, int]:
+    """Each chunk's lines to stdout as they come, with a bar of the lines: (lines failed, lines
+    done). A failure midway says which lines the output holds."""
+    failed = done = last = 0
+    with progress("lines") as update, writing_stdout():
+        try:
+            for chunk in results:
+                write_bytes(chunk.data)
+                failed, done, last = failed + chunk.failed, done + chunk.lines, chunk.last
+                update(chunk.last, total)
+        except AttncliError as e:  # the input (a line too long) or a worker can fail midway, after lines were written
+            if done:
+                raise type(e)(f"{e} (the output holds the results of lines 1 to {last:,} of {where}, whole; "
+                              f"those from line {last + 1:,} on are missing)") from None
+            raise
+    return failed, done
 
 
 def _lines_of(stream) -> int:
