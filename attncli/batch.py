@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attncli import limits
-from attncli.analyze import Options, context_doc, scores_doc
+from attncli.analyze import Options, Trained, context_doc, scores_doc, to_json
 from attncli.errors import AttncliError
+from attncli.load import load_vectors
 from attncli.workers import in_order, worker_signals
 
 
@@ -108,7 +109,7 @@ def _files_read(job: Job) -> list[str]:
     if job.opts.qkv not in ("identity", "random"):
         paths.append(job.opts.qkv)
     if job.model is not None:
-        from attncli import models  # the model extra's code, which word vectors' runs need not import
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
         paths += [str(path) for path in models.files.files_read(Path(job.model))]
     return paths
@@ -220,15 +221,13 @@ def _start(job: Job, worker: bool = False) -> None:
     it, no file descriptors left) must not end, for the same reason, with a traceback of
     its own besides: it answers every line with the error."""
     global _job, _vectors, _failed
-    from attncli.load import load_vectors
 
     if worker:
         worker_signals()
     _job = job
     try:
         if job.model is not None:
-            from attncli import models
-            from attncli.analyze import Trained
+            from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
             _vectors = Trained(models.load_model(job.model), job.layer, job.head)
         else:
@@ -271,7 +270,6 @@ def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
 def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bool, str]:
     """(whether the line failed, its result as a line of JSON): where the work is done, so
     that a parent process has only to write it."""
-    from attncli.analyze import to_json
 
     result = one_line(item, vectors, job, failed)
     error = "error" in result

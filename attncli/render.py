@@ -24,7 +24,8 @@ from rich.text import Text
 
 from attncli import heatmap
 from attncli.heatmap import Heatmap
-from attncli.visible import count
+from attncli.limits import size
+from attncli.visible import count, visible
 
 
 def _describe(doc: dict) -> Text:
@@ -514,7 +515,6 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
 
 def info_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """`attncli vectors info` and `convert`: one row a fact."""
-    from attncli.visible import visible
 
     table = Table(show_header=False, box=None)
     table.add_column(style="bold", no_wrap=True)
@@ -543,7 +543,6 @@ def entries_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     """`attncli vectors list`: a row an entry."""
     if not doc["entries"]:
         return Text(f"no cache entries in {doc['cache_dir']}")
-    from attncli.visible import visible
 
     table = Table(title=Text(f"cache entries in {visible(doc['cache_dir'])}"))
     for name, justify in (("source", "left"), ("words", "right"), ("dim", "right"), ("size", "right"),
@@ -597,7 +596,6 @@ def cleared_view(doc: dict, *, width: int = 80, color_system: str | None = None)
 
 
 def _megabytes(n: int) -> str:
-    from attncli.limits import size
 
     return size(n)  # as every other size the tool writes: 1.5 kB, not 0.0 MB
 

@@ -25,6 +25,7 @@ import numpy as np
 from attncli import batch, limits, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
+from attncli.load import load_vectors
 from attncli.tokenize import is_punctuation
 
 
@@ -211,10 +212,9 @@ def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
 
 
 def _load(job: batch.Job):
-    from attncli.load import load_vectors
 
     if job.model is not None:
-        from attncli import models
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
         return Trained(models.load_model(job.model), job.layer, job.head)
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)

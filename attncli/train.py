@@ -34,8 +34,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attncli import attention, learn, limits
+from attncli.analyze import Options, embed_sentence, find_position
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
+from attncli.projections import SHOWN_WITH
 from attncli.tokenize import is_punctuation, iter_tokens
 from attncli.vectors import Vectors, cosines
 from attncli.version import __version__
@@ -57,13 +59,10 @@ class TrainOptions:
     negatives: int = 2048  # draws of a sampled softmax a step; 0: the whole output vocabulary
     heads: int = 1
     evaluate_every: int = 200
-    objective: str = "hide"  # hide, mask or next
+    objective: str = "hide"  # one of projections.OBJECTIVES
     d_k: int | None = None  # None: d
     epochs: float | None = None  # given: the steps are as many as this many passes over the examples take
     mask_self: bool = False  # next: the query's own word not among its keys (hide and mask never show it)
-
-
-OBJECTIVES = ("hide", "mask", "next")
 
 
 MIN_EXAMPLES = 100  # fewer words with vectors (and neighbours) than this teach nothing
@@ -378,8 +377,6 @@ def record_array(record: dict) -> np.ndarray:
 def probe_mask(options: TrainOptions) -> str:
     """The mask the probe shows, as training saw the words: `--mask` of the other commands,
     except next with mask_self, which hides the future and the word itself ("causal+self")."""
-    from attncli.projections import SHOWN_WITH
-
     mask = SHOWN_WITH[options.objective]
     return "causal+self" if mask == "causal" and options.mask_self else mask
 
@@ -391,8 +388,6 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
     and each head's when there are several) and its context vector, and the cosine between
     its context vectors in the first two sentences; masked as training saw the words
     (probe_mask): for hide and mask, its own position, never among the keys."""
-    from attncli.analyze import Options, embed_sentence, find_position
-
     d_k = params["W_query"].shape[1]
     scale = attention.default_scale(d_k // heads)
     shown, contexts = [], []

@@ -67,3 +67,30 @@ def test_the_import_graph_is_read():
 
 def test_no_module_imports_itself_through_others():
     assert cycle(imports()) is None
+
+
+def uncommented_imports(text: str) -> list[int]:
+    """The lines of imports of attncli's modules made inside a function without a comment (on
+    their line or the one above) saying what they put off."""
+    lines = text.splitlines()
+    found = []
+    for function in ast.walk(ast.parse(text)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name == "attncli" or name.startswith("attncli.") for name in names):
+                above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+                if "#" not in lines[node.lineno - 1] and not above.startswith("#"):
+                    found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_an_import_in_a_function_says_what_it_puts_off():
+    sample = ("def f():\n    from attncli import plot  # matplotlib\n    # rich\n    from attncli import render\n"
+              "    from attncli import batch\n    import json\n")
+    assert uncommented_imports(sample) == [5]
+    where = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (lines := uncommented_imports(path.read_text(encoding="utf-8")))}
+    assert where == {}

@@ -329,7 +329,7 @@ def test_the_commands_objectives_are_the_librarys_and_train_is_not_imported_to_s
     import subprocess
     import sys
 
-    from attncli import train as library
+    from attncli import projections as library
     from attncli.cli import train as command
 
     objective = next(param for param in command.train.params if param.name == "objective")

@@ -8,7 +8,6 @@ import os
 import sys
 
 import click
-from attncli import batch as batches, survey
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
@@ -57,6 +56,8 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
       attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
+    from attncli import batch as batches, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     where = input_file if input_file not in (None, "-") else "standard input"

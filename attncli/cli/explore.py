@@ -40,7 +40,7 @@ def explore(sentence, export, source, opts):
       attncli explore "The earth is like an orange" --qkv proj.npz --mask self --export screen.svg
     """
     try:
-        from attncli import explore as app
+        from attncli import explore as app  # textual, the explore extra's, at explore's top
     except ImportError:
         raise InputError("explore needs textual: pip install 'attncli[explore]'") from None
     refuse_overwriting_inputs({"--export": export})

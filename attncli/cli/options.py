@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli import cache
-from attncli.analyze import Options, Trained
+from attncli import cache, projections
+from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
@@ -106,7 +106,7 @@ class Source:
         takes vectors; else the word vectors."""
         if self.model is None:
             return self.vectors()
-        from attncli import models  # safetensors and tokenizers, the model extra's
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
         trained = models.load_model(self.model)
         return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
@@ -245,9 +245,6 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     of those taken, both said once the results are written. A --heads is refused when its
     heads would cut the file's own in two.
     Resolved here, once, so that workers (--jobs, Dask) get the settings whole."""
-    from attncli import projections
-    from attncli.analyze import settled_note
-
     if opts.qkv in ("identity", "random"):
         return opts, []
     record = projections.recorded(opts.qkv)
@@ -369,7 +366,7 @@ def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple
             continue
         path = Path(value)
         if name in ("vectors_source", "source"):
-            from attncli import sources
+            from attncli import sources  # file formats and gensim: not needed for the bundled vectors
 
             with contextlib.suppress(AttncliError):  # a gensim-data name: the file it names
                 path = sources.resolve(value).path
@@ -442,7 +439,7 @@ def output_options(f):
         png = kwargs.pop("png", None)
         refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
-            from attncli import plot
+            from attncli import plot  # matplotlib, the plot extra's, at plot's top
 
             plot.require()  # a missing extra is an error before any output, not after it
         return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager, fields=fields), **kwargs)
@@ -495,7 +492,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.survey import ADDRESS
+    from attncli.survey import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "

@@ -123,7 +123,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
         def write(row: dict) -> None:
             write_json(row)
     else:
-        from attncli import render
+        from attncli import render  # rich, at render's top: 40 ms
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():

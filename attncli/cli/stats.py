@@ -6,7 +6,7 @@ import contextlib
 import os
 
 import click
-from attncli import batch, limits, survey
+from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
@@ -65,6 +65,8 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --by word --json | head
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
+    from attncli import batch, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+
     if probe is not None and corpus is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
     if scheduler is not None and jobs > 1:
@@ -99,6 +101,8 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
 
 def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, field_name: str, jobs: int):
     """(items, name) of CORPUS's lines, or standard input's; the file closed by `stack`."""
+    from attncli import survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+
     if corpus in (None, "-"):
         stream, name = stdin_stream("give CORPUS, or --probe repeated"), "standard input"
     else:

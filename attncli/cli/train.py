@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import click
-from attncli import limits, train as learning
+from attncli import limits
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
@@ -15,6 +15,7 @@ from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_op
 from attncli.cli.output import emit, progress, warn, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
+from attncli.projections import OBJECTIVES
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
           "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past
@@ -40,7 +41,7 @@ class Fraction(click.ParamType):
 @click.option("-o", "--output", type=click.Path(), callback=output_path("output", (".npz",)),
               required=True, metavar="FILE.npz", help="The projections to write, for --qkv FILE.npz.")
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
-@click.option("--objective", type=click.Choice(learning.OBJECTIVES), default="hide", show_default=True,
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="hide", show_default=True,
               help="hide: a word's own vector asks for it among its neighbours; mask: one learned vector asks "
                    "instead (BERT's [MASK]); next: predict the next word from the --window words up to this one.")
 @click.option("--d-k", "d_k", type=click.IntRange(min=1), metavar="N",
@@ -97,6 +98,8 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
       attncli train corpus.txt -o proj.npz --steps 3000 --seed 1 --probe "I sat on the bank|The bank raised rates" --token bank
       attncli train corpus.txt -o proj.npz --objective mask --heads 2 --d-k 20 --epochs 2
     """
+    from attncli import train as learning  # the training code, 20 ms that listing the commands need not pay
+
     if epochs is not None and given_options(click.get_current_context(), ("steps",)):
         raise click.UsageError("give --steps or --epochs, not both")
     path = Path(output)
@@ -183,7 +186,7 @@ def _epochs(value: float | None) -> float | None:
 
 def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
     """The --field of each JSON line, a line each; the lines that have none skipped, with a note."""
-    from attncli import batch
+    from attncli import batch  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     items = batch.parse_lines(data, jsonl=True, field_name=field_name)
     bad = [(n, error) for n, _, error in items if error is not None]
