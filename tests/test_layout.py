@@ -94,3 +94,24 @@ def test_an_import_in_a_function_says_what_it_puts_off():
     where = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted(PACKAGE.rglob("*.py"))
              if (lines := uncommented_imports(path.read_text(encoding="utf-8")))}
     assert where == {}
+
+
+def command_lengths() -> dict[str, int]:
+    """Each command function of attncli/cli (a function a click decorator makes a command): its
+    lines, from def to its end, less its docstring's."""
+    lengths = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any("command" in ast.unparse(d) for d in node.decorator_list):
+                first = node.body[0]
+                doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                lines = node.end_lineno - node.lineno + 1 - (first.end_lineno - first.lineno + 1 if doc else 0)
+                lengths[f"{path.name}:{node.name}"] = lines
+    return lengths
+
+
+def test_a_command_reads_as_parse_load_compute_render_in_under_40_lines():
+    lengths = command_lengths()
+    assert {"corpus.py:batch", "stats.py:stats", "train.py:train", "scores.py:scores"} <= set(lengths)
+    assert len(lengths) >= 18  # every command, vectors' and qkv's among them
+    assert {name: n for name, n in lengths.items() if n >= 40} == {}
