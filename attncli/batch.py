@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from attncli import limits
-from attncli.analyze import Options, context_doc, scores_doc
+from attncli.analyze import Options, Trained, context_doc, scores_doc
 from attncli.errors import AttncliError
+from attncli.load import load_vectors
 from attncli.workers import in_order, worker_signals
+from attncli.views.json import to_json
 
 
 @dataclass(frozen=True)
@@ -40,8 +44,87 @@ class Job:
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
     spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
-    files: tuple = ()  # Dask workers: (path, identity) of each file they read, as this run saw it (survey.for_workers)
-    contents: tuple = ()  # Dask workers: (path or "vectors", SHA-256s) of what they read (survey.for_dask)
+    files: tuple = ()  # Dask workers: (path, identity) of each file they read, as this run saw it (for_workers)
+    contents: tuple = ()  # Dask workers: (path or "vectors", SHA-256s) of what they read (for_dask)
+
+    @classmethod
+    def from_source(cls, source, loaded, opts: Options, *, dask: bool = False, **fields) -> Job:
+        """The Job that workers (--jobs, Dask) load this run's vectors or model by, as
+        `source` (the options' Source: its model, limit, trust_pickle) loaded them here as
+        `loaded`: its paths resolved and its files recorded for workers elsewhere
+        (for_workers), with `dask` their contents too (for_dask). `fields`: the Job's others."""
+        if source.model:
+            job = cls(model=str(loaded.model.path), layer=loaded.layer, head=loaded.head, opts=opts, **fields)
+        else:
+            job = cls(source=loaded.source if loaded.source != "bundled" else None, limit=source.limit,
+                      trust_pickle=source.trust_pickle, opts=opts, **fields)
+        job = for_workers(job)
+        return for_dask(job, loaded) if dask else job
+
+
+def for_workers(job: Job) -> Job:
+    """`job` as Dask workers must take it: every path it names absolute, as this process's
+    folder sees it (a worker starts in a folder of its own), and the identity of each file
+    they will read, recorded now, which a worker checks before it computes anything."""
+    qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
+    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
+                              opts=dataclasses.replace(job.opts, qkv=qkv))
+    return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
+
+
+def for_dask(job: Job, vectors) -> Job:
+    """`job` for_workers made, with what a Dask worker must find inside the files it reads
+    too: a copy of another file of the same size and time (cp -p of another version, a
+    mount) would otherwise pass. The vectors' by the SHA-256s their cache entry recorded as
+    it was written (nothing read again: a worker's own entry records its own); the --qkv and
+    model files by their own SHA-256, read once here and once by each worker as it loads."""
+    contents = []
+    sums = (getattr(vectors, "meta", None) or {}).get("checksums", {}).get("sha256") if job.source else None
+    if sums:
+        contents.append(("vectors", tuple(sorted(sums.items()))))
+    contents += [(path, sha256(path)) for path, _ in job.files if path != job.source]
+    return dataclasses.replace(job, contents=tuple(contents))
+
+
+def sha256(path: str) -> str | None:
+    """A file's SHA-256, a megabyte at a time; None where it cannot be read (the worker's
+    identity check then says why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else os.path.abspath(path)
+
+
+def _files_read(job: Job) -> list[str]:
+    """The files a worker reads for `job`: the vectors (none for the bundled ones, which come
+    with attncli), the --qkv file, the model's."""
+    paths = [job.source] if job.source is not None else []
+    if job.opts.qkv not in ("identity", "random"):
+        paths.append(job.opts.qkv)
+    if job.model is not None:
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+
+        paths += [str(path) for path in models.files.files_read(Path(job.model))]
+    return paths
+
+
+def identity(path: str) -> tuple[int, int] | str:
+    """A file's (size, modification time in ns), or why it has none: what the vectors cache
+    takes to mean the same file, known from a stat, where a hash would read gigabytes on
+    every machine at every run."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        return (getattr(e, "strerror", None) or str(e)).lower()
+    return st.st_size, st.st_mtime_ns
 
 
 def parse_lines(data: bytes, *, jsonl: bool = False, field_name: str = "text") -> list[tuple[int, str | None, str | None]]:
@@ -139,15 +222,13 @@ def _start(job: Job, worker: bool = False) -> None:
     it, no file descriptors left) must not end, for the same reason, with a traceback of
     its own besides: it answers every line with the error."""
     global _job, _vectors, _failed
-    from attncli.load import load_vectors
 
     if worker:
         worker_signals()
     _job = job
     try:
         if job.model is not None:
-            from attncli import models
-            from attncli.analyze import Trained
+            from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
             _vectors = Trained(models.load_model(job.model), job.layer, job.head)
         else:
@@ -190,7 +271,6 @@ def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
 def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bool, str]:
     """(whether the line failed, its result as a line of JSON): where the work is done, so
     that a parent process has only to write it."""
-    from attncli.views.json import to_json
 
     result = one_line(item, vectors, job, failed)
     error = "error" in result

@@ -47,6 +47,7 @@ class ProjectionError(AttncliError):
 
 # The --mask each of attncli train's objectives is to be shown with: hide and mask never
 # show a hidden word among its keys, next sees only the words up to its own.
+OBJECTIVES = ("hide", "mask", "next")  # train's, each shown with its mask
 SHOWN_WITH = {"hide": "self", "mask": "self", "next": "causal"}
 
 RECORD_MOST = 1 << 20  # bytes of train's record: its JSON is a few kB, and a member may declare GBs

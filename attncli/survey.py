@@ -16,17 +16,16 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import itertools
-import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from attncli import batch, limits, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
+from attncli.load import load_vectors
 from attncli.tokenize import is_punctuation
 
 
@@ -165,45 +164,6 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
 
 
-def for_workers(job: batch.Job) -> batch.Job:
-    """`job` as Dask workers must take it: every path it names absolute, as this process's
-    folder sees it (a worker starts in a folder of its own), and the identity of each file
-    they will read, recorded now, which a worker checks before it computes anything."""
-    qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
-    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
-                              opts=dataclasses.replace(job.opts, qkv=qkv))
-    return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
-
-
-def for_dask(job: batch.Job, vectors) -> batch.Job:
-    """`job` for_workers made, with what a Dask worker must find inside the files it reads
-    too: a copy of another file of the same size and time (cp -p of another version, a
-    mount) would otherwise pass. The vectors' by the SHA-256s their cache entry recorded as
-    it was written (nothing read again: a worker's own entry records its own); the --qkv and
-    model files by their own SHA-256, read once here and once by each worker as it loads."""
-    contents = []
-    sums = (getattr(vectors, "meta", None) or {}).get("checksums", {}).get("sha256") if job.source else None
-    if sums:
-        contents.append(("vectors", tuple(sorted(sums.items()))))
-    contents += [(path, _sha256(path)) for path, _ in job.files if path != job.source]
-    return dataclasses.replace(job, contents=tuple(contents))
-
-
-def _sha256(path: str) -> str | None:
-    """A file's SHA-256, a megabyte at a time; None where it cannot be read (the worker's
-    identity check then says why)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
 def _same_contents(job: batch.Job, loaded, worker: str) -> None:
     """In a Dask worker, as it loads `job`: what it read holds what the client's held."""
     for what, here in job.contents:
@@ -213,44 +173,16 @@ def _same_contents(job: batch.Job, loaded, worker: str) -> None:
             if there is not None and there != here:  # None: an entry written before checksums, left to its identity
                 raise InputError(f"worker {worker} sees other vectors at {job.source} than this run read here (the "
                                  "same size and time, other contents); give every worker the same file")
-        elif (there := _sha256(what)) != here:
+        elif (there := batch.sha256(what)) != here:
             raise InputError(f"worker {worker} sees another {what} than this run read here (SHA-256 "
                              f"{str(there)[:12]}… there, {str(here)[:12]}… here); give every worker the same file")
-
-
-def _absolute(path: str | None) -> str | None:
-    return None if path is None else os.path.abspath(path)
-
-
-def _files_read(job: batch.Job) -> list[str]:
-    """The files a worker reads for `job`: the vectors (none for the bundled ones, which come
-    with attncli), the --qkv file, the model's."""
-    paths = [job.source] if job.source is not None else []
-    if job.opts.qkv not in ("identity", "random"):
-        paths.append(job.opts.qkv)
-    if job.model is not None:
-        from attncli import models
-
-        paths += [str(path) for path in models.files.files_read(Path(job.model))]
-    return paths
-
-
-def identity(path: str) -> tuple[int, int] | str:
-    """A file's (size, modification time in ns), or why it has none: what the vectors cache
-    takes to mean the same file, known from a stat, where a hash would read gigabytes on
-    every machine at every run."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        return (getattr(e, "strerror", None) or str(e)).lower()
-    return st.st_size, st.st_mtime_ns
 
 
 def _same_files(files: tuple, worker: str) -> None:
     """In a Dask worker: each file of `files` is the one the client recorded, or an error
     that says which, where, and how it differs."""
     for path, here in files:
-        there = identity(path)
+        there = batch.identity(path)
         if there != here:
             raise InputError(f"worker {worker} sees another {path} than this run read here "
                              f"({_difference(there, here)}); give every worker the same file, unchanged while the "
@@ -280,10 +212,9 @@ def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
 
 
 def _load(job: batch.Job):
-    from attncli.load import load_vectors
 
     if job.model is not None:
-        from attncli import models
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
 
         return Trained(models.load_model(job.model), job.layer, job.head)
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
@@ -503,3 +434,58 @@ def _cluster_errors(address: str):
                          "still runs, and run again") from None
     except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
         raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
+
+
+# --- the corpus's summary -------------------------------------------------------------------
+
+def check_attention(vectors, opts: Options, random_seeds: int) -> None:
+    """Over word vectors: the attention options' own errors (a --heads that does not divide
+    d_k, a --qkv file) now, on the vocabulary's first words, not a line's; and the memory the
+    random baseline's d x d projections take, whatever --d-k says."""
+    sentence_arrays(" ".join(vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
+    if random_seeds:
+        limits.require(3 * vectors.dim ** 2 * 8, f"the random projections baseline (W_query, W_key, W_value of "
+                       f"{vectors.dim:,} x {vectors.dim:,})", "leave it out with --random-seeds 0")
+
+
+def vocabulary(vectors, most: int = 10_000) -> list[str]:
+    """The words --probe repeated draws from: the vectors' first `most` of letters only."""
+    out = []
+    for i in range(vectors.size):
+        word = vectors.vocab.word(i)
+        if word.isalpha():
+            out.append(word)
+            if len(out) == most:
+                break
+    return out
+
+
+def summarise(items, job: StatsJob, *, jobs: int = 1, scheduler: str | None = None, vectors=None,
+              progress=lambda total: None) -> stats.Partial:
+    """The sums of every sentence of `items` (line number, text, error), a chunk of lines a
+    task: in this process, in `jobs` workers, or on the Dask cluster at `scheduler`; each
+    chunk's partial merged as it comes, and progress(total) told. The workers end before
+    this returns or raises."""
+    total = stats.Partial()
+    chunks = batch.chunks_of(items)
+    parts = run_dask(chunks, job, scheduler) if scheduler is not None else run(chunks, job, jobs, vectors)
+    with contextlib.closing(parts):
+        for part in parts:
+            total.merge(part)
+            progress(total)
+    return total
+
+
+def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
+    """stats' document of the corpus `name`: a record per head (or per word, `by` "word"),
+    with the lines read and skipped. A corpus of no sentence, or none that could be read,
+    is an error."""
+    if total.lines == 0:
+        raise InputError(f"{name} holds no sentence (it is empty or blank)")
+    if total.heads is None:
+        line, reason = total.first_skip
+        raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
+    model = isinstance(vectors, Trained)
+    records = total.words.records() if by == "word" else stats.head_records(total)
+    return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
+            "model": vectors.name if model else None, "vectors": None if model else vectors.name, "records": records}

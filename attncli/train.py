@@ -34,10 +34,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attncli import attention, learn, limits
+from attncli.analyze import Options, embed_sentence, find_position
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
+from attncli.projections import SHOWN_WITH
 from attncli.tokenize import is_punctuation, iter_tokens
 from attncli.vectors import Vectors, cosines
+from attncli.version import __version__
 
 
 class TrainingError(AttncliError):
@@ -56,13 +59,10 @@ class TrainOptions:
     negatives: int = 2048  # draws of a sampled softmax a step; 0: the whole output vocabulary
     heads: int = 1
     evaluate_every: int = 200
-    objective: str = "hide"  # hide, mask or next
+    objective: str = "hide"  # one of projections.OBJECTIVES
     d_k: int | None = None  # None: d
     epochs: float | None = None  # given: the steps are as many as this many passes over the examples take
     mask_self: bool = False  # next: the query's own word not among its keys (hide and mask never show it)
-
-
-OBJECTIVES = ("hide", "mask", "next")
 
 
 MIN_EXAMPLES = 100  # fewer words with vectors (and neighbours) than this teach nothing
@@ -322,6 +322,35 @@ def train(text: str, vectors: Vectors, options: TrainOptions, *, progress=None, 
     return {"params": params, "initial": start, "out_rows": used[out[:, 0]], "record": record}
 
 
+@dataclass
+class Trained:
+    """What run gives: the record the file keeps (and the summary shows), the .npz's bytes,
+    and the probe before and after."""
+
+    record: dict
+    npz: bytes
+    probe: dict  # {"before": probe(...), "after": probe(...)}
+
+
+def run(text: str, vectors: Vectors, options: TrainOptions, corpus: dict, sentences: list[str], token: str, *,
+        progress=None, stopped=lambda: False, untrained=None) -> Trained:
+    """train on `text`, with the probe of `token` in `sentences` before and after, and the
+    file's arrays: the projections, out_words and the record, which names the corpus
+    (`corpus`, corpus_record's) and attncli's version. A probe that cannot run is an error
+    before any step."""
+    d, mask = vectors.dim, probe_mask(options)
+    check_sizes(d, options.heads, options.d_k)  # before the probe, which splits by them too
+    start = {"W_query": np.eye(d, options.d_k or d), "W_key": np.eye(d, options.d_k or d), "W_value": np.eye(d)}
+    probe(start, vectors, sentences, token, options.heads, mask)
+    result = train(text, vectors, options, progress=progress, stopped=stopped, untrained=untrained)
+    record = {**result["record"], "corpus": corpus, "attncli": __version__}
+    words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
+    arrays = {**result["params"], "out_words": words, "train": record_array(record)}
+    probes = {"before": probe(result["initial"], vectors, sentences, token, options.heads, mask),
+              "after": probe(result["params"], vectors, sentences, token, options.heads, mask)}
+    return Trained(record, npz_bytes(arrays), probes)
+
+
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """A .npz of `arrays`, the same bytes for the same arrays: numpy.savez stamps each member
     with the time of writing, so the members are written here with a fixed one."""
@@ -348,8 +377,6 @@ def record_array(record: dict) -> np.ndarray:
 def probe_mask(options: TrainOptions) -> str:
     """The mask the probe shows, as training saw the words: `--mask` of the other commands,
     except next with mask_self, which hides the future and the word itself ("causal+self")."""
-    from attncli.projections import SHOWN_WITH
-
     mask = SHOWN_WITH[options.objective]
     return "causal+self" if mask == "causal" and options.mask_self else mask
 
@@ -361,8 +388,6 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
     and each head's when there are several) and its context vector, and the cosine between
     its context vectors in the first two sentences; masked as training saw the words
     (probe_mask): for hide and mask, its own position, never among the keys."""
-    from attncli.analyze import Options, embed_sentence, find_position
-
     d_k = params["W_query"].shape[1]
     scale = attention.default_scale(d_k // heads)
     shown, contexts = [], []

@@ -200,7 +200,7 @@ def recorded(tmp_path):
     from attncli import batch, survey
 
     path = vectors_file(tmp_path / "v.txt", seed=0)
-    return path, survey.for_workers(batch.Job(source=str(path)))
+    return path, batch.for_workers(batch.Job(source=str(path)))
 
 
 def _refused(job, cluster) -> str:
@@ -250,15 +250,15 @@ def test_the_job_holds_absolute_paths_and_their_identities(tmp_path, monkeypatch
 
     make_files(tmp_path, seed=0)
     monkeypatch.chdir(tmp_path)
-    job = survey.for_workers(batch.Job(source="v.txt", opts=Options(qkv="p.npz")))
+    job = batch.for_workers(batch.Job(source="v.txt", opts=Options(qkv="p.npz")))
     assert (job.source, job.opts.qkv) == (str(tmp_path / "v.txt"), str(tmp_path / "p.npz"))
     assert job.files == tuple((str(tmp_path / name), (os.stat(name).st_size, os.stat(name).st_mtime_ns))
                               for name in ("v.txt", "p.npz"))
-    model = survey.for_workers(batch.Job(model="m"))
+    model = batch.for_workers(batch.Job(model="m"))
     assert model.model == str(tmp_path / "m")
     assert [path for path, _ in model.files] == [str(tmp_path / "m" / name)
                                                  for name in ("config.json", "tokenizer.json", "model.safetensors")]
-    assert survey.for_workers(batch.Job()).files == ()  # the bundled vectors: none of the user's files
+    assert batch.for_workers(batch.Job()).files == ()  # the bundled vectors: none of the user's files
 
 
 # --- servers that are not an answering scheduler ----------------------------------------------
@@ -446,7 +446,7 @@ def test_a_cluster_left_with_no_worker_ends_the_run(monkeypatch, ordered):
     chunks = ([(n * 8 + k + 1, "the cat sat on the mat", None) for k in range(8)] for n in range(10_000))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address="127.0.0.1:0", silence_logs=50) as local:
-        job = survey.for_workers(batch.Job())
+        job = batch.for_workers(batch.Job())
         results = (survey.run_dask_in_order(chunks, job, local.scheduler_address) if ordered
                    else survey.run_dask(chunks, survey.StatsJob(job, shuffled=False, random_seeds=0),
                                         local.scheduler_address))

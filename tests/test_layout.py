@@ -133,3 +133,51 @@ def test_importing_the_views_loads_neither_analyze_nor_the_cli_nor_rich_for_json
     assert for_json == ["attncli.views", "attncli.views.json"]
     assert set(VIEW_MODULES) <= set(every) and set(every) - set(VIEW_MODULES) <= {"attncli.visible", "attncli.limits",
                                                                                    "attncli.errors"}
+
+
+def uncommented_imports(text: str) -> list[int]:
+    """The lines of imports of attncli's modules made inside a function without a comment (on
+    their line or the one above) saying what they put off."""
+    lines = text.splitlines()
+    found = []
+    for function in ast.walk(ast.parse(text)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name == "attncli" or name.startswith("attncli.") for name in names):
+                above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+                if "#" not in lines[node.lineno - 1] and not above.startswith("#"):
+                    found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_an_import_in_a_function_says_what_it_puts_off():
+    sample = ("def f():\n    from attncli import plot  # matplotlib\n    # rich\n    from attncli import render\n"
+              "    from attncli import batch\n    import json\n")
+    assert uncommented_imports(sample) == [5]
+    where = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (lines := uncommented_imports(path.read_text(encoding="utf-8")))}
+    assert where == {}
+
+
+def command_lengths() -> dict[str, int]:
+    """Each command function of attncli/cli (a function a click decorator makes a command): its
+    lines, from def to its end, less its docstring's."""
+    lengths = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any("command" in ast.unparse(d) for d in node.decorator_list):
+                first = node.body[0]
+                doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                lines = node.end_lineno - node.lineno + 1 - (first.end_lineno - first.lineno + 1 if doc else 0)
+                lengths[f"{path.name}:{node.name}"] = lines
+    return lengths
+
+
+def test_a_command_reads_as_parse_load_compute_render_in_under_40_lines():
+    lengths = command_lengths()
+    assert {"corpus.py:batch", "stats.py:stats", "train.py:train", "scores.py:scores"} <= set(lengths)
+    assert len(lengths) >= 18  # every command, vectors' and qkv's among them
+    assert {name: n for name, n in lengths.items() if n >= 40} == {}

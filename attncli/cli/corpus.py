@@ -11,8 +11,7 @@ import click
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, attention_options, complete_path,
-                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options,
-                                 worker_job)
+                                 fields_option, model_options, neighbors_option, scheduler_address, vectors_options)
 from attncli.cli.output import progress, progress_shown, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -42,7 +41,7 @@ from attncli.visible import count
 @vectors_options
 @model_options
 @attention_options
-def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, fields, load, opts):
+def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, jobs, scheduler, fields, source, opts):
     """A corpus in one run: FILE (or standard input), one sentence a line, or with --jsonl one
     JSON object a line. Out: JSON Lines, one object per input line in input order, the
     `scores` document (or, with --token, the `context` one) plus `line`, the input line
@@ -58,7 +57,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
       attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
-    from attncli import batch as batches
+    from attncli import batch as batches, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
@@ -75,35 +74,38 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
             raise InputError(f"{where} holds no sentence (it is empty or blank)")
         if len(first) < batches.CHUNK:  # the whole input: more workers than lines only cost start-up
             jobs = min(jobs, len(first))
-        vectors = load()  # here, once: converts and caches a new source before workers start
+        vectors = source.load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-        job = worker_job(load, vectors, opts, scheduler, token=token, index=index, all_contexts=all_contexts,
-                         neighbors=neighbors, **written)
+        job = batches.Job.from_source(source, vectors, opts, dask=scheduler is not None, token=token, index=index,
+                                      all_contexts=all_contexts, neighbors=neighbors, **written)
         chunks = itertools.chain([first], chunks)
-        if scheduler is not None:
-            from attncli import survey
-
-            results = survey.run_dask_in_order(chunks, job, scheduler)
-        else:
-            results = batches.run_chunks(chunks, job, jobs)
+        results = (survey.run_dask_in_order(chunks, job, scheduler) if scheduler is not None
+                   else batches.run_chunks(chunks, job, jobs))
         stack.callback(results.close)  # the workers end here, whatever happens, before the run says why
         # a file's lines are counted first for the bar's end (a pass at 1 GB/s), only where the bar is drawn
         total = _lines_of(stream) if input_file not in (None, "-") and progress_shown() else None
-        failed = done = last = 0
-        with progress("lines") as update, writing_stdout():
-            try:
-                for chunk in results:
-                    write_bytes(chunk.data)
-                    failed, done, last = failed + chunk.failed, done + chunk.lines, chunk.last
-                    update(chunk.last, total)
-            except AttncliError as e:  # the input (a line too long) or a worker can fail midway, after lines were written
-                if done:
-                    raise type(e)(f"{e} (the output holds the results of lines 1 to {last:,} of {where}, whole; "
-                                  f"those from line {last + 1:,} on are missing)") from None
-                raise
+        failed, done = _write(results, total, where)
     if failed:
         click.echo(f"attncli: {failed:,} of {count(done, 'line')} failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
+
+
+def _write(results, total: int | None, where: str) -> tuple[int, int]:
+    """Each chunk's lines to stdout as they come, with a bar of the lines: (lines failed, lines
+    done). A failure midway says which lines the output holds."""
+    failed = done = last = 0
+    with progress("lines") as update, writing_stdout():
+        try:
+            for chunk in results:
+                write_bytes(chunk.data)
+                failed, done, last = failed + chunk.failed, done + chunk.lines, chunk.last
+                update(chunk.last, total)
+        except AttncliError as e:  # the input (a line too long) or a worker can fail midway, after lines were written
+            if done:
+                raise type(e)(f"{e} (the output holds the results of lines 1 to {last:,} of {where}, whole; "
+                              f"those from line {last + 1:,} on are missing)") from None
+            raise
+    return failed, done
 
 
 def _lines_of(stream) -> int:

@@ -21,7 +21,7 @@ from attncli.errors import InputError
 @vectors_options
 @model_options(head=False)
 @attention_options(top=False)
-def explore(sentence, export, load, opts):
+def explore(sentence, export, source, opts):
     """An interactive view of SENTENCE's attention in the terminal: the weights as the
     heatmap scores draws, with a cursor (arrow keys), and beside it (below it in a narrow
     window) the cursor's cell (its raw score, scaled score and weight, each with its
@@ -40,12 +40,12 @@ def explore(sentence, export, load, opts):
       attncli explore "The earth is like an orange" --qkv proj.npz --mask self --export screen.svg
     """
     try:
-        from attncli import explore as app
+        from attncli import explore as app  # textual, the explore extra's, at explore's top
     except ImportError:
         raise InputError("explore needs textual: pip install 'attncli[explore]'") from None
     refuse_overwriting_inputs({"--export": export})
-    vectors = load()
-    state = app.State(sentence, opts=opts, layer=vectors.layer if load.model else None)
+    vectors = source.load()
+    state = app.State(sentence, opts=opts, layer=vectors.layer if source.model else None)
     # every way out of the app goes through textual's own exit, which gives the terminal back:
     # its settings, the main screen, the mouse; a signal ends it with the status it ends a run with
     ends = {signal.SIGINT: ExitStatus.INTERRUPTED, **ending_signals()}

@@ -7,6 +7,7 @@ import sys
 
 import click
 from attncli import limits
+from attncli.analyze import cell_bytes, check_options, count_tokens, heads_shown
 from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError
 
@@ -66,7 +67,6 @@ def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cell
     document will pass LARGE_JSON, with `advice`, what writes less; none for one that memory
     cannot take (attend refuses it, in the one line of an error). `cells`: the numbers a
     cell of the T x T matrices takes under each key (those --fields keeps count)."""
-    from attncli.analyze import cell_bytes, check_options, count_tokens, heads_shown
 
     per_cell = sum(n for key, n in cells.items() if out.fields is None or key in out.fields)
     if out.fmt != "json" or not per_cell:

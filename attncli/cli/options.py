@@ -5,22 +5,25 @@ outputs that must not overwrite an input."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import math
 import os
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli import cache
-from attncli.analyze import Options
+from attncli import cache, projections
+from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 from attncli.projections import MOST_D_K
+from attncli.vectors import Vectors
 
 
 class FiniteFloat(click.ParamType):
@@ -83,29 +86,54 @@ def with_options(wrapper, options):
     return wrapper
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where this run's word vectors or model come from, as the options gave them: --vectors
+    (None: the bundled ones; `param` names where it was given, for its errors), --limit,
+    --trust-pickle, and --model with its --layer and --head. Loaded once the input has
+    been read, with a progress bar on a terminal."""
+
+    spec: str | None = None
+    limit: int | None = None
+    trust_pickle: bool = False
+    param: str = "--vectors"
+    model: str | None = None  # a name (minilm) or a folder
+    layer: int | None = None  # None: the last
+    head: int | None = None  # None: the mean over the heads, or every head where a command shows each
+
+    def load(self):
+        """With --model, an analyze.Trained, which every document function takes where it
+        takes vectors; else the word vectors."""
+        if self.model is None:
+            return self.vectors()
+        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+
+        trained = models.load_model(self.model)
+        return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
+
+    def vectors(self, **cache_options) -> Vectors:
+        """The word vectors, even with --model (for what compares the two); cache_options:
+        must_cache, verify (see load_vectors)."""
+        given = {"limit": self.limit, "trust_pickle": self.trust_pickle, "warn": warn, "param": self.param,
+                 **cache_options}
+        if not sys.stderr.isatty():
+            return load_vectors(self.spec, **given)
+        from attncli.views.progress import LoadProgress  # rich: see emit
+
+        with bar_console() as console, LoadProgress(console) as progress:
+            return load_vectors(self.spec, progress=progress, **given)
+
+
 def vectors_options(f=None, *, source_option: bool = True):
-    """--vectors / --limit / --trust-pickle, packed into `load`: a function that loads the
-    vectors (with a progress bar on a terminal), called once the input has been read."""
+    """--vectors / --limit / --trust-pickle, packed into a Source, passed as `source`;
+    without `source_option`, the command's SOURCE argument is the vectors' spec."""
     if f is None:
         return functools.partial(vectors_options, source_option=source_option)
 
     @functools.wraps(f)
     def wrapper(*args, limit, trust_pickle, **kwargs):
-        def load(source, param="--vectors", **cache_options):  # must_cache, verify: see load_vectors
-            given = {"limit": limit, "trust_pickle": trust_pickle, "warn": warn, "param": param, **cache_options}
-            if not sys.stderr.isatty():
-                return load_vectors(source, **given)
-            from attncli.views.progress import LoadProgress  # rich: see emit
-
-            with bar_console() as console, LoadProgress(console) as progress:
-                return load_vectors(source, progress=progress, **given)
-
-        if source_option:
-            source = kwargs.pop("vectors_source")
-            bound = functools.partial(load, source)
-            bound.limit, bound.trust_pickle = limit, trust_pickle  # for commands that start workers
-            return f(*args, load=bound, **kwargs)
-        return f(*args, load=load, **kwargs)
+        spec, param = (kwargs.pop("vectors_source"), "--vectors") if source_option else (kwargs.pop("source"), "SOURCE")
+        return f(*args, source=Source(spec, limit, trust_pickle, param), **kwargs)
 
     options = [
         option("vectors", "--vectors", "vectors_source", metavar="SOURCE", envvar="ATTNCLI_VECTORS", show_envvar=True,
@@ -217,11 +245,6 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     of those taken, both said once the results are written. A --heads is refused when its
     heads would cut the file's own in two.
     Resolved here, once, so that workers (--jobs, Dask) get the settings whole."""
-    import dataclasses
-
-    from attncli import projections
-    from attncli.analyze import settled_note
-
     if opts.qkv in ("identity", "random"):
         return opts, []
     record = projections.recorded(opts.qkv)
@@ -247,37 +270,22 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
 
 
 def model_options(f=None, *, head: bool = True, every: bool = False):
-    """--model / --layer / --head: a trained model in place of the word vectors (`every`: a
-    command that shows every layer and head unless --layer and --head choose). Placed
-    just below vectors_options, it wraps that `load`: with --model, load() gives an
-    analyze.Trained, which every document function takes where it takes vectors; and
-    load.vectors() still gives the word vectors, for what compares the two."""
+    """--model / --layer / --head, placed just below vectors_options, added to its Source
+    (`every`: a command that shows every layer and head unless --layer and --head choose)."""
     if f is None:
         return functools.partial(model_options, head=head, every=every)
 
     @functools.wraps(f)
-    def wrapper(*args, load, model, layer, head=None, **kwargs):
+    def wrapper(*args, source, model, layer, head=None, **kwargs):
         if model is None:
             if layer is not None or head is not None:
                 raise click.UsageError(f"{'--layer' if layer is not None else '--head'} needs --model NAME|DIR")
-            load.vectors, load.model = load, None
-            return f(*args, load=load, **kwargs)
+            return f(*args, source=source, **kwargs)
         ctx = click.get_current_context()
         refused = given_options(ctx, _MODEL_REFUSES) + _typed(ctx, ("vectors_source",))
         if refused:
             raise click.UsageError(f"--model runs the model's own attention and word pieces; leave out {refused[0]}")
-
-        def load_trained():
-            from attncli import models
-            from attncli.analyze import Trained
-
-            trained = models.load_model(model)
-            return Trained(trained, trained.config.layers if layer is None else layer, head)
-
-        load_trained.vectors, load_trained.model = load, model
-        load_trained.limit, load_trained.trust_pickle = getattr(load, "limit", None), getattr(load, "trust_pickle", False)
-        load_trained.layer, load_trained.head = layer, head
-        return f(*args, load=load_trained, **kwargs)
+        return f(*args, source=dataclasses.replace(source, model=model, layer=layer, head=head), **kwargs)
 
     options = [
         option("model", "--model", metavar="NAME|DIR", envvar="ATTNCLI_MODEL", show_envvar=True,
@@ -295,22 +303,6 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
                                    + (" (of each layer shown). Default: every head." if every
                                       else ". Default: the mean over the heads.")))
     return with_options(wrapper, options)
-
-
-def worker_job(load, vectors, opts: Options, scheduler: str | None = None, **fields):
-    """The batch.Job that workers (--jobs, --scheduler) load this run's vectors or model by,
-    as `load` (vectors_options, model_options) loaded them here: its paths resolved and its
-    files recorded for Dask workers elsewhere (survey.for_workers), with a --scheduler their
-    contents too (survey.for_dask). `fields`: the Job's others."""
-    from attncli import batch, survey
-
-    if load.model:
-        job = batch.Job(model=str(vectors.model.path), layer=vectors.layer, head=vectors.head, opts=opts, **fields)
-    else:
-        job = batch.Job(source=vectors.source if vectors.source != "bundled" else None, limit=load.limit,
-                        trust_pickle=load.trust_pickle, opts=opts, **fields)
-    job = survey.for_workers(job)
-    return job if scheduler is None else survey.for_dask(job, vectors)
 
 
 # what a trained model fixes itself: its projections, heads, scale and tokens
@@ -374,7 +366,7 @@ def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple
             continue
         path = Path(value)
         if name in ("vectors_source", "source"):
-            from attncli import sources
+            from attncli import sources  # file formats and gensim: not needed for the bundled vectors
 
             with contextlib.suppress(AttncliError):  # a gensim-data name: the file it names
                 path = sources.resolve(value).path
@@ -447,7 +439,7 @@ def output_options(f):
         png = kwargs.pop("png", None)
         refuse_overwriting_inputs({"--svg": svg, "--html": html, "--png": png, "--output": kwargs.get("output")})
         if png:
-            from attncli.views import plot
+            from attncli.views import plot  # matplotlib, the plot extra's, at plot's top
 
             plot.require()  # a missing extra is an error before any output, not after it
         return f(*args, out=Output(fmt, no_color, svg, html, png, pager=not no_pager, fields=fields), **kwargs)
@@ -500,7 +492,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.survey import ADDRESS
+    from attncli.survey import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "

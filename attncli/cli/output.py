@@ -152,7 +152,7 @@ def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None 
         _draw(docs, out, view, view_args)
     shown = docs if json_docs is None else json_docs
     if out.fields is not None:
-        from attncli.batch import only
+        from attncli.batch import only  # multiprocessing, at workers' top: 20 ms
 
         shown = [only(doc, out.fields) for doc in shown]
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured
@@ -259,7 +259,7 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     SVG and HTML pictures; then, for a table, stdout. The pictures are drawn on a console
     of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
     terminal without colour): at the terminal's width for a table, else 100 columns."""
-    from attncli import views
+    from attncli import views  # rich, at the views' top: 40 ms
     from attncli.views import export
 
     draw = views.view(view)
@@ -301,7 +301,7 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
 def _show(text: str, screen, out: Output) -> None:
     """Text drawn for the terminal stdout is: through the pager when it does not fit there
     (and paging is on), else written."""
-    from attncli.cli import pager
+    from attncli.cli import pager  # subprocess, at pager's top: only a terminal's output is paged
 
     line = pager.command() if out.pager else None
     columns, _ = terminal_size(sys.stdout)

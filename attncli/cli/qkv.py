@@ -33,7 +33,7 @@ def qkv():
 @click.option("--force", is_flag=True, help="Replace the file if it exists.")
 @vectors_options
 @output_options
-def init(d_k, seed, output, force, load, out):
+def init(d_k, seed, output, force, source, out):
     """Write W_query, W_key and W_value of shape (d, d_k), drawn as --qkv random draws them
     (Keras's "uniform": uniform on [-0.05, 0.05]), for the vectors' d. The file is written
     whole or not at all.
@@ -46,7 +46,7 @@ def init(d_k, seed, output, force, load, out):
     path = Path(output)
     if path.exists() and not force:
         raise click.UsageError(f"{path} exists; give --force to replace it")
-    d = load().dim
+    d = source.load().dim
     arrays = attention.init_projections(d, d_k or d, seed)
     write_whole(path, lambda f: np.savez(f, **arrays))
     emit([{"path": str(path), "d": d, "d_k": d_k or d, "seed": seed, "arrays": list(arrays)}], out, "info_view")

@@ -26,7 +26,7 @@ MOST_HIDDEN = recurrent.MOST_HIDDEN
 @keep_punct_option
 @oov_option
 @output_options
-def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
+def rnn(sentence, hidden, seed, weights_file, source, keep_punct, oov, out):
     """An Elman RNN, h_t = tanh(W_hx x_t + W_hh h_(t-1) + b_h), folded over SENTENCE from
     h0 = 0 as reduce(lambda h, x: tanh(W_hx @ x + W_hh @ h + b_h), inputs, h0): each
     state's norm, and how strongly each input still moves the final state (the Frobenius
@@ -40,7 +40,7 @@ def rnn(sentence, hidden, seed, weights_file, load, keep_punct, oov, out):
       attncli rnn "The earth is like an orange" --hidden 8 --seed 1 --json | jq '.influence'
     """
     sentences = read_sentences(sentence)
-    vectors = load()
+    vectors = source.load()
     if weights_file:
         weights = projections.load_rnn_weights(weights_file, vectors.dim)
         if hidden is not None and hidden != len(weights["b_h"]):

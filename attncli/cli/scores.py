@@ -47,7 +47,7 @@ from attncli.visible import visible, visible_all
 @png_option
 @fields_option(SCORES_FIELDS)
 @output_options
-def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, load, opts, out):
+def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, source, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -66,35 +66,35 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
     chosen = [name for name, given in (("--raw", raw), ("--rollout", rollout), ("--norms", norms)) if given]
     if len(chosen) > 1:
         raise click.UsageError(f"{chosen[0]} and {chosen[1]} show different matrices; give one of them")
-    if words and not load.model:
+    if words and not source.model:
         raise click.UsageError("--words merges a model's word pieces into words; it needs --model NAME|DIR")
     if words and chosen:
         raise click.UsageError(f"--words merges the weights, and {chosen[0]} shows another matrix; give one of them")
     if (document_file or document) and (rollout or norms):
         raise click.UsageError(f"{chosen[0]} needs the T x T weights, which a document never holds; leave it out")
-    if (document_file or document) and load.model:
+    if (document_file or document) and source.model:
         raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
                                "minilm); a document (--file, --document) needs the word vectors")
     if (document_file or document) and out.fields is not None:
         raise click.UsageError("--fields chooses the keys of a sentence's document; a document (--file, --document) "
                                "writes a line a token, of token, index, top and context")
     if document_file or document:
-        return score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out)
+        return score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out)
     if window:
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence, "give a SENTENCE argument, or a document with --file DOC.txt")
-    vectors = load()
+    vectors = source.load()
     H = heads_shown(vectors, opts)
     cells = {"scores": 1, "weights": 1, "heads": 2 * H + H * norms, "rollout": rollout, "norms": norms}
     fewer = "--fields leaves keys out (--fields tokens,top writes no matrix)"
     note_large_json(sentences, vectors, opts, cells, out,
-                    fewer if load.model else f"--file DOC.txt streams a long text, a line a token, and {fewer}")
+                    fewer if source.model else f"--file DOC.txt streams a long text, a line a token, and {fewer}")
     docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
     shown = "rollout" if rollout else "norms" if norms else None
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
 
 
-def score_document(sentence, document_file, document, window, raw, max_tokens, load, opts, out) -> None:
+def score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out) -> None:
     """scores --file / --document: one long sequence, streamed a row at a time."""
     if sentence is not None:
         raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
@@ -110,7 +110,7 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, l
     text = decode(data, where)
     if not text.strip():
         raise InputError(f"{where} is empty")
-    vectors = load()
+    vectors = source.load()
     # a long document's T x T work takes minutes: a progress bar, unless its rows are drawn on the terminal
     with progress("rows", shown=out.fmt == "json") as update:
         rows = document_rows(text, vectors, opts, window=window, progress=update)
@@ -124,7 +124,7 @@ def _write_rows(rows, out: Output, where: str, vectors_name: str, opts, window, 
         def write(row: dict) -> None:
             write_json(row)
     else:
-        from attncli.views.corpus import document_header, document_row
+        from attncli.views.corpus import document_header, document_row  # rich, at the views' top: 40 ms
 
         screen = make_console(sys.stdout, out)
         with writing_stdout():

@@ -13,6 +13,7 @@ import difflib
 import shlex
 
 import click
+from attncli.cli.output import show
 
 # the sections in the order --help shows them; None: the command's own options
 TITLES = {
@@ -62,8 +63,6 @@ def format_sections(command: click.Command, ctx: click.Context, formatter: click
 
 def show_help(ctx: click.Context) -> None:
     """The help of ctx's command on stdout, through the pager as results go (output.show)."""
-    from attncli.cli.output import show
-
     show(ctx.get_help() + "\n", color=ctx.color)
 
 

@@ -28,7 +28,7 @@ from attncli.errors import AttncliError, InputError
 @png_option
 @fields_option(CONTEXT_FIELDS)
 @output_options
-def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
+def context(sentence, token, index, all_contexts, neighbors, source, opts, out):
     """One token's attention over SENTENCE and its context vector.
 
     Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
@@ -47,7 +47,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
     if token is None and index is None and not all_contexts:
         raise click.UsageError("say which token: --token WORD (or --index N), or --all for every token")
     sentences = read_sentences(sentence)
-    vectors = load()
+    vectors = source.load()
     docs = compute_all(
         sentences,
         lambda text: context_doc(text, vectors, opts, token=token, index=index,
@@ -69,7 +69,7 @@ def context(sentence, token, index, all_contexts, neighbors, load, opts, out):
 @attention_options
 @png_option
 @output_options
-def compare(sentences, token, indices, neighbors, load, opts, out):
+def compare(sentences, token, indices, neighbors, source, opts, out):
     """The same word in two or more sentences: in each, what it attends to and its context
     vector; between them, the cosine of the context vectors beside the cosine of the raw
     vectors (1 for the same word); and the words nearest each, the moved ones marked.
@@ -93,10 +93,10 @@ def compare(sentences, token, indices, neighbors, load, opts, out):
     for n, text in enumerate(sentences, start=1):
         if not text.strip():
             raise InputError(f"sentence {n} is empty")
-    vectors = load()
+    vectors = source.load()
     doc = compare_doc(list(sentences), vectors, opts, token=token, neighbors=neighbors, indices=list(indices) or None)
-    if load.model:  # beside the model, what attention over the word vectors makes of the same word
-        static = load.vectors()
+    if source.model:  # beside the model, what attention over the word vectors makes of the same word
+        static = source.vectors()
         try:
             plain = compare_doc(list(sentences), static, Options(), token=token, neighbors=0,
                                 indices=_same_occurrences(doc, static) if indices else None)
@@ -135,7 +135,7 @@ def _same_occurrences(doc: dict, static) -> list[int]:
 @vectors_options
 @attention_options(top=False, projections="trained")
 @output_options
-def neighbors(word, neighbors, k, sentence, index, load, opts, out):
+def neighbors(word, neighbors, k, sentence, index, source, opts, out):
     """The N vocabulary words nearest (cosine) WORD's vector, or, with --context, its context
     vector in SENTENCE; the word itself and punctuation left out. Exact: every word of the
     vocabulary is compared. The attention and token options shape the context vector, so
@@ -155,7 +155,7 @@ def neighbors(word, neighbors, k, sentence, index, load, opts, out):
         if unused:
             raise click.UsageError(f"{unused[0]} needs --context SENTENCE: without it, neighbors uses WORD's own "
                                    "vector, and no sentence is read or attended")
-    vectors = load()
+    vectors = source.load()
     k = neighbors_count(neighbors, k)
     emit([neighbors_doc(word, vectors, opts, k=k, sentence=sentence, index=index)], out, "neighbors_view")
 
@@ -169,7 +169,7 @@ def neighbors(word, neighbors, k, sentence, index, load, opts, out):
 @attention_options(top=False)
 @png_option
 @output_options
-def explain(sentence, token, index, load, opts, out):
+def explain(sentence, token, index, source, opts, out):
     """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
     the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
     Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
@@ -183,9 +183,9 @@ def explain(sentence, token, index, load, opts, out):
       attncli explain "The earth is like an orange" --token orange --json | jq '.row.weights'
     """
     sentences = read_sentences(sentence)
-    vectors = load()
+    vectors = source.load()
     note_large_json(sentences, vectors, opts, {"steps": 3 * heads_shown(vectors, opts)}, out,
-                    "attncli scores --fields tokens,top writes no matrix" if load.model
+                    "attncli scores --fields tokens,top writes no matrix" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
     emit(docs, out, "explain_view")
@@ -198,7 +198,7 @@ def explain(sentence, token, index, load, opts, out):
 @attention_options(top=False)
 @png_option
 @output_options
-def heads(sentence, load, opts, out):
+def heads(sentence, source, opts, out):
     """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
     --model every layer x head of the trained model (a head that puts more than half its
     attention on [CLS] and [SEP] marked *), or the heads of one --layer, or one --head of
@@ -214,11 +214,11 @@ def heads(sentence, load, opts, out):
       attncli heads "I sat on the bank of the river" --model minilm --json | jq '.special_share'
     """
     sentences = read_sentences(sentence)
-    vectors = load()
-    layer, head = getattr(load, "layer", None), getattr(load, "head", None)  # with --model
-    layers = 1 if layer or not load.model else vectors.model.config.layers
+    vectors = source.load()
+    layer, head = source.layer, source.head  # with --model
+    layers = 1 if layer or not source.model else vectors.model.config.layers
     note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else heads_shown(vectors, opts))}, out,
-                    "--layer and --head show fewer heads" if load.model
+                    "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head))
     emit(docs, out, "heads_view")

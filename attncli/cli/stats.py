@@ -8,7 +8,7 @@ import os
 import click
 from attncli import limits
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, scheduler_address, vectors_options, worker_job)
+                                 output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
@@ -45,7 +45,7 @@ from attncli.errors import InputError
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, jobs, scheduler, load, opts, out):
+          no_shuffled, jobs, scheduler, source, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -65,79 +65,46 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --by word --json | head
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
-    from attncli import batch, stats as statistics, survey
+    from attncli import batch, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
-    input_file = corpus
-    if probe is not None and input_file is not None:
+    if probe is not None and corpus is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     if by == "word" and out.png:
         raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
                                "--html draw the words' tables)")
-    vectors = load()
-    if by == "word" and load.model:
+    vectors = source.load()
+    if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
                          "(word pieces are not merged here)")
-    if not load.model:
-        # the attention options' own errors (--heads that does not divide d_k, a --qkv file) now, not a line's
-        survey.sentence_arrays(" ".join(_vocabulary(vectors, most=2)) or vectors.vocab.word(0), vectors, opts)
-        if random_seeds:  # the baseline draws d x d projections of its own, whatever --d-k says
-            limits.require(3 * vectors.dim ** 2 * 8, f"the random projections baseline (W_query, W_key, W_value of "
-                           f"{vectors.dim:,} x {vectors.dim:,})", "leave it out with --random-seeds 0")
-    job = survey.StatsJob(worker_job(load, vectors, opts, scheduler), seed=shuffle_seed, shuffled=not no_shuffled,
-                          random_seeds=random_seeds, by_word=by == "word")
+    if not source.model:
+        survey.check_attention(vectors, opts, random_seeds)
+    job = survey.StatsJob(batch.Job.from_source(source, vectors, opts, dask=scheduler is not None), seed=shuffle_seed,
+                          shuffled=not no_shuffled, random_seeds=random_seeds, by_word=by == "word")
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:
-            words = load.vectors() if load.model else vectors
-            items = survey.repeated(_vocabulary(words), probe_count, probe_length, shuffle_seed)
-            name = "--probe repeated"
-        elif input_file in (None, "-"):
-            stdin = stdin_stream("give CORPUS, or --probe repeated")
-            items, name = survey.read_lines(stdin, jsonl=jsonl, field_name=field_name,
-                                            name="standard input", jobs=jobs), "standard input"
+            words = survey.vocabulary(source.vectors() if source.model else vectors)
+            items, name = survey.repeated(words, probe_count, probe_length, shuffle_seed), "--probe repeated"
         else:
-            stream = stack.enter_context(_open(input_file))
-            items, name = survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=input_file,
-                                            jobs=jobs), input_file
-        total = statistics.Partial()
-        chunks = batch.chunks_of(items)
-        parts = (survey.run_dask(chunks, job, scheduler) if scheduler is not None
-                 else survey.run(chunks, job, jobs, vectors))
-        stack.callback(parts.close)  # the workers end here, whatever happens, before the run says why
+            items, name = _corpus_lines(stack, corpus, jsonl, field_name, jobs)
         with progress("lines", streaming=False) as update:
-            for part in parts:
-                total.merge(part)
-                update(total.lines, None, f"{total.lines - total.skipped:,} sentences")
-    if total.lines == 0:
-        raise InputError(f"{name} holds no sentence (it is empty or blank)")
-    if total.heads is None:
-        line, reason = total.first_skip
-        raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
+            total = survey.summarise(items, job, jobs=jobs, scheduler=scheduler, vectors=vectors, progress=lambda t:
+                                     update(t.lines, None, f"{t.lines - t.skipped:,} sentences"))
+    summary = survey.summary(total, name, by, vectors)
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
-    records = total.words.records() if by == "word" else statistics.head_records(total)
-    summary = {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
-               "model": vectors.name if load.model else None, "vectors": None if load.model else vectors.name,
-               "records": records}
-    emit([summary], out, "stats_view", json_docs=records)
+    emit([summary], out, "stats_view", json_docs=summary["records"])
 
 
-def _vocabulary(vectors, most: int = 10_000) -> list[str]:
-    """The words --probe repeated draws from: the vectors' first `most` of letters only."""
-    out = []
-    for i in range(vectors.size):
-        word = vectors.vocab.word(i)
-        if word.isalpha():
-            out.append(word)
-            if len(out) == most:
-                break
-    return out
+def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, field_name: str, jobs: int):
+    """(items, name) of CORPUS's lines, or standard input's; the file closed by `stack`."""
+    from attncli import survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
-
-def _open(path: str):
-    from attncli import limits
-
-    return limits.open_regular(path, "CORPUS")
+    if corpus in (None, "-"):
+        stream, name = stdin_stream("give CORPUS, or --probe repeated"), "standard input"
+    else:
+        stream, name = stack.enter_context(limits.open_regular(corpus, "CORPUS")), corpus
+    return survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=name, jobs=jobs), name

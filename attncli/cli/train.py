@@ -7,9 +7,7 @@ import signal
 from pathlib import Path
 
 import click
-import numpy as np
 from attncli import limits
-from attncli.version import __version__
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
@@ -17,10 +15,7 @@ from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_op
 from attncli.cli.output import emit, progress, warn, write_whole
 from attncli.cli.sections import Command
 from attncli.errors import InputError
-
-# attncli.train's OBJECTIVES (a test holds them equal): importing it here would cost every
-# command's start-up the training code's import
-OBJECTIVES = ("hide", "mask", "next")
+from attncli.projections import OBJECTIVES
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
           "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past
@@ -83,7 +78,7 @@ class Fraction(click.ParamType):
 @vectors_options
 @output_options
 def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, batch, window, out_vocab, negatives,
-          heads, holdout, seed, jsonl, field_name, probe, token, load, out):
+          heads, holdout, seed, jsonl, field_name, probe, token, source, out):
     """Learn the projections W_query, W_key (d x d_k) and W_value (d x d, so context vectors
     stay among the word vectors) on CORPUS, one sentence or paragraph a line, by
     backpropagation: each example hides a word, a query attends over the words the
@@ -103,59 +98,72 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
       attncli train corpus.txt -o proj.npz --steps 3000 --seed 1 --probe "I sat on the bank|The bank raised rates" --token bank
       attncli train corpus.txt -o proj.npz --objective mask --heads 2 --d-k 20 --epochs 2
     """
-    from attncli import train as learning
+    from attncli import train as learning  # the training code, 20 ms that listing the commands need not pay
 
     if epochs is not None and given_options(click.get_current_context(), ("steps",)):
         raise click.UsageError("give --steps or --epochs, not both")
     path = Path(output)
     if path.exists() and not force:
         raise click.UsageError(f"{path} exists; give --force to replace it")
+    sentences = _probe_sentences(probe, objective)
+    data, text = _corpus_text(corpus, jsonl, field_name)
+    vectors = source.load()
+    options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
+                                    holdout=holdout, seed=seed, negatives=negatives, heads=heads, objective=objective,
+                                    d_k=d_k, epochs=epochs, mask_self=mask_self)
+    # the summary comes at the end: the bar may share the terminal with stdout
+    with _stopping() as stopped, _losses_bar() as (report, untrained):
+        done = learning.run(text, vectors, options, learning.corpus_record(corpus, data), sentences, token,
+                            stopped=stopped, progress=report, untrained=untrained)
+    record = done.record
+    if record["out_vocab"] < out_vocab and given_options(click.get_current_context(), ("out_vocab",)):
+        warn(f"--out-vocab {out_vocab:,}: the corpus has {record['out_vocab']:,} words with vectors outside "
+             "its held-out lines; all of them were used")
+    write_whole(path, lambda f: f.write(done.npz))
+    emit([_summary(path, done)], out, "train_view")
+    if record["steps_done"] < record["steps"]:
+        warn(f"stopped after {record['steps_done']:,} of {record['steps']:,} steps; {path} holds what was learned so far")
+        return ExitStatus.INTERRUPTED
+
+
+def _probe_sentences(probe: str | None, objective: str) -> list[str]:
+    """--probe's two sentences, or the objective's default pair."""
     probe = PROBES["next" if objective == "next" else "hide"] if probe is None else probe
     sentences = [s for s in probe.split("|") if s.strip()]
     if len(sentences) != 2:
         raise click.UsageError("--probe takes two sentences, separated by |")
+    return sentences
+
+
+def _corpus_text(corpus: str, jsonl: bool, field_name: str) -> tuple[bytes, str]:
+    """CORPUS's bytes (the file's record hashes them) and its text, of its --field with --jsonl."""
     data = limits.read_file(corpus, "CORPUS")
     text = _jsonl_text(data, corpus, field_name) if jsonl else decode(data, corpus)
     if not text.strip():
         raise InputError(f"{corpus} is empty")
-    vectors = load()
-    options = learning.TrainOptions(steps=steps, lr=lr, batch=batch, window=window, out_vocab=out_vocab,
-                                    holdout=holdout, seed=seed, negatives=negatives, heads=heads, objective=objective,
-                                    d_k=d_k, epochs=epochs, mask_self=mask_self)
-    d, mask = vectors.dim, learning.probe_mask(options)
-    learning.check_sizes(d, heads, d_k)  # before the probe, which splits by them too
-    start = {"W_query": np.eye(d, d_k or d), "W_key": np.eye(d, d_k or d), "W_value": np.eye(d)}
-    learning.probe(start, vectors, sentences, token, heads, mask)  # a probe that cannot run: an error now
-    seen: dict[str, float] = {}  # the held-out losses so far, for the bar
+    return data, text
 
-    def report(update, step: int, total: int, loss: float, held_loss: float | None) -> None:
-        if held_loss is not None:
-            seen["held-out"] = held_loss
-        update(step, total, bar_note(loss, seen))
 
-    # the summary comes at the end: the bar may share the terminal with stdout
-    with _stopping() as stopped, progress("steps", streaming=False) as update:
-        result = learning.train(text, vectors, options, stopped=stopped,
-                                progress=lambda *args: report(update, *args),
-                                untrained=lambda loss: seen.update(untrained=loss))
-    record = {**result["record"], "corpus": learning.corpus_record(corpus, data), "attncli": __version__}
-    if record["out_vocab"] < out_vocab and given_options(click.get_current_context(), ("out_vocab",)):
-        warn(f"--out-vocab {out_vocab:,}: the corpus has {record['out_vocab']:,} words with vectors outside "
-             "its held-out lines; all of them were used")
-    params = result["params"]
-    words = np.array([vectors.vocab.word(int(r)) for r in result["out_rows"]])
-    arrays = {**params, "out_words": words, "train": learning.record_array(record)}
-    blob = learning.npz_bytes(arrays)
-    write_whole(path, lambda f: f.write(blob))
-    losses = record["held_out_loss"]
-    doc = {"command": "train", "path": str(path), "steps": record["steps_done"], "examples": record["examples"],
-           "held_out_loss": {"untrained": losses[0]["loss"], "trained": losses[-1]["loss"]},
-           "probe": {"before": learning.probe(result["initial"], vectors, sentences, token, heads, mask),
-                     "after": learning.probe(params, vectors, sentences, token, heads, mask)}, "train": record}
-    emit([doc], out, "train_view")
-    if record["steps_done"] < record["steps"]:
-        warn(f"stopped after {record['steps_done']:,} of {record['steps']:,} steps; {path} holds what was learned so far")
-        return ExitStatus.INTERRUPTED
+@contextlib.contextmanager
+def _losses_bar():
+    """A bar of the steps, with the losses of bar_note: (progress, untrained) for train.run."""
+    seen: dict[str, float] = {}  # the held-out losses so far
+
+    with progress("steps", streaming=False) as update:
+        def report(step: int, total: int, loss: float, held_loss: float | None) -> None:
+            if held_loss is not None:
+                seen["held-out"] = held_loss
+            update(step, total, bar_note(loss, seen))
+
+        yield report, lambda loss: seen.update(untrained=loss)
+
+
+def _summary(path: Path, done) -> dict:
+    """train's document: the file, the steps, the held-out losses, the probe and the record."""
+    record, losses = done.record, done.record["held_out_loss"]
+    return {"command": "train", "path": str(path), "steps": record["steps_done"], "examples": record["examples"],
+            "held_out_loss": {"untrained": losses[0]["loss"], "trained": losses[-1]["loss"]}, "probe": done.probe,
+            "train": record}
 
 
 def bar_note(loss: float, seen: dict[str, float]) -> str:
@@ -178,7 +186,7 @@ def _epochs(value: float | None) -> float | None:
 
 def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
     """The --field of each JSON line, a line each; the lines that have none skipped, with a note."""
-    from attncli import batch
+    from attncli import batch  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     items = batch.parse_lines(data, jsonl=True, field_name=field_name)
     bad = [(n, error) for n, _, error in items if error is not None]

@@ -50,7 +50,7 @@ def _info(vectors, seconds: float) -> dict:
 @vectors.command(short_help="what a vectors source holds, and how long it took to load")
 @vectors_options
 @output_options
-def info(load, out):
+def info(source, out):
     """Name, words, dimension, case, source and cache entry of the vectors, and the time
     this load took (the first load of a source includes reading and caching it).
 
@@ -61,7 +61,7 @@ def info(load, out):
       attncli vectors info --vectors vectors.txt --limit 50000 --json
     """
     start = time.perf_counter()
-    vectors = load()
+    vectors = source.load()
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 
@@ -69,7 +69,7 @@ def info(load, out):
 @click.argument("source", shell_complete=complete_path)
 @vectors_options(source_option=False)
 @output_options
-def convert(source, load, out):
+def convert(source, out):
     """Read SOURCE (any --vectors source) and write its cache entry now, so that the first
     real run is fast too. An entry already there is kept if it verifies (every file as it
     was written: see vectors verify), else written again.
@@ -81,7 +81,7 @@ def convert(source, load, out):
       attncli vectors convert my-model.kv --trust-pickle
     """
     start = time.perf_counter()
-    vectors = load(source, param="SOURCE", must_cache=True, verify=True)
+    vectors = source.vectors(must_cache=True, verify=True)
     emit([_info(vectors, time.perf_counter() - start)], out, "info_view")
 
 

@@ -146,7 +146,7 @@ def _heads(plt, docs: list[dict]):
 def _stats(plt, doc: dict):
     """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
     by the baselines it equals as the table marks it."""
-    from attncli.views.corpus import baseline_marks, marks_legend, stats_columns
+    from attncli.views.corpus import baseline_marks, marks_legend, stats_columns  # rich, at the views' top
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
