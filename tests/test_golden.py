@@ -69,8 +69,10 @@ def folder(tmp: Path) -> Path:
 
 
 ROOT = str(Path(__file__).resolve().parent.parent)
-# a load's time, an entry's date, and its name's hash of the source's path
-VARYING = re.compile(r'("load_seconds":|load seconds +)[0-9.e-]+|("created":)"[^"]*"|(small\.txt-)[0-9a-f]{20}')
+# a load's time, an entry's date, its name's hash of the source's path, and its size in
+# bytes (its metadata holds the writer's process id, of 4 to 7 digits)
+VARYING = re.compile(r'("load_seconds":|load seconds +)[0-9.e-]+|("created":)"[^"]*"|(small\.txt-)[0-9a-f]{20}'
+                     r'|("bytes":)[0-9]+')
 
 
 def output(name: str, fmt: str, tmp: Path, *extra: str) -> str:
@@ -85,7 +87,7 @@ def output(name: str, fmt: str, tmp: Path, *extra: str) -> str:
         formats = [] if name == "batch" else ["--format", fmt]  # batch writes JSON Lines only
         result = run(*CASES[name], *formats, *extra, env=env)
     assert result.exit_code == 0, (name, result.stderr)
-    text = VARYING.sub(lambda m: f"{m.group(1) or m.group(2) or m.group(3)}{{varies}}", result.stdout)
+    text = VARYING.sub(lambda m: f"{next(g for g in m.groups() if g)}{{varies}}", result.stdout)
     text = text.replace(str(here), "{tmp}").replace(ROOT, "{root}")
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
 

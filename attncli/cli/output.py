@@ -260,7 +260,7 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     of their own, in full colour, so that they are the same whatever stdout is (a pipe, a
     terminal without colour): at the terminal's width for a table, else 100 columns."""
     from attncli import views  # rich, at the views' top: 40 ms
-    from attncli.views import export
+    from attncli.views import export  # and its pages
 
     draw = views.view(view)
     shown = visible_all(docs)
