@@ -145,7 +145,12 @@ class Terminal:
     def finish(self, timeout: float = 120) -> tuple[int, bytes, bytes, str]:
         """(exit status, stdout if a pipe, stderr if a pipe, the terminal's text); `after`,
         the terminal's termios settings then."""
-        out, err = self.proc.communicate(timeout=timeout)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:  # a test that fails leaves no process behind it
+            self.proc.kill()
+            self.proc.communicate()
+            raise
         self.done.wait(timeout)
         self.after = self.settings()
         os.close(self.master)
