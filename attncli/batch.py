@@ -15,7 +15,6 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from attncli import limits
@@ -38,7 +37,8 @@ class Job:
     index: int | None = None
     all_contexts: bool = False
     neighbors: int = 5
-    model: str | None = None  # a trained model's folder, in place of the vectors
+    model: str | None = None  # a trained model's folder, or its name in the Hugging Face cache, for the vectors
+    revision: str | None = None  # the cache's model: the commit of its snapshot, as this run read it
     layer: int = 1
     head: int | None = None
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
@@ -54,7 +54,9 @@ class Job:
         `loaded`: its paths resolved and its files recorded for workers elsewhere
         (for_workers), with `dask` their contents too (for_dask). `fields`: the Job's others."""
         if source.model:
-            job = cls(model=str(loaded.model.path), layer=loaded.layer, head=loaded.head, opts=opts, **fields)
+            model = loaded.model
+            job = cls(model=model.name if model.revision else str(model.path), revision=model.revision,
+                      layer=loaded.layer, head=loaded.head, opts=opts, **fields)
         else:
             job = cls(source=loaded.source if loaded.source != "bundled" else None, limit=source.limit,
                       trust_pickle=source.trust_pickle, opts=opts, **fields)
@@ -67,7 +69,8 @@ def for_workers(job: Job) -> Job:
     folder sees it (a worker starts in a folder of its own), and the identity of each file
     they will read, recorded now, which a worker checks before it computes anything."""
     qkv = job.opts.qkv if job.opts.qkv in ("identity", "random") else os.path.abspath(job.opts.qkv)
-    job = dataclasses.replace(job, source=_absolute(job.source), model=_absolute(job.model),
+    job = dataclasses.replace(job, source=_absolute(job.source),
+                              model=job.model if job.revision else _absolute(job.model),
                               opts=dataclasses.replace(job.opts, qkv=qkv))
     return dataclasses.replace(job, files=tuple((path, identity(path)) for path in _files_read(job)))
 
@@ -110,9 +113,9 @@ def _files_read(job: Job) -> list[str]:
     if job.opts.qkv not in ("identity", "random"):
         paths.append(job.opts.qkv)
     if job.model is not None:
-        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+        from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        paths += [str(path) for path in models.files.files_read(Path(job.model))]
+        paths += [str(path) for path in models.files.files_read(models.files.folder(job.model, job.revision)[1])]
     return paths
 
 
@@ -228,9 +231,9 @@ def _start(job: Job, worker: bool = False) -> None:
     _job = job
     try:
         if job.model is not None:
-            from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+            from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-            _vectors = Trained(models.load_model(job.model), job.layer, job.head)
+            _vectors = Trained(models.load_model(job.model, job.revision), job.layer, job.head)
         else:
             _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
     except (AttncliError, OSError, MemoryError) as e:

@@ -214,9 +214,9 @@ def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
 def _load(job: batch.Job):
 
     if job.model is not None:
-        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+        from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        return Trained(models.load_model(job.model), job.layer, job.head)
+        return Trained(models.load_model(job.model, job.revision), job.layer, job.head)
     return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
 
 

@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,14 @@ if os.environ.get("CI"):
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The Hugging Face cache the run sees is its own, empty until a test puts a model in it
+# (tests/hubcache.py), never the user's: set before huggingface_hub is imported, which reads
+# it once. Nothing reaches a hub either way: attncli reads the cache with local_files_only.
+_hub = tempfile.mkdtemp(prefix="attncli-tests-hf-")
+atexit.register(shutil.rmtree, _hub, ignore_errors=True)
+os.environ.update(HF_HOME=_hub, HF_HUB_CACHE=os.path.join(_hub, "hub"), HF_HUB_OFFLINE="1",
+                  HF_HUB_DISABLE_TELEMETRY="1")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -173,7 +173,8 @@ def test_a_model_folder_that_is_a_link_to_nothing(tmp_path):
     os.symlink("gone", tmp_path / "m")
     assert fails(run("scores", SENTENCE, "--model", tmp_path / "m")) == (
         f"attncli: error: --model {tmp_path / 'm'} is a symbolic link to gone, which does not exist; give a model's "
-        "folder (config.json, model.safetensors, tokenizer.json) or one of: minilm")
+        "folder (config.json, model.safetensors, tokenizer.json), a model in the Hugging Face cache (ORG/NAME), "
+            "or one of: minilm")
 
 
 def test_a_tokenizer_json_in_any_form_is_the_tokenizer(tmp_path):
@@ -284,13 +285,15 @@ def test_metadata_that_safetensors_takes(tmp_path, metadata):
 
 
 def test_nesting_python_follows_and_the_libraries_do_not(tmp_path):
-    """200 levels: Python's parser takes them, the libraries' (serde_json, 128 at most) do not,
-    and their refusal is one line naming the file."""
+    """200 levels: Python's parser takes them, where tokenizers' (serde_json, 128 at most) does
+    not, and the refusal is one line naming the file; in a safetensors header they are an
+    entry's key that no tensor's entry holds."""
     folder = write_model(tmp_path / "m")
     header, data = split_file(folder / "model.safetensors")
     header["bert.embeddings.LayerNorm.bias"]["extra"] = json.loads("[" * 200 + "]" * 200)
     write_header(folder / "model.safetensors", json.dumps(header).encode(), data)
-    assert refused(folder).startswith("model.safetensors: cannot be read as safetensors (")
+    assert refused(folder) == ("model.safetensors: the header's entry for 'bert.embeddings.LayerNorm.bias' is not a "
+                               "tensor's (dtype, shape, data_offsets)")
     folder = write_model(tmp_path / "t")
     normalizer = {"type": "Lowercase"}
     for _ in range(100):

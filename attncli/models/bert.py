@@ -30,6 +30,7 @@ before a sentence and [SEP] after it, checked before tokenizers reads it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,7 @@ from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
 
 
 MODEL_TYPES = ("bert",)  # config.json's model_type
+CAUSAL = False  # an encoder: every piece attends to every other
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read.
 MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
@@ -52,7 +54,12 @@ NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "Str
 PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence")
 
 
-def read_config(raw: dict, path: Path) -> Config:
+@dataclass(frozen=True)
+class BertConfig(Config):
+    type_vocab_size: int = 2  # rows of the token-type embeddings; a sentence is all type 0
+
+
+def read_config(raw: dict, path: Path) -> BertConfig:
     """config.json's sizes (`raw`, read from `path`), each checked."""
     sizes = {}
     for key, most in MOST.items():
@@ -74,10 +81,10 @@ def read_config(raw: dict, path: Path) -> Config:
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise ModelError(f"{path}: position_embedding_type is {position!r}; attncli runs absolute positions")
-    return Config(layers=sizes["num_hidden_layers"], heads=sizes["num_attention_heads"], hidden=sizes["hidden_size"],
-                  intermediate=sizes["intermediate_size"], max_positions=sizes["max_position_embeddings"],
-                  type_vocab_size=sizes["type_vocab_size"], vocab_size=sizes["vocab_size"],
-                  layer_norm_eps=float(eps), activation=ACTIVATIONS[act])
+    return BertConfig(layers=sizes["num_hidden_layers"], heads=sizes["num_attention_heads"],
+                      hidden=sizes["hidden_size"], intermediate=sizes["intermediate_size"],
+                      max_positions=sizes["max_position_embeddings"], vocab_size=sizes["vocab_size"],
+                      norm_eps=float(eps), activation=ACTIVATIONS[act], type_vocab_size=sizes["type_vocab_size"])
 
 
 def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:

