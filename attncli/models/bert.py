@@ -24,7 +24,7 @@ size, L layers; the pieces (dense, norm, gelu) are layers.py's.
 
 Its files: config.json's keys, the tensors' names (with or without "bert.", LayerNorm's
 under their old names gamma and beta too), and a WordPiece tokenizer that puts [CLS]
-before a sentence and [SEP] after it, checked before tokenizers reads it.
+before a sentence and [SEP] after it, read and checked by tokenizer.py.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from attncli import attention
 from attncli.errors import ModelError
-from attncli.models import files
+from attncli.models import tokenizer
 from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
 
 
@@ -48,10 +48,6 @@ CAUSAL = False  # an encoder: every piece attends to every other
 MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
         "max_position_embeddings": 65_536, "type_vocab_size": 1_024, "vocab_size": 10_000_000}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-# The parts of a tokenizer.json that split the text, as BERT's tokenizers hold them: none
-# runs a regular expression from the file (one that backtracks stops tokenizers in a panic)
-NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence")
-PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence")
 
 
 @dataclass(frozen=True)
@@ -116,106 +112,9 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: Config):
-    """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece), padding and
-    truncation turned off: a sentence is read whole, or refused when too long. Every id it
-    can give has a row of the embedding table: its vocabulary's, checked in the file before
-    tokenizers reads it, then its added tokens' and the markers its post-processor adds."""
-    tokenizers = files.need_module("tokenizers")
-    path = files.tokenizer_file(where)
-    data = files.read(path, files.TOKENIZER_MOST)
-    if path.name == "tokenizer.json":
-        _check_wordpiece(files.parse_json(data, path, "", "a tokenizer"), path, config)
-    else:
-        _check_lines(data, path, config)
-        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
-    try:
-        if data is not None:
-            tokenizer = tokenizers.Tokenizer.from_buffer(data)
-        else:
-            from tokenizers.implementations import BertWordPieceTokenizer
-
-            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        markers = tokenizer.encode("")  # [CLS] and [SEP], as its post-processor adds them
-    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
-        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    if not (len(markers.ids) == 2 and all(markers.special_tokens_mask) and markers.ids[0] != markers.ids[1]):
-        raise ModelError(f"{path}: its post_processor puts {list(markers.tokens)} around a sentence, where BERT's puts "
-                         "two markers of its own, [CLS] before and [SEP] after; give the model's own tokenizer")
-    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
-    files.within(path, [*added, *zip(markers.tokens, markers.ids)], config)
-    unknown = tokenizer.model.unk_token
-    if tokenizer.model.token_to_id(unknown) is None:  # WordPiece looks it up in its own vocabulary
-        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
-                         "would stop it; give the model's own tokenizer")
-    return tokenizer
-
-
-def _check_wordpiece(raw: object, path: Path, config: Config) -> None:
-    """A tokenizer.json, before tokenizers reads it: BERT's, a WordPiece model whose ids are
-    within the embedding table, and parts that split and mark the text as BERT's do."""
-    model = raw.get("model") if isinstance(raw, dict) else None
-    kind = model.get("type") if isinstance(model, dict) else None
-    if kind != "WordPiece":
-        raise ModelError(f"{path}: its model is {kind!r}; attncli reads BERT's tokenizers, of type 'WordPiece'")
-    if isinstance(model.get("vocab"), dict):  # else tokenizers refuses it
-        files.within(path, [(piece, i) for piece, i in model["vocab"].items() if isinstance(i, int)], config)
-    for part, allowed, inner in (("normalizer", NORMALIZERS, "normalizers"),
-                                 ("pre_tokenizer", PRE_TOKENIZERS, "pretokenizers")):
-        todo = [raw.get(part)]
-        while todo:
-            step = todo.pop()
-            if step is None:
-                continue
-            kind = step.get("type") if isinstance(step, dict) else None
-            if kind not in allowed:
-                raise ModelError(f"{path}: its {part} holds {kind!r}; attncli reads BERT's tokenizers, whose "
-                                 f"{part}s are among {', '.join(allowed)}")
-            if kind == "Sequence":
-                if not isinstance(step.get(inner), list):
-                    raise ModelError(f"{path}: its {part} is a Sequence without a list of {inner}; it is not a "
-                                     "tokenizer")
-                todo.extend(step[inner])
-    _check_template(raw.get("post_processor"), path)
-
-
-def _check_template(post: object, path: Path) -> None:
-    """The post-processor, which puts [CLS] and [SEP] around a sentence: BERT's own, or a
-    template that holds the sentence once and only markers it defines, each with as many
-    ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a panic)."""
-    kind = post.get("type") if isinstance(post, dict) else None
-    if post is None or kind == "BertProcessing":
-        return
-    if kind != "TemplateProcessing":
-        raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads BERT's tokenizers, whose "
-                         "post_processor is a TemplateProcessing or a BertProcessing")
-    markers, single = post.get("special_tokens"), post.get("single")
-    if not isinstance(markers, dict) or not isinstance(single, list):
-        return  # tokenizers refuses it
-    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
-    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
-    texts = [name for kind, name in named if kind == "Sequence"]
-    if texts != ["A"]:
-        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
-                         "BERT's holds ['A'], the sentence once; give the model's own tokenizer")
-    for kind, name in named:
-        if kind == "SpecialToken" and not (isinstance(name, str) and name in markers):
-            raise ModelError(f"{path}: its post_processor's template names the marker {name!r}, which its "
-                             "special_tokens lack; give the model's own tokenizer")
-    for name, marker in markers.items():
-        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
-        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
-            raise ModelError(f"{path}: its post_processor's marker {name!r} does not hold a list of ids and as many "
-                             "tokens; give the model's own tokenizer")
-
-
-def _check_lines(data: bytes, path: Path, config: Config) -> None:
-    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size lines."""
-    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
-    if lines > config.vocab_size:
-        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
-                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
+    """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece) that puts [CLS]
+    before a sentence and [SEP] after it, checked (tokenizer.read)."""
+    return tokenizer.read(where, config, family="BERT", kinds=("WordPiece",), markers=tokenizer.BERT)
 
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:

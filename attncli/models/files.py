@@ -59,8 +59,10 @@ TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's
 # Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
 # room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
 # config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
-# then tokenizers'), a vocab.txt of them 29 (157 bytes a line). A Unigram model takes up to
-# 265 (a trie node a character) and BPE 35, and BERT uses neither: only WordPiece is read.
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line); a BPE tokenizer.json of 1
+# to 3 million pieces and as many merges 11 to 31 (22 with merges written "a b"). A Unigram
+# model takes more, a trie node for each distinct prefix of its pieces: tokenizer.py
+# counts them before tokenizers reads it (TRIE_NODE).
 GROWTH = 64
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
@@ -68,8 +70,9 @@ FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (
 
 @dataclass(frozen=True)
 class Pieces:
-    """A text as the model reads it: word-piece ids (T,), the pieces, and each piece's
-    character span (start, end) in the text ((0, 0) for [CLS] and [SEP])."""
+    """A text as the model reads it: word-piece ids (T,), the pieces, each piece's character
+    span (start, end) in the text ((0, 0) for [CLS] and [SEP]; a byte-level or SentencePiece
+    piece's span holds the space before its word), and whether it is a marker."""
 
     ids: np.ndarray
     pieces: list[str]
@@ -93,15 +96,21 @@ class Model:
         return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
-        """The word pieces of `text`, with [CLS] first and [SEP] last; refused beyond the
-        model's positions."""
+        """The word pieces of `text`, with the markers its tokenizer puts around it ([CLS]
+        first and [SEP] last for BERT); refused beyond the model's positions. Each piece as
+        its tokenizer names it, what transformers' convert_ids_to_tokens gives ("Ġearth",
+        "▁earth", "<0xE2>", and "<unk>" where Unigram's encoding would give the text itself)."""
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
         if T > self.config.max_positions:
             raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most "
                              f"{self.config.max_positions:,}; give a shorter one")
         special = [bool(s) for s in encoding.special_tokens_mask]
-        return Pieces(np.array(encoding.ids, dtype=np.int64), list(encoding.tokens),
+        # named as the encoding names it where that name is its id's (two pieces may share an
+        # id), else by its id: a Unigram names an unknown piece by its text, whose id is <unk>'s
+        pieces = [t if self.tokenizer.token_to_id(t) == i else self.tokenizer.id_to_token(i)
+                  for t, i in zip(encoding.tokens, encoding.ids)]
+        return Pieces(np.array(encoding.ids, dtype=np.int64), pieces,
                       [tuple(o) for o in encoding.offsets], special)
 
 
@@ -363,13 +372,14 @@ def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
     return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
 
 
-def tokenizer_file(where: Path) -> Path:
-    """tokenizer.json, or vocab.txt without it: the first that is there in any form (a FIFO,
-    a broken link), for need to judge."""
-    for name in ("tokenizer.json", "vocab.txt"):
+def tokenizer_file(where: Path, names: tuple[str, ...] = ("tokenizer.json", "vocab.txt")) -> Path:
+    """The first of `names` (tokenizer.json, then vocab.txt) that is there in any form (a
+    FIFO, a broken link), for need to judge."""
+    for name in names:
         if os.path.lexists(where / name):
             return where / name
-    raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
+    others = "".join(f" (or {name})" for name in names[1:])
+    raise ModelError(f"{where}: lacks {names[0]}{others}, which a model's folder must hold")
 
 
 def within(path: Path, ids, config: Config) -> None:
@@ -389,10 +399,12 @@ def need_module(module: str):
 
 def files_read(where: Path) -> list[Path]:
     """The files of a model's folder that load_model reads (a worker elsewhere must see the
-    same ones): config.json, the tokenizer's file read_tokenizer takes, the weights' index
+    same ones): config.json, the tokenizer's files read_tokenizer takes, the weights' index
     and safetensors files."""
     tokenizer = where / "tokenizer.json"
+    settings = where / "tokenizer_config.json"
     index = where / "model.safetensors.index.json"
     return [where / "config.json", tokenizer if tokenizer.is_file() else where / "vocab.txt",
+            *([settings] if settings.is_file() else []),
             *([index] if index.is_file() and not (where / "model.safetensors").exists() else []),
             *weight_files(where)]

@@ -1,0 +1,451 @@
+"""A model's tokenizer, whatever its family: tokenizer.json (or BERT's vocab.txt) and
+tokenizer_config.json, checked before the tokenizers library reads them, then read by it.
+
+A family says what is its own (read's arguments): the kinds of model its tokenizers are
+and the markers they put around a sentence. The kinds:
+
+    WordPiece  BERT, DistilBERT: "##" before a piece that goes on a word, [UNK] for a word
+               it cannot split; tokenizer.json, or vocab.txt read as a lower-casing BERT's
+    BPE        byte-level (GPT-2, RoBERTa, Qwen2, Llama 3): a ByteLevel pre-tokenizer maps
+               every byte to a printable character (a space to Ġ, a newline to Ċ), and its
+               vocab holds all 256 of them; or SentencePiece's (Llama 2, Mistral): a space
+               is ▁ (a Metaspace pre-tokenizer, or a normalizer that prepends ▁ and replaces
+               spaces), and a character its vocab lacks is written in byte pieces
+               <0x00> .. <0xFF> (byte_fallback)
+    Unigram    XLM-RoBERTa: SentencePiece's pieces with their scores, ▁ for a space
+
+What each check keeps out, as tokenizers meets it (measured with tokenizers 0.23):
+
+    - a regular expression from the file (a Split or a Replace): Oniguruma backtracks, so
+      (a+)+b takes 5 ms a character of "aaa...c" (25 s for 4,600 characters, and a linear
+      hour for 700 kB), and on a run of 24 a's passes its retry limit: a panic that prints
+      its backtrace. Only the exact patterns of real tokenizers are run (KNOWN_REGEXES).
+    - parts of a file no tokenizer of its kind holds: each part's types are among its
+      kind's (Pipeline); a Precompiled normalizer, a trie of offsets read unchecked, panics
+      on a file of garbage and on a short one (an index out of bounds)
+    - a template naming a marker it lacks, or a second text: a panic
+    - a BPE merge naming a piece its vocab lacks (refused by tokenizers in its own words),
+      a continuing_subword_prefix or end_of_word_suffix (a panic slicing a merge's pieces),
+      a dropout (a word split another way at each reading)
+    - a character its vocab cannot write: BPE drops it unseen, Unigram without an unk_id
+      stops at it, WordPiece without its unknown token too
+    - a Unigram score that is not a number, ids past the embedding table, and a parse
+      larger than memory (Unigram's trie: TRIE_NODE bytes a node)
+
+and its post-processor must put the family's markers around a sentence: those
+tokenizer_config.json names and turns on (add_bos_token), else the family's own.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from attncli import limits
+from attncli.errors import ModelError
+from attncli.models import files
+from attncli.models.layers import Config
+
+CONFIG_MOST = 10_000_000  # bytes of a tokenizer_config.json: Llama 3.1's, the largest met, is 55 kB
+# The regular expressions of real tokenizers' Split pre-tokenizers, as their tokenizer.json
+# spells them; none backtracks far (Qwen2's over 160,000 spaces, letters or é: 0.2 to 0.3 s)
+KNOWN_REGEXES = {
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+": "GPT-2's",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "Llama 3's (GPT-4's cl100k)",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "Qwen2's",
+}
+# Memory tokenizers takes for a Unigram model beyond files.GROWTH bytes a byte of its file:
+# a trie node for each distinct prefix of its pieces (in UTF-8), at most a node a byte of
+# them. Measured at the peak, for 100,000 to 1 million pieces of 16 to 40 random characters
+# (a node a character): 244 to 266 bytes a node beyond 64 a byte of the file, 355 to 358 in
+# all; for a million pieces of 3 characters, sharing most of their prefixes, 546 MB in all
+# (31 bytes a byte of the file) where 3 million bytes of pieces bound it at 2.1 GB.
+TRIE_NODE = 320
+BYTES = [f"<0x{b:02X}>" for b in range(256)]  # byte_fallback's pieces
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What each part of a tokenizer.json of one kind may hold: the types of its steps."""
+
+    name: str
+    normalizers: tuple[str, ...]
+    pre_tokenizers: tuple[str, ...]
+    post_processors: tuple[str, ...]
+    decoders: tuple[str, ...]
+
+
+_UNICODE = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "StripAccents", "Sequence")
+_SPACES = ("Metaspace", "Replace", "ByteFallback", "Fuse", "Strip", "Sequence")  # SentencePiece's decoders
+WORDPIECE = Pipeline("WordPiece",
+                     ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence"),
+                     ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence"),
+                     ("TemplateProcessing", "BertProcessing"), ("WordPiece",))
+BYTE_LEVEL = Pipeline("byte-level BPE", _UNICODE, ("ByteLevel", "Split", "Digits", "Sequence"),
+                      ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "Sequence"), ("ByteLevel",))
+SENTENCEPIECE = Pipeline("SentencePiece BPE", ("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit",
+                                                                                  "Sequence"),
+                         ("TemplateProcessing", "Sequence"), _SPACES)
+UNIGRAM = Pipeline("Unigram", ("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit", "Whitespace",
+                                                                  "Sequence"),
+                   ("TemplateProcessing", "Sequence"), _SPACES)
+# a part of tokenizer.json, and the key of a Sequence's list of steps in it
+PARTS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_processor": "processors",
+         "decoder": "decoders"}
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A marker a family's tokenizer may put on one side of a sentence ([CLS] before it,
+    </s> after it): where tokenizer_config.json names it and turns it on, and the family's
+    own name for it and whether it is there where tokenizer_config.json does not say."""
+
+    keys: tuple[str, ...]  # tokenizer_config.json's keys that name it, the first given used
+    shown: str  # its name in a message, where tokenizer_config.json names none
+    flag: str | None = None  # tokenizer_config.json's key that turns it on or off, or None: always on
+    default: bool = True
+
+
+@dataclass(frozen=True)
+class Markers:
+    before: Marker
+    after: Marker
+
+
+BERT = Markers(Marker(("cls_token",), "[CLS]"), Marker(("sep_token",), "[SEP]"))  # BERT, DistilBERT
+ROBERTA = Markers(Marker(("cls_token", "bos_token"), "<s>"), Marker(("sep_token", "eos_token"), "</s>"))  # and XLM-R
+LLAMA = Markers(Marker(("bos_token",), "<s>", "add_bos_token", True),  # Llama, Mistral: a BOS before
+                Marker(("eos_token",), "</s>", "add_eos_token", False))
+GPT2 = Markers(Marker(("bos_token",), "<|endoftext|>", "add_bos_token", False),  # GPT-2, Qwen2: none
+               Marker(("eos_token",), "<|endoftext|>", "add_eos_token", False))
+
+
+def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], markers: Markers):
+    """The tokenizer of the model in `where`, a tokenizers.Tokenizer, padding and truncation
+    off: a sentence is read whole, or refused when too long. `family` names the family in
+    messages ("BERT"), `kinds` are the models its tokenizers are ("WordPiece", "BPE",
+    "Unigram"), `markers` what they put around a sentence (BERT, ROBERTA, LLAMA, GPT2).
+
+    Every id it can give has a row of the embedding table: its vocabulary's, checked in
+    the file before tokenizers reads it, then its added tokens' and its markers'."""
+    tokenizers = files.need_module("tokenizers")
+    path = files.tokenizer_file(where, ("tokenizer.json", "vocab.txt") if "WordPiece" in kinds else ("tokenizer.json",))
+    settings = read_settings(where)
+    data = files.read(path, files.TOKENIZER_MOST)
+    if path.name == "tokenizer.json":
+        check(files.parse_json(data, path, "", "a tokenizer"), path, config, family=family, kinds=kinds,
+              size=len(data))
+    else:
+        _check_lines(data, path, config)
+        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
+    tokenizer, probe = _load(tokenizers, data, path)
+    before, after = _placed(probe)
+    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
+    files.within(path, [*added, *before, *after], config)
+    _check_markers(before, after, path, family, markers, settings)
+    return tokenizer
+
+
+def _load(tokenizers, data: bytes | None, path: Path):
+    """tokenizers' Tokenizer of the checked file, and its encoding of a probe ("a"), whose
+    pieces without a sequence are the markers its post-processor adds."""
+    try:
+        if data is not None:
+            tokenizer = tokenizers.Tokenizer.from_buffer(data)
+        else:
+            from tokenizers.implementations import BertWordPieceTokenizer
+
+            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return tokenizer, tokenizer.encode("a")
+    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
+        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+
+
+def _placed(probe) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The markers (piece, id) a post-processor put before the probe's pieces and after them."""
+    marks = [s is None for s in probe.sequence_ids]
+    first = marks.index(False) if False in marks else len(marks)
+    last = len(marks) - marks[::-1].index(False) if False in marks else len(marks)
+    pairs = list(zip(probe.tokens, probe.ids))
+    return pairs[:first], pairs[last:]
+
+
+def read_settings(where: Path) -> dict:
+    """tokenizer_config.json, a JSON object, or {} where the folder has none."""
+    path = where / "tokenizer_config.json"
+    if not os.path.lexists(path):
+        return {}
+    raw = files.parse_json(files.read(path, CONFIG_MOST), path, "", "a tokenizer_config.json")
+    if not isinstance(raw, dict):
+        raise ModelError(f"{path}: is not a JSON object, as a tokenizer_config.json is; give the model's own")
+    return raw
+
+
+# --- the markers
+
+
+def _wanted(marker: Marker, settings: dict, path: Path) -> tuple[bool, str | None]:
+    """Whether `marker` is there, and its name where tokenizer_config.json gives one."""
+    on = settings.get(marker.flag, marker.default) if marker.flag else True
+    if not isinstance(on, bool):
+        raise ModelError(f"{path.parent / 'tokenizer_config.json'}: its {marker.flag} is {on!r}; it must be true or "
+                         "false")
+    key = next((k for k in marker.keys if k in settings), None)
+    if key is None:
+        return on, None
+    name = settings[key]
+    name = name.get("content") if isinstance(name, dict) else name  # an AddedToken's fields, in older files
+    if name is not None and not isinstance(name, str):
+        raise ModelError(f"{path.parent / 'tokenizer_config.json'}: its {key} is {settings[key]!r}; a token is "
+                         "named by a string")
+    return on and name is not None, name  # a marker named null is none
+
+
+def _fits(side: list, on: bool, name: str | None) -> bool:
+    """Whether one side's markers are the one wanted (`name`, or any where None), or none."""
+    return len(side) == on and (not side or name is None or side[0][0] == name)
+
+
+def _check_markers(before, after, path: Path, family: str, markers: Markers, settings: dict) -> None:
+    """The markers placed around a sentence, (piece, id) each, against those the family
+    puts, as tokenizer_config.json names them and turns them on; two are distinct."""
+    (on_before, name_before), (on_after, name_after) = (_wanted(markers.before, settings, path),
+                                                        _wanted(markers.after, settings, path))
+    fits = (_fits(before, on_before, name_before) and _fits(after, on_after, name_after)
+            and not (before and after and before[0][1] == after[0][1]))
+    if fits:
+        return
+    b, a = name_before or markers.before.shown, name_after or markers.after.shown
+    puts = {(True, True): f"two markers of its own, {b} before and {a} after",
+            (True, False): f"one marker of its own, {b} before and none after",
+            (False, True): f"one marker of its own, {a} after and none before",
+            (False, False): "none"}[on_before, on_after]
+    says = ", by its tokenizer_config.json," if settings else ""
+    raise ModelError(f"{path}: its post_processor puts {[piece for piece, _ in before + after]} around a sentence, "
+                     f"where {family}'s{says} puts {puts}; give the model's own tokenizer")
+
+
+# --- tokenizer.json
+
+
+def check(raw: object, path: Path, config: Config, *, family: str, kinds: tuple[str, ...], size: int) -> None:
+    """A tokenizer.json (parsed, `size` bytes), before tokenizers reads it: a model of one of
+    `kinds`, its own checks passed, each part's steps of its kind."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind not in kinds:
+        raise ModelError(f"{path}: its model is {kind!r}; attncli reads {family}'s tokenizers, of type "
+                         f"{' or '.join(map(repr, kinds))}")
+    steps = {part: _steps(raw.get(part), part, path) for part in PARTS}
+    pipeline = {"WordPiece": WORDPIECE, "Unigram": UNIGRAM}.get(kind) or _flavour(steps, path, family)
+    MODELS[kind](model, path, config, pipeline, size)
+    for part, found in steps.items():
+        allowed = getattr(pipeline, f"{part}s")
+        for step in found:
+            _check_step(step, part, allowed, path, family)
+
+
+def _steps(step: object, part: str, path: Path) -> list:
+    """The steps of a part of tokenizer.json (a normalizer ...), its Sequences opened, in order."""
+    found, todo = [], [step]
+    while todo:
+        step = todo.pop(0)
+        if step is None:
+            continue
+        if isinstance(step, dict) and step.get("type") == "Sequence":
+            inner = step.get(PARTS[part])
+            if not isinstance(inner, list):
+                raise ModelError(f"{path}: its {part} is a Sequence without a list of {PARTS[part]}; it is not a "
+                                 "tokenizer")
+            todo[:0] = inner
+        found.append(step)
+    return found
+
+
+def _types(steps: list) -> set:
+    return {step.get("type") for step in steps if isinstance(step, dict)}
+
+
+def _flavour(steps: dict, path: Path, family: str) -> Pipeline:
+    """A BPE tokenizer's kind: byte-level, or SentencePiece's."""
+    if "ByteLevel" in _types(steps["pre_tokenizer"]):
+        return BYTE_LEVEL
+    if "Metaspace" in _types(steps["pre_tokenizer"]) or "Prepend" in _types(steps["normalizer"]):
+        return SENTENCEPIECE
+    raise ModelError(f"{path}: its BPE model is neither byte-level (a ByteLevel pre_tokenizer) nor SentencePiece's "
+                     f"(a Metaspace pre_tokenizer, or a normalizer that prepends ▁); attncli reads {family}'s "
+                     "tokenizers of these two kinds")
+
+
+def _check_step(step: object, part: str, allowed: tuple[str, ...], path: Path, family: str) -> None:
+    """One step of a part: of a type its kind's tokenizers hold, running no regular expression
+    but a known one, and, for a template, one that tokenizers runs."""
+    kind = step.get("type") if isinstance(step, dict) else None
+    if kind not in allowed:
+        if part == "post_processor":
+            raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads {family}'s tokenizers, whose "
+                             f"post_processor is {_either(allowed)}")
+        raise ModelError(f"{path}: its {part} holds {kind!r}; attncli reads {family}'s tokenizers, whose {part}s are "
+                         f"among {', '.join(allowed)}")
+    pattern = step.get("pattern")
+    regex = pattern.get("Regex") if isinstance(pattern, dict) else None
+    if regex is not None and not (isinstance(regex, str) and regex in KNOWN_REGEXES):
+        raise ModelError(f"{path}: its {part}'s {kind} runs the regular expression {str(regex)[:100]!r}, which is none "
+                         f"of those attncli knows ({', '.join(KNOWN_REGEXES.values())}); a regular expression from a "
+                         "file can hang tokenizers, so attncli runs no other")
+    if kind == "TemplateProcessing":
+        _check_template(step, path, family)
+
+
+def _either(types: tuple[str, ...]) -> str:
+    """("A", "B", "C", "Sequence") as "a A, a B or a C"."""
+    named = [f"a {t}" for t in types if t != "Sequence"]
+    return " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+
+
+def _check_template(post: dict, path: Path, family: str) -> None:
+    """A template that holds the sentence once and only markers it defines, each with as many
+    ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a panic)."""
+    markers, single = post.get("special_tokens"), post.get("single")
+    if not isinstance(markers, dict) or not isinstance(single, list):
+        return  # tokenizers refuses it
+    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
+    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
+    texts = [name for kind, name in named if kind == "Sequence"]
+    if texts != ["A"]:
+        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
+                         f"{family}'s holds ['A'], the sentence once; give the model's own tokenizer")
+    for kind, name in named:
+        if kind == "SpecialToken" and not (isinstance(name, str) and name in markers):
+            raise ModelError(f"{path}: its post_processor's template names the marker {name!r}, which its "
+                             "special_tokens lack; give the model's own tokenizer")
+    for name, marker in markers.items():
+        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
+            raise ModelError(f"{path}: its post_processor's marker {name!r} does not hold a list of ids and as many "
+                             "tokens; give the model's own tokenizer")
+
+
+# --- each kind's model
+
+
+def _pieces(model: dict) -> dict | None:
+    """A WordPiece or BPE vocab, piece -> id, or None where it is not one (tokenizers refuses it)."""
+    vocab = model.get("vocab")
+    return vocab if isinstance(vocab, dict) else None
+
+
+def _check_unknown(model: dict, vocab: dict, path: Path, default: str | None) -> None:
+    unknown = model.get("unk_token", default)
+    if isinstance(unknown, str) and unknown not in vocab:  # looked up in its own vocabulary
+        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
+
+
+def _check_wordpiece(model: dict, path: Path, config: Config, pipeline: Pipeline, size: int) -> None:
+    vocab = _pieces(model)
+    if vocab is not None:
+        files.within(path, [(piece, i) for piece, i in vocab.items() if isinstance(i, int)], config)
+        _check_unknown(model, vocab, path, "[UNK]")
+
+
+def _check_bpe(model: dict, path: Path, config: Config, pipeline: Pipeline, size: int) -> None:
+    """Its vocab's ids within the table, its merges of pieces it holds, one way of splitting a
+    word, and every character of a sentence written by some piece."""
+    vocab = _pieces(model)
+    if vocab is None:
+        return
+    files.within(path, [(piece, i) for piece, i in vocab.items() if isinstance(i, int)], config)
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key) not in (None, ""):
+            raise ModelError(f"{path}: its BPE model has the {key} {model[key]!r}; attncli reads BPE models without "
+                             "one (GPT-2's, Llama's), which tokenizers reads safely")
+    dropout = model.get("dropout")
+    if isinstance(dropout, (int, float)) and dropout > 0:
+        raise ModelError(f"{path}: its BPE model has a dropout of {dropout!r}, which splits a word another way at each "
+                         "reading; give the model's own tokenizer, with dropout null")
+    merges = model.get("merges")
+    for n, merge in enumerate(merges if isinstance(merges, list) else []):
+        pair = merge.split(" ") if isinstance(merge, str) else merge
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+            missing = next((p for p in (*pair, "".join(pair)) if p not in vocab), None)
+            if missing is not None:
+                raise ModelError(f"{path}: its merge {n + 1:,} ({' + '.join(map(repr, pair))}) names the piece "
+                                 f"{missing!r}, which its vocab lacks; give the model's own tokenizer")
+    if _bytes_covered(model, vocab, path, pipeline):
+        return
+    if model.get("unk_token") is None:
+        raise ModelError(f"{path}: its BPE model has no unk_token and no byte_fallback, so a character outside its "
+                         "vocab would be dropped unseen; give the model's own tokenizer")
+    _check_unknown(model, vocab, path, None)
+
+
+def _bytes_covered(model: dict, vocab, path: Path, pipeline: Pipeline) -> bool:
+    """Whether every byte of a sentence has a piece, as a byte-level vocab holds all 256
+    bytes' pieces and byte_fallback's <0x00> .. <0xFF>: refused where some lack."""
+    if pipeline is BYTE_LEVEL:
+        from tokenizers.pre_tokenizers import ByteLevel  # the model extra's, which read has found
+
+        needed, what = ByteLevel.alphabet(), "byte-level pieces"
+    elif model.get("byte_fallback") is True:
+        needed, what = BYTES, "byte pieces that byte_fallback writes a character in"
+    else:
+        return False
+    missing = sorted(piece for piece in needed if piece not in vocab)
+    if missing:
+        raise ModelError(f"{path}: its vocab lacks {len(missing)} of the 256 {what} (the first {missing[0]!r}), so a "
+                         "character written with one would be dropped unseen; give the model's own tokenizer")
+    return True
+
+
+def _check_unigram(model: dict, path: Path, config: Config, pipeline: Pipeline, size: int) -> None:
+    """Its pieces (ids their places, from 0) within the table, each score a finite number, its
+    unknown piece one of them, and its trie within memory."""
+    vocab = model.get("vocab")
+    if not (isinstance(vocab, list) and all(isinstance(e, list) and len(e) == 2 for e in vocab)):
+        return  # tokenizers refuses it
+    if len(vocab) > config.vocab_size:
+        raise ModelError(f"{path}: its Unigram vocab holds {len(vocab):,} pieces (ids from 0), and config.json's "
+                         f"vocab_size is {config.vocab_size:,} (the embedding table's rows); the tokenizer is not the "
+                         "weights' own")
+    for piece, score in vocab:
+        if isinstance(score, float) and not math.isfinite(score):
+            raise ModelError(f"{path}: its Unigram piece {piece!r} has the score {score!r}, where a score is a finite "
+                             "log probability; the file is damaged: give the model's own tokenizer")
+    unknown = model.get("unk_id")
+    if not (isinstance(unknown, int) and not isinstance(unknown, bool) and 0 <= unknown < len(vocab)):
+        raise ModelError(f"{path}: its Unigram unk_id is {unknown!r}, not one of its {len(vocab):,} pieces' ids, so a "
+                         "character outside its vocab would stop it; give the model's own tokenizer")
+    pieces = {piece for piece, _ in vocab if isinstance(piece, str)}
+    _bytes_covered(model, pieces, path, pipeline)
+    nodes = trie_nodes(pieces)
+    limits.require(size * files.GROWTH + nodes * TRIE_NODE,
+                   f"{path} ({limits.size(size)}, {files.GROWTH} times that once parsed, and {TRIE_NODE} bytes a node "
+                   f"of its pieces' trie, {nodes:,} at most)", "give the model's own file, or free some memory")
+
+
+def trie_nodes(pieces) -> int:
+    """The most nodes a trie of `pieces` can have: a node a byte (fewer where pieces share
+    their first bytes)."""
+    return sum(len(piece.encode("utf-8", "surrogatepass")) for piece in pieces)
+
+
+MODELS = {"WordPiece": _check_wordpiece, "BPE": _check_bpe, "Unigram": _check_unigram}
+
+
+def _check_lines(data: bytes, path: Path, config: Config) -> None:
+    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size
+    lines, [UNK] among them."""
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    if lines > config.vocab_size:
+        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
+    if b"[UNK]" not in (line.rstrip() for line in data.split(b"\n")):
+        raise ModelError(f"{path}: its unknown token '[UNK]' is not in its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
