@@ -350,28 +350,52 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 
-def word_groups(sentence: str, pieces) -> list[list[int]]:
-    """The word pieces of each word, in order: a word is where the model's pieces and
-    attncli's own tokens overlap, merged until no piece or token straddles two words, so
-    that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't".
+def piece_spans(sentence: str, pieces) -> list[tuple[int, int] | None]:
+    """Each piece's span in the sentence without the white space around it (None for a
+    marker): a byte-level piece ("Ġearth") or a SentencePiece one ("▁earth") spans the
+    space before its word, and a piece of spaces alone ("Ġ", "▁") is left a point where
+    its white space ends, at the start of the word it goes with."""
+    spans = []
+    for (start, end), special in zip(pieces.offsets, pieces.special):
+        text = sentence[start:end]
+        kept = text.strip()
+        if special:
+            spans.append(None)
+        elif not kept:
+            spans.append((end, end))
+        else:
+            first = start + len(text) - len(text.lstrip())
+            spans.append((first, first + len(kept)))
+    return spans
+
+
+def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[tuple[int, int] | None]]:
+    """The word pieces of each word, in order, and each word's span in the sentence (None
+    for a marker). A word is where the model's pieces (their spans trimmed of white space)
+    and attncli's own tokens overlap, merged until no piece or token straddles two words,
+    so that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't", and
+    the pieces of one character (byte fallback's <0xC3> <0xA9> for é) are one word. A
+    piece of spaces alone goes with the word after it (the last at a sentence's end);
     [CLS] and [SEP] are words of their own."""
-    spans = [tuple(o) for o, special in zip(pieces.offsets, pieces.special) if not special]
-    spans += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
+    spans = piece_spans(sentence, pieces)
     merged: list[list[int]] = []
-    for start, end in sorted(spans):
+    ours = [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
+    for start, end in sorted([s for s in spans if s is not None and s[0] < s[1]] + ours):
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    groups: dict[int, list[int]] = {}
-    order = []
-    for i, ((start, end), special) in enumerate(zip(pieces.offsets, pieces.special)):
-        key = -1 - i if special else next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(i)
-    return [groups[key] for key in order]
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, span in enumerate(spans):
+        if span is None:
+            key = ("marker", i)
+        else:
+            key = ("word", next((k for k, (_, b) in enumerate(merged) if span[0] < b), len(merged) - 1))
+            if key[1] < 0:  # spaces alone, and no word to go with
+                merged.append(list(span))
+                key = ("word", 0)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values()), [None if kind == "marker" else tuple(merged[k]) for kind, k in groups]
 
 
 def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
@@ -391,10 +415,9 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     """A scores document over words instead of word pieces (--words): its weights merged by
     merge_words, each row's share on [CLS] and [SEP] under `special_share`; the scores,
     which no rule merges, left out."""
-    groups = word_groups(sentence, att.pieces)
-    special = [all(att.pieces.special[i] for i in g) for g in groups]
-    labels = [att.tokens[g[0]] if special[u] else sentence[att.pieces.offsets[g[0]][0]:att.pieces.offsets[g[-1]][1]]
-              for u, g in enumerate(groups)]
+    groups, spans = word_groups(sentence, att.pieces)
+    special = [span is None for span in spans]
+    labels = [att.tokens[g[0]] if span is None else sentence[span[0]:span[1]] for g, span in zip(groups, spans)]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,

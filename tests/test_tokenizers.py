@@ -27,6 +27,7 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[
 from clirunner import fails, run  # noqa: E402
 
 from attncli import limits, models  # noqa: E402
+from attncli.analyze import word_groups  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 from attncli.models import files, tokenizer  # noqa: E402
 from attncli.models.layers import Config  # noqa: E402
@@ -497,3 +498,41 @@ def test_bpe_and_wordpiece_ask_growth_times_the_file(tmp_path, monkeypatch, name
 def test_trie_nodes():
     assert tokenizer.trie_nodes(["ab", "abc", "b", ""]) == 6  # at most: a node a byte
     assert tokenizer.trie_nodes(["é", "☕"]) == 5  # UTF-8: 2 and 3 bytes
+
+
+# --- words from pieces, every kind
+
+
+SENTENCE = "Attention didn't tokenize  unbelievably well at the café ☕ \n"
+WORDS = ["Attention", "did", "n't", "tokenize", "unbelievably", "well", "at", "the", "café", "☕"]
+
+
+@pytest.mark.parametrize("name,pieces", [
+    ("tiny-distilbert", [["[CLS]"], ["attention"], ["did"], ["##n", "[UNK]", "t"], ["toke", "##niz", "##e"],
+                         ["u", "##nbe", "##lie", "##vab", "##ly"], ["we", "##ll"], ["at"], ["the"],
+                         ["c", "##a", "##f", "##e"], ["[UNK]"], ["[SEP]"]]),
+    ("tiny-roberta", [["<s>"], ["At", "tention"], ["Ġd", "id"], ["n", "'", "t"], ["Ġtoke", "niz", "e"],
+                      ["Ġ", "Ġ", "un", "be", "lie", "v", "ab", "ly"], ["Ġwe", "ll"], ["Ġat"], ["Ġthe"],
+                      ["Ġ", "c", "a", "f", "Ã", "©"], ["Ġ", "â", "ĺ", "ķ", "Ġ", "Ċ"], ["</s>"]]),
+    ("tiny-xlm-roberta", [["<s>"], ["▁A", "t", "t", "en", "ti", "on"], ["▁d", "id"], ["n", "<unk>", "t"],
+                          ["▁t", "ok", "eni", "z", "e"], ["▁", "un", "b", "e", "li", "ev", "a", "b", "l", "y"],
+                          ["▁we", "ll"], ["▁at"], ["▁the"], ["▁", "c", "a", "f", "<unk>"], ["▁", "<unk>"], ["</s>"]]),
+    ("tiny-gpt2", [["At", "tention"], ["Ġd", "id"], ["n", "'", "t"], ["Ġtoke", "niz", "e"],
+                   ["Ġ", "Ġ", "un", "be", "lie", "vab", "ly"], ["Ġwe", "ll"], ["Ġat"], ["Ġthe"],
+                   ["Ġ", "c", "a", "f", "Ã", "©"], ["Ġ", "â", "ĺ", "ķ", "Ġ", "Ċ"]]),
+    ("tiny-llama", [["<s>"], ["▁A", "ttention"], ["▁d", "id"], ["n", "<0x27>", "t"], ["▁toke", "niz", "e"],
+                    ["▁", "▁un", "be", "lie", "vab", "ly"], ["▁we", "ll"], ["▁at"], ["▁the"],
+                    ["▁", "c", "a", "f", "<0xC3>", "<0xA9>"], ["▁", "<0xE2>", "<0x98>", "<0x95>", "▁", "\n"]]),
+])
+def test_words_for_every_kind(name, pieces):
+    """Words as the sentence writes them, never pieces: a byte-level or SentencePiece piece's
+    leading space trimmed, pieces of spaces alone ("Ġ", "▁") with the word after them (or,
+    at the end, before them), the byte pieces of é and ☕ one word; the markers words of
+    their own."""
+    got = encode(MODELS / name, SENTENCE)
+    groups, spans = word_groups(SENTENCE, got)
+    assert [[got.pieces[i] for i in g] for g in groups] == pieces
+    assert sum(groups, []) == list(range(len(got.pieces)))  # every piece once, in order
+    labels = [SENTENCE[s[0]:s[1]] for s in spans if s is not None]
+    assert labels == WORDS
+    assert [s is None for s in spans] == [p in (["[CLS]"], ["[SEP]"], ["<s>"], ["</s>"]) for p in pieces]
