@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import limits, npyfile
+from attncli import limits, npyfile, reading
 from attncli.version import __version__
 from attncli.errors import VectorsError
 from attncli.home import expand, no_home
@@ -324,10 +324,10 @@ def _stat(path: str, *, follow: bool) -> os.stat_result:
 
 def _open(path: str, *, follow: bool):
     """An entry file opened for reading, only if it is a regular file (a FIFO in its place
-    would hang the open): limits.open_regular, its refusals sorted into damage or not."""
+    would hang the open): reading.open_regular, its refusals sorted into damage or not."""
     _stat(path, follow=follow)
     try:
-        return limits.open_regular(path, "a cache entry file")
+        return reading.open_regular(path, "a cache entry file")
     except ResourceError as e:
         _stat(path, follow=follow)  # gone, or replaced by a FIFO, since: DamagedEntry
         raise EntryUnreadable(f"{e}; the cache entry was left as it is") from None  # EMFILE, EACCES, ...
@@ -562,7 +562,7 @@ def _temporary(root: Path, entry: str) -> tuple[Path, int]:
     fd = None
     try:
         fd = os.open(temporary / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        locked = limits.lock(fd, wait=True)
+        locked = reading.lock(fd, wait=True)
         with open(fd, "w", encoding="utf-8", closefd=False) as f:
             f.write(json.dumps(_marker_doc(entry, temporary.name, bool(locked)), ensure_ascii=True) + "\n")
     except BaseException:
@@ -698,7 +698,7 @@ def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
     except FileNotFoundError:
         return 0, []  # renamed into place since it was listed
     try:
-        held = limits.lock(fd, wait=False) if doc.get("lock") == LOCK else None
+        held = reading.lock(fd, wait=False) if doc.get("lock") == LOCK else None
         if held is False:
             pid = doc.get("pid")
             run = f"attncli (process {pid})" if _is_int(pid) else "a run of attncli"

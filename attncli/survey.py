@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import batch, limits, stats, workers
+from attncli import batch, limits, reading, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
@@ -284,7 +284,7 @@ def _connection_args(address: str) -> dict:
         named = dask.config.get(f"distributed.comm.tls.{key}", None)
         if named:
             try:
-                limits.regular_file(named, f"distributed.comm.tls.{key}")
+                reading.regular_file(named, f"distributed.comm.tls.{key}")
             except limits.ResourceError as e:
                 raise InputError(f"Dask's TLS configuration cannot be used ({e})") from None
     try:

@@ -956,7 +956,7 @@ def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, co
     path, _ = source
     entry = entry_of(path)
     before = identity(entry)
-    real = cache_module.limits.open_regular
+    real = cache_module.reading.open_regular
 
     def failing(p, what):
         if str(p).endswith("vectors.offsets.npy"):
@@ -964,13 +964,13 @@ def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, co
             raise ResourceError(f"{p}: cannot be read: {os.strerror(code)}")
         return real(p, what)
 
-    monkeypatch.setattr(cache_module.limits, "open_regular", failing)
+    monkeypatch.setattr(cache_module.reading, "open_regular", failing)
     with pytest.raises(VectorsError, match=os.strerror(code)) as raised:
         load_vectors(path)
     assert not isinstance(raised.value, cache_module.DamagedEntry)
     fails(run("vectors", "info", "--vectors", path), os.strerror(code), "left as it is")
     assert identity(entry) == before
-    monkeypatch.setattr(cache_module.limits, "open_regular", real)
+    monkeypatch.setattr(cache_module.reading, "open_regular", real)
     assert load_vectors(path).meta["entry"] == str(entry / "vectors")
 
 
@@ -1322,7 +1322,7 @@ def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, mo
     path, _ = source
     entry = entry_of(path)
     before = identity(entry)
-    real = cache_module.limits.open_regular
+    real = cache_module.reading.open_regular
 
     def refused(p, what):
         if str(p).endswith("vectors.npy"):
@@ -1330,7 +1330,7 @@ def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, mo
             raise ResourceError(f"{p}: cannot be read: {os.strerror(errno.EACCES)}")
         return real(p, what)
 
-    monkeypatch.setattr(cache_module.limits, "open_regular", refused)
+    monkeypatch.setattr(cache_module.reading, "open_regular", refused)
     [doc], result = verified(entry.name)
     assert result.exit_code == 1 and (doc["ok"], doc["status"]) == (False, "unreadable")
     assert doc["problem"] == f"{entry}/vectors.npy: cannot be read: Permission denied; the cache entry was left as it is"

@@ -15,7 +15,7 @@ from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, atten
 from attncli.cli.output import progress, progress_shown, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
-from attncli.limits import open_regular
+from attncli.reading import open_regular
 from attncli.views.json import utf8, write_bytes
 from attncli.visible import count
 

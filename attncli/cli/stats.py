@@ -6,7 +6,7 @@ import contextlib
 import os
 
 import click
-from attncli import limits
+from attncli import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
@@ -106,5 +106,5 @@ def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, 
     if corpus in (None, "-"):
         stream, name = stdin_stream("give CORPUS, or --probe repeated"), "standard input"
     else:
-        stream, name = stack.enter_context(limits.open_regular(corpus, "CORPUS")), corpus
+        stream, name = stack.enter_context(reading.open_regular(corpus, "CORPUS")), corpus
     return survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=name, jobs=jobs), name
