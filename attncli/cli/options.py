@@ -493,7 +493,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.survey import ADDRESS  # multiprocessing, at workers' top: 20 ms
+    from attncli.cluster import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "
