@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import analyze, attention, limits, load_vectors, projections, rnn
+from attncli import analyze, attention, limits, load_vectors, projections, reading, rnn
 from attncli.models import files
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
@@ -1181,7 +1181,7 @@ def test_document_too_long_on_the_cli(monkeypatch, tmp_path):
 def test_a_proc_file_is_read_whole():
     """/proc files are regular and say they hold 0 bytes: read to the end, not st_size + 1."""
     assert os.stat("/proc/self/status").st_size == 0
-    data = limits.read_file("/proc/self/status", "--file")
+    data = reading.read_file("/proc/self/status", "--file")
     assert data.startswith(b"Name:") and b"\nThreads:" in data and data.endswith(b"\n") and len(data) > 500
     with open("/proc/self/status", "rb") as f:
         assert len(data.splitlines()) == len(f.read().splitlines())
@@ -1196,9 +1196,9 @@ def test_a_proc_file_as_a_document(tmp_path):
 def test_a_file_longer_than_its_size_says_is_refused_past_the_cap(monkeypatch):
     with pytest.raises(limits.ResourceError, match=r"^/proc/self/status holds more than 100 bytes, more than this "
                                                    r"run can take in memory .* give a smaller input, or split it$"):
-        limits.read_file("/proc/self/status", "--file", most=100)
+        reading.read_file("/proc/self/status", "--file", most=100)
     monkeypatch.setattr(limits, "available", lambda: 1000)  # a tenth of it, at least 1 MB: the default cap
-    assert len(limits.read_file("/proc/self/status", "--file")) > 500
+    assert len(reading.read_file("/proc/self/status", "--file")) > 500
 
 
 def test_a_file_that_grows_while_read(tmp_path, monkeypatch):
@@ -1211,19 +1211,19 @@ def test_a_file_that_grows_while_read(tmp_path, monkeypatch):
         return os.stat_result((st.st_mode, *st[1:6], 10, *st[7:]))
 
     path.write_bytes(b"y" * (3 << 20))
-    monkeypatch.setattr(limits.os, "fstat", smaller)
-    assert limits.read_file(path, "--file") == b"y" * (3 << 20)
+    monkeypatch.setattr(reading.os, "fstat", smaller)
+    assert reading.read_file(path, "--file") == b"y" * (3 << 20)
     with pytest.raises(limits.ResourceError, match="holds more than 2.1 MB"):
-        limits.read_file(path, "--file", most=2 << 20)
+        reading.read_file(path, "--file", most=2 << 20)
 
 
 def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypatch):
     path = tmp_path / "big.txt"
     path.write_bytes(b"z" * 5000)
-    monkeypatch.setattr(limits, "_read_to_end", lambda *a, **k: pytest.fail("read"))
+    monkeypatch.setattr(reading, "_read_to_end", lambda *a, **k: pytest.fail("read"))
     with pytest.raises(limits.ResourceError, match=r"big.txt holds 5.0 kB, more than this run can take in memory"):
-        limits.read_file(path, "--file", most=4999)
-    real_open = limits.open_regular
+        reading.read_file(path, "--file", most=4999)
+    real_open = reading.open_regular
 
     class Reads:
         def __init__(self, f):
@@ -1243,8 +1243,8 @@ def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypa
             self.f.close()
 
     opened = []
-    monkeypatch.setattr(limits, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
-    assert limits.read_file(path, "--file", most=5000) == b"z" * 5000
+    monkeypatch.setattr(reading, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
+    assert reading.read_file(path, "--file", most=5000) == b"z" * 5000
     assert opened[0].sizes == [5001]  # a file its size describes: one read
 
 

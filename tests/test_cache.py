@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from attncli import cache as cache_module
+from attncli import entry as entry_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
 from test_cache_integrity import killed_run  # one killed run for both files
@@ -414,8 +415,8 @@ def test_vectors_info_bundled(cache):
     doc = one(run("vectors", "info", "--json"))
     assert set(doc) == INFO_KEYS
     assert (doc["words"], doc["dim"], doc["cased"], doc["subwords"]) == (100_000, 50, False, False)
-    assert doc["name"] == cache_module.BUNDLED and doc["source"] == "bundled" and doc["format"] == "attncli-vectors"
-    assert doc["cache_entry"] == str(cache_module.bundled_prefix())
+    assert doc["name"] == entry_module.BUNDLED and doc["source"] == "bundled" and doc["format"] == "attncli-vectors"
+    assert doc["cache_entry"] == str(entry_module.bundled_prefix())
     assert isinstance(doc["load_seconds"], float) and 0 <= doc["load_seconds"] < 10
     assert not cache.exists()
 

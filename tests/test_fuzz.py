@@ -57,7 +57,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import batch, cache, projections, sources
+from attncli import batch, projections, sources
+from attncli import entry as entry_module
 from attncli.cli import cli
 from attncli.cli.inputs import decode
 from attncli.errors import AttncliError, InputError
@@ -721,8 +722,8 @@ def check_cache_entry(target: str, damage, data) -> None:
         warnings = []
         with environment(ATTNCLI_CACHE_DIR=Path(tmp, "cache")):
             if call == "read_entry":
-                kind, v = run_contract(target, lambda: cache.read_entry(folder / "vectors", "x"),
-                                       allowed=(cache.DamagedEntry,))
+                kind, v = run_contract(target, lambda: entry_module.read_entry(folder / "vectors", "x"),
+                                       allowed=(entry_module.DamagedEntry,))
                 if kind == "ok":
                     assert not noticeable, f"{name} was changed ({len(old)} -> {len(new)} bytes) but read_entry took it"
                     assert isinstance(v, Vectors)
@@ -918,7 +919,7 @@ def check_npz(target: str, data: bytes, call: str, d: int) -> None:
 
 @functools.cache
 def some_vocabulary() -> list[str]:
-    v = cache.read_bundled()
+    v = entry_module.read_bundled()
     return [v.vocab.word(i) for i in range(0, 2000, 7)]
 
 
@@ -1245,7 +1246,7 @@ def test_cache_json_values_of_the_wrong_type(entry, edit):
     else:
         meta[edit] = []
         json_path.write_text(json.dumps(meta))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    contract(lambda: entry_module.read_entry(entry, "x"), allowed=(entry_module.DamagedEntry,))
 
 
 @crash("read_entry reads meta['name'] and meta['cased'] after its try block (cache.py:130): a vectors.json "
@@ -1267,7 +1268,7 @@ def test_cache_npy_with_zip_magic(entry, magic):
     path = Path(f"{entry}.npy")
     data = path.read_bytes()
     rewrite(path, magic + data[len(magic):])  # same size, same mtime
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    contract(lambda: entry_module.read_entry(entry, "x"), allowed=(entry_module.DamagedEntry,))
 
 
 def _same_length_header(data: bytes, text: str) -> bytes:
@@ -1282,7 +1283,7 @@ def test_cache_npy_header_shape_overflow(entry):
     path = Path(f"{entry}.npy")
     rewrite(path, _same_length_header(path.read_bytes(),
                                       "{'descr': '<f4', 'fortran_order': False, 'shape': (10000000000000000000000, 2), }"))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    contract(lambda: entry_module.read_entry(entry, "x"), allowed=(entry_module.DamagedEntry,))
 
 
 @crash("a .npy header that does not parse as a dict (an unclosed brace) makes numpy's header filter raise "
@@ -1290,7 +1291,7 @@ def test_cache_npy_header_shape_overflow(entry):
 def test_cache_npy_header_unbalanced(entry):
     path = Path(f"{entry}.npy")
     rewrite(path, _same_length_header(path.read_bytes(), "{"))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    contract(lambda: entry_module.read_entry(entry, "x"), allowed=(entry_module.DamagedEntry,))
 
 
 def npz_file(tmp_path: Path, data: bytes) -> str:

@@ -334,7 +334,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
     import os
     import signal
 
-    from attncli import batch, survey
+    from attncli import batch, cluster as cluster_module, survey
     from distributed import Client
 
     with Client(cluster.scheduler_address, set_as_default=False) as client:
@@ -349,7 +349,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
             yield chunk
 
     merged, expected = stats.Partial(), stats.Partial()
-    for part in survey.run_dask(chunks(), job, cluster.scheduler_address):
+    for part in cluster_module.run_dask(chunks(), job, cluster.scheduler_address):
         merged.merge(part)
     for part in survey.run(batch.chunks_of(lines, 16), job, 1, vectors=_bundled()):
         expected.merge(part)
@@ -365,12 +365,12 @@ def _bundled():
 
 
 def test_workers_that_cannot_load_the_vectors_name_themselves_and_the_path(cluster):
-    from attncli import batch, survey
+    from attncli import batch, cluster as cluster_module, survey
     from attncli.errors import InputError
 
     job = survey.StatsJob(batch.Job(source="/nowhere/vectors.txt"))
     with pytest.raises(InputError, match=r"worker tcp://127\.0\.0\.1:\d+ could not load /nowhere/vectors\.txt"):
-        list(survey.run_dask([[(1, "the cat sat", None)]], job, cluster.scheduler_address))
+        list(cluster_module.run_dask([[(1, "the cat sat", None)]], job, cluster.scheduler_address))
 
 
 def test_a_scheduler_that_does_not_answer_is_an_error_in_seconds(corpus):

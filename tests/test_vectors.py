@@ -261,7 +261,7 @@ def test_bundled_files_match_the_checksums_in_their_readme():
     import re
     from pathlib import Path
 
-    from attncli.cache import bundled_prefix
+    from attncli.entry import bundled_prefix
 
     readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text(encoding="utf-8")
     listed = dict(re.findall(r"^\| `(glove\.6B\.50d\.100k\.[\w.]+)` \|.*\| `([0-9a-f]{64})` \|$", readme, flags=re.M))

@@ -20,6 +20,7 @@ from attncli import cache, projections
 from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
+from attncli.entry import bundled_prefix
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 from attncli.projections import MOST_D_K
@@ -382,7 +383,7 @@ def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple
         with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
             files.append((f"{label} {value}", os.stat(path.expanduser())))
     if "vectors_source" in ctx.params and ctx.params["vectors_source"] is None:
-        prefixes.append(("the bundled vectors", os.path.realpath(cache.bundled_prefix()) + "."))
+        prefixes.append(("the bundled vectors", os.path.realpath(bundled_prefix()) + "."))
     with contextlib.suppress(AttncliError, OSError):
         prefixes.append(("attncli's cache folder", os.path.join(os.path.realpath(cache.cache_dir()), "")))
     for fd, label in ((0, "standard input"), (1, "standard output"), (2, "standard error")):
@@ -500,7 +501,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.survey import ADDRESS  # multiprocessing, at workers' top: 20 ms
+    from attncli.cluster import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "

@@ -9,7 +9,7 @@ import itertools
 import sys
 
 import click
-from attncli import limits
+from attncli import reading
 from attncli.analyze import document_rows, document_scale, heads_shown, scores_doc
 from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
@@ -105,7 +105,7 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, s
     if drawn:
         raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     where = document_file or "standard input"
-    data = (limits.read_file(document_file, "--file") if document_file
+    data = (reading.read_file(document_file, "--file") if document_file
             else read_stdin("--document reads the document from standard input; give --file DOC.txt"))
     text = decode(data, where)
     if not text.strip():

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import limits
+from attncli import limits, reading
 from attncli.errors import ModelError
 from attncli.home import expand
 from attncli.models.layers import Config
@@ -187,7 +187,7 @@ def read(path: Path, most: int) -> bytes:
                          "most); give the model's own file")
     limits.require(n * GROWTH, f"{path} ({limits.size(n)}, {GROWTH} times that once parsed)",
                    "give the model's own file, or free some memory")
-    return limits.read_file(path, "--model", most=most)
+    return reading.read_file(path, "--model", most=most)
 
 
 def parse_json(data: bytes, path: Path, where: str, kind: str) -> object:
@@ -215,7 +215,7 @@ def read_header(path: Path) -> tuple[dict, int]:
     data starts, each entry checked against the file's size, and its __metadata__ a map of
     strings to strings, as safetensors takes it."""
     st = need(path)
-    with limits.open_regular(path, "--model") as f:
+    with reading.open_regular(path, "--model") as f:
         head = f.read(8)
         if len(head) < 8:
             raise ModelError(f"{path}: too short to be a safetensors file")
@@ -327,7 +327,7 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
         for name, stored in wanted.items():
             path, start, entry = tensors[stored]
             if path not in opened:
-                opened[path] = limits.open_regular(path, "--model")
+                opened[path] = reading.open_regular(path, "--model")
             weights[name] = _tensor(opened[path], start, entry, path, stored)
     finally:
         for f in opened.values():
