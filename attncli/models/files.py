@@ -59,17 +59,20 @@ TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's
 # Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
 # room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
 # config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
-# then tokenizers'), a vocab.txt of them 29 (157 bytes a line). A Unigram model takes up to
-# 265 (a trie node a character) and BPE 35, and BERT uses neither: only WordPiece is read.
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line), BPE's 35. A Unigram model
+# (XLM-RoBERTa's) takes more, a trie node a character: 353 measured, with pieces of 1,000
+# characters (86 with 200,000 pieces of 8), so its file is asked UNIGRAM_GROWTH.
 GROWTH = 64
+UNIGRAM_GROWTH = 384
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass(frozen=True)
 class Pieces:
-    """A text as the model reads it: word-piece ids (T,), the pieces, and each piece's
-    character span (start, end) in the text ((0, 0) for [CLS] and [SEP])."""
+    """A text as the model reads it: word-piece ids (T,), the pieces, each piece's character
+    span (start, end) in the text ((0, 0) for its markers, [CLS] and [SEP] or <s> and </s>),
+    and whether it is a marker."""
 
     ids: np.ndarray
     pieces: list[str]
@@ -93,16 +96,17 @@ class Model:
         return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
-        """The word pieces of `text`, with [CLS] first and [SEP] last; refused beyond the
+        """The word pieces of `text`, with its markers first and last; refused beyond the
         model's positions."""
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
-        if T > self.config.max_positions:
-            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most "
-                             f"{self.config.max_positions:,}; give a shorter one")
+        most, why = self.config.length_limit()
+        if T > most:
+            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
+                             "give a shorter one")
         special = [bool(s) for s in encoding.special_tokens_mask]
-        return Pieces(np.array(encoding.ids, dtype=np.int64), list(encoding.tokens),
-                      [tuple(o) for o in encoding.offsets], special)
+        offsets = [tuple(o) for o in encoding.offsets]
+        return Pieces(np.array(encoding.ids, dtype=np.int64), list(encoding.tokens), offsets, special)
 
 
 def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
