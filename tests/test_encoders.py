@@ -315,3 +315,19 @@ def test_distilberts_wordpiece_is_berts(tmp_path):
     (folder / "tokenizer.json").unlink()
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     assert list(models.load_model(str(folder)).encode("The earth").ids) == list(model.encode("The earth").ids)
+
+
+# --- through the commands
+
+
+MARKERS = {"tiny-distilbert": "[CLS] and [SEP]", "tiny-roberta": "<s> and </s>", "tiny-xlm-roberta": "<s> and </s>"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_views_name_the_models_own_markers(name):
+    scores = run("scores", "The earth is like an orange", "--model", MODELS / name, "--format", "table", "--no-color")
+    assert scores.exit_code == 0, scores.stderr
+    assert f"{MARKERS[name]} are the model's own markers" in " ".join(scores.stdout.split())
+    heads = run("heads", "The earth is like an orange", "--model", MODELS / name, "--format", "table", "--no-color")
+    assert heads.exit_code == 0, heads.stderr
+    assert f"* more than half on {MARKERS[name]}" in " ".join(heads.stdout.split())
