@@ -100,8 +100,8 @@ def test_roberta_positions_start_after_padding_idx():
     assert pieces.pieces == ["<s>", "the", "<pad>", "Ġearth", "</s>"]
     assert list(bert.positions(pieces.ids, model.config)) == [2, 3, 1, 4, 5]
     w = {k: v.astype(np.float64) for k, v in model.weights.items()}
-    E = (w["embeddings.word_embeddings.weight"][pieces.ids] + w["embeddings.position_embeddings.weight"][[2, 3, 1, 4, 5]]
-         + w["embeddings.token_type_embeddings.weight"][0])
+    E = (w["embeddings.word_embeddings.weight"][pieces.ids]
+         + w["embeddings.position_embeddings.weight"][[2, 3, 1, 4, 5]] + w["embeddings.token_type_embeddings.weight"][0])
     mean, var = E.mean(axis=1, keepdims=True), E.var(axis=1, keepdims=True)
     X0 = (E - mean) / np.sqrt(var + 1e-5) * w["embeddings.LayerNorm.weight"] + w["embeddings.LayerNorm.bias"]
     np.testing.assert_allclose(bert.forward(pieces.ids, model.weights, model.config).hidden[0], X0, atol=1e-12)
@@ -331,3 +331,110 @@ def test_the_views_name_the_models_own_markers(name):
     heads = run("heads", "The earth is like an orange", "--model", MODELS / name, "--format", "table", "--no-color")
     assert heads.exit_code == 0, heads.stderr
     assert f"* more than half on {MARKERS[name]}" in " ".join(heads.stdout.split())
+
+
+def reference_pieces(name: str, ids) -> list[str]:
+    """The pieces of `ids` as the model's tokenizer.json names them (its vocabulary, then its
+    added tokens): what transformers' convert_ids_to_tokens gives."""
+    tokenizer = json.loads((MODELS / name / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tokenizer["model"]["vocab"]
+    names = dict(enumerate(v[0] for v in vocab)) if isinstance(vocab, list) else {i: p for p, i in vocab.items()}
+    names.update({t["id"]: t["content"] for t in tokenizer["added_tokens"]})
+    return [names[int(i)] for i in ids]
+
+
+@pytest.mark.parametrize("layer", [None, 1])
+@pytest.mark.parametrize("name", NAMES)
+def test_scores_end_to_end_gives_the_references_weights_and_pieces(name, layer):
+    ref = reference(name)
+    for k, sentence in sentences(ref):
+        doc = one(run("scores", sentence, "--model", MODELS / name, "--json", *(["--layer", layer] if layer else [])))
+        alphas = ref[f"attentions_{k}"][(layer or 2) - 1]  # (H, T, T)
+        assert doc["tokens"] == reference_pieces(name, ref[f"ids_{k}"])
+        assert doc["offsets"] == ref[f"offsets_{k}"].tolist()
+        assert doc["special"] == [True] + [False] * (len(doc["tokens"]) - 2) + [True]
+        assert float(np.abs(np.array(doc["weights"]) - alphas.mean(axis=0)).max()) < 1e-5
+        for h, head in enumerate(doc["heads"]):
+            assert float(np.abs(np.array(head["weights"]) - alphas[h]).max()) < 1e-5
+
+
+WORDS = {3: ["Attention", "did", "n't", "tokenize", "unbelievably", "well"]}  # the others: the sentence's split
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_words_are_the_sentences_words_never_pieces(name):
+    """--words over WordPiece, byte-level BPE and Unigram alike: each word's label is its text
+    in the sentence, without the space before it and without Ġ or ▁, and a piece that is
+    only a marker of a word's start (RoBERTa's "Ġ" before "un", XLM-R's "▁") is of that word."""
+    ref = reference(name)
+    for k, sentence in sentences(ref):
+        doc = one(run("scores", sentence, "--model", MODELS / name, "--words", "--json"))
+        start, end = MARKERS[name].split(" and ")
+        assert doc["tokens"] == [start, *WORDS.get(k, sentence.split()), end], (name, k)
+        assert [len(p) for p in doc["pieces"][1:-1]] and sum(map(len, doc["pieces"])) == len(ref[f"ids_{k}"])
+        pieces = one(run("scores", sentence, "--model", MODELS / name, "--json"))
+        M = np.array(pieces["weights"])
+        bounds = np.cumsum([0, *map(len, doc["pieces"])])
+        groups = [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+        expected = np.array([[M[np.ix_(a, b)].sum(axis=1).mean() for b in groups] for a in groups])
+        np.testing.assert_allclose(doc["weights"], expected, atol=1e-14)
+
+
+def test_words_of_pieces_whose_offsets_hold_their_space(tmp_path):
+    """A byte-level BPE with trim_offsets false gives "Ġearth" the span " earth", and a run of
+    spaces a "Ġ" of its own: the words are still the sentence's, without their spaces."""
+    folder = _tokenizer("tiny-roberta", tmp_path, lambda t: (t["post_processor"].update(trim_offsets=False),
+                                                             t["pre_tokenizer"].update(trim_offsets=False)))
+    sentence = "The earth  is like an orange"
+    pieces = one(run("scores", sentence, "--model", folder, "--json"))
+    assert pieces["tokens"][2:5] == ["Ġearth", "Ġ", "Ġis"]
+    assert pieces["offsets"][2:5] == [[3, 9], [9, 10], [10, 13]]  # " earth", " ", " is"
+    doc = one(run("scores", sentence, "--model", folder, "--words", "--json"))
+    assert doc["tokens"] == ["<s>", "The", "earth", "is", "like", "an", "orange", "</s>"]
+    assert doc["pieces"][2:4] == [["Ġearth"], ["Ġ", "Ġis"]]
+
+
+@pytest.mark.parametrize("name,pieces", [
+    ("tiny-roberta", [["Ġ", "ĠHe", "ll", "o"], ["Ġ", ","], ["Ġ", "Ġwor", "ld"], ["!"]]),
+    ("tiny-xlm-roberta", [["▁", "H", "e", "ll", "o"], ["▁", ","], ["▁w", "or", "l", "d"], ["<unk>"]]),
+    ("tiny-distilbert", [["he", "##ll", "##o"], [","], ["wor", "##ld"], ["[UNK]"]]),
+])
+def test_words_of_a_sentence_with_runs_of_spaces(name, pieces):
+    """The words' labels are the text's, an unknown piece's too ("!", which neither XLM-R's
+    Unigram nor DistilBERT's WordPiece holds: their <unk> and [UNK])."""
+    doc = one(run("scores", "  Hello ,  world!", "--model", MODELS / name, "--words", "--json"))
+    assert doc["tokens"][1:-1] == ["Hello", ",", "world", "!"]
+    assert doc["pieces"][1:-1] == pieces
+
+
+def _cosine(a, b):
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compare_finds_a_word_by_its_text_whatever_marks_its_piece(name):
+    """--token bank finds BERT's "bank", RoBERTa's "Ġbank" and XLM-R's "▁bank", as any case
+    of it; the cosines of its hidden states are the reference's."""
+    ref = reference(name)
+    a, b = str(ref["sentences"][1]), str(ref["sentences"][2])  # by the river, at the bank
+    doc = one(run("compare", a, b, "--token", "Bank", "--model", MODELS / name, "--json"))
+    i, j = ([t.lstrip("Ġ▁") for t in reference_pieces(name, ref[f"ids_{k}"])].index("bank") for k in (1, 2))
+    assert [d["index"] for d in doc["sentences"]] == [i, j]
+    expected = [_cosine(ref["hidden_1"][l, i].astype(np.float64), ref["hidden_2"][l, j].astype(np.float64))
+                for l in range(3)]
+    np.testing.assert_allclose([layer[0][1] for layer in doc["hidden_cosine"]], expected, atol=1e-5)
+
+
+def test_a_marker_alone_is_never_the_word_it_precedes():
+    """XLM-R's "▁" before "is" spans the "i" of it, and RoBERTa's two bytes of "é" its span
+    each: neither is found as a word of its own ("i", "é"); --token is finds "is", and
+    --index at the "▁" says what is there."""
+    folder = MODELS / "tiny-xlm-roberta"
+    doc = one(run("context", "The earth is like an orange", "--token", "is", "--model", folder, "--json"))
+    assert (doc["index"], doc["token"], doc["tokens"][4]) == (5, "is", "▁")
+    fails(run("context", "The earth is like an orange", "--token", "is", "--index", "4", "--model", folder),
+          "attncli: error: the token at --index 4 is '▁', not 'is'; 'is' is at --index 5")
+    fails(run("context", "The earth is like an orange", "--token", "i", "--model", folder),
+          "attncli: error: 'i' is not among the tokens: <s> ▁Th e ▁earth ▁ is ▁like ▁an ▁orange </s>")
+    fails(run("context", "the café", "--token", "é", "--model", MODELS / "tiny-roberta"),
+          "attncli: error: 'é' is not among the tokens: <s> the Ġ c a f Ã © </s>")

@@ -193,8 +193,9 @@ def read_tokenizer(where: Path, config: BertConfig):
     if path.name == "tokenizer.json":
         _check_json(files.parse_json(data, path, "", "a tokenizer"), path, config)
         if kind == "Unigram":
-            limits.require(len(data) * files.UNIGRAM_GROWTH, f"{path} ({limits.size(len(data))}, "
-                           f"{files.UNIGRAM_GROWTH} times that once read)", "give the model's own file, or free some memory")
+            limits.require(len(data) * files.UNIGRAM_GROWTH,
+                           f"{path} ({limits.size(len(data))}, {files.UNIGRAM_GROWTH} times that once read)",
+                           "give the model's own file, or free some memory")
     else:
         _check_lines(data, path, config)
         data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
