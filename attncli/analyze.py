@@ -16,7 +16,7 @@ import numpy as np
 
 from attncli import attention, limits, projections, rnn
 from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
-from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize
+from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize, trimmed
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, cosines, embed, unit_rows
 
@@ -119,7 +119,7 @@ class Attention:
 class Trained:
     """A trained model in place of word vectors (--model), and which of its attentions to
     show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
-    Its tokens are the model's word pieces, [CLS] and [SEP] among them; Steps I-III are the
+    Its tokens are the model's word pieces, its markers among them ([CLS], [SEP]); Steps I-III are the
     layer's own, computed by attention.py inside its family's forward pass (models/bert.py)."""
 
     model: object  # models.files.Model
@@ -350,28 +350,38 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 
-def word_groups(sentence: str, pieces) -> list[list[int]]:
-    """The word pieces of each word, in order: a word is where the model's pieces and
-    attncli's own tokens overlap, merged until no piece or token straddles two words, so
-    that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't".
-    [CLS] and [SEP] are words of their own."""
-    spans = [tuple(o) for o, special in zip(pieces.offsets, pieces.special) if not special]
-    spans += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
+def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[str]]:
+    """The word pieces of each word, in order, and each word's text: a word is where the
+    model's pieces and attncli's own tokens overlap, merged until no piece or token
+    straddles two words, so that WordPiece's "didn ' t" and the Penn Treebank's "did n't"
+    meet in "didn't". A piece's span is read without the white space at its ends (a
+    byte-level BPE's "Ġearth" holds the space before it where its offsets are not trimmed),
+    and a piece that spans nothing else (RoBERTa's "Ġ" alone) goes with the word after it.
+    The model's markers ([CLS], [SEP]; <s>, </s>) are words of their own, named as pieces."""
+    spans = [trimmed(sentence, *o) for o in pieces.offsets]
+    words = [s for s, special in zip(spans, pieces.special) if not special and s[0] < s[1]]
+    words += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
     merged: list[list[int]] = []
-    for start, end in sorted(spans):
+    for start, end in sorted(words):
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    groups: dict[int, list[int]] = {}
-    order = []
-    for i, ((start, end), special) in enumerate(zip(pieces.offsets, pieces.special)):
-        key = -1 - i if special else next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(i)
-    return [groups[key] for key in order]
+    merged = merged or [list(trimmed(sentence, 0, len(sentence)))]  # no piece spans a character: one word
+    groups: dict[int, list[int]] = {}  # a word's place in merged (a marker's: -1 - its own) -> its pieces
+    for i, (span, special) in enumerate(zip(spans, pieces.special)):
+        groups.setdefault(-1 - i if special else _word_of(span, merged), []).append(i)
+    labels = [pieces.pieces[i[0]] if key < 0 else sentence[merged[key][0]:merged[key][1]] for key, i in groups.items()]
+    return list(groups.values()), labels
+
+
+def _word_of(span: tuple[int, int], merged: list[list[int]]) -> int:
+    """Which of the words (merged, in order) the piece at `span` is of: the one that holds it
+    or, for a piece that spans nothing, the first that ends after it (else the last)."""
+    start, end = span
+    if start == end:
+        return next((k for k, (_, b) in enumerate(merged) if start < b), len(merged) - 1)
+    return next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
 
 
 def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
@@ -389,12 +399,10 @@ def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
 
 def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     """A scores document over words instead of word pieces (--words): its weights merged by
-    merge_words, each row's share on [CLS] and [SEP] under `special_share`; the scores,
+    merge_words, each row's share on the markers under `special_share`; the scores,
     which no rule merges, left out."""
-    groups = word_groups(sentence, att.pieces)
+    groups, labels = word_groups(sentence, att.pieces)
     special = [all(att.pieces.special[i] for i in g) for g in groups]
-    labels = [att.tokens[g[0]] if special[u] else sentence[att.pieces.offsets[g[0]][0]:att.pieces.offsets[g[-1]][1]]
-              for u, g in enumerate(groups)]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
@@ -431,8 +439,11 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     return doc
 
 
-def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool) -> int:
-    """The position of --token (and/or --index) among the tokens that got a vector."""
+def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
+                  names: list[str | None] | None = None) -> int:
+    """The position of --token (and/or --index) among the tokens that got a vector, each
+    found by its name in `names` where given (a model's word piece by the text it stands
+    for, Pieces.texts: RoBERTa's "Ġbank" by "bank"; None, found by none), else by itself."""
     if index is not None and index >= len(tokens):
         raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens):,} tokens with vectors (0 to {len(tokens) - 1:,})")
     if token is None:
@@ -441,9 +452,10 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(parts) != 1:
         raise TokenError(f"--token takes one token, and {token!r} splits into {len(parts)}: {' '.join(parts) or '(nothing)'}")
     word = parts[0]
-    positions = [i for i, t in enumerate(tokens) if t == word]
+    keys = tokens if names is None else [n.lower() if lowercase and n else n for n in names]
+    positions = [i for i, t in enumerate(keys) if t == word]
     if index is not None:
-        if tokens[index] != word:
+        if keys[index] != word:
             raise TokenError(f"the token at --index {index} is {tokens[index]!r}, not {word!r}" + _positions_hint(word, positions))
         return index
     if not positions:
@@ -454,6 +466,12 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(positions) > 1:
         raise TokenError(f"{word!r} occurs more than once" + _positions_hint(word, positions))
     return positions[0]
+
+
+def token_position(att: Attention, vectors: Vectors | Trained, token: str | None, index: int | None) -> int:
+    """find_position in a sentence's attention: a model's pieces found by their text."""
+    return find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased,
+                         names=None if att.pieces is None else att.pieces.texts)
 
 
 def _positions_hint(word: str, positions: list[int]) -> str:
@@ -478,7 +496,7 @@ def context_doc(
     att = attend(sentence, vectors, opts)
     doc = _common("context", sentence, vectors, att, opts)
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = token_position(att, vectors, token, index)
         doc.update(_token_fields(att, vectors, opts, i, neighbors))
     if all_contexts:
         doc["contexts"] = att.context.tolist()
@@ -544,8 +562,7 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
-            i = find_position(att.tokens, att.embedded.oov, token, indices[n - 1] if indices else None,
-                              lowercase=not vectors.cased)
+            i = token_position(att, vectors, token, indices[n - 1] if indices else None)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
@@ -587,7 +604,7 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
             raise TokenError(f"{word!r} is not a word of {where}; try another word or --vectors")
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
-    i = find_position(att.tokens, att.embedded.oov, word, index, lowercase=not vectors.cased)
+    i = token_position(att, vectors, word, index)
     if not att.projections.word_space:
         raise TokenError("nearest words of a context vector need identity projections, or ones attncli train "
                          "learned: with other --qkv it is a sum of value vectors, not a word vector")
@@ -613,7 +630,7 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
     }
     doc = {**_common("explain", sentence, vectors, att, opts), "steps": {k: v.tolist() for k, v in steps.items()}}
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = token_position(att, vectors, token, index)
         doc.update(token=att.tokens[i], index=i, row={
             "x": steps["X"][i].tolist(), "q": att.Q[i].tolist(),
             "scores": att.scores[:, i].tolist(), "scaled": scaled[:, i].tolist(),  # (H, T)

@@ -473,7 +473,8 @@ READS = "attncli reads BERT's tokenizers"
     (lambda t: t.update(normalizer={"type": "Sequence"}),
      "its normalizer is a Sequence without a list of normalizers; it is not a tokenizer"),
     (lambda t: t.update(post_processor={"type": "ByteLevel", "trim_offsets": True}),
-     f"its post_processor is 'ByteLevel'; {READS}, whose post_processor is a TemplateProcessing or a BertProcessing"),
+     f"its post_processor is 'ByteLevel'; {READS}, whose post_processor is a TemplateProcessing, a BertProcessing "
+     "or a RobertaProcessing"),
     (template([CLS, {"Sequence": {"id": "B", "type_id": 0}}]), sequences("['B']")),
     (template([A, A]), sequences("['A', 'A']")),
     (template([]), sequences("[]")),

@@ -3,10 +3,13 @@
 files.py finds a model's folder and reads its files, each checked before it is read:
 config.json, the safetensors weights, the tokenizer's file. layers.py holds the pieces a
 forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
-sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
+sizes (Config). A family (bert.py: BERT, MiniLM, RoBERTa, XLM-RoBERTa; distilbert.py:
+DistilBERT, bert.py's pass under its own names) gives what is its own:
 
     MODEL_TYPES                    config.json's model_type values it runs
-    read_config(raw, path)         config.json's keys, checked, as a Config
+    CAUSAL                         whether a piece attends only to itself and those before it
+    read_config(raw, path)         config.json's keys, checked, as a Config (or a subclass:
+                                   its length_limit() the most pieces a sentence may have)
     expected_shapes(config)        every tensor its forward pass reads, and its shape
     stored_name(name, header)      a tensor's name in the file
     read_tokenizer(where, config)  its tokenizer, checked
@@ -22,10 +25,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, files
+from attncli.models import bert, distilbert, files
 from attncli.models.files import Model
 
-FAMILIES = {kind: family for family in (bert,) for kind in family.MODEL_TYPES}
+FAMILIES = {kind: family for family in (bert, distilbert) for kind in family.MODEL_TYPES}
 
 
 def family_of(raw: dict, path: Path):

@@ -21,7 +21,7 @@ from attncli.errors import ModelError
 @dataclass(frozen=True)
 class Config:
     """The sizes of a model, as its config.json gives them, that every family has; a family
-    adds its own (bert.BertConfig: token types)."""
+    adds its own (bert.BertConfig: token types, RoBERTa's positions)."""
 
     layers: int  # L
     heads: int  # H, the query heads
@@ -41,6 +41,10 @@ class Config:
     @property
     def key_heads(self) -> int:
         return self.kv_heads or self.heads
+
+    def length_limit(self) -> tuple[int, str]:
+        """The most word pieces a sentence may have, and why, where that is not one a position."""
+        return self.max_positions, ""
 
 
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

@@ -1,5 +1,6 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
-list leaves out, the cells a mask hides, a weight as a bar, a cosine as text."""
+list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a list as
+words, a model's markers."""
 
 from __future__ import annotations
 
@@ -54,3 +55,14 @@ UNDEFINED = "–"  # a cosine with a zero vector: no number, which 0.000 ("unrel
 
 def cosine_text(c: float | None) -> str:
     return UNDEFINED if c is None else f"{c:.3f}"
+
+
+def listed(items: list[str]) -> str:
+    """"a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
+def markers(doc: dict) -> str:
+    """A model's own markers among a document's tokens, as its tokenizer names them: "[CLS]
+    and [SEP]" for BERT's, "<s> and </s>" for RoBERTa's."""
+    return listed(list(dict.fromkeys(t for t, special in zip(doc["tokens"], doc["special"]) if special)))

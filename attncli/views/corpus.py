@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import left_out, top_line
+from attncli.views.common import left_out, listed, top_line
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -54,11 +54,6 @@ def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
         return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
 
     return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
-
-
-def listed(items: list[str]) -> str:
-    """"a, b and c"."""
-    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
 
 
 def baseline_marks(names: list[str]) -> str:

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
+from attncli.views.common import markers
 from attncli.visible import count
 
 
@@ -122,7 +123,8 @@ def figure(plt, docs: list[dict]):
 
 def _heads(plt, docs: list[dict]):
     """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
-    the largest weight), the heads that put more than half on [CLS] and [SEP] marked *."""
+    the largest weight), the heads that put more than half on the model's markers ([CLS] and
+    [SEP]) marked *."""
     rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
     H = len(docs[0]["weights"][0])
     top = max(float(np.max(doc["weights"])) for doc in docs)
@@ -138,7 +140,7 @@ def _heads(plt, docs: list[dict]):
             number = (doc.get("layer") or l + 1, doc.get("head") or h + 1)  # from 1, as --layer and --head
             ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=7, parse_math=False)
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
-                 + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
+                 + (f"\n* more than half the weight on {markers(docs[0])}" if docs[0].get("special_share") else ""),
                  fontsize=9, parse_math=False)
     return fig
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.views import heatmap
-from attncli.views.common import cosine_text, left_out, masked_cells, repeated, top_line, weight_bar
+from attncli.views.common import cosine_text, left_out, markers, masked_cells, repeated, top_line, weight_bar
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -55,7 +55,7 @@ def _describe_model(doc: dict) -> Text:
         which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
     d_head = m["d_model"] // m["heads"]
-    text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); [CLS] and [SEP] are the model's own markers",
+    text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); {markers(doc)} are the model's own markers",
                 style="dim")
     return text
 
@@ -415,8 +415,8 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     shade means the same weight in every picture. Where the width allows, a row a line,
     its token at the left and the columns' positions on top; else two rows of cells to a
     line (the upper half block in the first row's colour on the second's) or, without
-    colour, a shade a cell. A head that puts more than half its attention on [CLS] and
-    [SEP] is marked *."""
+    colour, a shade a cell. A head that puts more than half its attention on the model's
+    markers ([CLS] and [SEP]) is marked *."""
     W = np.array(doc["weights"], dtype=float)  # (L, H, T, T): the layers and heads shown
     L, H, T, _ = W.shape
     layers = [doc["layer"]] if doc.get("layer") else range(1, L + 1)  # their numbers, from 1
@@ -444,7 +444,7 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
                "two rows of cells a line, upper and lower half" if scale is not None else "a row a line")
     parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "
                       f"weight 0 to 1 (the largest here {W.max():.2f})"
-                      + ("; * more than half on [CLS] and [SEP]" if shares else ""), style="dim"))
+                      + (f"; * more than half on {markers(doc)}" if shares else ""), style="dim"))
     return Group(*parts)
 
 
