@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from attncli import attention
 from attncli.errors import OptionError
+from tinyllama import meta_apply_scaling
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -84,24 +85,6 @@ def test_a_rotated_score_depends_on_the_distance_alone(seed, half, theta, m, n, 
     assert Q[m] @ K[n] == pytest.approx(Q[m + shift] @ K[n + shift], rel=1e-9, abs=1e-9)
     if m == n:
         assert Q[m] @ K[n] == pytest.approx(q @ k, rel=1e-9, abs=1e-9)
-
-
-def meta_apply_scaling(freqs, factor, low_freq_factor, high_freq_factor, old_context_len):
-    """Llama 3.1's frequencies as Meta's reference code (llama-models, apply_scaling) writes
-    them, a frequency at a time."""
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    new = []
-    for freq in freqs:
-        wavelen = 2 * math.pi / freq
-        if wavelen < high_freq_wavelen:
-            new.append(freq)
-        elif wavelen > low_freq_wavelen:
-            new.append(freq / factor)
-        else:
-            smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-            new.append((1 - smooth) * freq / factor + smooth * freq)
-    return new
 
 
 @pytest.mark.parametrize("d,theta,factor,low,high,old,bands", [
