@@ -75,6 +75,8 @@ def test_scores_on_the_command_line_is_the_reference(reference):
     np.testing.assert_allclose([head["weights"] for head in doc["heads"]], arrays[f"attentions_{k}"][-1],
                                rtol=0, atol=1e-5)
     assert doc["model"]["heads"] == 4
+    assert doc["model"].get("kv_heads") == {"tiny-llama": 2, "tiny-qwen2": 1, "tiny-mistral": 2}[name]
+    assert doc["qkv"] == {"kind": "model", "d_k": model.config.hidden, "path": name, "heads": 4}
 
 
 def test_the_sliding_window_hides_exactly(reference):
@@ -221,6 +223,18 @@ def test_tied_logits_are_the_embeddings(tmp_path):
     X = np.eye(8)[:3]
     np.testing.assert_array_equal(llama.logits(X, model.weights, model.config),
                                   model.weights["embed_tokens.weight"][:, :3].T.astype(np.float64))
+
+
+def test_the_heads_view_says_which_share(tmp_path):
+    result = run("heads", "the earth is like an orange", "--model", DATA / "tiny-qwen2", "--layer", "1",
+                 "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    assert "model tiny-qwen2 (2 layers x 4 heads, 1 key/value head, d_model = 32" in result.stdout
+    assert "query heads sharing keys and values (grouped-query attention): h1-h4\n" in result.stdout
+    result = run("heads", "the earth is", "--model", write_model(tmp_path / "m"), "--format", "table")
+    assert "h1-h2, h3-h4\n" in result.stdout and "scale 0.5 = 1/sqrt(4)" in result.stdout
+    (doc,) = ok(run("heads", "the earth is", "--model", tmp_path / "m", "--json"))
+    assert doc["model"] == {"name": "m", "layers": 2, "heads": 4, "d_model": 8, "kv_heads": 2, "d_head": 4}
 
 
 # --- config.json: what the family reads, and what it refuses by name
