@@ -206,8 +206,9 @@ def read_window(given: dict, path: Path, kind: str, layers: int) -> int:
         return window or 0
     types = given.get("layer_types")
     if types is None:
+        # the first layer with the window (Qwen2's default 28); one past the last: none has it
         first = 28 if window is None else _whole({"max_window_layers": 28, **given}, "max_window_layers", path, 0,
-                                                 MOST["num_hidden_layers"])
+                                                 MOST["max_position_embeddings"])
         types = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
     if not (isinstance(types, list) and len(types) == layers and all(t in LAYER_TYPES for t in types)):
         raise ModelError(f"{path}: layer_types must list one of {', '.join(LAYER_TYPES)} for each of its {layers} "
