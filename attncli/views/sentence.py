@@ -44,7 +44,8 @@ def _describe(doc: dict) -> Text:
 def _describe_model(doc: dict) -> Text:
     m = doc["model"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}, "
+    shared = f", {count(m['kv_heads'], 'key/value head')}" if "kv_heads" in m else ""
+    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}{shared}, "
                 f"d_model = {m['d_model']:,}, "
                 f"{doc['vectors']['words']:,} word pieces)", style="dim")
     if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
@@ -54,7 +55,7 @@ def _describe_model(doc: dict) -> Text:
     elif "layer" in doc:
         which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
-    d_head = m["d_model"] // m["heads"]
+    d_head = m.get("d_head", m["d_model"] // m["heads"])
     text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); {markers(doc)} are the model's own markers",
                 style="dim")
     return text
@@ -424,6 +425,8 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     scale = heatmap.sequential(1.0, color_system)
     shares = doc.get("special_share")
     parts: list[RenderableType] = [_describe(doc)]
+    if "kv_heads" in doc.get("model", {}):
+        parts.append(Text(_sharing(doc["model"]), style="dim"))
     if T + 4 > width:
         parts.append(Text(f"{T} tokens are too many for a picture of each head in {width} columns; "
                           "--format json holds every weight", style="dim"))
@@ -446,6 +449,13 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
                       f"weight 0 to 1 (the largest here {W.max():.2f})"
                       + (f"; * more than half on {markers(doc)}" if shares else ""), style="dim"))
     return Group(*parts)
+
+
+def _sharing(m: dict) -> str:
+    """Which query heads share a key/value head (grouped-query attention): h1-h2, h3-h4, ..."""
+    group = m["heads"] // m["kv_heads"]
+    spans = [f"h{g * group + 1}-h{(g + 1) * group}" for g in range(m["kv_heads"])]
+    return f"query heads sharing keys and values (grouped-query attention): {', '.join(spans)}"
 
 
 SHADES = " ░▒▓█"
