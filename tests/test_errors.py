@@ -83,8 +83,8 @@ def make_files(folder: Path) -> None:
     (folder / "longline.txt").write_bytes(b"1 4\n" + b"w" * (2 << 20) + b" 1 2 3 4\n")
     (folder / "many.txt").write_text("cat " * 6_000 + "\n", encoding="utf-8")
     (folder / "longdoc.txt").write_text("cat\n" * 400_001, encoding="utf-8")  # one token past the cap without --window
-    (folder / "gpt2").mkdir()
-    (folder / "gpt2" / "config.json").write_text('{"model_type": "gpt2", "n_layer": 12}')
+    (folder / "t5").mkdir()
+    (folder / "t5" / "config.json").write_text('{"model_type": "t5", "num_layers": 6}')
     if MODEL_EXTRA:
         make_models(folder)
 

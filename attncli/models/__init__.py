@@ -3,9 +3,10 @@
 files.py finds a model's folder and reads its files, each checked before it is read:
 config.json, the safetensors weights, the tokenizer's file. layers.py holds the pieces a
 forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
-sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
+sizes (Config). A family (bert.py: BERT, MiniLM; gpt2.py: GPT-2) gives what is its own:
 
     MODEL_TYPES                    config.json's model_type values it runs
+    CAUSAL                         whether it is a decoder (True) or an encoder (False)
     read_config(raw, path)         config.json's keys, checked, as a Config
     expected_shapes(config)        every tensor its forward pass reads, and its shape
     stored_name(name, header)      a tensor's name in the file
@@ -14,7 +15,16 @@ sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
     passed_on(V, weights, l, config)         what each head sends on, f(x_j)
 
-and calls attention.py for its attention, never a copy of it.
+and a decoder (CAUSAL) besides:
+
+    mask(T, config)                (T, T) bool, True where piece i may not attend to piece j:
+                                   every j after i, and those beyond a sliding window where the
+                                   config declares one (documents name it: analyze.mask_keys)
+    logits(X, weights, config)     the scores of every next piece (T, V) after each row of X,
+                                   the final normed hidden states (Pass.hidden[-1])
+
+and calls attention.py for its attention, never a copy of it. forward's Pass.hidden is what
+transformers gives as hidden_states: for a decoder, its last entry after the final norm.
 """
 
 from __future__ import annotations
@@ -22,10 +32,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, files
+from attncli.models import bert, files, gpt2
 from attncli.models.files import Model
 
-FAMILIES = {kind: family for family in (bert,) for kind in family.MODEL_TYPES}
+FAMILIES = {kind: family for family in (bert, gpt2) for kind in family.MODEL_TYPES}
 
 
 def family_of(raw: dict, path: Path):
@@ -36,12 +46,16 @@ def family_of(raw: dict, path: Path):
     return FAMILIES[kind]
 
 
-def load_model(spec: str, revision: str | None = None) -> Model:
+def load_model(spec: str, revision: str | None = None, check=None) -> Model:
     """The model named or found at `spec` (at `revision` in the Hugging Face cache), its
-    files checked and read."""
+    files checked and read; check(name, family), when given, is told the family once
+    config.json is read, before its tokenizer and weights are (to refuse options the family
+    cannot take, before the work of reading them)."""
     name, where, commit = files.folder(spec, revision)
     raw = files.read_config(where / "config.json")
     family = family_of(raw, where / "config.json")
+    if check is not None:
+        check(name, family)
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
     weights = files.read_weights(where, config, family)

@@ -29,7 +29,6 @@ before a sentence and [SEP] after it, checked before tokenizers reads it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import numpy as np
 
 from attncli import attention
 from attncli.errors import ModelError
-from attncli.models import files
+from attncli.models import files, layers
 from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
 
 
@@ -61,20 +60,11 @@ class BertConfig(Config):
 
 def read_config(raw: dict, path: Path) -> BertConfig:
     """config.json's sizes (`raw`, read from `path`), each checked."""
-    sizes = {}
-    for key, most in MOST.items():
-        value = raw.get(key)
-        if key == "type_vocab_size" and value is None:
-            value = 2
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
-            raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from 1 to {most:,}")
-        sizes[key] = value
+    sizes = layers.sizes(raw, path, MOST, {"type_vocab_size": 2})
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise ModelError(f"{path}: hidden_size {sizes['hidden_size']} is not divisible by num_attention_heads "
                          f"{sizes['num_attention_heads']}")
-    eps = raw.get("layer_norm_eps", 1e-12)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
-        raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
+    eps = layers.epsilon(raw, "layer_norm_eps", 1e-12, path)
     act = raw.get("hidden_act", "gelu")
     if not isinstance(act, str) or act not in ACTIVATIONS:
         raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
@@ -84,7 +74,7 @@ def read_config(raw: dict, path: Path) -> BertConfig:
     return BertConfig(layers=sizes["num_hidden_layers"], heads=sizes["num_attention_heads"],
                       hidden=sizes["hidden_size"], intermediate=sizes["intermediate_size"],
                       max_positions=sizes["max_position_embeddings"], vocab_size=sizes["vocab_size"],
-                      norm_eps=float(eps), activation=ACTIVATIONS[act], type_vocab_size=sizes["type_vocab_size"])
+                      norm_eps=eps, activation=ACTIVATIONS[act], type_vocab_size=sizes["type_vocab_size"])
 
 
 def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:

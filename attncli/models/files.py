@@ -69,7 +69,7 @@ FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (
 @dataclass(frozen=True)
 class Pieces:
     """A text as the model reads it: word-piece ids (T,), the pieces, and each piece's
-    character span (start, end) in the text ((0, 0) for [CLS] and [SEP])."""
+    character span (start, end) in the text ((0, 0) for a marker, [CLS] or [SEP])."""
 
     ids: np.ndarray
     pieces: list[str]
@@ -93,8 +93,8 @@ class Model:
         return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
-        """The word pieces of `text`, with [CLS] first and [SEP] last; refused beyond the
-        model's positions."""
+        """The word pieces of `text`, with the markers its tokenizer adds ([CLS] first and
+        [SEP] last for BERT, none for GPT-2); refused beyond the model's positions."""
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
         if T > self.config.max_positions:
@@ -103,6 +103,11 @@ class Model:
         special = [bool(s) for s in encoding.special_tokens_mask]
         return Pieces(np.array(encoding.ids, dtype=np.int64), list(encoding.tokens),
                       [tuple(o) for o in encoding.offsets], special)
+
+    def piece(self, i: int) -> str | None:
+        """The piece of id `i`, as the tokenizer names it; None for an id it gives no piece (an
+        embedding table padded past the tokenizer's vocabulary)."""
+        return self.tokenizer.id_to_token(i)
 
 
 def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
