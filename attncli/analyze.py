@@ -393,12 +393,33 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 
+def trimmed_spans(sentence: str, offsets) -> list[tuple[int, int]]:
+    """Each piece's span (its offsets) in the sentence without the white space at its ends:
+    byte-level BPE's "Ġbank" spans " bank", and its lone "Ġ" a space alone, (s, s) trimmed."""
+    out = []
+    for start, end in offsets:
+        while start < end and sentence[start].isspace():
+            start += 1
+        while end > start and sentence[end - 1].isspace():
+            end -= 1
+        out.append((start, end))
+    return out
+
+
+def piece_texts(sentence: str, offsets) -> list[str]:
+    """What each piece (by its offsets) stands for in the sentence, lowercased as --token is
+    for a model: the text under it ("bank" for GPT-2's "Ġbank"); "" for a marker."""
+    return [sentence[a:b].lower() for a, b in trimmed_spans(sentence, offsets)]
+
+
 def word_groups(sentence: str, pieces) -> list[list[int]]:
     """The word pieces of each word, in order: a word is where the model's pieces and
     attncli's own tokens overlap, merged until no piece or token straddles two words, so
-    that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't".
-    [CLS] and [SEP] are words of their own."""
-    spans = [tuple(o) for o, special in zip(pieces.offsets, pieces.special) if not special]
+    that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't"; a piece
+    of white space alone (byte-level BPE's "Ġ") goes with the word after it. [CLS] and
+    [SEP] are words of their own."""
+    trimmed = trimmed_spans(sentence, pieces.offsets)
+    spans = [span for span, special in zip(trimmed, pieces.special) if not special and span[0] < span[1]]
     spans += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
     merged: list[list[int]] = []
     for start, end in sorted(spans):
@@ -408,8 +429,13 @@ def word_groups(sentence: str, pieces) -> list[list[int]]:
             merged.append([start, end])
     groups: dict[int, list[int]] = {}
     order = []
-    for i, ((start, end), special) in enumerate(zip(pieces.offsets, pieces.special)):
-        key = -1 - i if special else next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
+    for i, ((start, end), special) in enumerate(zip(trimmed, pieces.special)):
+        if special:
+            key = -1 - i
+        elif start < end:
+            key = next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
+        else:  # white space alone: the next word's, or the last word's at the sentence's end
+            key = next((k for k, (a, b) in enumerate(merged) if b > start), len(merged) - 1)
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -436,7 +462,8 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     which no rule merges, left out."""
     groups = word_groups(sentence, att.pieces)
     special = [all(att.pieces.special[i] for i in g) for g in groups]
-    labels = [att.tokens[g[0]] if special[u] else sentence[att.pieces.offsets[g[0]][0]:att.pieces.offsets[g[-1]][1]]
+    spans = trimmed_spans(sentence, att.pieces.offsets)
+    labels = [att.tokens[g[0]] if special[u] else sentence[min(spans[i][0] for i in g):max(spans[i][1] for i in g)]
               for u, g in enumerate(groups)]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
@@ -481,8 +508,10 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     return doc
 
 
-def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool) -> int:
-    """The position of --token (and/or --index) among the tokens that got a vector."""
+def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
+                  texts: list[str] | None = None) -> int:
+    """The position of --token (and/or --index) among the tokens that got a vector; `texts`,
+    what each position answers to besides its token (a model's piece_texts)."""
     if index is not None and index >= len(tokens):
         raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens):,} tokens with vectors (0 to {len(tokens) - 1:,})")
     if token is None:
@@ -491,9 +520,9 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(parts) != 1:
         raise TokenError(f"--token takes one token, and {token!r} splits into {len(parts)}: {' '.join(parts) or '(nothing)'}")
     word = parts[0]
-    positions = [i for i, t in enumerate(tokens) if t == word]
+    positions = [i for i, t in enumerate(tokens) if t == word or (texts is not None and texts[i] == word)]
     if index is not None:
-        if tokens[index] != word:
+        if index not in positions:
             raise TokenError(f"the token at --index {index} is {tokens[index]!r}, not {word!r}" + _positions_hint(word, positions))
         return index
     if not positions:
@@ -504,6 +533,12 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(positions) > 1:
         raise TokenError(f"{word!r} occurs more than once" + _positions_hint(word, positions))
     return positions[0]
+
+
+def _position(sentence: str, att: Attention, vectors, token: str | None, index: int | None) -> int:
+    """find_position among the sentence's tokens, or a model's pieces by their text too."""
+    texts = piece_texts(sentence, att.pieces.offsets) if att.pieces is not None else None
+    return find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased, texts=texts)
 
 
 def _positions_hint(word: str, positions: list[int]) -> str:
@@ -529,7 +564,7 @@ def context_doc(
     att = attend(sentence, vectors, opts)
     doc = _common("context", sentence, vectors, att, opts)
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = _position(sentence, att, vectors, token, index)
         doc.update(_token_fields(att, vectors, opts, i, neighbors))
     if all_contexts:
         doc["contexts"] = att.context.tolist()
@@ -596,8 +631,7 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
-            i = find_position(att.tokens, att.embedded.oov, token, indices[n - 1] if indices else None,
-                              lowercase=not vectors.cased)
+            i = _position(sentence, att, vectors, token, indices[n - 1] if indices else None)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
@@ -665,7 +699,7 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
     }
     doc = {**_common("explain", sentence, vectors, att, opts), "steps": {k: v.tolist() for k, v in steps.items()}}
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = _position(sentence, att, vectors, token, index)
         doc.update(token=att.tokens[i], index=i, row={
             "x": steps["X"][i].tolist(), "q": att.Q[i].tolist(),
             "scores": att.scores[:, i].tolist(), "scaled": scaled[:, i].tolist(),  # (H, T)

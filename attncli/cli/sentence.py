@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 from attncli.analyze import (Options, compare_doc, context_doc, embed_sentence, heads_doc, heads_shown, explain_doc,
-                             neighbors_doc)
+                             neighbors_doc, piece_texts)
 from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
                                  model_options, neighbors_count, neighbors_option, output_options, png_option,
@@ -112,16 +112,18 @@ def compare(sentences, token, indices, neighbors, source, opts, out):
 
 def _same_occurrences(doc: dict, static) -> list[int]:
     """--index counts a model's word pieces ([CLS] first): the positions among the word
-    vectors' tokens of the same occurrences of the word (its second, say) in each sentence."""
+    vectors' tokens of the same occurrences of the word (its second, say) in each sentence,
+    a piece standing for the text under it (GPT-2's "Ġbank" for "bank")."""
     shown = []
     for sentence in doc["sentences"]:
-        tokens, i = sentence["tokens"], sentence["index"]
-        nth = tokens[:i].count(tokens[i])
-        words = embed_sentence(sentence["sentence"], static, Options(), list_missing=False).tokens
-        at = [j for j, word in enumerate(words) if word == tokens[i]]
+        i, text = sentence["index"], sentence["sentence"]
+        texts = piece_texts(text, sentence["offsets"])
+        nth = texts[:i].count(texts[i])
+        words = embed_sentence(text, static, Options(), list_missing=False).tokens
+        at = [j for j, word in enumerate(words) if word == texts[i]]
         if nth >= len(at):
-            raise InputError(f"{sentence['sentence']!r} holds {tokens[i]!r} fewer times among its words than among "
-                             "the model's word pieces")
+            raise InputError(f"{text!r} holds {texts[i]!r} fewer times among its words than among the model's word "
+                             "pieces")
         shown.append(at[nth])
     return shown
 
