@@ -265,3 +265,9 @@ def test_a_window_is_named_and_drawn_from_the_document():
     assert mask_keys(banded[:W, :W]) == {"mask": "causal"}  # a sentence within the window: causal alone
     with pytest.raises(Exception, match="neither causal nor causal within a window"):
         mask_keys(np.eye(T, dtype=bool))
+
+
+def test_fields_keep_predict():
+    doc = one(run("scores", SENTENCES[EARTH], "--model", TINY, "--predict", "2", "--fields", "tokens,mask,predict",
+                  "--json"))
+    assert list(doc) == ["tokens", "mask", "predict"] and len(doc["predict"]) == 2
