@@ -458,8 +458,8 @@ def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
 
 def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     """A scores document over words instead of word pieces (--words): its weights merged by
-    merge_words, each row's share on [CLS] and [SEP] under `special_share`; the scores,
-    which no rule merges, left out."""
+    merge_words, each row's share on the markers ([CLS] and [SEP]) under `special_share`;
+    the scores, which no rule merges, left out. A decoder's words are masked as causal."""
     groups = word_groups(sentence, att.pieces)
     special = [all(att.pieces.special[i] for i in g) for g in groups]
     spans = trimmed_spans(sentence, att.pieces.offsets)
@@ -467,13 +467,14 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
               for u, g in enumerate(groups)]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
-    masked = None if att.mask is None else merge_words(~att.mask, groups) == 0  # (U, U): no piece of v is seen from u
+    # a decoder's: no word attends to a later one (a sliding window over pieces is no band of words)
+    masked = None if att.mask is None else attention.causal_mask(len(groups))  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
                       att.scale, att.Q, att.K, att.V, weights, weights, att.context, masked, shown=att.shown)
     out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups",
                                                      "window")}
     if masked is not None:
-        out.update(mask_keys(masked))
+        out["mask"] = "causal"
     out.update(tokens=labels, special=special, pieces=[[att.tokens[i] for i in g] for g in groups],
                weights=mean.tolist(), top=_tops(words, mean, opts),
                special_share=mean[:, special].sum(axis=1).tolist(),

@@ -271,3 +271,22 @@ def test_fields_keep_predict():
     doc = one(run("scores", SENTENCES[EARTH], "--model", TINY, "--predict", "2", "--fields", "tokens,mask,predict",
                   "--json"))
     assert list(doc) == ["tokens", "mask", "predict"] and len(doc["predict"]) == 2
+
+
+def test_a_windowed_documents_grid_and_header():
+    """scores' view of a document whose mask is causal+window (W = 3): a row's cells beyond
+    its window are masked too, and the header says how many pieces before it a piece sees."""
+    import io
+
+    from rich.console import Console
+
+    from attncli.views.sentence import scores_view
+
+    doc = one(run("scores", SENTENCES[EARTH], "--model", TINY, "--json"))
+    doc.update(mask="causal+window", window=3)
+    screen = Console(file=io.StringIO(), width=80, color_system=None)
+    screen.print(scores_view(doc, width=80))
+    lines = screen.file.getvalue().splitlines()
+    grid = lines[lines.index(next(l for l in lines if l.startswith("weights α_ij"))) + 2:][:6]
+    assert [line.count("·") for line in grid] == [5, 4, 3, 3, 3, 3]
+    assert "mask causal+window: each piece attends to itself and the 2 pieces before it" in " ".join(lines[:4])

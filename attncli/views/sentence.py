@@ -60,8 +60,8 @@ def _describe_model(doc: dict) -> Text:
     said = f"; {listed(markers)} {'are' if len(markers) > 1 else 'is'} the model's own marker" + "s" * (len(markers) > 1)
     text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head})" + (said if markers else ""), style="dim")
     if doc["mask"] != "none":  # a decoder's own
-        window = f" of {doc['window']:,} pieces" if "window" in doc else ""
-        text.append(f"; mask {doc['mask']}{window}: each piece attends to itself and the pieces before it", style="dim")
+        before = f"the {doc['window'] - 1:,} pieces" if "window" in doc else "the pieces"
+        text.append(f"; mask {doc['mask']}: each piece attends to itself and {before} before it", style="dim")
     return text
 
 
