@@ -209,6 +209,13 @@ def test_an_untied_head_is_lm_head(tmp_path, model, reference):
                                atol=1e-12)
 
 
+def test_logits_are_the_same_a_block_of_the_vocabulary_at_a_time(model, reference, monkeypatch):
+    X = gpt2.forward(reference["ids_2"], model.weights, model.config).hidden[-1]
+    whole = X @ model.weights["wte.weight"].T.astype(np.float64)
+    monkeypatch.setattr(gpt2, "LOGIT_ROWS", 100)  # 501 rows: five blocks, the last of one row
+    np.testing.assert_allclose(gpt2.logits(X, model.weights, model.config), whole, rtol=1e-13, atol=1e-13)
+
+
 def test_logits_that_overflow_are_refused(model):
     weights = {**model.weights, "wte.weight": model.weights["wte.weight"] * np.float32(1e30)}
     with pytest.raises(ModelError, match="the logits leave float64's range"):

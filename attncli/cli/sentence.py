@@ -206,7 +206,8 @@ def explain(sentence, token, index, source, opts, out):
 def heads(sentence, source, opts, out):
     """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
     --model every layer x head of the trained model (a head that puts more than half its
-    attention on [CLS] and [SEP] marked *), or the heads of one --layer, or one --head of
+    attention on [CLS] and [SEP], or a decoder's on its first piece, marked *), or the
+    heads of one --layer, or one --head of
     every layer; over word vectors the --heads heads of one layer. --format json gives
     "weights" as layers x heads x T x T of those shown, and with --model "layer" and "head"
     (null: every one).

@@ -204,12 +204,19 @@ def layer(X: np.ndarray, weights: dict, l: int, config: Config,
     return X1 + feed_forward(norm(X1, weights, f"h.{l}.ln_2", config), weights, l, config), steps  # (T, D)
 
 
+LOGIT_ROWS = 4096  # rows of the head widened to float64 at a time: 25 MB at GPT-2's D = 768, not its 309 MB whole
+
+
 def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     """The scores of every next piece after each row of X (T, D), the final normed hidden
-    states: X E_word^T, or X W_lm^T where the head is untied (T, V)."""
+    states: X E_word^T, or X W_lm^T where the head is untied (T, V), a block of the
+    vocabulary at a time."""
     head = weights["wte.weight" if config.tied else "lm_head.weight"]  # (V, D)
+    out = np.empty((len(X), len(head)))  # (T, V)
     with np.errstate(all="ignore"):  # checked just below
-        return finite(attention.project(X, head.T), "the logits")  # (T, V)
+        for start in range(0, len(head), LOGIT_ROWS):
+            out[:, start:start + LOGIT_ROWS] = attention.project(X, head[start:start + LOGIT_ROWS].T)
+    return finite(out, "the logits")  # (T, V)
 
 
 def pass_bytes(T: int, config: Config) -> int:
