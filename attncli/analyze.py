@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, limits, projections, rnn
-from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
+from attncli.errors import AttncliError, InputError, ModelError, OptionError, TokenError, finite, positive, whole
 from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize, trimmed
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, cosines, embed, unit_rows
@@ -119,8 +119,11 @@ class Attention:
 class Trained:
     """A trained model in place of word vectors (--model), and which of its attentions to
     show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
-    Its tokens are the model's word pieces, its markers among them ([CLS], [SEP]); Steps I-III are the
-    layer's own, computed by attention.py inside its family's forward pass (models/bert.py)."""
+    Its tokens are the model's word pieces, with the markers its tokenizer adds (an
+    encoder's [CLS] and [SEP], a decoder's <s> or none); Steps I-III are the layer's own,
+    computed by attention.py inside its family's forward pass (models/). A
+    decoder's attention is masked as its family's mask(T, config) says (causal, and within
+    a window where the model has one), and its logits give the next piece (predict)."""
 
     model: object  # models.files.Model
     layer: int
@@ -149,6 +152,8 @@ class Trained:
             raise InputError("the sentence is empty; give some words")
         pieces = self.model.encode(sentence)
         config, T = self.model.config, len(pieces.ids)
+        if T == 0:  # a tokenizer whose normalizer leaves nothing of the text, and that adds no marker
+            raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
         family = self.model.family
         limits.require(family.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
@@ -164,8 +169,9 @@ class Trained:
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
         Z = steps["context"] if shown is None else steps["Z"][shown]  # (T, D), or the head's own (T, d_head)
+        masked = self.model.family.mask(len(pieces.ids), config) if self.model.causal else None  # (T, T)
         return Attention(embedded, proj, float(attention.default_scale(config.d_head)), steps["Q"], steps["K"],
-                         steps["V"], steps["scores"], steps["weights"], Z, None,
+                         steps["V"], steps["scores"], steps["weights"], Z, masked,
                          shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
 
     def projections(self, l: int) -> dict[str, dict[str, np.ndarray]]:
@@ -182,15 +188,42 @@ class Trained:
 
     def describe(self, att: Attention) -> dict:
         """What a model adds to a document's keys; its key/value heads where its query heads
-        share them, and d_head where it is not d_model / heads."""
+        share them, d_head where it is not d_model / heads, and a decoder's mask in
+        place of --mask's."""
         c = self.model.config
         model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
         if c.key_heads != c.heads:
             model["kv_heads"] = c.key_heads
         if c.d_head * c.heads != c.hidden:
             model["d_head"] = c.d_head
-        return {"model": model, "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
-                "offsets": [list(o) for o in att.pieces.offsets]}
+        doc = {"model": model, "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+               "offsets": [list(o) for o in att.pieces.offsets]}
+        return doc if att.mask is None else {**mask_keys(att.mask), **doc}
+
+    def predict(self, att: Attention, k: int) -> list[dict]:
+        """A decoder's k likeliest next pieces after the sentence, likeliest first: the softmax
+        of the logits at its last piece, from that piece's final (normed) hidden state."""
+        if not self.model.causal:
+            raise OptionError(f"{self.model.name} is an encoder: it predicts no next piece")
+        family, config = self.model.family, self.model.config
+        z = family.logits(att.hidden[-1][-1:], self.model.weights, config)[0]  # (V,)
+        p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
+        top = np.argsort(-z, kind="stable")[:k]  # ties: the smaller id first
+        return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),
+                 "logprob": float(logp[i])} for i in top]
+
+
+def mask_keys(mask: np.ndarray) -> dict:
+    """What a document says of a model's mask (T, T), True where piece i may not attend to
+    piece j: {"mask": "causal"}, or, where a row sees at most W pieces (itself and the W - 1
+    before it) and W < T, {"mask": "causal+window", "window": W}: the views draw the masked
+    cells from these keys alone. A mask of another shape is refused: nothing could show it."""
+    T = len(mask)
+    window = int((~mask).sum(axis=1).max())  # the most pieces a row attends to
+    if not np.array_equal(mask, attention.causal_mask(T) | attention.window_mask(T, window - 1)):
+        raise ModelError("the model's attention mask is neither causal nor causal within a window, the masks "
+                         "attncli shows")
+    return {"mask": "causal"} if window >= T else {"mask": "causal+window", "window": window}
 
 
 def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None,
@@ -326,11 +359,12 @@ def _tops(att: Attention, weights: np.ndarray, opts: Options) -> list[list[dict]
 
 
 def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
-               norms: bool = False, words: bool = False) -> dict:
+               norms: bool = False, words: bool = False, predict: int = 0) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
     attended, for every head under `heads` and, at the top, their mean (with one head, its own).
     `rollout` adds the attention rollout up to the layer shown; `norms` what each token
-    sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms)."""
+    sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms);
+    `predict`, a decoder's likeliest next pieces, that many (_predicted)."""
     att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads + (2 if rollout or norms else 0))
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
@@ -355,7 +389,17 @@ def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Option
         doc["norms"] = (per_head[att.shown] if att.shown is not None else attention.summed_norms(att.weights, F)).tolist()
         for head, M in zip(doc["heads"], per_head):
             head["norms"] = M.tolist()
+    doc.update(_predicted(att, vectors, predict))
     return words_doc(doc, sentence, att, opts) if words else doc
+
+
+def _predicted(att: Attention, vectors, k: int) -> dict:
+    """{"predict": the k likeliest next pieces} of a decoder (Trained.predict), or nothing for k = 0."""
+    if not k:
+        return {}
+    if not isinstance(vectors, Trained):
+        raise OptionError("predict gives the next pieces a decoder model predicts; word vectors predict none")
+    return {"predict": vectors.predict(att, k)}
 
 
 def _passed_on(att: Attention, vectors) -> np.ndarray:
@@ -421,9 +465,14 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     special = [all(att.pieces.special[i] for i in g) for g in groups]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
+    # a decoder's: no word attends to a later one (a sliding window over pieces is no band of words)
+    masked = None if att.mask is None else attention.causal_mask(len(groups))  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
-                      att.scale, att.Q, att.K, att.V, weights, weights, att.context, None, shown=att.shown)
-    out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups")}
+                      att.scale, att.Q, att.K, att.V, weights, weights, att.context, masked, shown=att.shown)
+    out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups",
+                                                     "window")}
+    if masked is not None:
+        out["mask"] = "causal"
     out.update(tokens=labels, special=special, pieces=[[att.tokens[i] for i in g] for g in groups],
                weights=mean.tolist(), top=_tops(words, mean, opts),
                special_share=mean[:, special].sum(axis=1).tolist(),
@@ -436,8 +485,9 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     """The `heads` document: the weights (L, H, T, T) of every layer's every head at a glance
     (one layer over word vectors, its --heads heads), or of the one `layer` and/or the one
     `head` (from 1) a model's --layer and --head choose, which "layer" and "head" say (null:
-    every one); with a model, what share of each head's attention goes to [CLS] and [SEP],
-    where a head with nothing to do puts it."""
+    every one); with a model, what share of each head's attention goes to its markers ([CLS]
+    and [SEP]), where an encoder's head with nothing to do puts it, and with a decoder the
+    share on its first piece, the attention sink of Xiao et al. (2023), where a decoder's does."""
     H = vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
     L = vectors.model.config.layers if isinstance(vectors, Trained) else 1
     att = attend(sentence, vectors, opts, listed=(1 if layer else L) * (1 if head else H))
@@ -452,6 +502,8 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     if att.pieces is not None:
         special = np.array(att.pieces.special)  # (T,)
         doc["special_share"] = layers[..., special].sum(axis=-1).mean(axis=-1).tolist()  # (L, H)
+        if vectors.model.causal:
+            doc["first_share"] = layers[..., 0].mean(axis=-1).tolist()  # (L, H)
     return doc
 
 
@@ -505,10 +557,11 @@ def context_doc(
     index: int | None = None,
     all_contexts: bool = False,
     neighbors: int = 5,
+    predict: int = 0,
 ) -> dict:
     """The `context` document: one token's weights, top attended, context vector and the words
     nearest to it; with `all_contexts`, every token's context vector as well (and then the
-    token may be left out)."""
+    token may be left out); `predict` as scores_doc's."""
     att = attend(sentence, vectors, opts)
     doc = _common("context", sentence, vectors, att, opts)
     if token is not None or index is not None:
@@ -516,6 +569,7 @@ def context_doc(
         doc.update(_token_fields(att, vectors, opts, i, neighbors))
     if all_contexts:
         doc["contexts"] = att.context.tolist()
+    doc.update(_predicted(att, vectors, predict))
     return doc
 
 

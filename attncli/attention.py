@@ -110,6 +110,14 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)  # (T, T), each row sums to 1
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """The logarithm of softmax over the last axis, computed stably: each logit less the
+    logarithm of its row's sum of exponentials (after the same shift by the maximum), so
+    that a probability too small for a float64 (exp(-800)) still has its logarithm."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (..., V), each row's max is 0
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (..., V)
+
+
 def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.ndarray | None = None) -> np.ndarray:
     """Step II: alpha_i = softmax_j(omega_ij * scale / temperature), row by row; a masked
     cell's logit is -inf, so its weight is exactly 0. The scale must be finite and the

@@ -40,16 +40,16 @@ class StatsJob:
 def sentence_arrays(text: str, vectors, opts: Options):
     """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence."""
     att = attend(text, vectors, opts)
-    if att.layers is not None:  # a model: every layer, its pieces with [CLS] first and [SEP]s
-        alpha, T = att.layers, len(att.tokens)
-        special = np.array(att.pieces.special, dtype=bool)
-        cls = special & (np.arange(T) == 0)
-        sep = special & (np.arange(T) > 0)
-        allowed = np.ones((T, T), dtype=bool)
+    T = len(att.tokens)
+    cls = sep = np.zeros(T, dtype=bool)
+    if att.layers is not None:  # a model: every layer; an encoder's pieces with [CLS] first and [SEP]s
+        alpha = att.layers
+        if not vectors.model.causal:  # a decoder's marker (Llama's <s>) is no [CLS]: its share is under first
+            special = np.array(att.pieces.special, dtype=bool)
+            cls, sep = special & (np.arange(T) == 0), special & (np.arange(T) > 0)
     else:
-        alpha, T = att.weights[None], len(att.tokens)
-        cls = sep = np.zeros(T, dtype=bool)
-        allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask
+        alpha = att.weights[None]
+    allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
     punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
     return alpha, allowed, list(att.tokens), punct, cls, sep
 
@@ -201,6 +201,6 @@ def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
         line, reason = total.first_skip
         raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
     model = isinstance(vectors, Trained)
-    records = total.words.records() if by == "word" else stats.head_records(total)
+    records = total.words.records() if by == "word" else stats.head_records(total, model=model)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
             "model": vectors.name if model else None, "vectors": None if model else vectors.name, "records": records}

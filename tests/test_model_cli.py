@@ -194,8 +194,8 @@ def test_model_options_without_a_model():
 def test_bad_model_folders(tmp_path, tiny):
     fails(run("scores", SENTENCE, "--model", tmp_path / "none"), "does not exist; give a model's folder")
     broken = write_model(tmp_path / "broken")
-    (broken / "config.json").write_text(json.dumps({**TINY, "model_type": "gpt2"}))
-    fails(run("scores", SENTENCE, "--model", broken), "model_type is 'gpt2'")
+    (broken / "config.json").write_text(json.dumps({**TINY, "model_type": "t5"}))
+    fails(run("scores", SENTENCE, "--model", broken), "model_type is 't5'")
     fails(run("scores", " ".join(["the"] * 15), "--model", tiny), "is 17 word pieces long", "at most 16")
 
 

@@ -49,8 +49,9 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
-    attention on the token itself, the previous and the next token, [CLS], [SEP] and
-    punctuation, and TransformerLens's previous-token, duplicate-token and induction scores
+    attention on the token itself, the previous and the next token, with --model the first
+    position (a decoder's attention sink), [CLS], [SEP] and punctuation, and
+    TransformerLens's previous-token, duplicate-token and induction scores
     (the last two on sentences whose tokens repeat). Beside each, the same statistic under
     baselines: uniform attention, the sentences shuffled, and random projections; a
     statistic a baseline equals (within 0.005 or 1%) is marked. Out: a record per head (JSON

@@ -36,7 +36,6 @@ RoBERTa's byte-level BPE or XLM-RoBERTa's Unigram.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +43,7 @@ import numpy as np
 
 from attncli import attention, limits
 from attncli.errors import ModelError
-from attncli.models import files
+from attncli.models import files, layers
 from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
 
 

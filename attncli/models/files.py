@@ -130,6 +130,11 @@ class Model:
         return Pieces(np.array(encoding.ids, dtype=np.int64), pieces, offsets, special,
                       piece_texts(text, offsets, special))
 
+    def piece(self, i: int) -> str | None:
+        """The piece of id `i`, as the tokenizer names it; None for an id it gives no piece (an
+        embedding table padded past the tokenizer's vocabulary)."""
+        return self.tokenizer.id_to_token(i)
+
 
 def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
     """(name, folder, commit) of --model: a known name, a folder, or a model in the Hugging

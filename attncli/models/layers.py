@@ -48,6 +48,28 @@ class Config:
         return self.max_positions, ""
 
 
+def sizes(raw: dict, path, most: dict[str, int], defaults: dict[str, int] | None = None) -> dict[str, int]:
+    """config.json's sizes named in `most` (a key's largest value), each a whole number from
+    1 to its most, checked before anything of its size is made; `defaults` stand in for the
+    keys config.json leaves out."""
+    out = {}
+    for key, largest in most.items():
+        value = raw.get(key, (defaults or {}).get(key))
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= largest:
+            raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from 1 to {largest:,}")
+        out[key] = value
+    return out
+
+
+def epsilon(raw: dict, key: str, default: float, path) -> float:
+    """A norm's epsilon, config.json's `key` (`default` where it leaves it out): a number
+    between 0 and 1."""
+    eps = raw.get(key, default)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
+        raise ModelError(f"{path}: {key} is {eps!r}; it must be a number between 0 and 1")
+    return float(eps)
+
+
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """Each row to mean 0 and variance 1 (the population variance), then scaled and shifted."""
     mean = X.mean(axis=-1, keepdims=True)  # (T, 1)
