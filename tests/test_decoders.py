@@ -145,7 +145,7 @@ def test_rollout_and_norms(model):
 def test_words_merge_the_references_pieces(model):
     k = WORDS
     doc = one(run("scores", SENTENCES[k], "--model", TINY, "--words", "--json"))
-    groups = word_groups(SENTENCES[k], model.encode(SENTENCES[k]))
+    groups, _ = word_groups(SENTENCES[k], model.encode(SENTENCES[k]))
     assert doc["tokens"] == ["Attention", "did", "n't", "tokenize", "unbelievably", "well"]
     assert doc["pieces"][4] == ["Ġ", "un", "be", "lie", "vab", "ly"]
     np.testing.assert_allclose(doc["weights"], merge_words(REF[f"attentions_{k}"][1].mean(axis=0), groups), atol=ATOL)

@@ -44,7 +44,7 @@ import numpy as np
 from attncli import attention, limits
 from attncli.errors import ModelError
 from attncli.models import files, layers
-from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
+from attncli.models.layers import Config, Pass, dense, finite, gelu, norm, whole
 
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
@@ -86,14 +86,6 @@ class BertConfig(Config):
                                             f"padding_idx + 1 = {first:,}: its positions start at {first:,})")
 
 
-def whole(raw: dict, key: str, path: Path, least: int, most: int, default: int | None = None) -> int:
-    """config.json's `key`, a whole number from `least` to `most` (`default` where it is left out)."""
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
-        raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from {least:,} to {most:,}")
-    return value
-
-
 def read_sizes(raw: dict, path: Path, keys: dict[str, str], most: dict[str, int]) -> dict[str, int]:
     """Config's sizes, each read from config.json (`raw`, read from `path`) under its key
     (`keys`: a size's name -> its key) and checked, to `most[key]` at most; the hidden size
@@ -116,9 +108,7 @@ def activation(raw: dict, key: str, path: Path) -> str:
 def read_config(raw: dict, path: Path) -> BertConfig:
     """config.json's sizes (`raw`, read from `path`), each checked."""
     sizes = read_sizes(raw, path, SIZES, MOST)
-    eps = raw.get("layer_norm_eps", 1e-12)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
-        raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
+    eps = layers.epsilon(raw, "layer_norm_eps", 1e-12, path)
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise ModelError(f"{path}: position_embedding_type is {position!r}; attncli runs absolute positions")
@@ -127,7 +117,7 @@ def read_config(raw: dict, path: Path) -> BertConfig:
                          "this family as encoders, every piece attending to every other: give an encoder's config "
                          "(is_decoder false)")
     kind = raw["model_type"]
-    return BertConfig(**sizes, norm_eps=float(eps), activation=activation(raw, "hidden_act", path),
+    return BertConfig(**sizes, norm_eps=eps, activation=activation(raw, "hidden_act", path),
                       type_vocab_size=whole(raw, "type_vocab_size", path, 1, MOST["type_vocab_size"], default=2),
                       padding_idx=None if kind == "bert" else _padding_idx(raw, path, sizes["max_positions"]),
                       model_type=kind)

@@ -67,12 +67,12 @@ class GPT2Config(Config):
 
 def read_config(raw: dict, path: Path) -> GPT2Config:
     """config.json's sizes and switches (`raw`, read from `path`), each checked."""
-    sizes = layers.sizes(raw, path, MOST)
+    sizes = {key: layers.whole(raw, key, path, 1, most) for key, most in MOST.items()}
     D, H = sizes["n_embd"], sizes["n_head"]
     if D % H:
         raise ModelError(f"{path}: n_embd {D} is not divisible by n_head {H}")
     # n_inner null (as GPT-2's own config.json has it) is 4 D, at most 4 MOST["n_embd"]
-    inner = 4 * D if raw.get("n_inner") is None else layers.sizes(raw, path, {"n_inner": INNER_MOST})["n_inner"]
+    inner = 4 * D if raw.get("n_inner") is None else layers.whole(raw, "n_inner", path, 1, INNER_MOST)
     act = raw.get("activation_function", "gelu_new")
     if not isinstance(act, str) or act not in ACTIVATIONS:
         raise ModelError(f"{path}: activation_function is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")

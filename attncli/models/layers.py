@@ -48,17 +48,13 @@ class Config:
         return self.max_positions, ""
 
 
-def sizes(raw: dict, path, most: dict[str, int], defaults: dict[str, int] | None = None) -> dict[str, int]:
-    """config.json's sizes named in `most` (a key's largest value), each a whole number from
-    1 to its most, checked before anything of its size is made; `defaults` stand in for the
-    keys config.json leaves out."""
-    out = {}
-    for key, largest in most.items():
-        value = raw.get(key, (defaults or {}).get(key))
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= largest:
-            raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from 1 to {largest:,}")
-        out[key] = value
-    return out
+def whole(raw: dict, key: str, path, least: int, most: int, default: int | None = None) -> int:
+    """config.json's `key`, a whole number from `least` to `most` (`default` where it leaves
+    it out), checked before anything of its size is made."""
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+        raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from {least:,} to {most:,}")
+    return value
 
 
 def epsilon(raw: dict, key: str, default: float, path) -> float:

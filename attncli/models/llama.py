@@ -45,8 +45,8 @@ import numpy as np
 
 from attncli import attention, limits
 from attncli.errors import ModelError
-from attncli.models import files
-from attncli.models.layers import Config, Pass, dense, finite, rms_norm, silu
+from attncli.models import files, layers
+from attncli.models.layers import Config, Pass, dense, finite, rms_norm, silu, whole
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
@@ -90,13 +90,6 @@ class LlamaConfig(Config):
     tied: bool = False  # the LM head is the word embeddings (tie_word_embeddings)
 
 
-def _whole(raw: dict, key: str, path: Path, least: int, most: int) -> int:
-    value = raw.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
-        raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from {least:,} to {most:,}")
-    return value
-
-
 def _number(raw: dict, key: str, path: Path, least: float, what: str, default: float | None = None) -> float:
     value = raw.get(key, default)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < least:
@@ -116,10 +109,10 @@ def read_config(raw: dict, path: Path) -> LlamaConfig:
     reads besides for its model_type: the key/value heads, head_dim, RoPE, the sliding
     window, the biases, the tied LM head. What attncli does not run is refused by name."""
     kind = raw["model_type"]
-    sizes = {key: _whole(raw, key, path, 1, most) for key, most in MOST.items()}
+    sizes = {key: whole(raw, key, path, 1, most) for key, most in MOST.items()}
     H, D = sizes["num_attention_heads"], sizes["hidden_size"]
     given = {**DEFAULTS[kind], **raw}
-    kv = H if given["num_key_value_heads"] is None else _whole(given, "num_key_value_heads", path, 1, H)
+    kv = H if given["num_key_value_heads"] is None else whole(given, "num_key_value_heads", path, 1, H)
     if H % kv:
         raise ModelError(f"{path}: num_key_value_heads {kv} does not divide num_attention_heads {H}: each key/value "
                          "head serves a whole group of query heads")
@@ -129,13 +122,11 @@ def read_config(raw: dict, path: Path) -> LlamaConfig:
             raise ModelError(f"{path}: hidden_size {D} is not divisible by num_attention_heads {H}, and no head_dim "
                              "is given")
         head_dim = D // H
-    head_dim = _whole({"head_dim": head_dim}, "head_dim", path, 2, HEAD_DIM_MOST)
+    head_dim = whole({"head_dim": head_dim}, "head_dim", path, 2, HEAD_DIM_MOST)
     if head_dim % 2:
         raise ModelError(f"{path}: head_dim is {head_dim}; rotary embeddings turn pairs of features, so it must be "
                          "even")
-    eps = raw.get("rms_norm_eps", 1e-6)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
-        raise ModelError(f"{path}: rms_norm_eps is {eps!r}; it must be a number between 0 and 1")
+    eps = layers.epsilon(raw, "rms_norm_eps", 1e-6, path)
     act = raw.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
         raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs the Llama family's silu")
@@ -145,7 +136,7 @@ def read_config(raw: dict, path: Path) -> LlamaConfig:
     bias = kind == "llama" and _flag(raw, "attention_bias", path)
     return LlamaConfig(layers=sizes["num_hidden_layers"], heads=H, hidden=D, intermediate=sizes["intermediate_size"],
                        max_positions=sizes["max_position_embeddings"], vocab_size=sizes["vocab_size"],
-                       norm_eps=float(eps), activation="silu", kv_heads=kv, head_dim=head_dim,
+                       norm_eps=eps, activation="silu", kv_heads=kv, head_dim=head_dim,
                        rope=read_rope(raw, path, sizes["max_position_embeddings"]),
                        window=read_window(given, path, kind, sizes["num_hidden_layers"]),
                        qkv_bias=kind == "qwen2" or bias, o_bias=bias,
@@ -188,7 +179,7 @@ def read_rope(raw: dict, path: Path, max_positions: int) -> Rope:
                                                             params.get("original_max_position_embeddings",
                                                                        max_positions))}
     return Rope(theta, kind, factor, low, high,
-                _whole(original, "original_max_position_embeddings", path, 1, MOST["max_position_embeddings"]))
+                whole(original, "original_max_position_embeddings", path, 1, MOST["max_position_embeddings"]))
 
 
 def read_window(given: dict, path: Path, kind: str, layers: int) -> int:
@@ -201,13 +192,13 @@ def read_window(given: dict, path: Path, kind: str, layers: int) -> int:
     use = kind == "mistral" or _flag(given, "use_sliding_window", path)
     window = given["sliding_window"] if use else None
     if window is not None:
-        window = _whole(given, "sliding_window", path, 1, MOST["max_position_embeddings"])
+        window = whole(given, "sliding_window", path, 1, MOST["max_position_embeddings"])
     if kind == "mistral":
         return window or 0
     types = given.get("layer_types")
     if types is None:
         # the first layer with the window (Qwen2's default 28); one past the last: none has it
-        first = 28 if window is None else _whole({"max_window_layers": 28, **given}, "max_window_layers", path, 0,
+        first = 28 if window is None else whole({"max_window_layers": 28, **given}, "max_window_layers", path, 0,
                                                  MOST["max_position_embeddings"])
         types = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
     if not (isinstance(types, list) and len(types) == layers and all(t in LAYER_TYPES for t in types)):

@@ -67,7 +67,8 @@ def marked_heads(doc: dict) -> tuple[list[list[float]] | None, str]:
     a decoder's first piece (the attention sink, Xiao et al. 2023), an encoder's markers."""
     if "first_share" in doc:
         return doc["first_share"], "the first position (the attention sink)"
-    return doc.get("special_share"), listed(markers(doc))
+    shares = doc.get("special_share")  # over word vectors none: no head is marked
+    return shares, "" if shares is None else listed(markers(doc))
 
 
 def weight_bar(weight: float, width: int = 30) -> str:
