@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from attncli import load_vectors
+
 # CI runs a fixed set of examples, so a green main stays green; local runs explore anew
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
@@ -29,6 +31,12 @@ def private_cache(tmp_path_factory):
         del os.environ["ATTNCLI_CACHE_DIR"]
     else:
         os.environ["ATTNCLI_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="session")
+def glove():
+    """The bundled vectors, loaded once for the whole run (a memory map: tests only read them)."""
+    return load_vectors()
 
 
 @pytest.fixture

@@ -209,11 +209,6 @@ def tiny(tiny_path):
     return load_vectors(tiny_path)
 
 
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
-
-
 def tiny_run(tiny_path, command, *args, **kw):
     return run(command, *args, "--vectors", tiny_path, **kw)
 

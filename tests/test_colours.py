@@ -16,7 +16,6 @@ from rich.console import Console
 
 from clirunner import run
 from grids import grid
-from attncli import load_vectors
 from attncli.analyze import Options, scores_doc
 from attncli.views import heatmap, sentence
 
@@ -123,11 +122,6 @@ def legend_steps(text: str) -> list[tuple[str, tuple]]:
         if " by colour: " in plain:
             return [(t.strip(), bg) for t, _, bg in line if bg is not None]
     raise AssertionError("no legend")
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 @pytest.fixture(scope="module")

@@ -129,11 +129,6 @@ def leftovers(folder) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
-
-
-@pytest.fixture(scope="module")
 def small_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("small") / "small.txt"
     lines = [f"{len(SMALL_ROWS)} 4"] + [f"{w} {' '.join(repr(x) for x in v)}" for w, v in SMALL_ROWS]

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import Options, attention, context_doc, load_vectors, scores_doc
+from attncli import Options, attention, context_doc, scores_doc
 from attncli import batch as batches
 from attncli import limits
 from attncli.analyze import document_rows
@@ -142,11 +142,6 @@ def without_line(doc: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from rich.console import Console
 
 from clirunner import one, run
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import load_vectors
 from attncli.analyze import scores_doc
 from attncli.views import heatmap, sentence
 
@@ -30,11 +29,6 @@ WORDS = ("administration the responsibility of international government informat
          "championships infrastructure investigation headquarters entertainment "
          "a cat sat on mats near old houses where children play games under tall green trees during warm "
          "summer days with friends from school after lunch").split()
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 def draw(view, doc: dict, width: int, **kw) -> str:
@@ -231,4 +225,3 @@ def test_a_cut_grid_says_what_its_rows_sum_to(glove):
     assert "each row sums to 1 over all 6 columns, of which the first 3 are shown" in text
     full = " ".join(draw(sentence.scores_view, doc, 80).split())
     assert "each row sums to 1;" in full
-

@@ -168,11 +168,6 @@ def tiny2_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
-
-
-@pytest.fixture(scope="module")
 def glove_proj(tmp_path_factory) -> Path:
     """`attncli qkv init --d-k 4 --seed 0` for the bundled vectors (d = 50)."""
     path = tmp_path_factory.mktemp("proj") / "proj.npz"

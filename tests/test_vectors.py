@@ -28,11 +28,6 @@ GLOVE_THE = (
 GLOVE_KING_START = "0.50451 0.68607 -0.59517 -0.022801 0.60046 -0.13498"
 
 
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
-
-
 def test_bundled_shape_order_and_case(glove):
     assert glove.matrix.shape == (100_000, 50) and glove.matrix.dtype == np.float32
     assert [glove.vocab.word(i) for i in range(5)] == ["the", ",", ".", "of", "to"]  # GloVe's own frequency order

@@ -19,7 +19,6 @@ from rich.text import Text
 
 from clirunner import one, run
 from grids import longest_line
-from attncli import load_vectors
 from attncli.analyze import Options, compare_doc, explain_doc
 from attncli.views import export, sentence, vectors
 
@@ -35,11 +34,6 @@ def draw(renderable, width: int = 80) -> str:
     out = io.StringIO()
     Console(file=out, width=width, color_system=None).print(renderable)
     return out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 # --------------------------------------------------------------------------- vectors info, clear
