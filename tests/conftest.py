@@ -2,10 +2,12 @@ import os
 import signal
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
 from attncli import load_vectors
+from helpers import NINE_WORDS, matrix, write_text
 
 # CI runs a fixed set of examples, so a green main stays green; local runs explore anew
 settings.register_profile("ci", derandomize=True)
@@ -47,3 +49,10 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("ATTNCLI_CACHE_DIR", str(folder))
     monkeypatch.delenv("ATTNCLI_VECTORS", raising=False)
     return folder
+
+
+@pytest.fixture
+def source(tmp_path) -> tuple[Path, np.ndarray]:
+    """A word2vec text file of NINE_WORDS, 4 values each, and its matrix (9, 4)."""
+    M = matrix(len(NINE_WORDS), 4, seed=1)
+    return write_text(tmp_path / "v.txt", NINE_WORDS, M), M

@@ -46,6 +46,7 @@ from attncli.errors import AttncliError, InputError
 from attncli.tokenize import iter_tokens
 from attncli.vectors import Embedded, Subwords, TooManyTokens, Vectors, Vocabulary, embed
 from clirunner import CLEAN_ENV, fails, ok, one, run
+from helpers import collect, random_X
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -57,17 +58,6 @@ F64_MAX = float(np.finfo(np.float64).max)
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def random_X(T: int, d: int = 8, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)
-
-
-def collect(gen):
-    """stream's blocks, concatenated: starts, top (T, k'), weights (T, k'), Z (T, d)."""
-    blocks = list(gen)
-    return ([b[0] for b in blocks], np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]),
-            np.concatenate([b[3] for b in blocks]))
 
 
 def mask_of(T: int, causal: bool, window: int | None) -> np.ndarray | None:

@@ -22,8 +22,9 @@ import pytest
 import attncli
 import attncli.cli
 import attncli.cli.options
-from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
+from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, grid
+from helpers import ENTRY_POINT, expected_top, fsum_dot, matrix_of, process_env
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
@@ -52,22 +53,8 @@ TOKEN_KEYS = {"token", "index", "weights", "top", "context", "neighbors", "token
 # --------------------------------------------------------------------------- helpers
 
 
-def vector_of(vectors, token: str) -> np.ndarray:
-    """The float64 vector of a token, or zeros for one without a vector (--oov zero)."""
-    key = vectors.key(token)
-    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
-
-
-def matrix_of(vectors, tokens) -> np.ndarray:
-    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
-
-
-def dot(x, y) -> float:
-    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
-
-
 def expected_scores(X) -> np.ndarray:
-    return np.array([[dot(x, y) for y in X] for x in X])
+    return np.array([[fsum_dot(x, y) for y in X] for x in X])
 
 
 def softmax(row) -> list[float]:
@@ -81,11 +68,6 @@ def expected_weights(X, scale, temperature=1.0) -> np.ndarray:
     return np.array([softmax([v * scale / temperature for v in row]) for row in expected_scores(X)])
 
 
-def expected_top(weights_row, i, k, include_self=False) -> list[int]:
-    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
-    return [j for j in order if include_self or j != i][:k]
-
-
 def check_rows_sum_to_one(weights):
     for row in np.atleast_2d(np.array(weights, dtype=float)):
         assert abs(math.fsum(row) - 1.0) <= 1e-9
@@ -93,7 +75,7 @@ def check_rows_sum_to_one(weights):
 
 
 def check_top(top, tokens, weights_row, i, k, include_self=False):
-    assert [t["index"] for t in top] == expected_top(weights_row, i, k, include_self)
+    assert [t["index"] for t in top] == expected_top(weights_row, i, k, include_self=include_self)
     for t in top:
         assert t["token"] == tokens[t["index"]]
         assert t["weight"] == weights_row[t["index"]]
@@ -183,15 +165,6 @@ def check_context_doc(doc, vectors, sentence, *, scale=None, temperature=1.0, to
         np.testing.assert_allclose(Z, W @ X, rtol=1e-12, atol=1e-12)
     else:
         assert "contexts" not in doc
-
-
-def clean_process_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env["PYTHONUTF8"] = "1"
-    return env
-
-
-ENTRY_POINT = Path(sys.executable).parent / "attncli"
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -872,7 +845,7 @@ def test_ctrl_c_is_one_line(monkeypatch):
 
 def test_real_process_json_on_a_pipe():
     proc = subprocess.run([str(ENTRY_POINT), "scores", SENTENCE], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert len(lines) == 1
@@ -883,20 +856,20 @@ def test_real_process_json_on_a_pipe():
 
 def test_real_process_errors_and_prog_name(tmp_path):
     proc = subprocess.run([str(ENTRY_POINT), "scores", "cat", "--top-k", "0"], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1
     assert proc.stderr.startswith("attncli: error: ") and "'attncli scores --help'" in proc.stderr
     # an argument that is not UTF-8 (the interpreter keeps the bad byte as a surrogate)
     proc = subprocess.run([os.fsencode(ENTRY_POINT), b"scores", b"caf\xe9 au lait"], capture_output=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 1 and proc.stdout == b""
     assert proc.stderr.count(b"\n") == 1 and b"UTF-8" in proc.stderr and b"Traceback" not in proc.stderr
 
 
 def test_python_m_attncli_version():
     proc = subprocess.run([sys.executable, "-m", "attncli", "--version"], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout == f"attncli, version {attncli.__version__}\n"
 
@@ -908,7 +881,7 @@ def broken_pipe_run(tmp_path_factory):
     stdin_file.write_text((SENTENCE + "\n") * 2000, encoding="utf-8")
     with stdin_file.open("rb") as stdin:
         proc = subprocess.Popen([str(ENTRY_POINT), "scores", "-"], stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=clean_process_env())
+                                stderr=subprocess.PIPE, env=process_env())
         first = proc.stdout.readline()
         proc.stdout.close()  # the reader goes away: the rest (megabytes) cannot be written
         stderr = proc.stderr.read()

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, column_labels, grid, grids, longest_line
+from helpers import flat
 from attncli import load_vectors
 from attncli.analyze import scores_doc
 from attncli.vectors import Vectors, Vocabulary
@@ -98,11 +99,6 @@ def check_nearest(got: list[dict], expected: list[tuple[str, float]]):
     assert all(set(n) == {"word", "cosine"} for n in got)
     assert [n["word"] for n in got] == [w for w, _ in expected]
     np.testing.assert_allclose([n["cosine"] for n in got], [c for _, c in expected], rtol=0, atol=2e-6)
-
-
-def flat(text: str) -> str:
-    """Whitespace (line wraps included) collapsed to single spaces."""
-    return " ".join(text.split())
 
 
 def render_scores(doc: dict, width: int, **kw) -> str:

@@ -25,21 +25,17 @@ from attncli import Options, attention, context_doc, scores_doc
 from attncli import batch as batches
 from attncli import limits
 from attncli.analyze import document_rows
-from clirunner import CLEAN_ENV, fails, ok, one, run
+from clirunner import fails, ok, one, run
+from helpers import ENTRY_POINT, collect, expected_top, process_env, random_X
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-ENTRY_POINT = Path(sys.executable).parent / "attncli"
 RTOL = 1e-4  # float32 precision, as stream promises
 ROW_KEYS = {"token", "index", "top", "context"}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def random_X(T: int = 300, d: int = 16, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)
 
 
 def loop_window_mask(T: int, W: int) -> np.ndarray:
@@ -60,24 +56,10 @@ def make_mask(T: int, causal: bool, window: int | None) -> np.ndarray | None:
     return mask
 
 
-def collect(gen):
-    """stream's blocks, concatenated: starts, top (T, k'), weights (T, k'), Z (T, d)."""
-    blocks = list(gen)
-    return ([b[0] for b in blocks], np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]),
-            np.concatenate([b[3] for b in blocks]))
-
-
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=1, keepdims=True)
-
-
-def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
-    """Largest first, ties to the earlier position; own position and masked ones left out."""
-    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
-    keep = [j for j in order if (include_self or j != i) and (masked_row is None or not masked_row[j])]
-    return keep[:k]
 
 
 def bundled_words(vectors, first: int = 200, last: int = 6000) -> list[str]:
@@ -123,13 +105,6 @@ def check_rows(rows, vectors, tokens, *, k=3, mask=None, include_self=False, tie
             assert t["token"] == tokens[t["index"]]
             assert t["weight"] == pytest.approx(W[i, t["index"]], rel=RTOL, abs=1e-12)
         np.testing.assert_allclose([t["weight"] for t in row["top"]], W[i, want], rtol=RTOL, atol=1e-12)
-
-
-def process_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}  # keeps ATTNCLI_CACHE_DIR from conftest
-    env["PYTHONUTF8"] = "1"
-    env.update(extra)
-    return env
 
 
 def run_process(*args, stdin: bytes | None = None, **extra_env) -> subprocess.CompletedProcess:

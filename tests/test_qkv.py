@@ -17,6 +17,7 @@ import pytest
 
 from clirunner import fails, one, run
 from grids import grid
+from helpers import fsum_dot, matrix_of
 from attncli import analyze, attention, load_vectors, projections, rnn
 from attncli.analyze import Options
 
@@ -50,10 +51,6 @@ d 2 -1
 
 
 # --------------------------------------------------------------------------- independent implementations
-
-
-def fsum_dot(x, y) -> float:
-    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
 
 
 def to_lists(M) -> list[list[float]]:
@@ -125,15 +122,6 @@ def loop_rnn(X, W_hx, W_hh, b_h) -> np.ndarray:
                        + math.fsum(W_hh[n][m] * h[m] for m in range(N)) + float(b_h[n])) for n in range(N)]
         out.append(h)
     return np.array(out)
-
-
-def vector_of(vectors, token: str) -> np.ndarray:
-    key = vectors.key(token)
-    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
-
-
-def matrix_of(vectors, tokens) -> np.ndarray:
-    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
 
 
 def close(got, want, rtol=1e-12, atol=1e-14):

@@ -19,15 +19,12 @@ from rich.text import Text
 
 from clirunner import one, run
 from grids import longest_line
+from helpers import flat
 from attncli.analyze import Options, compare_doc, explain_doc
 from attncli.views import export, sentence, vectors
 
 FRUIT = "The earth is like an orange"
 COLOUR = "Orange is a bright color"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def draw(renderable, width: int = 80) -> str:

@@ -1,0 +1,93 @@
+"""What several test files share besides running the CLI (clirunner.py): independent
+computations to hold attncli's numbers against, small vectors files written by hand, and
+the environment of a real attncli process."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from clirunner import CLEAN_ENV
+
+ENTRY_POINT = Path(sys.executable).parent / "attncli"  # the installed entry point of this environment
+
+# The words of a small vectors file: prefixes of one another ("or", "orange"), accented, and
+# not Latin at all.
+NINE_WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
+
+
+# --------------------------------------------------------------------------- independent computations
+
+
+def vector_of(vectors, token: str) -> np.ndarray:
+    """The float64 vector of a token, or zeros for one without a vector (--oov zero)."""
+    key = vectors.key(token)
+    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
+
+
+def matrix_of(vectors, tokens) -> np.ndarray:
+    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
+
+
+def fsum_dot(x, y) -> float:
+    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
+
+
+def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
+    """Largest first, ties to the earlier position; own position and masked ones left out."""
+    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
+    keep = [j for j in order if (include_self or j != i) and (masked_row is None or not masked_row[j])]
+    return keep[:k]
+
+
+def random_X(T: int, d: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)  # (T, d)
+
+
+def collect(gen):
+    """stream's blocks, concatenated: starts, top (T, k'), weights (T, k'), Z (T, d)."""
+    blocks = list(gen)
+    return ([b[0] for b in blocks], np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]),
+            np.concatenate([b[3] for b in blocks]))
+
+
+def flat(text: str) -> str:
+    """Whitespace (line wraps included) collapsed to single spaces."""
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- vectors files by hand
+
+
+def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """Values k/64: exact in float32 and in their shortest decimal form."""
+    return (np.random.default_rng(seed).integers(-256, 256, size=(n, d)) / 64).astype(np.float32)  # (n, d)
+
+
+def write_text(path: Path, words, M) -> Path:
+    """A word2vec text file: its header, then each word and its row."""
+    n, d = M.shape
+    lines = [f"{n} {d}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def temporaries(folder: Path) -> list[Path]:
+    """The temporary folders attncli is writing (or left) in a cache dir."""
+    return sorted(folder.glob(".tmp-*")) if folder.exists() else []
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+def process_env(**extra) -> dict:
+    """This environment for a real attncli, without what changes colour, width or vectors
+    (it keeps ATTNCLI_CACHE_DIR, conftest.py's), in UTF-8, with `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    env["PYTHONUTF8"] = "1"
+    env.update(extra)
+    return env
