@@ -936,7 +936,7 @@ def outcome(embed_function, tokens, vectors, **kw):
     return e.tokens, e.X.dtype, e.X.shape, e.X.tobytes(), e.lookups, e.oov
 
 
-def tiny_vectors(*, subwords: bool, cased: bool = False, nan: bool = False, d: int = 6, seed: int = 0) -> Vectors:
+def random_vectors(*, subwords: bool, cased: bool = False, nan: bool = False, d: int = 6, seed: int = 0) -> Vectors:
     """40 random words and, for fastText, 97 buckets of n-grams of 4 and 5 characters (a word of
     one character has no n-gram: with subwords, such a word is still out of vocabulary)."""
     rng = np.random.default_rng(seed)
@@ -963,7 +963,7 @@ def test_embed_equals_the_per_token_path(monkeypatch, kind, cached):
     """X, tokens, lookups and oov, bit for bit, or the same error at the same token: for each
     policy, with and without a bound on the tokens kept, whether lookups are cached or not."""
     monkeypatch.setattr(vectors_module, "CACHED_TOKENS", cached)
-    vectors = tiny_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
+    vectors = random_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
     rng = np.random.default_rng(len(kind) + cached)
     seen = set()
     for n in [1, 2, 3, 10, 50, 300] * 6:

@@ -595,38 +595,39 @@ def test_batch_bad_lines_plain(tmp_path):
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_blank_lines_are_skipped_alike_by_scores_and_batch(tiny_for_blanks, jobs):
+def test_blank_lines_are_skipped_alike_by_scores_and_batch(five_words_path, jobs):
     """One rule for input lines: a blank or white-space-only line is skipped, by `scores` on
     standard input and by `batch`, which still numbers every line by its place in the input;
     a run of only good lines and blank ones succeeds."""
     data = "the cat\n\n   \n\tthe dog\n\r\n\u3000\nthe end\n\n"
-    scored = ok(run("scores", "--vectors", tiny_for_blanks, input=data))
-    batched = ok(run("batch", "--vectors", tiny_for_blanks, "--jobs", jobs, input=data))
+    scored = ok(run("scores", "--vectors", five_words_path, input=data))
+    batched = ok(run("batch", "--vectors", five_words_path, "--jobs", jobs, input=data))
     assert [d["sentence"] for d in scored] == [d["sentence"] for d in batched] == ["the cat", "\tthe dog", "the end"]
     assert [d["line"] for d in batched] == [1, 4, 7]
     assert [without_line(d) for d in batched] == scored
-    lines = ok(run("batch", "--jsonl", "--vectors", tiny_for_blanks, input='\n{"text": "the cat"}\n \n'))
+    lines = ok(run("batch", "--jsonl", "--vectors", five_words_path, input='\n{"text": "the cat"}\n \n'))
     assert [d["line"] for d in lines] == [2]
-    fails(run("batch", "--vectors", tiny_for_blanks, input="\n \n\t\n"), "holds no sentence")
-    fails(run("scores", "--vectors", tiny_for_blanks, input="\n \n\t\n"), "holds no sentence")
+    fails(run("batch", "--vectors", five_words_path, input="\n \n\t\n"), "holds no sentence")
+    fails(run("scores", "--vectors", five_words_path, input="\n \n\t\n"), "holds no sentence")
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_lines_end_only_at_newline_alike_in_scores_and_batch(tiny_for_blanks, jobs):
+def test_lines_end_only_at_newline_alike_in_scores_and_batch(five_words_path, jobs):
     """A form feed, U+0085 or U+2028 inside a line does not end it, in either command, so a
     line's number is the same in both (the one text editors and `wc -l` count)."""
     data = "the cat\x0cthe dog\r\nthe\u2028end\n\x85\nthe dog\x1cthe cat"
-    scored = ok(run("scores", "--vectors", tiny_for_blanks, input=data))
-    batched = ok(run("batch", "--vectors", tiny_for_blanks, "--jobs", jobs, input=data))
+    scored = ok(run("scores", "--vectors", five_words_path, input=data))
+    batched = ok(run("batch", "--vectors", five_words_path, "--jobs", jobs, input=data))
     assert [d["sentence"] for d in scored] == [d["sentence"] for d in batched] == [
         "the cat\x0cthe dog", "the\u2028end", "the dog\x1cthe cat"]
     assert [d["line"] for d in batched] == [1, 2, 4]
-    failed = run("scores", "--vectors", tiny_for_blanks, "--oov", "error", input="the cat\x0cthe\nzzz\n")
+    failed = run("scores", "--vectors", five_words_path, "--oov", "error", input="the cat\x0cthe\nzzz\n")
     fails(failed, "line 2:")
 
 
 @pytest.fixture(scope="module")
-def tiny_for_blanks(tmp_path_factory):
+def five_words_path(tmp_path_factory):
+    """the, cat, dog, end and "." in two dimensions, as a word2vec text file."""
     path = tmp_path_factory.mktemp("blanks") / "tiny.txt"
     path.write_text("5 2\nthe 1 0\ncat 0 1\ndog 1 1\nend 2 0\n. 0 2\n")
     return path

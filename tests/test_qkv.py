@@ -29,8 +29,8 @@ SENTENCE = "The earth is like an orange"
 SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
 LONG = "The books that the professor recommended during the lecture are very expensive"  # 12 tokens
 
-# d = 4: heads 1, 2 and 4 divide it. Every value exact in float32.
-TINY4 = """\
+# Six words of d = 4 values: heads 1, 2 and 4 divide it. Every value exact in float32.
+VECTORS4 = """\
 6 4
 cat 1 0 0 0.5
 dog 0 1 0 -1
@@ -40,8 +40,8 @@ the 0.5 0.5 0.5 0.5
 on -1 0 1 0.25
 """
 
-# d = 2: projections small enough to do on paper.
-TINY2 = """\
+# Four words of d = 2 values: projections small enough to do on paper.
+VECTORS2 = """\
 4 2
 a 1 0
 b 0 1
@@ -137,21 +137,24 @@ def save_npz(path: Path, **arrays) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny4_path(tmp_path_factory) -> Path:
+def vectors4_path(tmp_path_factory) -> Path:
+    """VECTORS4 written to a file (tiny4.txt)."""
     path = tmp_path_factory.mktemp("vectors") / "tiny4.txt"
-    path.write_text(TINY4, encoding="utf-8")
+    path.write_text(VECTORS4, encoding="utf-8")
     return path
 
 
 @pytest.fixture(scope="module")
-def tiny4(tiny4_path):
-    return load_vectors(tiny4_path)
+def vectors4(vectors4_path):
+    """VECTORS4 as attncli loads them."""
+    return load_vectors(vectors4_path)
 
 
 @pytest.fixture(scope="module")
-def tiny2_path(tmp_path_factory) -> Path:
+def vectors2_path(tmp_path_factory) -> Path:
+    """VECTORS2 written to a file (tiny2.txt)."""
     path = tmp_path_factory.mktemp("vectors") / "tiny2.txt"
-    path.write_text(TINY2, encoding="utf-8")
+    path.write_text(VECTORS2, encoding="utf-8")
     return path
 
 
@@ -241,11 +244,11 @@ def test_split_heads_columns_and_merge_inverts_it():
 @pytest.mark.parametrize("H", [1, 2, 4])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 5])
-def test_multihead_end_to_end_against_loops(tiny4, H, causal, seed):
+def test_multihead_end_to_end_against_loops(vectors4, H, causal, seed):
     sentence = "the cat sat on the mat"
     opts = Options(qkv="random", d_k=4, seed=seed, heads=H, mask="causal" if causal else "none")
-    att = analyze.attend(sentence, tiny4, opts)
-    X = matrix_of(tiny4, sentence.split())
+    att = analyze.attend(sentence, vectors4, opts)
+    X = matrix_of(vectors4, sentence.split())
     Wq, Wk, Wv = draw_projections(4, 4, seed)
     Q, K, V = (loop_project(X, W) for W in (Wq, Wk, Wv))
     omega, alpha, Z = loop_attention(Q, K, V, H, causal=causal)
@@ -260,11 +263,11 @@ def test_multihead_end_to_end_against_loops(tiny4, H, causal, seed):
     assert att.scale == pytest.approx(1 / math.sqrt(4 / H), rel=1e-15)
 
 
-def test_multihead_end_to_end_with_d_k_unlike_d(tiny4):
+def test_multihead_end_to_end_with_d_k_unlike_d(vectors4):
     """d_k = 6 from d = 4: three heads of two columns each."""
-    att = analyze.attend("cat dog sat mat", tiny4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
+    att = analyze.attend("cat dog sat mat", vectors4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
                                                             temperature=1.3))
-    X = matrix_of(tiny4, ["cat", "dog", "sat", "mat"])
+    X = matrix_of(vectors4, ["cat", "dog", "sat", "mat"])
     Q, K, V = (loop_project(X, W) for W in draw_projections(4, 6, 2))
     omega, alpha, Z = loop_attention(Q, K, V, 3, scale=0.9, temperature=1.3)
     close(att.scores, omega)
@@ -273,22 +276,22 @@ def test_multihead_end_to_end_with_d_k_unlike_d(tiny4):
     assert att.context.shape == (4, 6)
 
 
-def test_identity_heads_against_loops(tiny4):
+def test_identity_heads_against_loops(vectors4):
     """No projections, two heads: Q = K = V = X split into columns 0-1 and 2-3."""
-    att = analyze.attend("cat dog sat on", tiny4, Options(heads=2))
-    X = matrix_of(tiny4, ["cat", "dog", "sat", "on"])
+    att = analyze.attend("cat dog sat on", vectors4, Options(heads=2))
+    X = matrix_of(vectors4, ["cat", "dog", "sat", "on"])
     omega, alpha, Z = loop_attention(X, X, X, 2)
     close(att.scores, omega)
     close(att.weights, alpha, atol=1e-15)
     close(att.context, Z)
 
 
-def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
+def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, vectors2_path):
     """a = (1, 0), b = (0, 1), so Q, K, V are the rows of W_Q, W_K, W_V themselves:
     q_a = (1, 1), q_b = (0, 1); k_a = (1, 0), k_b = (0, 2); v_a = (2, 0), v_b = (0, 3).
     Scores: q_a.k_a = 1, q_a.k_b = 2, q_b.k_a = 0, q_b.k_b = 2."""
     path = save_npz(tmp_path / "hand.npz", **hand_W())
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--json"))
     assert doc["qkv"] == {"kind": "file", "d_k": 2, "heads": 1, "path": str(path)}
     assert doc["scores"] == [[1.0, 2.0], [0.0, 2.0]]
     # row a: softmax(1, 2) = (1, e) / (1 + e); row b: softmax(0, 2) = (1, e^2) / (1 + e^2)
@@ -296,15 +299,15 @@ def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
     wb = [1 / (1 + E**2), E**2 / (1 + E**2)]
     close(doc["weights"], [wa, wb], rtol=1e-14)
     # z_a = wa0 (2, 0) + wa1 (0, 3); z_b = wb0 (2, 0) + wb1 (0, 3)
-    ctx = one(run("context", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--all", "--json"))
+    ctx = one(run("context", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--all", "--json"))
     close(ctx["contexts"], [[2 / (1 + E), 3 * E / (1 + E)], [2 / (1 + E**2), 3 * E**2 / (1 + E**2)]], rtol=1e-14)
     # the default scale 1/sqrt(2): row a is softmax(1/sqrt 2, 2/sqrt 2)
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--json"))
     assert doc["scale"] == pytest.approx(1 / math.sqrt(2), rel=1e-15)
     r = math.exp(1 / math.sqrt(2))
     close(doc["weights"][0], [1 / (1 + r), r / (1 + r)], rtol=1e-14)
     # two heads of one column each: head 0 sees column 0 only, head 1 column 1 only, scale 1
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--heads", "2", "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--heads", "2", "--json"))
     assert doc["scale"] == 1.0
     # head 0: q = (1, 0), k = (1, 0): scores [[1, 0], [0, 0]]; head 1: q = (1, 1), k = (0, 2): [[0, 2], [0, 2]]
     assert doc["heads"][0]["scores"] == [[1.0, 0.0], [0.0, 0.0]]
@@ -322,19 +325,20 @@ def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
 
 @pytest.mark.parametrize("perm", [[4, 2, 0, 1, 3], [1, 0, 2, 3, 4], [4, 3, 2, 1, 0]])
 @pytest.mark.parametrize("H", [1, 2])
-def test_permuting_tokens_permutes_everything(tiny4, perm, H):
+def test_permuting_tokens_permutes_everything(vectors4, perm, H):
     words = ["cat", "dog", "sat", "mat", "on"]
     opts = Options(qkv="random", d_k=4, seed=7, heads=H)
-    a = analyze.attend(" ".join(words), tiny4, opts)
-    b = analyze.attend(" ".join(words[p] for p in perm), tiny4, opts)
+    a = analyze.attend(" ".join(words), vectors4, opts)
+    b = analyze.attend(" ".join(words[p] for p in perm), vectors4, opts)
     p = np.array(perm)
     close(b.scores, a.scores[:, p][:, :, p])
     close(b.weights, a.weights[:, p][:, :, p], atol=1e-15)
     close(b.context, a.context[p])
 
 
-def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(tiny4):
-    att = analyze.attend("the cat sat on the mat", tiny4, Options(qkv="random", d_k=4, seed=1, heads=2, mask="causal"))
+def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(vectors4):
+    opts = Options(qkv="random", d_k=4, seed=1, heads=2, mask="causal")
+    att = analyze.attend("the cat sat on the mat", vectors4, opts)
     T = 6
     for alpha in att.weights:
         for i in range(T):
@@ -349,13 +353,13 @@ def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(tiny4):
     assert mask.tolist() == [[j > i for j in range(4)] for i in range(4)]
 
 
-def test_heads_1_is_no_heads(tiny4_path, tiny4):
-    base = ["scores", "the cat sat on", "--vectors", tiny4_path, "--qkv", "random", "--seed", "4", "--json"]
+def test_heads_1_is_no_heads(vectors4_path, vectors4):
+    base = ["scores", "the cat sat on", "--vectors", vectors4_path, "--qkv", "random", "--seed", "4", "--json"]
     without = run(*base)
     with_one = run(*base, "--heads", "1")
     assert with_one.stdout == without.stdout
     doc = one(with_one)
-    X = matrix_of(tiny4, ["the", "cat", "sat", "on"])
+    X = matrix_of(vectors4, ["the", "cat", "sat", "on"])
     Q, K, V = (loop_project(X, W) for W in draw_projections(4, 4, 4))
     omega, alpha, _ = loop_attention(Q, K, V, 1)
     assert len(doc["heads"]) == 1
@@ -382,17 +386,17 @@ SINGLE_MODES = [
 
 
 @pytest.mark.parametrize("mode", SINGLE_MODES, ids=lambda m: " ".join(m) or "identity")
-def test_single_token_gives_one(tmp_path, tiny4_path, mode):
+def test_single_token_gives_one(tmp_path, vectors4_path, mode):
     if "FILE" in mode:
         path = tmp_path / "p.npz"
-        assert run("qkv", "init", "--vectors", tiny4_path, "--d-k", "4", "-o", path, "--json").exit_code == 0
+        assert run("qkv", "init", "--vectors", vectors4_path, "--d-k", "4", "-o", path, "--json").exit_code == 0
         mode = [str(path) if m == "FILE" else m for m in mode]
-    doc = one(run("scores", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    doc = one(run("scores", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert doc["weights"] == [[1.0]] and doc["top"] == [[]]
     assert [h["weights"] for h in doc["heads"]] == [[[1.0]]] * doc["qkv"]["heads"]
-    ctx = one(run("context", "mat", "--token", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    ctx = one(run("context", "mat", "--token", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert ctx["weights"] == [1.0]
-    ex = one(run("explain", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    ex = one(run("explain", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert ex["steps"]["weights"] == [[[1.0]]] * doc["qkv"]["heads"]
     assert ex["steps"]["context"] == ex["steps"]["V"]  # weight 1 on itself: z = v
 
@@ -402,8 +406,8 @@ def test_single_token_gives_one(tmp_path, tiny4_path, mode):
     (["--qkv", "random", "--d-k", "6", "--heads", "3"], 6, 3), (["--qkv", "random", "--d-k", "9"], 9, 1),
     (["--qkv", "random", "--d-k", "8", "--heads", "2"], 8, 2),
 ])
-def test_default_scale_is_one_over_sqrt_d_k_per_head(tiny4_path, args, d_k, H):
-    doc = one(run("scores", "cat dog sat", "--vectors", tiny4_path, *args, "--json"))
+def test_default_scale_is_one_over_sqrt_d_k_per_head(vectors4_path, args, d_k, H):
+    doc = one(run("scores", "cat dog sat", "--vectors", vectors4_path, *args, "--json"))
     assert doc["qkv"]["d_k"] == d_k and doc["qkv"]["heads"] == H
     assert doc["scale"] == pytest.approx(1 / math.sqrt(d_k / H), rel=1e-15)
     # and it is the scale the weights were computed with
@@ -411,14 +415,15 @@ def test_default_scale_is_one_over_sqrt_d_k_per_head(tiny4_path, args, d_k, H):
         want = [loop_softmax([s * doc["scale"] for s in row], [True] * 3) for row in head["scores"]]
         close(head["weights"], want, atol=1e-15)
     # --scale overrides it
-    given = one(run("scores", "cat dog sat", "--vectors", tiny4_path, *args, "--scale", "0.25", "--json"))
+    given = one(run("scores", "cat dog sat", "--vectors", vectors4_path, *args, "--scale", "0.25", "--json"))
     assert given["scale"] == 0.25
 
 
 @pytest.mark.parametrize("extra", [[], ["--include-self"], ["--heads", "2"], ["--qkv", "random", "--heads", "4"]])
-def test_top_never_includes_masked_positions(tiny4_path, extra):
+def test_top_never_includes_masked_positions(vectors4_path, extra):
     sentence = "the cat sat on the mat"
-    doc = one(run("scores", sentence, "--vectors", tiny4_path, "--mask", "causal", "--top-k", "10", *extra, "--json"))
+    doc = one(run("scores", sentence, "--vectors", vectors4_path, "--mask", "causal", "--top-k", "10", *extra,
+                  "--json"))
     include_self = "--include-self" in extra
     for tops in [doc["top"]] + [h["top"] for h in doc["heads"]]:
         for i, top in enumerate(tops):
@@ -426,7 +431,7 @@ def test_top_never_includes_masked_positions(tiny4_path, extra):
             assert all(j <= i for j in indices), (i, indices)
             assert sorted(indices) == list(range(i + 1 if include_self else i))
     for i in range(6):
-        ctx = one(run("context", sentence, "--index", i, "--vectors", tiny4_path, "--mask", "causal",
+        ctx = one(run("context", sentence, "--index", i, "--vectors", vectors4_path, "--mask", "causal",
                       "--top-k", "10", *extra, "--json"))
         for top in [ctx["top"]] + [h["top"] for h in ctx["heads"]]:
             assert all(t["index"] <= i for t in top)
@@ -547,13 +552,13 @@ def test_qkv_file_equals_qkv_random_with_the_same_seed(glove_proj):
     assert a["steps"] == b["steps"]
 
 
-def test_biases_are_added(tmp_path, tiny2_path):
+def test_biases_are_added(tmp_path, vectors2_path):
     """With b_query = (0, -1), b_key = (1, 0), b_value = (1, 1):
     q_a = (1, 0), q_b = (0, 0); k_a = (2, 0), k_b = (1, 2); v_a = (3, 1), v_b = (1, 4).
     Scores: row a (2, 1), row b (0, 0)."""
     path = save_npz(tmp_path / "bias.npz", **hand_W(), b_query=np.array([0.0, -1.0]), b_key=np.array([1.0, 0.0]),
                     b_value=np.array([1.0, 1.0]))
-    doc = one(run("explain", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--json"))
+    doc = one(run("explain", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--json"))
     steps = doc["steps"]
     assert steps["Q"] == [[1.0, 0.0], [0.0, 0.0]]
     assert steps["K"] == [[2.0, 0.0], [1.0, 2.0]]
@@ -564,17 +569,17 @@ def test_biases_are_added(tmp_path, tiny2_path):
     close(steps["context"], [[3 * wa[0] + wa[1], wa[0] + 4 * wa[1]], [2.0, 2.5]], rtol=1e-14)
     # only some biases: those given are added, the others are zero
     path = save_npz(tmp_path / "some.npz", **hand_W(), b_value=np.array([-2.0, 0.0]))
-    doc = one(run("explain", "a b", "--vectors", tiny2_path, "--qkv", path, "--json"))
+    doc = one(run("explain", "a b", "--vectors", vectors2_path, "--qkv", path, "--json"))
     assert doc["steps"]["Q"] == [[1.0, 1.0], [0.0, 1.0]]
     assert doc["steps"]["V"] == [[0.0, 0.0], [-2.0, 3.0]]
 
 
-def test_a_float32_or_integer_file_is_read_as_float64(tmp_path, tiny2_path):
+def test_a_float32_or_integer_file_is_read_as_float64(tmp_path, vectors2_path):
     W = {k: v.astype(np.int64) for k, v in hand_W().items()}
     ints = save_npz(tmp_path / "ints.npz", **W)
     singles = save_npz(tmp_path / "singles.npz", **{k: v.astype(np.float32) for k, v in hand_W().items()})
     plain = save_npz(tmp_path / "plain.npz", **hand_W())
-    docs = [one(run("scores", "a b c d", "--vectors", tiny2_path, "--qkv", p, "--json"))
+    docs = [one(run("scores", "a b c d", "--vectors", vectors2_path, "--qkv", p, "--json"))
             for p in (ints, singles, plain)]
     assert docs[0]["weights"] == docs[1]["weights"] == docs[2]["weights"]
 
@@ -641,13 +646,13 @@ def bad_files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_projection_files(tiny4_path, bad_files, name):
+def test_bad_projection_files(vectors4_path, bad_files, name):
     path, words = bad_files[name]
     for command, extra in (("scores", []), ("context", ["--token", "cat"]), ("explain", [])):
-        fails(run(command, "cat dog", "--vectors", tiny4_path, "--qkv", path, *extra), str(path), *words)
+        fails(run(command, "cat dog", "--vectors", vectors4_path, "--qkv", path, *extra), str(path), *words)
 
 
-def test_object_array_is_refused_and_never_unpickled(tmp_path, tiny4_path):
+def test_object_array_is_refused_and_never_unpickled(tmp_path, vectors4_path):
     sentinel = tmp_path / "pwned"
     arr = np.empty((4, 3), dtype=object)
     arr[:] = _Boom(sentinel)
@@ -658,19 +663,19 @@ def test_object_array_is_refused_and_never_unpickled(tmp_path, tiny4_path):
         npz["W_query"]
     assert sentinel.exists()
     sentinel.unlink()
-    fails(run("scores", "cat dog", "--vectors", tiny4_path, "--qkv", path), str(path), "object")
+    fails(run("scores", "cat dog", "--vectors", vectors4_path, "--qkv", path), str(path), "object")
     assert not sentinel.exists()
     # as a bias, and as the RNN's weights
     path = save_npz(tmp_path / "evil_bias.npz", W_query=W, W_key=W, W_value=W, b_value=np.array([_Boom(sentinel)] * 3))
-    fails(run("scores", "cat dog", "--vectors", tiny4_path, "--qkv", path), str(path), "object")
+    fails(run("scores", "cat dog", "--vectors", vectors4_path, "--qkv", path), str(path), "object")
     path = save_npz(tmp_path / "evil_rnn.npz", W_hx=arr, W_hh=np.ones((4, 4)), b_h=np.ones(4))
-    fails(run("rnn", "cat dog", "--vectors", tiny4_path, "--weights", path), str(path), "object")
+    fails(run("rnn", "cat dog", "--vectors", vectors4_path, "--weights", path), str(path), "object")
     assert not sentinel.exists()
 
 
 @pytest.mark.parametrize("huge", ["W_query", "W_value"])
 @pytest.mark.parametrize("command,extra", [("scores", []), ("context", ["--token", "c"]), ("explain", [])])
-def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, tiny2_path, huge, command, extra):
+def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, vectors2_path, huge, command, extra):
     """Every value is finite, so the file passes read_arrays; its products are not. A run must
     then either succeed with finite numbers and a clean stderr or fail with one error line
     naming the file, never a warning, a traceback or a message blaming --scale."""
@@ -680,7 +685,7 @@ def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, tiny2_pa
     else:  # v_c = (1, 1) W_V = 2e308
         W["W_value"] = np.full((2, 2), 1e308)
     path = save_npz(tmp_path / "huge.npz", **W)
-    result = run(command, "c d", "--vectors", tiny2_path, "--qkv", path, *extra, "--json")
+    result = run(command, "c d", "--vectors", vectors2_path, "--qkv", path, *extra, "--json")
     if result.exit_code == 0:
         doc = one(result)
         assert "Infinity" not in json.dumps(doc)
@@ -689,23 +694,23 @@ def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, tiny2_pa
         assert "--scale" not in line
 
 
-def test_rnn_huge_but_finite_weights_give_no_warning(tmp_path, tiny2_path):
+def test_rnn_huge_but_finite_weights_give_no_warning(tmp_path, vectors2_path):
     path = save_npz(tmp_path / "huge.npz", W_hx=np.full((3, 2), 1e308), W_hh=np.full((3, 3), 1e308), b_h=np.zeros(3))
-    result = run("rnn", "c d", "--vectors", tiny2_path, "--weights", path, "--json")
+    result = run("rnn", "c d", "--vectors", vectors2_path, "--weights", path, "--json")
     if result.exit_code == 0:
         assert result.stderr == ""
     else:
         fails(result, str(path))
 
 
-def test_file_projections_are_reread_when_the_file_changes(tmp_path, tiny4):
+def test_file_projections_are_reread_when_the_file_changes(tmp_path, vectors4):
     """Library use: a notebook that rewrites its projections file gets the new numbers."""
     path = tmp_path / "p.npz"
     save_npz(path, **attention.init_projections(4, 4, 0))
-    before = analyze.attend("cat dog sat", tiny4, Options(qkv=str(path)))
+    before = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
     np.savez(path, **attention.init_projections(4, 4, 1))
-    after = analyze.attend("cat dog sat", tiny4, Options(qkv=str(path)))
-    X = matrix_of(tiny4, ["cat", "dog", "sat"])
+    after = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
+    X = matrix_of(vectors4, ["cat", "dog", "sat"])
     close(before.Q, loop_project(X, draw_projections(4, 4, 0)[0]))
     close(after.Q, loop_project(X, draw_projections(4, 4, 1)[0]))
 
@@ -1016,13 +1021,13 @@ def test_rnn_influence_on_real_vectors_by_finite_differences(glove):
         assert doc["influence"][i] == pytest.approx(float(np.sqrt((J**2).sum())), rel=1e-5)
 
 
-def test_rnn_weights_file_is_used(tmp_path, tiny2_path):
+def test_rnn_weights_file_is_used(tmp_path, vectors2_path):
     W_hx = np.array([[1.0, 0.0], [0.5, -1.0], [0.0, 2.0]])  # N = 3, d = 2
     W_hh = np.array([[0.5, 0.0, 0.0], [0.0, -0.5, 0.25], [1.0, 0.0, 0.0]])
     b_h = np.array([0.0, 0.1, -0.2])
     path = save_npz(tmp_path / "rnn.npz", W_hx=W_hx, W_hh=W_hh, b_h=b_h)
-    fails(run("rnn", "a b c d", "--vectors", tiny2_path, "--weights", path, "--hidden", "9"), "--hidden 9", code=2)
-    doc = one(run("rnn", "a b c d", "--vectors", tiny2_path, "--weights", path, "--hidden", "3", "--json"))
+    fails(run("rnn", "a b c d", "--vectors", vectors2_path, "--weights", path, "--hidden", "9"), "--hidden 9", code=2)
+    doc = one(run("rnn", "a b c d", "--vectors", vectors2_path, "--weights", path, "--hidden", "3", "--json"))
     assert doc["rnn"] == {"hidden": 3, "path": str(path)}
     X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]]
     close(doc["states"], loop_rnn(X, W_hx, W_hh, b_h))
@@ -1040,17 +1045,17 @@ def test_rnn_weights_file_is_used(tmp_path, tiny2_path):
     ({"W_hx": np.ones((3, 2)), "W_hh": np.ones(3), "b_h": np.ones(3)}, ["W_hh", "shape"]),
     ({"W_hx": np.ones((3, 2)), "W_hh": np.full((3, 3), np.nan), "b_h": np.ones(3)}, ["W_hh", "NaN"]),
 ])
-def test_rnn_bad_weights_files(tmp_path, tiny2_path, arrays, words):
+def test_rnn_bad_weights_files(tmp_path, vectors2_path, arrays, words):
     path = save_npz(tmp_path / "rnn.npz", **arrays)
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", path), str(path), *words)
+    fails(run("rnn", "a b", "--vectors", vectors2_path, "--weights", path), str(path), *words)
 
 
-def test_rnn_weights_not_a_file(tmp_path, tiny2_path):
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", tmp_path / "nope.npz"), "nope.npz", "no such file")
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", tmp_path), str(tmp_path), "directory")
+def test_rnn_weights_not_a_file(tmp_path, vectors2_path):
+    fails(run("rnn", "a b", "--vectors", vectors2_path, "--weights", tmp_path / "nope.npz"), "nope.npz", "no such file")
+    fails(run("rnn", "a b", "--vectors", vectors2_path, "--weights", tmp_path), str(tmp_path), "directory")
     text = tmp_path / "w.npz"
     text.write_text("not numpy")
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", text), str(text), "not a .npz")
+    fails(run("rnn", "a b", "--vectors", vectors2_path, "--weights", text), str(text), "not a .npz")
 
 
 def test_rnn_influence_decays_with_distance():
@@ -1072,9 +1077,9 @@ def test_rnn_single_token():
 TABLE_ENV = {"COLUMNS": "120"}
 
 
-def test_scores_table_shows_masked_cells_as_dots(tiny4_path):
+def test_scores_table_shows_masked_cells_as_dots(vectors4_path):
     for raw in ([], ["--raw"]):
-        result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--mask", "causal", "--format", "table",
+        result = run("scores", "cat dog sat", "--vectors", vectors4_path, "--mask", "causal", "--format", "table",
                      "--no-color", *raw, env=TABLE_ENV)
         assert result.exit_code == 0, result.stderr
         cat, dog, sat = grid(result.stdout, ["cat", "dog", "sat"])
@@ -1085,8 +1090,8 @@ def test_scores_table_shows_masked_cells_as_dots(tiny4_path):
             assert cat[0] == "100"  # the first token's whole weight, on itself
 
 
-def test_scores_table_with_two_heads(tiny4_path):
-    result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--heads", "2", "--mask", "causal",
+def test_scores_table_with_two_heads(vectors4_path):
+    result = run("scores", "cat dog sat", "--vectors", vectors4_path, "--heads", "2", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     assert "head 1" in result.stdout and "head 2" in result.stdout and "head 0" not in result.stdout
@@ -1096,8 +1101,8 @@ def test_scores_table_with_two_heads(tiny4_path):
     assert result.stdout.count("·") >= 3 * 3
 
 
-def test_explain_table_steps_and_token_panel(tiny4_path):
-    result = run("explain", "the cat sat on", "--vectors", tiny4_path, "--qkv", "random", "--heads", "2",
+def test_explain_table_steps_and_token_panel(vectors4_path):
+    result = run("explain", "the cat sat on", "--vectors", vectors4_path, "--qkv", "random", "--heads", "2",
                  "--mask", "causal", "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
@@ -1105,7 +1110,7 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     assert positions == sorted(positions)
     assert "head 1" in out and "head 2" in out and "head 0" not in out
     assert "through every step" not in out
-    result = run("explain", "the cat sat on", "--vectors", tiny4_path, "--token", "sat", "--mask", "causal",
+    result = run("explain", "the cat sat on", "--vectors", vectors4_path, "--token", "sat", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     assert "'sat' (index 2) through every step" in result.stdout
@@ -1120,8 +1125,8 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     assert "·" in panel  # its masked weight, in its row
 
 
-def test_rnn_table(tiny4_path):
-    result = run("rnn", "the cat sat on the mat", "--vectors", tiny4_path, "--format", "table", env=TABLE_ENV)
+def test_rnn_table(vectors4_path):
+    result = run("rnn", "the cat sat on the mat", "--vectors", vectors4_path, "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "influence" in out and "attention" in out

@@ -107,7 +107,8 @@ def test_a_copy_without_the_bundled_vectors_says_what_to_run(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["vectors"]["words"] == 2
 
 
-def tiny(cased=False):
+def three_words(cased=False):
+    """cat (or Cat), dog and car in two dimensions, in memory."""
     words = ["Cat", "dog", "car"] if cased else ["cat", "dog", "car"]
     return Vectors("tiny", Vocabulary.from_words(words), np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
 
@@ -162,7 +163,7 @@ def test_nearest_against_brute_force(glove):
 
 
 def test_nearest_excludes_and_handles_zero():
-    v = tiny()
+    v = three_words()
     # cos((1, 0.1), (0.8, 0.6)) = 0.86 / (1.00499 * 1) = 0.85573; cos((1, 0.1), (0, 1)) = 0.1 / 1.00499
     got = v.nearest(np.array([1.0, 0.1]), 2, exclude={"cat"})
     assert [w for w, _ in got] == ["dog", "car"]
@@ -171,7 +172,7 @@ def test_nearest_excludes_and_handles_zero():
 
 
 def test_embed_oov_policies():
-    v = tiny()
+    v = three_words()
     e = embed(["cat", "zebra", "car"], v, oov="skip")
     assert e.tokens == ["cat", "car"] and e.oov == ["zebra"] and e.lookups == ["word", "word"]
     np.testing.assert_array_equal(e.X, [[1, 0], [0, 1]])
@@ -192,7 +193,7 @@ def test_a_vector_with_nan_is_refused_by_name():
 
 
 def test_cased_vectors_fall_back_to_lowercase():
-    v = tiny(cased=True)
+    v = three_words(cased=True)
     assert v.key("Cat") == "Cat" and v.key("DOG") == "dog" and v.key("cat") is None
 
 
