@@ -56,3 +56,40 @@ def source(tmp_path) -> tuple[Path, np.ndarray]:
     """A word2vec text file of NINE_WORDS, 4 values each, and its matrix (9, 4)."""
     M = matrix(len(NINE_WORDS), 4, seed=1)
     return write_text(tmp_path / "v.txt", NINE_WORDS, M), M
+
+
+# Six words of d = 4 values: heads 1, 2 and 4 divide it. Every value exact in float32.
+VECTORS4 = """\
+6 4
+cat 1 0 0 0.5
+dog 0 1 0 -1
+sat 1 1 0 0
+mat 0 0 2 1
+the 0.5 0.5 0.5 0.5
+on -1 0 1 0.25
+"""
+
+# Four words of d = 2 values: projections small enough to do on paper.
+VECTORS2 = """\
+4 2
+a 1 0
+b 0 1
+c 1 1
+d 2 -1
+"""
+
+
+@pytest.fixture(scope="session")
+def vectors4_path(tmp_path_factory) -> Path:
+    """VECTORS4 written to a file (tiny4.txt)."""
+    path = tmp_path_factory.mktemp("vectors") / "tiny4.txt"
+    path.write_text(VECTORS4, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vectors2_path(tmp_path_factory) -> Path:
+    """VECTORS2 written to a file (tiny2.txt)."""
+    path = tmp_path_factory.mktemp("vectors") / "tiny2.txt"
+    path.write_text(VECTORS2, encoding="utf-8")
+    return path

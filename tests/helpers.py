@@ -15,6 +15,9 @@ from clirunner import CLEAN_ENV
 
 ENTRY_POINT = Path(sys.executable).parent / "attncli"  # the installed entry point of this environment
 
+SENTENCE = "The earth is like an orange"
+SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
+
 # The words of a small vectors file: prefixes of one another ("or", "orange"), accented, and
 # not Latin at all.
 NINE_WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
@@ -35,6 +38,22 @@ def matrix_of(vectors, tokens) -> np.ndarray:
 
 def fsum_dot(x, y) -> float:
     return math.fsum(float(a) * float(b) for a, b in zip(x, y))
+
+
+def to_lists(M) -> list[list[float]]:
+    return [[float(v) for v in row] for row in np.asarray(M)]
+
+
+def loop_softmax(logits: list[float], allowed: list[bool]) -> list[float]:
+    """A softmax over the allowed places of a row, 0 at the others, in Python floats."""
+    top = max(v for v, ok in zip(logits, allowed) if ok)
+    e = [math.exp(v - top) if ok else 0.0 for v, ok in zip(logits, allowed)]
+    s = math.fsum(e)
+    return [v / s for v in e]
+
+
+def close(got, want, rtol=1e-12, atol=1e-14):
+    np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=rtol, atol=atol)
 
 
 def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
@@ -73,6 +92,11 @@ def write_text(path: Path, words, M) -> Path:
     n, d = M.shape
     lines = [f"{n} {d}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def save_npz(path: Path, **arrays) -> Path:
+    np.savez(path, **arrays)
     return path
 
 

@@ -24,15 +24,13 @@ import attncli.cli
 import attncli.cli.options
 from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, grid
-from helpers import ENTRY_POINT, expected_top, fsum_dot, matrix_of, process_env
+from helpers import ENTRY_POINT, SENTENCE, SENTENCE_TOKENS, expected_top, fsum_dot, matrix_of, process_env
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 E = math.e
-SENTENCE = "The earth is like an orange"
-SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
 
 # Six words of three values, a word2vec text file (tiny.txt): every value exact in float32, so
 # the softmaxes can be done by hand.
