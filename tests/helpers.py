@@ -63,6 +63,12 @@ def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: boo
     return keep[:k]
 
 
+def bundled_words(vectors, first: int = 200, last: int = 6000) -> list[str]:
+    """Plain lowercase words of the bundled GloVe that the tokenizer keeps whole."""
+    words = [vectors.vocab.word(r) for r in range(first, last)]
+    return [w for w in words if w.isascii() and w.isalpha() and len(w) > 1]
+
+
 def random_X(T: int, d: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)  # (T, d)
 
