@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,19 @@ ENTRY_POINT = Path(sys.executable).parent / "attncli"  # the installed entry poi
 
 SENTENCE = "The earth is like an orange"
 SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
+
+# "orange" the fruit, the colour, and a lunch: compare's sentences
+FRUIT = SENTENCE
+COLOUR = "Orange is a bright color"
+LUNCH = "I ate an orange for lunch"
+
+# 20 tokens, the longest 11 letters
+TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
+          "for most of the students")
+# 40 distinct words of the bundled GloVe, no punctuation
+FORTY = ("the earth is like an orange and a bright color while cats sit on mats near old houses where children "
+         "play games under tall green trees during warm summer days with friends from school after lunch every "
+         "morning in spring")
 
 # The words of a small vectors file: prefixes of one another ("or", "orange"), accented, and
 # not Latin at all.
@@ -67,6 +81,23 @@ def bundled_words(vectors, first: int = 200, last: int = 6000) -> list[str]:
     """Plain lowercase words of the bundled GloVe that the tokenizer keeps whole."""
     words = [vectors.vocab.word(r) for r in range(first, last)]
     return [w for w in words if w.isascii() and w.isalpha() and len(w) > 1]
+
+
+def punctuation(word: str) -> bool:
+    return all(unicodedata.category(c)[0] == "P" for c in word)
+
+
+def brute_nearest(rows: dict[str, np.ndarray], v, k: int, own: set[str]) -> list[tuple[str, float]]:
+    """A loop over every row: cosine with v, the word itself, punctuation and zero rows left out."""
+    v = np.asarray(v, dtype=np.float64)
+    found = []
+    for word, x in rows.items():
+        x = np.asarray(x, dtype=np.float64)
+        if word in own or punctuation(word) or not np.any(x):
+            continue
+        found.append((word, math.fsum(x * v) / (math.sqrt(math.fsum(x * x)) * math.sqrt(math.fsum(v * v)))))
+    found.sort(key=lambda wc: -wc[1])
+    return found[:k]
 
 
 def random_X(T: int, d: int, seed: int = 0) -> np.ndarray:
