@@ -74,9 +74,9 @@ def independent(vectors, tokens: list[str], *, mask=None, scale=None):
     return W, W @ U[idx]
 
 
-def check_rows(rows, vectors, tokens, *, k=3, mask=None, include_self=False, ties_by_position=True):
+def check_rows(rows, vectors, tokens, *, k=3, mask=None, scale=None, include_self=False, ties_by_position=True):
     """Every row of a document against the independent float64 computation."""
-    W, Z = independent(vectors, tokens, mask=mask)
+    W, Z = independent(vectors, tokens, mask=mask, scale=scale)
     assert len(rows) == len(tokens)
     for i, row in enumerate(rows):
         assert set(row) == ROW_KEYS
@@ -232,11 +232,17 @@ def test_stream_ties_go_to_the_earlier_position():
 
 
 def test_stream_large_scale_no_runtime_warning():
+    """At scale 1e38 the scaled scores (about 1e40) are past float32's range but within
+    float64's: the stream computes them, with no RuntimeWarning (an error here), and gives
+    the whole matrix's weights, each row's on its largest score."""
     X = random_X(10, 4) * 4
-    try:
-        list(attention.stream(X, 1e38, 1.0, 3))
-    except attention.ScaleError:
-        pass  # refusing is fine; a RuntimeWarning (an error here) is not
+    _, top, w, Z = collect(attention.stream(X, 1e38, 1.0, 3))
+    alpha = attention.weights(attention.scores(X.astype(np.float64)), 1e38)  # (T, T), a one in each row
+    assert sorted(np.unique(alpha).tolist()) == [0.0, 1.0]
+    for i in range(10):
+        assert top[i].tolist() == attention.top_attended(alpha[i], 3, exclude=i)
+        np.testing.assert_array_equal(w[i], alpha[i, top[i]])
+    np.testing.assert_allclose(Z, alpha @ X.astype(np.float64), rtol=RTOL)
 
 
 # --------------------------------------------------------------------------- 2. scores --file / --document
@@ -431,25 +437,28 @@ def test_document_missing_file(tmp_path):
     fails(run("scores", "--file", tmp_path), code=2)  # a folder: click refuses it (dir_okay=False)
 
 
-def test_document_large_scale_is_one_line_or_works(tmp_path):
+def test_document_at_a_large_scale_gives_each_row_its_largest_scores(glove, tmp_path):
+    """--scale 1e38 takes the scores (at most ~1e40) to the edge of float32 but not of float64:
+    the document is computed, each word's weight on itself, the two "the" halving theirs."""
     path = tmp_path / "small.txt"
     path.write_text("the cat sat on the mat\n", encoding="utf-8")
-    result = run("scores", "--file", path, "--scale", "1e38", "--json")
-    if result.exit_code:
-        fails(result, "overflow")
-    else:
-        assert len(ok(result)) == 6
+    rows = ok(run("scores", "--file", path, "--scale", "1e38", "--json"))
+    tokens = ["the", "cat", "sat", "on", "the", "mat"]
+    check_rows(rows, glove, tokens, scale=1e38)
+    assert [[t["weight"] for t in row["top"]] for row in rows] == [[0.5, 0.0, 0.0]] + [[0.0] * 3] * 3 + \
+        [[0.5, 0.0, 0.0], [0.0] * 3]
 
 
-def test_document_svg_html_written_or_refused(tmp_path):
+def test_document_svg_html_refused(tmp_path):
+    """A document has no T x T table to draw: --svg and --html are a usage error, and nothing
+    is written."""
     path = tmp_path / "small.txt"
     path.write_text("the cat sat on the mat\n", encoding="utf-8")
     for option, picture in (("--svg", tmp_path / "doc.svg"), ("--html", tmp_path / "doc.html")):
-        result = run("scores", "--file", path, "--json", option, picture)
-        if result.exit_code == 0:
-            assert picture.is_file(), f"{option}: exit 0 but {picture.name} was not written"
-        else:
-            fails(result, option, code=2)
+        assert fails(run("scores", "--file", path, "--json", option, picture), code=2) == (
+            f"attncli: error: {option} draws a T x T table, which a document never holds; leave it out "
+            "(see 'attncli scores --help')")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.txt"]
 
 
 # --------------------------------------------------------------------------- 3. memory: rows as they are computed
