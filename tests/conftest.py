@@ -23,6 +23,18 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True)
+def signal_mask():
+    """Each test ends with the signal mask it began with. A signal a test leaves blocked (a
+    Ctrl-C as batch's workers start can leave SIGINT so) would be blocked in every process the
+    later tests start, and their Ctrl-C, SIGTERM and hang-up tests would wait in vain."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    for signum in signal.sigpending() & (signal.pthread_sigmask(signal.SIG_BLOCK, []) - before):
+        signal.sigtimedwait([signum], 0)  # the test's own, held back: not the run's to receive
+    signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """The whole run gets its own vectors cache, never the user's."""
