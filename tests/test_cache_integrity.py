@@ -48,11 +48,11 @@ from attncli import entry as entry_module
 from attncli import load_vectors
 from attncli.errors import VectorsError
 from clirunner import fails, ok, one, one_warning, run, words_of
+from helpers import NINE_WORDS, matrix, temporaries, write_text
 
 pytestmark = [pytest.mark.usefixtures("cache"), pytest.mark.filterwarnings("error::RuntimeWarning")]
 
 ATTNCLI = Path(sys.executable).with_name("attncli")  # the installed entry point of this environment
-WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
 OWN = ["vectors.npy", "vectors.words.txt", "vectors.offsets.npy", "vectors.order.npy", "vectors.json",
        ".attncli-entry"]
 LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale", "damaged"}
@@ -60,22 +60,6 @@ NOBODY = 54321  # a uid with no passwd entry
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
-    return (np.random.default_rng(seed).integers(-256, 256, size=(n, d)) / 64).astype(np.float32)
-
-
-def write_text(path: Path, words, M) -> Path:
-    lines = [f"{M.shape[0]} {M.shape[1]}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def source(tmp_path):
-    M = matrix(len(WORDS), 4, seed=1)
-    return write_text(tmp_path / "v.txt", WORDS, M), M
 
 
 def entry_of(path: Path, **kw) -> Path:
@@ -89,10 +73,6 @@ def same_as_fresh(vectors, path: Path) -> None:
     np.testing.assert_array_equal(np.asarray(vectors.matrix), fresh.matrix)
     for i, word in enumerate(words_of(fresh)):
         assert vectors.vocab.find(word) == i
-
-
-def temporaries(folder: Path) -> list[Path]:
-    return sorted(folder.glob(".tmp-*")) if folder.exists() else []
 
 
 def tree(root: Path) -> dict[str, bytes | str]:
@@ -272,7 +252,7 @@ def test_a_damaged_entry_is_removed_only_as_far_as_attncli_wrote_it(cache, sourc
     result = run("vectors", "info", "--vectors", path, "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "damaged", "left as it is", "notes.txt", "without the vectors cache")
-    assert doc["words"] == len(WORDS) and doc["cache_entry"] is None
+    assert doc["words"] == len(NINE_WORDS) and doc["cache_entry"] is None
     assert sorted(p.name for p in entry.iterdir()) == ["notes.txt"]
     assert (entry / "notes.txt").read_text() == "mine\n" and temporaries(cache) == []
 
@@ -449,7 +429,7 @@ def test_a_conversion_killed_mid_write_is_cleared_and_a_live_one_kept(cache, sou
         table = run("vectors", "list", "--format", "table")
         assert table.exit_code == 0 and table.stdout == f"no cache entries in {cache}\n"
         info = one(run("vectors", "info", "--vectors", path, "--json"))
-        assert info["words"] == len(WORDS) and Path(info["cache_entry"]).parent.parent == cache
+        assert info["words"] == len(NINE_WORDS) and Path(info["cache_entry"]).parent.parent == cache
 
         proc = attncli("vectors", "clear", "--yes", "--json", env=env_for(cache))
         assert proc.returncode == 0, proc.stderr
@@ -532,7 +512,7 @@ def edit_offsets(entry: Path):
 def another_dimension(entry: Path):
     """vectors.npy replaced by a matrix of another dimension, the metadata edited to match."""
     f, m = entry / "vectors.npy", entry / "vectors.json"
-    np.save(f, np.zeros((len(WORDS), 2), np.float32))
+    np.save(f, np.zeros((len(NINE_WORDS), 2), np.float32))
     meta = json.loads(m.read_text())
     meta["dim"] = 2
     meta["files"][".npy"] = f.stat().st_size
@@ -593,7 +573,7 @@ def test_a_tampered_entry_is_noticed_reconverted_and_gives_the_fresh_numbers(cac
     result = run("vectors", "info", "--vectors", path, "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "cache entry", str(path), "damaged", "converting it again")
-    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(WORDS), 4, str(entry / "vectors"))
+    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(NINE_WORDS), 4, str(entry / "vectors"))
 
     warnings = []
     again = load_vectors(path, warn=warnings.append)
@@ -625,7 +605,7 @@ def test_the_metadata_holds_checksums_of_what_a_load_verifies(cache, source):
     for suffix in (".words.txt", ".offsets.npy", ".order.npy"):
         assert sums["files"][suffix] == f"{zlib.crc32((entry / f'vectors{suffix}').read_bytes()):08x}"
     data = (entry / "vectors.npy").read_bytes()
-    header = data[: len(data) - len(WORDS) * 4 * 4]
+    header = data[: len(data) - len(NINE_WORDS) * 4 * 4]
     assert sums["headers"] == {".npy": f"{zlib.crc32(header):08x}"}
     assert sums["sha256"] == {s: hashlib.sha256((entry / f"vectors{s}").read_bytes()).hexdigest()
                               for s in (".npy", ".words.txt", ".offsets.npy", ".order.npy")}
@@ -718,7 +698,7 @@ def test_a_fifo_in_place_of_any_entry_file_never_hangs(cache, source, name):
     proc = attncli("vectors", "info", "--vectors", path, "--json", env=env, timeout=30)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["words"] == len(WORDS)
+    assert info["words"] == len(NINE_WORDS)
     [warning] = proc.stderr.splitlines()
     assert warning.startswith("attncli: warning: the cache entry for") and "damaged" in warning
     if name == ".attncli-entry":  # without its proof the folder is not attncli's: left, FIFO and all
@@ -759,7 +739,7 @@ def test_a_huge_sparse_metadata_file_is_refused_unread(cache, source):
                           env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert got["words"] == len(WORDS) and got["rss"] < 400_000  # kB: the file was never read
+    assert got["words"] == len(NINE_WORDS) and got["rss"] < 400_000  # kB: the file was never read
     [warning] = got["warnings"]
     assert "vectors.json holds 3.2 GB" in warning and "converting it again" in warning
     assert (entry / "vectors.json").stat().st_size < 10_000
@@ -859,7 +839,7 @@ def test_list_shows_good_and_damaged_entries_side_by_side(cache, source, tmp_pat
     (cache / "not-an-entry" / "vectors.json").write_text("{}")
     docs = {d["path"]: d for d in ok(run("vectors", "list", "--json"))}
     assert set(docs) == {str(good), str(bad)}
-    assert docs[str(good)]["damaged"] is None and docs[str(good)]["words"] == len(WORDS)
+    assert docs[str(good)]["damaged"] is None and docs[str(good)]["words"] == len(NINE_WORDS)
     assert docs[str(bad)]["damaged"] == f"{bad}/vectors.json: holds an array in JSON, not an object"
     assert docs[str(bad)]["words"] is None and docs[str(bad)]["stale"] is True
     table = run("vectors", "list", "--format", "table")
@@ -1039,7 +1019,7 @@ NO_PASSWD = ("import pwd, sys\n"
 def test_without_a_home_directory(open_folder, how):
     if how == "uid" and not (hasattr(os, "geteuid") and os.geteuid() == 0 and _no_passwd_entry()):
         pytest.skip("runs as a uid with no passwd entry, which needs root")
-    vectors = write_text(open_folder / "v.txt", WORDS, matrix(len(WORDS), 4, seed=1))
+    vectors = write_text(open_folder / "v.txt", NINE_WORDS, matrix(len(NINE_WORDS), 4, seed=1))
     vectors.chmod(0o644)
     work = open_folder / "work"
     work.mkdir()
@@ -1064,7 +1044,7 @@ def test_without_a_home_directory(open_folder, how):
 
     proc = nobody("vectors", "info", "--vectors", vectors, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["words"] == len(WORDS) and json.loads(proc.stdout)["cache_entry"] is None
+    assert json.loads(proc.stdout)["words"] == len(NINE_WORDS) and json.loads(proc.stdout)["cache_entry"] is None
     [warning] = proc.stderr.splitlines()
     assert warning.startswith("attncli: warning: there is no cache directory")
     for words in ("~/.cache/attncli", "HOME is not set", f"user {uid}", "set HOME or ATTNCLI_CACHE_DIR"):
@@ -1102,7 +1082,7 @@ def test_a_relative_home_is_no_home(cache, source, monkeypatch):
     fails(run("vectors", "list", env={"ATTNCLI_CACHE_DIR": "~/cache"}), "there is no cache directory")
     fails(run("scores", "cat", "--vectors", "glove-fake-42", env={"GENSIM_DATA_DIR": None}), "GENSIM_DATA_DIR")
     monkeypatch.setenv("HOME", str(path.parent))
-    assert one(run("vectors", "info", "--vectors", "~/v.txt", "--json"))["words"] == len(WORDS)
+    assert one(run("vectors", "info", "--vectors", "~/v.txt", "--json"))["words"] == len(NINE_WORDS)
     monkeypatch.setenv("ATTNCLI_CACHE_DIR", "~/cache")  # ~ in ATTNCLI_CACHE_DIR is the home directory
     assert one(run("vectors", "convert", "~/v.txt", "--json"))["cache_entry"].startswith(str(path.parent / "cache"))
 
