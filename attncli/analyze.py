@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, limits, projections, rnn
-from attncli.errors import AttncliError, InputError, OptionError, TokenError, finite, positive, whole
-from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize
+from attncli.errors import AttncliError, InputError, ModelError, OptionError, TokenError, finite, positive, whole
+from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize, trimmed
 from attncli.projections import Projections
 from attncli.vectors import Embedded, TooManyTokens, Vectors, cosines, embed, unit_rows
 
@@ -119,8 +119,11 @@ class Attention:
 class Trained:
     """A trained model in place of word vectors (--model), and which of its attentions to
     show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
-    Its tokens are the model's word pieces, [CLS] and [SEP] among them; Steps I-III are the
-    layer's own, computed by attention.py inside its family's forward pass (models/bert.py)."""
+    Its tokens are the model's word pieces, with the markers its tokenizer adds (an
+    encoder's [CLS] and [SEP], a decoder's <s> or none); Steps I-III are the layer's own,
+    computed by attention.py inside its family's forward pass (models/). A
+    decoder's attention is masked as its family's mask(T, config) says (causal, and within
+    a window where the model has one), and its logits give the next piece (predict)."""
 
     model: object  # models.files.Model
     layer: int
@@ -149,6 +152,8 @@ class Trained:
             raise InputError("the sentence is empty; give some words")
         pieces = self.model.encode(sentence)
         config, T = self.model.config, len(pieces.ids)
+        if T == 0:  # a tokenizer whose normalizer leaves nothing of the text, and that adds no marker
+            raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
         family = self.model.family
         limits.require(family.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
@@ -159,22 +164,66 @@ class Trained:
         config, l = self.model.config, self.layer - 1
         pieces, run = self.run(sentence, keep=(l,), listed=listed)
         steps = run.steps[l]
-        W, b = self.model.family.projections(self.model.weights, l)
-        proj = Projections(kind="model", path=self.model.name, W=W, b=b)
+        proj = Projections(kind="model", path=self.model.name, **self.projections(l))
         embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
         Z = steps["context"] if shown is None else steps["Z"][shown]  # (T, D), or the head's own (T, d_head)
+        masked = self.model.family.mask(len(pieces.ids), config) if self.model.causal else None  # (T, T)
         return Attention(embedded, proj, float(attention.default_scale(config.d_head)), steps["Q"], steps["K"],
-                         steps["V"], steps["scores"], steps["weights"], Z, None,
+                         steps["V"], steps["scores"], steps["weights"], Z, masked,
                          shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
 
+    def projections(self, l: int) -> dict[str, dict[str, np.ndarray]]:
+        """Layer l's W and b (Projections' fields), the keys' and values' as the query heads
+        use them: with grouped-query attention each key/value head's columns written out
+        for every query head it serves (attention.share_heads, as the steps' K and V are),
+        so that d_k is every head's queries' and keys' width, and the values' too."""
+        H, KV = self.model.config.heads, self.model.config.key_heads
+        W, b = self.model.family.projections(self.model.weights, l)
+        if KV != H:  # (D, KV d_head) -> (D, H d_head), and the biases (KV d_head,) -> (H d_head,)
+            W = {**W, **{n: attention.share_heads(W[n], KV, H) for n in ("W_key", "W_value")}}
+            b = {**b, **{n: attention.share_heads(b[n][None], KV, H)[0] for n in ("b_key", "b_value") if n in b}}
+        return {"W": W, "b": b}
+
     def describe(self, att: Attention) -> dict:
-        """What a model adds to a document's keys."""
+        """What a model adds to a document's keys; its key/value heads where its query heads
+        share them, d_head where it is not d_model / heads, and a decoder's mask in
+        place of --mask's."""
         c = self.model.config
-        return {"model": {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden},
-                "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
-                "offsets": [list(o) for o in att.pieces.offsets]}
+        model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
+        if c.key_heads != c.heads:
+            model["kv_heads"] = c.key_heads
+        if c.d_head * c.heads != c.hidden:
+            model["d_head"] = c.d_head
+        doc = {"model": model, "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+               "offsets": [list(o) for o in att.pieces.offsets]}
+        return doc if att.mask is None else {**mask_keys(att.mask), **doc}
+
+    def predict(self, att: Attention, k: int) -> list[dict]:
+        """A decoder's k likeliest next pieces after the sentence, likeliest first: the softmax
+        of the logits at its last piece, from that piece's final (normed) hidden state."""
+        if not self.model.causal:
+            raise OptionError(f"{self.model.name} is an encoder: it predicts no next piece")
+        family, config = self.model.family, self.model.config
+        z = family.logits(att.hidden[-1][-1:], self.model.weights, config)[0]  # (V,)
+        p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
+        top = np.argsort(-z, kind="stable")[:k]  # ties: the smaller id first
+        return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),
+                 "logprob": float(logp[i])} for i in top]
+
+
+def mask_keys(mask: np.ndarray) -> dict:
+    """What a document says of a model's mask (T, T), True where piece i may not attend to
+    piece j: {"mask": "causal"}, or, where a row sees at most W pieces (itself and the W - 1
+    before it) and W < T, {"mask": "causal+window", "window": W}: the views draw the masked
+    cells from these keys alone. A mask of another shape is refused: nothing could show it."""
+    T = len(mask)
+    window = int((~mask).sum(axis=1).max())  # the most pieces a row attends to
+    if not np.array_equal(mask, attention.causal_mask(T) | attention.window_mask(T, window - 1)):
+        raise ModelError("the model's attention mask is neither causal nor causal within a window, the masks "
+                         "attncli shows")
+    return {"mask": "causal"} if window >= T else {"mask": "causal+window", "window": window}
 
 
 def embed_sentence(sentence: str, vectors: Vectors, opts: Options, *, most: int | None = None,
@@ -310,11 +359,12 @@ def _tops(att: Attention, weights: np.ndarray, opts: Options) -> list[list[dict]
 
 
 def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
-               norms: bool = False, words: bool = False) -> dict:
+               norms: bool = False, words: bool = False, predict: int = 0) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
     attended, for every head under `heads` and, at the top, their mean (with one head, its own).
     `rollout` adds the attention rollout up to the layer shown; `norms` what each token
-    sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms)."""
+    sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms);
+    `predict`, a decoder's likeliest next pieces, that many (_predicted)."""
     att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads + (2 if rollout or norms else 0))
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
@@ -339,7 +389,17 @@ def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Option
         doc["norms"] = (per_head[att.shown] if att.shown is not None else attention.summed_norms(att.weights, F)).tolist()
         for head, M in zip(doc["heads"], per_head):
             head["norms"] = M.tolist()
+    doc.update(_predicted(att, vectors, predict))
     return words_doc(doc, sentence, att, opts) if words else doc
+
+
+def _predicted(att: Attention, vectors, k: int) -> dict:
+    """{"predict": the k likeliest next pieces} of a decoder (Trained.predict), or nothing for k = 0."""
+    if not k:
+        return {}
+    if not isinstance(vectors, Trained):
+        raise OptionError("predict gives the next pieces a decoder model predicts; word vectors predict none")
+    return {"predict": vectors.predict(att, k)}
 
 
 def _passed_on(att: Attention, vectors) -> np.ndarray:
@@ -350,52 +410,38 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
 
 
-def piece_spans(sentence: str, pieces) -> list[tuple[int, int] | None]:
-    """Each piece's span in the sentence without the white space around it (None for a
-    marker): a byte-level piece ("Ġearth") or a SentencePiece one ("▁earth") spans the
-    space before its word, and a piece of spaces alone ("Ġ", "▁") is left a point where
-    its white space ends, at the start of the word it goes with."""
-    spans = []
-    for (start, end), special in zip(pieces.offsets, pieces.special):
-        text = sentence[start:end]
-        kept = text.strip()
-        if special:
-            spans.append(None)
-        elif not kept:
-            spans.append((end, end))
-        else:
-            first = start + len(text) - len(text.lstrip())
-            spans.append((first, first + len(kept)))
-    return spans
-
-
-def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[tuple[int, int] | None]]:
-    """The word pieces of each word, in order, and each word's span in the sentence (None
-    for a marker). A word is where the model's pieces (their spans trimmed of white space)
-    and attncli's own tokens overlap, merged until no piece or token straddles two words,
-    so that WordPiece's "didn ' t" and the Penn Treebank's "did n't" meet in "didn't", and
-    the pieces of one character (byte fallback's <0xC3> <0xA9> for é) are one word. A
-    piece of spaces alone goes with the word after it (the last at a sentence's end);
-    [CLS] and [SEP] are words of their own."""
-    spans = piece_spans(sentence, pieces)
+def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[str]]:
+    """The word pieces of each word, in order, and each word's text: a word is where the
+    model's pieces and attncli's own tokens overlap, merged until no piece or token
+    straddles two words, so that WordPiece's "didn ' t" and the Penn Treebank's "did n't"
+    meet in "didn't". A piece's span is read without the white space at its ends (a
+    byte-level BPE's "Ġearth" holds the space before it where its offsets are not trimmed),
+    and a piece that spans nothing else (RoBERTa's "Ġ" alone) goes with the word after it.
+    The model's markers ([CLS], [SEP]; <s>, </s>) are words of their own, named as pieces."""
+    spans = [trimmed(sentence, *o) for o in pieces.offsets]
+    words = [s for s, special in zip(spans, pieces.special) if not special and s[0] < s[1]]
+    words += [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
     merged: list[list[int]] = []
-    ours = [s for s in token_spans(sentence, tokenize(sentence, lowercase=False)) if s is not None]
-    for start, end in sorted([s for s in spans if s is not None and s[0] < s[1]] + ours):
+    for start, end in sorted(words):
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, span in enumerate(spans):
-        if span is None:
-            key = ("marker", i)
-        else:
-            key = ("word", next((k for k, (_, b) in enumerate(merged) if span[0] < b), len(merged) - 1))
-            if key[1] < 0:  # spaces alone, and no word to go with
-                merged.append(list(span))
-                key = ("word", 0)
-        groups.setdefault(key, []).append(i)
-    return list(groups.values()), [None if kind == "marker" else tuple(merged[k]) for kind, k in groups]
+    merged = merged or [list(trimmed(sentence, 0, len(sentence)))]  # no piece spans a character: one word
+    groups: dict[int, list[int]] = {}  # a word's place in merged (a marker's: -1 - its own) -> its pieces
+    for i, (span, special) in enumerate(zip(spans, pieces.special)):
+        groups.setdefault(-1 - i if special else _word_of(span, merged), []).append(i)
+    labels = [pieces.pieces[i[0]] if key < 0 else sentence[merged[key][0]:merged[key][1]] for key, i in groups.items()]
+    return list(groups.values()), labels
+
+
+def _word_of(span: tuple[int, int], merged: list[list[int]]) -> int:
+    """Which of the words (merged, in order) the piece at `span` is of: the one that holds it
+    or, for a piece that spans nothing, the first that ends after it (else the last)."""
+    start, end = span
+    if start == end:
+        return next((k for k, (_, b) in enumerate(merged) if start < b), len(merged) - 1)
+    return next(k for k, (a, b) in enumerate(merged) if a <= start and end <= b)
 
 
 def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
@@ -413,16 +459,20 @@ def merge_words(M: np.ndarray, groups: list[list[int]]) -> np.ndarray:
 
 def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
     """A scores document over words instead of word pieces (--words): its weights merged by
-    merge_words, each row's share on [CLS] and [SEP] under `special_share`; the scores,
+    merge_words, each row's share on the markers under `special_share`; the scores,
     which no rule merges, left out."""
-    groups, spans = word_groups(sentence, att.pieces)
-    special = [span is None for span in spans]
-    labels = [att.tokens[g[0]] if span is None else sentence[span[0]:span[1]] for g, span in zip(groups, spans)]
+    groups, labels = word_groups(sentence, att.pieces)
+    special = [all(att.pieces.special[i] for i in g) for g in groups]
     weights = merge_words(att.weights, groups)  # (H, U, U)
     mean = weights.mean(axis=0) if att.shown is None else weights[att.shown]  # (U, U)
+    # a decoder's: no word attends to a later one (a sliding window over pieces is no band of words)
+    masked = None if att.mask is None else attention.causal_mask(len(groups))  # (U, U)
     words = Attention(Embedded(labels, np.zeros((len(labels), 0)), ["word"] * len(labels), []), att.projections,
-                      att.scale, att.Q, att.K, att.V, weights, weights, att.context, None, shown=att.shown)
-    out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups")}
+                      att.scale, att.Q, att.K, att.V, weights, weights, att.context, masked, shown=att.shown)
+    out = {k: v for k, v in doc.items() if k not in ("scores", "heads", "top", "weights", "offsets", "lookups",
+                                                     "window")}
+    if masked is not None:
+        out["mask"] = "causal"
     out.update(tokens=labels, special=special, pieces=[[att.tokens[i] for i in g] for g in groups],
                weights=mean.tolist(), top=_tops(words, mean, opts),
                special_share=mean[:, special].sum(axis=1).tolist(),
@@ -435,8 +485,9 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     """The `heads` document: the weights (L, H, T, T) of every layer's every head at a glance
     (one layer over word vectors, its --heads heads), or of the one `layer` and/or the one
     `head` (from 1) a model's --layer and --head choose, which "layer" and "head" say (null:
-    every one); with a model, what share of each head's attention goes to [CLS] and [SEP],
-    where a head with nothing to do puts it."""
+    every one); with a model, what share of each head's attention goes to its markers ([CLS]
+    and [SEP]), where an encoder's head with nothing to do puts it, and with a decoder the
+    share on its first piece, the attention sink of Xiao et al. (2023), where a decoder's does."""
     H = vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
     L = vectors.model.config.layers if isinstance(vectors, Trained) else 1
     att = attend(sentence, vectors, opts, listed=(1 if layer else L) * (1 if head else H))
@@ -451,11 +502,16 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
     if att.pieces is not None:
         special = np.array(att.pieces.special)  # (T,)
         doc["special_share"] = layers[..., special].sum(axis=-1).mean(axis=-1).tolist()  # (L, H)
+        if vectors.model.causal:
+            doc["first_share"] = layers[..., 0].mean(axis=-1).tolist()  # (L, H)
     return doc
 
 
-def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool) -> int:
-    """The position of --token (and/or --index) among the tokens that got a vector."""
+def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,
+                  names: list[str | None] | None = None) -> int:
+    """The position of --token (and/or --index) among the tokens that got a vector, each
+    found by its name in `names` where given (a model's word piece by the text it stands
+    for, Pieces.texts: RoBERTa's "Ġbank" by "bank"; None, found by none), else by itself."""
     if index is not None and index >= len(tokens):
         raise TokenError(f"--index {index} is out of range: the sentence has {len(tokens):,} tokens with vectors (0 to {len(tokens) - 1:,})")
     if token is None:
@@ -464,9 +520,10 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(parts) != 1:
         raise TokenError(f"--token takes one token, and {token!r} splits into {len(parts)}: {' '.join(parts) or '(nothing)'}")
     word = parts[0]
-    positions = [i for i, t in enumerate(tokens) if t == word]
+    keys = tokens if names is None else [n.lower() if lowercase and n else n for n in names]
+    positions = [i for i, t in enumerate(keys) if t == word]
     if index is not None:
-        if tokens[index] != word:
+        if keys[index] != word:
             raise TokenError(f"the token at --index {index} is {tokens[index]!r}, not {word!r}" + _positions_hint(word, positions))
         return index
     if not positions:
@@ -477,6 +534,12 @@ def find_position(tokens: list[str], oov: list[str], token: str | None, index: i
     if len(positions) > 1:
         raise TokenError(f"{word!r} occurs more than once" + _positions_hint(word, positions))
     return positions[0]
+
+
+def token_position(att: Attention, vectors: Vectors | Trained, token: str | None, index: int | None) -> int:
+    """find_position in a sentence's attention: a model's pieces found by their text."""
+    return find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased,
+                         names=None if att.pieces is None else att.pieces.texts)
 
 
 def _positions_hint(word: str, positions: list[int]) -> str:
@@ -494,17 +557,19 @@ def context_doc(
     index: int | None = None,
     all_contexts: bool = False,
     neighbors: int = 5,
+    predict: int = 0,
 ) -> dict:
     """The `context` document: one token's weights, top attended, context vector and the words
     nearest to it; with `all_contexts`, every token's context vector as well (and then the
-    token may be left out)."""
+    token may be left out); `predict` as scores_doc's."""
     att = attend(sentence, vectors, opts)
     doc = _common("context", sentence, vectors, att, opts)
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = token_position(att, vectors, token, index)
         doc.update(_token_fields(att, vectors, opts, i, neighbors))
     if all_contexts:
         doc["contexts"] = att.context.tolist()
+    doc.update(_predicted(att, vectors, predict))
     return doc
 
 
@@ -567,8 +632,7 @@ def compare_doc(sentences: list[str], vectors: Vectors, opts: Options = Options(
     for n, sentence in enumerate(sentences, start=1):
         try:
             att = attend(sentence, vectors, opts)
-            i = find_position(att.tokens, att.embedded.oov, token, indices[n - 1] if indices else None,
-                              lowercase=not vectors.cased)
+            i = token_position(att, vectors, token, indices[n - 1] if indices else None)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None
         docs.append({**_common("context", sentence, vectors, att, opts), **_token_fields(att, vectors, opts, i, neighbors)})
@@ -610,7 +674,7 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
             raise TokenError(f"{word!r} is not a word of {where}; try another word or --vectors")
         return {**doc, "word": key, "neighbors": _neighbors(vectors, vectors.vector(key), k, {key})}
     att = attend(sentence, vectors, opts)
-    i = find_position(att.tokens, att.embedded.oov, word, index, lowercase=not vectors.cased)
+    i = token_position(att, vectors, word, index)
     if not att.projections.word_space:
         raise TokenError("nearest words of a context vector need identity projections, or ones attncli train "
                          "learned: with other --qkv it is a sum of value vectors, not a word vector")
@@ -636,7 +700,7 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
     }
     doc = {**_common("explain", sentence, vectors, att, opts), "steps": {k: v.tolist() for k, v in steps.items()}}
     if token is not None or index is not None:
-        i = find_position(att.tokens, att.embedded.oov, token, index, lowercase=not vectors.cased)
+        i = token_position(att, vectors, token, index)
         doc.update(token=att.tokens[i], index=i, row={
             "x": steps["X"][i].tolist(), "q": att.Q[i].tolist(),
             "scores": att.scores[:, i].tolist(), "scaled": scaled[:, i].tolist(),  # (H, T)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from attncli import limits
+from attncli import limits, reading
 from attncli.analyze import Options, Trained, context_doc, scores_doc
 from attncli.errors import AttncliError
 from attncli.load import load_vectors
@@ -144,7 +144,7 @@ def read_items(stream, *, jsonl: bool = False, field_name: str = "text", most: i
     whole; a line of more than `most` bytes (default: a tenth of the memory available) is
     refused, a ResourceError, before it is held whole either. Lines end at b"\n" only (a
     final line without one is a line), as str.split("\n") would cut them."""
-    most = limits.input_limit() if most is None else most
+    most = reading.input_limit() if most is None else most
     number = 0
     while raw := stream.readline(most + 1):
         number += 1
@@ -177,8 +177,8 @@ def chunks_of(items: Iterable, size: int = CHUNK) -> Iterator[list]:
 def line_most(jobs: int) -> int:
     """The longest line a run of `jobs` workers takes: in_order holds 2 jobs chunks and the
     workers jobs more, each with one long line at most, and together they stay within the
-    input's share of the memory (limits.input_limit)."""
-    return max(limits.input_limit() // (3 * jobs), 1 << 20)
+    input's share of the memory (reading.input_limit)."""
+    return max(reading.input_limit() // (3 * jobs), 1 << 20)
 
 
 def parse_line(number: int, raw: bytes, *, jsonl: bool = False, field_name: str = "text"):
@@ -347,7 +347,7 @@ def run_chunks(chunks: Iterable[list[tuple]], job: Job, jobs: int = 1) -> Iterat
 
 SPOOL = "attncli-batch-"  # the prefix of a run's folder, in the system's temporary directory
 SPOOLED = "chunk-"  # the prefix of its files, a chunk's lines each
-OURS = ".attncli-batch"  # its marker, which the run holds locked (limits.lock) while it lasts
+OURS = ".attncli-batch"  # its marker, which the run holds locked (reading.lock) while it lasts
 
 
 @contextlib.contextmanager
@@ -370,7 +370,7 @@ def _spool():
     try:
         with contextlib.suppress(OSError):  # no marker: the folder is removed at the end all the same
             fd = os.open(os.path.join(folder, ".marking"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            if limits.lock(fd, wait=True):  # locked before it is a marker: a sweep never takes a starting run's
+            if reading.lock(fd, wait=True):  # locked before it is a marker: a sweep never takes a starting run's
                 os.rename(os.path.join(folder, ".marking"), os.path.join(folder, OURS))
         yield folder
     finally:
@@ -398,7 +398,7 @@ def _sweep(root: str) -> None:
         except OSError:
             continue
         try:
-            if limits.lock(fd, wait=False):  # its run has ended
+            if reading.lock(fd, wait=False):  # its run has ended
                 for name in os.listdir(entry.path):
                     if name.startswith(SPOOLED):
                         os.unlink(os.path.join(entry.path, name))

@@ -255,8 +255,10 @@ class Explorer(App):
         self.change(opts=dataclasses.replace(self.state.opts, scale=None if self.state.opts.scale is not None else 1.0))
 
     def action_mask(self) -> None:
+        if self.model() and self.vectors.model.causal:
+            return self.say(f"a decoder's mask is its own: {self.doc['mask']}, as it was trained")
         if self.model():
-            return self.say("a model's attention has no mask here: BERT attends both ways")
+            return self.say("a model's attention has no mask here: an encoder attends both ways")
         opts = self.state.opts
         at, from_file = MASKS.index(opts.mask), tuple(name for name in opts.from_file if name != "mask")
         for k in range(1, len(MASKS)):  # the next mask the sentence can take (self needs two tokens)

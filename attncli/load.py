@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 
 from attncli import cache
+from attncli.entry import DamagedEntry, EntryUnreadable, entry_bytes, read_bundled, verify_entry
 from attncli.errors import VectorsError, whole
 from attncli.vectors import Vectors
 
@@ -23,13 +24,13 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     (only with trust_pickle: it is a pickle), or the name of a downloaded gensim-data model.
     limit: read only the first `limit` words (of the bundled vectors, ordered by frequency, the
     `limit` most frequent: a view of their rows). The first load of a source writes a cache
-    entry (see cache.py) that later loads memory-map; use_cache=False skips it.
+    entry (see entry.py and cache.py) that later loads memory-map; use_cache=False skips it.
     progress(done, total) is called while a source is read; warn(message) for warnings.
     param: how an error about the source names where it was given ("--vectors", "SOURCE").
     must_cache: a cache entry is what is asked for (`vectors convert`): what would be a
     warning and a run without the cache (a cache directory that cannot be written) is a
     VectorsError instead. verify: an entry already there is used only if every file of it
-    is as it was written (cache.verify_entry, which reads it all); else it is converted again.
+    is as it was written (entry.verify_entry, which reads it all); else it is converted again.
     """
     warn = warn or (lambda message: None)
 
@@ -40,7 +41,7 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
 
     limit = None if limit is None else whole("limit", limit, 1)
     if source is None:
-        bundled = cache.read_bundled()
+        bundled = read_bundled()
         return bundled.first(limit) if limit else bundled
     from attncli import sources  # file formats and gensim: not needed for the bundled vectors
 
@@ -60,7 +61,7 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
                 why = _unverified(folder / cache.PREFIX, progress)
             if cached is not None and why is None:
                 return cached
-        except cache.DamagedEntry as e:  # damage only: an entry that cannot be read now (EMFILE) is an error
+        except DamagedEntry as e:  # damage only: an entry that cannot be read now (EMFILE) is an error
             why = f"is damaged ({e})"
         if why is not None:
             left = cache.remove_entry(folder)
@@ -98,9 +99,9 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
 
 
 def _unverified(prefix, progress) -> str | None:
-    """What keeps the entry at `prefix` from verifying (cache.verify_entry), said after "the
+    """What keeps the entry at `prefix` from verifying (entry.verify_entry), said after "the
     cache entry": None when it verifies. An entry that cannot be read now is an error."""
-    total, done = cache.entry_bytes(prefix), 0
+    total, done = entry_bytes(prefix), 0
 
     def hashed(n: int) -> None:
         nonlocal done
@@ -108,9 +109,9 @@ def _unverified(prefix, progress) -> str | None:
         if progress is not None:
             progress(done, total)
 
-    checked = cache.verify_entry(prefix, hashed=hashed)
+    checked = verify_entry(prefix, hashed=hashed)
     if checked["status"] == "unreadable":
-        raise cache.EntryUnreadable(checked["problem"])
+        raise EntryUnreadable(checked["problem"])
     if checked["status"] == "unchecked":
         return f"holds no SHA-256s to verify it by ({checked['problem']})"
     return None if checked["ok"] else f"is damaged ({checked['problem']})"

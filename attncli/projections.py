@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.lib import format as npy
 
-from attncli import attention, limits, npyfile, rnn
+from attncli import attention, limits, npyfile, reading, rnn
 from attncli.errors import AttncliError
 
 if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's runs need not pay for it
@@ -90,7 +90,7 @@ def _train_record(path: str):
     import zipfile
 
     try:
-        with limits.open_regular(path, "--qkv") as f:
+        with reading.open_regular(path, "--qkv") as f:
             if f.read(4) != b"PK\x03\x04":
                 return None  # not a .npz: load says what it is
             _check_directory(f, path)
@@ -226,7 +226,7 @@ def read_arrays(path: str | Path, required: tuple[str, ...], optional: tuple[str
     .npz is a zip archive, so a few kB can declare GBs: the headers are what may be trusted
     to say how much, once the member sizes agree with them."""
     try:
-        with limits.open_regular(path, what) as f:
+        with reading.open_regular(path, what) as f:
             if f.read(4) != b"PK\x03\x04":  # a .npz is a zip archive of .npy files
                 raise ProjectionError(f"{path}: not a .npz file; it needs {', '.join(required)} (numpy.savez writes one)")
             _check_directory(f, path)

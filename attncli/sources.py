@@ -35,7 +35,7 @@ import numpy as np
 
 from attncli import workers
 from attncli.errors import AttncliError, VectorsError, WorkerLost
-from attncli.limits import read_file
+from attncli.reading import read_file
 from attncli.home import expand, home, no_home
 from attncli.vectors import Subwords, Vectors, Vocabulary
 from attncli.visible import count

@@ -8,6 +8,8 @@ by the rows counted (Clark et al. 2019, "What Does BERT Look At?", average the s
     entropy   -sum_j alpha_ij ln alpha_ij      (uniform attention: ln n_i, n_i allowed)
     distance  sum_j alpha_ij |i - j|
     self      alpha_ii          previous  alpha_i,i-1 (rows i > 0)   next  alpha_i,i+1 (rows i < T - 1)
+    first     alpha_i,0, the first position: a decoder's attention sink (Xiao et al. 2023,
+              "Efficient Streaming Language Models with Attention Sinks"), an encoder's [CLS]
     cls       alpha_i,0 on [CLS]   sep  sum over [SEP]   punct  sum over punctuation
 
 and TransformerLens's head detector scores (its "mul" measure): sum(alpha * P) / sum(alpha)
@@ -28,7 +30,7 @@ import numpy as np
 # each statistic and the count of rows it is divided by
 STATISTICS = {
     "entropy": "rows", "distance": "rows", "self": "rows", "previous": "rows_previous", "next": "rows_next",
-    "cls": "rows", "sep": "rows", "punct": "rows", "previous_token": "rows", "duplicate_token": "rows_repeat",
+    "first": "rows", "cls": "rows", "sep": "rows", "punct": "rows", "previous_token": "rows", "duplicate_token": "rows_repeat",
     "induction": "rows_repeat",
 }
 COUNTS = ("sentences", "tokens", "rows", "rows_previous", "rows_next", "rows_repeat")
@@ -132,6 +134,7 @@ def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.n
         "self": alpha[..., where, where].sum(axis=-1),
         "previous": alpha[..., where[1:], where[:-1]].sum(axis=-1),
         "next": alpha[..., where[:-1], where[1:]].sum(axis=-1),
+        "first": alpha[..., 0].sum(axis=-1),
         **{name: alpha[..., flags].sum(axis=(-1, -2)) for name, flags in (("cls", cls), ("sep", sep), ("punct", punct))},
     }
     sums["previous_token"] = sums["previous"]  # P_i,i-1 picks the same cells; only the count divided by differs
@@ -142,7 +145,9 @@ def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.n
         for name, P in patterns(ids).items():
             if name != "previous_token":
                 sums[name] = (alpha * P).sum(axis=(-1, -2))
-    return Observation(sums, {"sentences": 1, "tokens": T, "rows": T, "rows_previous": T - 1, "rows_next": T - 1,
+    # the rows that may attend to the token before (after) them: none after, with a decoder's mask
+    before, after = int(allowed[where[1:], where[:-1]].sum()), int(allowed[where[:-1], where[1:]].sum())
+    return Observation(sums, {"sentences": 1, "tokens": T, "rows": T, "rows_previous": before, "rows_next": after,
                               "rows_repeat": T if repeats else 0})
 
 
@@ -226,24 +231,31 @@ def close(a: float, b: float) -> bool:
     return bool(np.isfinite(a) and np.isfinite(b) and abs(a - b) <= max(0.005, 0.01 * abs(b)))
 
 
-def head_records(partial: Partial) -> list[dict]:
-    """One record a head: its statistics, each baseline's for the same head (uniform
-    attention has one value for every head), and which statistics a baseline equals."""
+# the statistics of a model's heads only: over word vectors the first position is the
+# sentence's first word, no piece of a kind of its own
+MODEL_STATISTICS = ("first",)
+
+
+def head_records(partial: Partial, *, model: bool = True) -> list[dict]:
+    """One record a head: its statistics (without MODEL_STATISTICS unless `model`), each
+    baseline's for the same head (uniform attention has one value for every head), and
+    which statistics a baseline equals."""
     means = partial.heads.means()
     L, H = partial.heads.shape
     base = {name: sums.means() for name, sums in partial.baselines.items()}
+    names = [name for name in STATISTICS if model or name not in MODEL_STATISTICS]
     out = []
     for l in range(L):
         for h in range(H):
             record = {"layer": l + 1, "head": h + 1, **partial.heads.counts}
-            record.update({name: _number(means[name][l, h]) for name in STATISTICS})
+            record.update({name: _number(means[name][l, h]) for name in names})
             record["baselines"] = {
                 name: {stat: _number(m[stat][min(l, m[stat].shape[0] - 1), min(h, m[stat].shape[1] - 1)])
-                       for stat in STATISTICS} for name, m in base.items()}
+                       for stat in names} for name, m in base.items()}
             record["like_baseline"] = {
                 stat: [name for name, values in record["baselines"].items()
                        if record[stat] is not None and values[stat] is not None and close(record[stat], values[stat])]
-                for stat in STATISTICS}
+                for stat in names}
             out.append(record)
     return out
 

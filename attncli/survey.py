@@ -1,6 +1,7 @@
-"""A corpus's sentences through attention, into stats.py's sums: in this process, in N
-worker processes (as batch), or on a Dask cluster. Each chunk of lines gives a Partial,
-and the partials are merged as they come: the order does not matter (stats.py).
+"""A corpus's sentences through attention, into stats.py's sums, and stats' summary of
+them: in this process, or in N worker processes (as batch); on a Dask cluster, cluster.py
+runs the same chunk_partial in each task. Each chunk of lines gives a Partial, and the
+partials are merged as they come: the order does not matter (stats.py).
 
 Baselines, computed beside the heads on the same sentences (Wiegreffe & Pinter 2019 ask
 for them before reading meaning into attention):
@@ -12,12 +13,8 @@ for them before reading meaning into attention):
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
-import itertools
-import re
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +22,6 @@ import numpy as np
 from attncli import batch, limits, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
-from attncli.load import load_vectors
 from attncli.tokenize import is_punctuation
 
 
@@ -44,16 +40,16 @@ class StatsJob:
 def sentence_arrays(text: str, vectors, opts: Options):
     """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence."""
     att = attend(text, vectors, opts)
-    if att.layers is not None:  # a model: every layer, its pieces with [CLS] first and [SEP]s
-        alpha, T = att.layers, len(att.tokens)
-        special = np.array(att.pieces.special, dtype=bool)
-        cls = special & (np.arange(T) == 0)
-        sep = special & (np.arange(T) > 0)
-        allowed = np.ones((T, T), dtype=bool)
+    T = len(att.tokens)
+    cls = sep = np.zeros(T, dtype=bool)
+    if att.layers is not None:  # a model: every layer; an encoder's pieces with [CLS] first and [SEP]s
+        alpha = att.layers
+        if not vectors.model.causal:  # a decoder's marker (Llama's <s>) is no [CLS]: its share is under first
+            special = np.array(att.pieces.special, dtype=bool)
+            cls, sep = special & (np.arange(T) == 0), special & (np.arange(T) > 0)
     else:
-        alpha, T = att.weights[None], len(att.tokens)
-        cls = sep = np.zeros(T, dtype=bool)
-        allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask
+        alpha = att.weights[None]
+    allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
     punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
     return alpha, allowed, list(att.tokens), punct, cls, sep
 
@@ -159,283 +155,6 @@ def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
     yield from workers.in_order(_chunk, chunks, _start, job, jobs)
 
 
-# --- a Dask cluster -------------------------------------------------------------------------
-
-_loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
-
-
-def _same_contents(job: batch.Job, loaded, worker: str) -> None:
-    """In a Dask worker, as it loads `job`: what it read holds what the client's held."""
-    for what, here in job.contents:
-        if what == "vectors":
-            sums = (getattr(loaded, "meta", None) or {}).get("checksums", {}).get("sha256")
-            there = tuple(sorted(sums.items())) if sums else None
-            if there is not None and there != here:  # None: an entry written before checksums, left to its identity
-                raise InputError(f"worker {worker} sees other vectors at {job.source} than this run read here (the "
-                                 "same size and time, other contents); give every worker the same file")
-        elif (there := batch.sha256(what)) != here:
-            raise InputError(f"worker {worker} sees another {what} than this run read here (SHA-256 "
-                             f"{str(there)[:12]}… there, {str(here)[:12]}… here); give every worker the same file")
-
-
-def _same_files(files: tuple, worker: str) -> None:
-    """In a Dask worker: each file of `files` is the one the client recorded, or an error
-    that says which, where, and how it differs."""
-    for path, here in files:
-        there = batch.identity(path)
-        if there != here:
-            raise InputError(f"worker {worker} sees another {path} than this run read here "
-                             f"({_difference(there, here)}); give every worker the same file, unchanged while the "
-                             "run lasts (a copy keeps its time with cp -p or rsync -a)")
-
-
-def _difference(there, here) -> str:
-    """How two identities differ, in words: 12,345 bytes there, 12,400 here."""
-    if isinstance(there, str) or isinstance(here, str):
-        def said(side) -> str:
-            return side if isinstance(side, str) else f"{side[0]:,} bytes"
-
-        return f"{said(there)} there, {said(here)} here"
-    if there[0] != here[0]:
-        return f"{there[0]:,} bytes there, {here[0]:,} here"
-    return f"{here[0]:,} bytes each, modified {_when(there[1])} there and {_when(here[1])} here"
-
-
-def _when(ns: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9:09d}"
-
-
-def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
-    """A Dask task: the worker loads the vectors (or model) once, from the path all workers
-    see, and sums its chunk. Only the chunk's text comes in and the sums go out."""
-    return chunk_partial(chunk, _worker_vectors(job.load), job)
-
-
-def _load(job: batch.Job):
-
-    if job.model is not None:
-        from attncli import models  # the model's code, and tokenizers within: the model extra's
-
-        return Trained(models.load_model(job.model, job.revision), job.layer, job.head)
-    return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
-
-
-def dask_lines(chunk: list[tuple], job: batch.Job) -> batch.Encoded:
-    """A Dask task of `batch --scheduler`: the chunk's results as JSON Lines (batch.encoded_chunk)."""
-    return batch.encoded_chunk(chunk, _worker_vectors(job), job)
-
-
-def _worker_vectors(job: batch.Job):
-    """In a Dask worker: the vectors or model of `job`, loaded once, after its files were
-    found to be the client's (at every task: a --qkv file is read as the lines are)."""
-    from distributed import get_worker
-
-    worker = get_worker().address
-    _same_files(job.files, worker)
-    if job not in _loaded:
-        _loaded.clear()  # a worker that serves many runs holds one job's vectors, not every one's
-        try:
-            loaded = _load(job)
-        except (AttncliError, OSError) as e:
-            where = job.model or job.source or "the bundled vectors"
-            raise InputError(f"worker {worker} could not load {where}: {e}") from None
-        _same_contents(job, loaded, worker)
-        _loaded[job] = loaded
-    return _loaded[job]
-
-
-ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
-
-
-def connect(address: str, timeout: float = 10.0):
-    """A Dask client of the scheduler at `address`, once it has a worker, or a one-line error
-    within `timeout` seconds a step: the scheduler's handshake (_identify), the client's own
-    start, the first worker."""
-    if not ADDRESS.match(address):
-        raise InputError(f"--scheduler {address!r} is not a scheduler's address; give one as tcp://HOST:PORT "
-                         "(dask scheduler prints it)")
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
-    _identify(address, _connection_args(address), timeout)
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except Exception as e:  # noqa: BLE001: the scheduler answered just now; whatever stops its client is said
-        raise InputError(f"the Dask scheduler at {address} answered, but a client of it could not start "
-                         f"({type(e).__name__}: {e})") from None
-    try:
-        client.wait_for_workers(1, timeout=timeout)
-    except TimeoutError:
-        client.close()
-        raise InputError(f"the Dask scheduler at {address} has no worker (none joined within {timeout:g} s); "
-                         f"start one: dask worker {address}") from None
-    return client
-
-
-def _connection_args(address: str) -> dict:
-    """What Dask's configuration gives a client to connect with (a TLS context, if any);
-    tls:// and wss:// refused without one, which is all Dask would say in a traceback."""
-    import dask.config
-    from distributed import Security
-    from distributed.comm import parse_address
-
-    for key in ("ca-file", "client.cert", "client.key"):  # opened by Security(): a FIFO would hold it for ever
-        named = dask.config.get(f"distributed.comm.tls.{key}", None)
-        if named:
-            try:
-                limits.regular_file(named, f"distributed.comm.tls.{key}")
-            except limits.ResourceError as e:
-                raise InputError(f"Dask's TLS configuration cannot be used ({e})") from None
-    try:
-        args = Security().get_connection_args("client")
-    except (OSError, ValueError) as e:  # a certificate file named but missing, or not one
-        raise InputError(f"Dask's TLS configuration cannot be used ({getattr(e, 'strerror', None) or e}); check "
-                         "the files distributed.comm.tls names, or give the scheduler's tcp:// address") from None
-    scheme = parse_address(address)[0]
-    if scheme in ("tls", "wss") and args.get("ssl_context") is None:
-        raise InputError(f"{address} asks for TLS, and Dask's configuration gives attncli no certificate to offer; "
-                         "set distributed.comm.tls.ca-file, .client.cert and .client.key (or "
-                         "DASK_DISTRIBUTED__COMM__TLS__CA_FILE and the like), or give the scheduler's tcp:// address")
-    return args
-
-
-def _identify(address: str, args: dict, timeout: float) -> None:
-    """That a Dask scheduler answers at `address`, the time-out over the whole handshake: the
-    connection, Dask's comm handshake (which Dask itself waits on for ever: a server that
-    accepts and says nothing held `stats` past 300 s) and a first exchange, its identity.
-    Bytes that are not Dask's protocol (an HTTP server's answer) are an error here too,
-    not Dask's attempt at a frame of 3.5e18 bytes."""
-    import asyncio
-
-    from distributed.comm import CommClosedError, connect as comm_connect
-
-    async def identity():
-        # Dask retries a refused connection until its own time-out, 3 s sooner than this one
-        # (room for a busy machine), to end with the reason (Connection refused) rather than
-        # as a silence would
-        comm = await comm_connect(address, timeout=0.7 * timeout, **args)
-        try:
-            await comm.write({"op": "identity", "reply": True})
-            return await comm.read()
-        finally:
-            comm.abort()
-
-    try:
-        answer = asyncio.run(asyncio.wait_for(identity(), timeout))
-    except asyncio.TimeoutError:  # before OSError: from Python 3.11 it is one
-        raise InputError(_no_answer(address, timeout)) from None
-    except CommClosedError:
-        hint = "" if address.startswith(("tls://", "wss://")) else " (a scheduler that asks for TLS takes tls://)"
-        raise InputError(f"the server at {address} closed the connection without answering as a Dask scheduler "
-                         f"does; check the address{hint}") from None
-    except OSError as e:
-        raise InputError(_no_answer(address, timeout, e)) from None
-    except Exception:  # noqa: BLE001: what Dask makes of bytes not its own (MemoryError, ValueError, ...)
-        raise InputError(f"the server at {address} is not a Dask scheduler (it answered, but not in Dask's "
-                         "protocol); check the address (dask scheduler prints it)") from None
-    kind = answer.get("type") if isinstance(answer, dict) else None
-    if kind != "Scheduler":
-        what = f"a Dask {kind.lower()}" if kind in ("Worker", "Nanny") else "a Dask server"
-        raise InputError(f"the server at {address} is {what}, not the scheduler; give the scheduler's address "
-                         "(dask scheduler prints it)")
-
-
-def _no_answer(address: str, timeout: float, error: BaseException | None = None) -> str:
-    """The message of a scheduler that did not answer, with the system's reason if Dask's
-    'Timed out trying to connect' wraps one (Connection refused)."""
-    while error is not None and not getattr(error, "strerror", None):
-        error = error.__cause__ or error.__context__
-    reason = f" ({error.strerror})" if error is not None else ""
-    return (f"no Dask scheduler answers at {address} within {timeout:g} s{reason}; start one (dask scheduler), "
-            "or check the address")
-
-
-WORKERLESS = 30.0  # seconds a run waits on a cluster left with no worker (a nanny restarts one in a few)
-
-
-def run_dask_in_order(chunks, job: batch.Job, address: str):
-    """`batch --scheduler`: each chunk's results, in input order, with at most 4 chunks a
-    worker in flight (a slow chunk holds back the ones after it, not the workers)."""
-    from collections import deque
-
-    with connect(address) as client:
-        window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
-        pending: deque = deque()
-
-        def oldest():
-            future = pending.popleft()
-            return _patiently(client, address, len(pending) + 1, lambda: future.result(timeout=1))
-
-        with _cluster_errors(address):
-            for chunk in chunks:
-                pending.append(client.submit(dask_lines, chunk, job, retries=2, pure=False))
-                while len(pending) >= window:
-                    yield oldest()
-            while pending:
-                yield oldest()
-
-
-def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
-    """Each chunk's partial from the cluster at `address`, as they finish, with at most 4
-    chunks a worker in flight. A worker lost mid-run has its tasks run again elsewhere
-    (Dask's own rescheduling, and 2 retries); a task that fails ends the run."""
-    from distributed import wait
-
-    with connect(address, timeout) as client:
-        window = 4 * max(1, len(client.scheduler_info().get("workers", {})))
-        chunks = iter(chunks)
-        with _cluster_errors(address):
-            running = {client.submit(dask_chunk, chunk, job, retries=2, pure=False)
-                       for chunk in itertools.islice(chunks, window)}
-            while running:
-                done = _patiently(client, address, len(running),
-                                  lambda: wait(list(running), timeout=1, return_when="FIRST_COMPLETED").done)
-                for future in done:
-                    yield _patiently(client, address, len(running), lambda: future.result(timeout=1))
-                    running.discard(future)
-                    chunk = next(chunks, None)
-                    if chunk is not None:
-                        running.add(client.submit(dask_chunk, chunk, job, retries=2, pure=False))
-
-
-def _patiently(client, address: str, waiting: int, attempt):
-    """attempt() (a wait of a second, or TimeoutError), again until it answers, unless the
-    cluster has had no worker for WORKERLESS seconds: Dask would wait for a new one for
-    ever, for a chunk still to compute or for one whose result was lost with its worker."""
-    import asyncio
-
-    alone = None
-    while True:
-        try:
-            with client.as_current():  # wait() takes the current client; ours is no default
-                return attempt()
-        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11, two before
-            pass
-        if client.scheduler_info(n_workers=1).get("workers"):
-            alone = None
-        elif alone is None:
-            alone = time.monotonic()
-        elif time.monotonic() - alone > WORKERLESS:
-            raise InputError(f"the Dask cluster at {address} has had no worker for {WORKERLESS:g} s, and "
-                             f"{waiting:,} chunks of lines wait; start workers (dask worker {address}) and run again")
-
-
-@contextlib.contextmanager
-def _cluster_errors(address: str):
-    """A task's failure, or the scheduler's loss, as one line of attncli's: an AttncliError a
-    worker raised (a line of the input) passes as it is."""
-    try:
-        yield
-    except AttncliError:
-        raise
-    except concurrent.futures.CancelledError:  # Dask's FutureCancelledError: the scheduler is gone
-        raise InputError(f"the connection to the Dask scheduler at {address} was lost mid-run; check that it "
-                         "still runs, and run again") from None
-    except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
-        raise InputError(f"the cluster at {address} failed a task: {type(e).__name__}: {e}") from None
-
-
 # --- the corpus's summary -------------------------------------------------------------------
 
 def check_attention(vectors, opts: Options, random_seeds: int) -> None:
@@ -460,15 +179,11 @@ def vocabulary(vectors, most: int = 10_000) -> list[str]:
     return out
 
 
-def summarise(items, job: StatsJob, *, jobs: int = 1, scheduler: str | None = None, vectors=None,
-              progress=lambda total: None) -> stats.Partial:
-    """The sums of every sentence of `items` (line number, text, error), a chunk of lines a
-    task: in this process, in `jobs` workers, or on the Dask cluster at `scheduler`; each
-    chunk's partial merged as it comes, and progress(total) told. The workers end before
-    this returns or raises."""
+def summarise(parts, progress=lambda total: None) -> stats.Partial:
+    """The sums of a corpus from its chunks' partials `parts` (run's, in this process or in
+    workers, or cluster.run_dask's), each merged as it comes, and progress(total) told. The
+    workers end before this returns or raises."""
     total = stats.Partial()
-    chunks = batch.chunks_of(items)
-    parts = run_dask(chunks, job, scheduler) if scheduler is not None else run(chunks, job, jobs, vectors)
     with contextlib.closing(parts):
         for part in parts:
             total.merge(part)
@@ -486,6 +201,6 @@ def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
         line, reason = total.first_skip
         raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
     model = isinstance(vectors, Trained)
-    records = total.words.records() if by == "word" else stats.head_records(total)
+    records = total.words.records() if by == "word" else stats.head_records(total, model=model)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
             "model": vectors.name if model else None, "vectors": None if model else vectors.name, "records": records}

@@ -110,3 +110,12 @@ def token_spans(text: str, tokens: list[str]) -> list[tuple[int, int] | None]:
         spans.append((start, start + len(token)))
         at = start + len(token)
     return spans
+
+
+def trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span (start, end) of `text` without the white space at its ends."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end

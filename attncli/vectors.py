@@ -1,7 +1,7 @@
 """Word vectors in memory: a vocabulary, its matrix, fastText's subwords, and lookups in them.
 
-No files here (cache.py reads and writes them, sources.py reads users' formats, load.py
-chooses between them), and no click or rich.
+No files here (entry.py reads and writes them, cache.py keeps them, sources.py reads
+users' formats, load.py chooses between them), and no click or rich.
 """
 
 from __future__ import annotations

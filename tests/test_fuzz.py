@@ -16,7 +16,8 @@ Targets:
                     standard input: cli.decode, batch.parse_lines, and the whole CLI
 
 Crashes fuzzing has found are kept below as explicit regression tests, each with its
-minimal input; all are mended. A crash found later and not mended at once can be listed in
+minimal input and the outcome attncli gives it now (its error, or its result); all are
+mended. A crash found later and not mended at once can be listed in
 KNOWN (and pinned by an xfail(strict=True) test), so the targets count it instead of
 failing; any other crash fails.
 
@@ -57,10 +58,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import batch, cache, projections, sources
+from attncli import batch, projections, sources
+from attncli import entry as entry_module
 from attncli.cli import cli
 from attncli.cli.inputs import decode
-from attncli.errors import AttncliError, InputError
+from attncli.errors import AttncliError, InputError, VectorsError
 from attncli.load import load_vectors
 from attncli.tokenize import tokenize
 from attncli.vectors import Vectors
@@ -721,8 +723,8 @@ def check_cache_entry(target: str, damage, data) -> None:
         warnings = []
         with environment(ATTNCLI_CACHE_DIR=Path(tmp, "cache")):
             if call == "read_entry":
-                kind, v = run_contract(target, lambda: cache.read_entry(folder / "vectors", "x"),
-                                       allowed=(cache.DamagedEntry,))
+                kind, v = run_contract(target, lambda: entry_module.read_entry(folder / "vectors", "x"),
+                                       allowed=(entry_module.DamagedEntry,))
                 if kind == "ok":
                     assert not noticeable, f"{name} was changed ({len(old)} -> {len(new)} bytes) but read_entry took it"
                     assert isinstance(v, Vectors)
@@ -918,7 +920,7 @@ def check_npz(target: str, data: bytes, call: str, d: int) -> None:
 
 @functools.cache
 def some_vocabulary() -> list[str]:
-    v = cache.read_bundled()
+    v = entry_module.read_bundled()
     return [v.vocab.word(i) for i in range(0, 2000, 7)]
 
 
@@ -1099,11 +1101,10 @@ def test_seeds_load():
 
 
 # --------------------------------------------------------------------------- regression tests: crashes found
-
-
-def crash(reason: str):
-    """A crash fuzzing once found, now mended: its input stays as a regression test."""
-    return lambda test: test
+#
+# Each crash fuzzing found, its input made by hand, and the outcome attncli gives it now: the
+# error, of its own type and naming the file, or the result; within the time bound where the
+# crash was a hang.
 
 
 def contract(fn, *, allowed=(AttncliError,), seconds: float = TIME_BOUND):
@@ -1111,50 +1112,80 @@ def contract(fn, *, allowed=(AttncliError,), seconds: float = TIME_BOUND):
     return run_contract("regression", fn, allowed=allowed, allow_known=False, seconds=seconds)
 
 
+def refused(fn, error: type, *words: str, seconds: float = TIME_BOUND) -> str:
+    """The contract, and its outcome the error `error` (that type, not another of attncli's)
+    with every one of `words` in its message; the message."""
+    outcome, value = contract(fn, seconds=seconds)
+    assert outcome == "error" and type(value) is error, (outcome, value)
+    message = str(value)
+    for word in words:
+        assert word in message, (word, message)
+    return message
+
+
 def load_file(tmp_path: Path, data: bytes, name: str = "vectors"):
+    """A file of `data`, and load_vectors on it, uncached."""
     path = tmp_path / name
     path.write_bytes(data)
-    return lambda: load_vectors(path, use_cache=False)
+    return path, lambda: load_vectors(path, use_cache=False)
 
 
-@crash("gensim's fastText _load_vocab reads past EOF forever (fin.read(1) == b'' is never the NUL it "
-       "waits for), and sources._read_fasttext calls it without a bound: a .bin cut inside its dictionary hangs")
-def test_fasttext_truncated_in_vocabulary_hangs(tmp_path):
-    data = fasttext_bin(words=(b"a",))[:92]  # the dictionary says 1 word; the file ends before it
-    contract(load_file(tmp_path, data), seconds=2)
+def test_a_fasttext_bin_cut_at_its_dictionary_is_refused_at_once(tmp_path):
+    """gensim's fastText _load_vocab read past the end of a .bin cut inside its dictionary for
+    ever (fin.read(1) == b'' is never the NUL it waits for); now the file's size is held to
+    what its header needs before gensim reads it, and the load is refused at once."""
+    path, load = load_file(tmp_path, fasttext_bin(words=(b"a",))[:92])  # the dictionary says 1 word; the file ends
+    assert refused(load, VectorsError, seconds=2) == (
+        f"{path}: a fastText .bin model of 92 bytes, but its header needs at least 127: it is truncated, or not a "
+        "fastText model")
 
 
-@crash("gensim raises NotImplementedError('Supervised fastText models are not supported') when nlabels > 0; "
-       "sources._read_fasttext does not catch it")
-def test_fasttext_supervised_model_raises_notimplementederror(tmp_path):
-    contract(load_file(tmp_path, fasttext_bin(nlabels=1)))
+def test_a_supervised_fasttext_model_is_refused_naming_the_file(tmp_path):
+    """gensim raised NotImplementedError('Supervised fastText models are not supported') when
+    nlabels > 0, and sources._read_fasttext let it through; now it is the file's VectorsError."""
+    path, load = load_file(tmp_path, fasttext_bin(nlabels=1))
+    refused(load, VectorsError, f"{path}: not a valid fastText .bin model: NotImplementedError: ", "Supervised")
 
 
-@crash("the input matrix's rows * cols overflows C long in np.fromfile (gensim _fasttext_bin._load_matrix): "
-       "OverflowError, not caught by sources._read_fasttext")
 def test_fasttext_matrix_size_overflow(tmp_path):
-    contract(load_file(tmp_path, fasttext_bin(rows=2**40, cols=2**40)))
+    """The input matrix's rows * cols overflowed C long in np.fromfile (gensim's
+    _fasttext_bin._load_matrix): an OverflowError through sources._read_fasttext; now the
+    file's VectorsError."""
+    path, load = load_file(tmp_path, fasttext_bin(rows=2**40, cols=2**40))
+    refused(load, VectorsError, f"{path}: not a valid fastText .bin model: OverflowError: ")
 
 
-@crash("minn = -1 makes gensim's compute_ngrams_bytes raise OverflowError (negative to unsigned), "
-       "not caught by sources._read_fasttext")
 def test_fasttext_negative_minn_overflow(tmp_path):
-    contract(load_file(tmp_path, fasttext_bin(minn=-1)))
+    """minn = -1 made gensim's compute_ngrams_bytes raise OverflowError (negative to unsigned)
+    through sources._read_fasttext; now the file's VectorsError."""
+    path, load = load_file(tmp_path, fasttext_bin(minn=-1))
+    refused(load, VectorsError, f"{path}: not a valid fastText .bin model: OverflowError: ")
 
 
-@crash("t (the sample threshold) = inf makes gensim's Word2Vec.prepare_vocab raise OverflowError "
-       "(int(inf)), not caught by sources._read_fasttext")
 def test_fasttext_infinite_sample_overflow(tmp_path):
-    contract(load_file(tmp_path, fasttext_bin(t=float("inf"))))
+    """t (the sample threshold) = inf made gensim's Word2Vec.prepare_vocab raise OverflowError
+    (int(inf)) through sources._read_fasttext; now the file's VectorsError."""
+    path, load = load_file(tmp_path, fasttext_bin(t=float("inf")))
+    refused(load, VectorsError, f"{path}: not a valid fastText .bin model: OverflowError: ")
 
 
-# A .bin whose dictionary says 2 entries and nwords 1: one word, then 24 bytes without a NUL,
-# which is the least sources._check_fasttext_size asks of nwords = 1 (92 + 11 + 16 + 2 * 4).
-FASTTEXT_DICTIONARY_BEYOND_NWORDS = fasttext_bin(vocab_size=2)[: 92 + 11] + b"\xff" * 24
+# A .bin whose dictionary says 2 entries and nwords 1: one word, then 35 bytes without a NUL,
+# the least sources._check_fasttext_size asks of it (92 + 2 * 11 + 16 + (1 + 1) * 4 = 138).
+FASTTEXT_DICTIONARY_BEYOND_NWORDS = fasttext_bin(vocab_size=2)[: 92 + 11] + b"\xff" * 35
 
 
-def test_fasttext_dictionary_size_beyond_nwords_hangs(tmp_path):
-    contract(load_file(tmp_path, FASTTEXT_DICTIONARY_BEYOND_NWORDS), seconds=2)
+def test_a_fasttext_dictionary_beyond_its_nwords_is_refused_at_once(tmp_path):
+    """gensim reads as many words as the dictionary's size says, beyond nwords, a byte at a
+    time up to a NUL, and hung at the end of a file whose second word has none; now the words
+    are walked first, and the file refused at once, whether its size passes the header's
+    check (138 bytes) or not (127)."""
+    path, load = load_file(tmp_path, FASTTEXT_DICTIONARY_BEYOND_NWORDS)
+    assert refused(load, VectorsError, seconds=2) == (
+        f"{path}: a fastText .bin model cut short in its dictionary (word 2 of 2)")
+    path, load = load_file(tmp_path, FASTTEXT_DICTIONARY_BEYOND_NWORDS[:127], "shorter")
+    assert refused(load, VectorsError, seconds=2) == (
+        f"{path}: a fastText .bin model of 127 bytes, but its header needs at least 138: it is truncated, or not a "
+        "fastText model")
 
 
 def compressed_header_within_ratio(count: int) -> bytes:
@@ -1171,18 +1202,23 @@ def compressed_header_within_ratio(count: int) -> bytes:
     return data
 
 
-def test_compressed_word2vec_header_within_1032_to_1_allocates_the_count(tmp_path):
+def test_a_compressed_header_within_1032_to_1_is_refused_without_allocating_the_count(tmp_path):
+    """A claim of 100,000,000 words that a 244 kB .gz could hold at deflate's 1032:1 passed the
+    header's check, and gensim set a slot aside for every word claimed; now the words the file
+    holds are counted first, and the load refused without taking the memory."""
     path = tmp_path / "vectors"
     path.write_bytes(compressed_header_within_ratio(100_000_000))
-    grew, outcome = _load_in_child(tmp_path, path)
+    grew, message = _load_in_child(tmp_path, path)
+    assert message == (f"VectorsError: {path}: its header claims 100,000,000 words, but the file holds at most "
+                       "6,264; it is truncated, or its header is wrong")
     if grew > RSS_BOUND:
-        raise ContractViolation(f"a {path.stat().st_size:,}-byte file raised the peak RSS by {grew >> 20} MB "
-                                f"(outcome: {outcome})")
+        raise ContractViolation(f"a {path.stat().st_size:,}-byte file raised the peak RSS by {grew >> 20} MB")
 
 
-def _load_in_child(tmp_path: Path, path: Path) -> tuple[int, str]:
-    """(peak RSS growth in bytes, "ok" or "error") of load_vectors(path) in a child process:
-    its peak is its own, and a blow-up cannot raise this one's."""
+def _load_in_child(tmp_path: Path, path: Path) -> tuple[int, str | None]:
+    """(peak RSS growth in bytes, None or "TYPE: message" of the AttncliError raised) of
+    load_vectors(path) in a child process: its peak is its own, and a blow-up cannot raise
+    this one's."""
     code = textwrap.dedent("""
         import json, resource, sys
         from attncli import load_vectors
@@ -1190,9 +1226,9 @@ def _load_in_child(tmp_path: Path, path: Path) -> tuple[int, str]:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
             load_vectors(sys.argv[1], use_cache=False)
-            outcome = "ok"
+            outcome = None
         except AttncliError as e:
-            outcome = "error"
+            outcome = f"{type(e).__name__}: {e}"
         grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
         print(json.dumps({"outcome": outcome, "grew": grew}))
     """)
@@ -1203,16 +1239,18 @@ def _load_in_child(tmp_path: Path, path: Path) -> tuple[int, str]:
     return report["grew"], report["outcome"]
 
 
-@crash("a .gz or .bz2 word2vec file gets no header-against-file-size check (sources._check_header), and gensim's "
-       "KeyedVectors.__init__ preallocates [None] * count: a 26-byte file claiming 100,000,000 words takes ~800 MB")
 @pytest.mark.parametrize("how", ["gzip", "bz2"])
-def test_compressed_word2vec_header_allocates_the_count(tmp_path, how):
+def test_a_compressed_header_beyond_its_file_is_refused_without_allocating_the_count(tmp_path, how):
+    """A .gz or .bz2 word2vec file had no header-against-file-size check, and gensim's
+    KeyedVectors.__init__ set aside [None] * count: a 26-byte file claiming 100,000,000 words
+    took ~800 MB; now the claim is held to what the file can hold, and refused from its header."""
     path = tmp_path / "vectors"
     path.write_bytes(compress(b"100000000 1\n", how))  # need = 4e8 bytes: under the memory check
-    grew, outcome = _load_in_child(tmp_path, path)
+    grew, message = _load_in_child(tmp_path, path)
+    assert message == (f"VectorsError: {path}: its header claims 100,000,000 words of 1 values, more than a file "
+                       f"of {path.stat().st_size} bytes can hold")
     if grew > RSS_BOUND:
-        raise ContractViolation(f"a {path.stat().st_size}-byte file raised the peak RSS by {grew >> 20} MB "
-                                f"(outcome: {outcome})")
+        raise ContractViolation(f"a {path.stat().st_size}-byte file raised the peak RSS by {grew >> 20} MB")
 
 
 @pytest.fixture
@@ -1233,41 +1271,63 @@ def rewrite(path: Path, data: bytes, *, restore_mtime: bool = True) -> None:
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
-@crash("read_entry catches OSError, ValueError, KeyError and TypeError only: a vectors.json that is valid JSON "
-       "but not an object, or whose 'files' or 'mtimes' is not an object, raises AttributeError "
-       "(cache.py:106 meta.get, :108 meta['files'].items(), :112 meta.get('mtimes', {}).items())")
+def resigned(meta: dict) -> str:
+    """The metadata as JSON, with the checksum of its new content: an edit that only its type
+    checks can find."""
+    meta["checksums"]["metadata"] = entry_module._meta_checksum(meta)
+    return json.dumps(meta)
+
+
+WRONG_TYPE = {"whole": "holds an array in JSON, not an object",
+              "files": "'files' does not give the sizes of .npy, .offsets.npy, .order.npy, .words.txt",
+              "mtimes": "'mtimes' does not give the times of its files"}
+
+
 @pytest.mark.parametrize("edit", ["whole", "files", "mtimes"])
 def test_cache_json_values_of_the_wrong_type(entry, edit):
+    """read_entry caught OSError, ValueError, KeyError and TypeError only: a vectors.json that is
+    valid JSON but not an object, or whose 'files' or 'mtimes' is not an object, raised
+    AttributeError (meta.get, meta['files'].items()); now each field's type is checked, and
+    the entry is damaged, saying which."""
     json_path = Path(f"{entry}.json")
     meta = json.loads(json_path.read_text())
     if edit == "whole":
         json_path.write_text("[]")
     else:
         meta[edit] = []
-        json_path.write_text(json.dumps(meta))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+        json_path.write_text(resigned(meta))
+    assert refused(lambda: entry_module.read_entry(entry, "x"), entry_module.DamagedEntry) == f"{json_path}: {WRONG_TYPE[edit]}"
 
 
-@crash("read_entry reads meta['name'] and meta['cased'] after its try block (cache.py:130): a vectors.json "
-       "without them raises KeyError, and load_vectors, which catches DamagedEntry only, lets it through")
-@pytest.mark.parametrize("key", ["name", "cased"])
-def test_cache_json_without_name_or_cased(entry, key):
+@pytest.mark.parametrize("key,said", [("name", "no name"), ("cased", "'cased' is not true or false")])
+def test_a_cache_json_without_name_or_cased_is_converted_again(entry, key, said):
+    """read_entry read meta['name'] and meta['cased'] after its try block: a vectors.json
+    without them raised KeyError, which load_vectors, catching DamagedEntry only, let through;
+    now the entry is damaged, and load_vectors says so and converts the source again."""
     json_path = Path(f"{entry}.json")
     meta = json.loads(json_path.read_text())
     del meta[key]
-    json_path.write_text(json.dumps(meta))
-    source = Path(json.loads(json_path.read_text())["source"]["path"])
-    contract(lambda: load_vectors(source))
+    json_path.write_text(resigned(meta))
+    source = Path(meta["source"]["path"])
+    warned = []
+    outcome, vectors = contract(lambda: load_vectors(source, warn=warned.append))
+    assert outcome == "ok", vectors
+    words, matrix = words_and_matrix(vectors)
+    assert words == ["a", "b"] and vectors.meta["entry"] == str(entry)
+    np.testing.assert_array_equal(matrix, np.array([[1, 2], [3, 4]], dtype=np.float32))
+    assert warned == [f"the cache entry for {source} is damaged ({json_path}: {said}); converting it again"]
+    assert key in json.loads(json_path.read_text())  # the entry written anew
 
 
-@crash("np.load (cache._load_array) opens a file starting with a zip's magic as an .npz: zipfile.BadZipFile, "
-       "which read_entry does not catch")
 @pytest.mark.parametrize("magic", [b"PK\x03\x04", b"PK\x05\x06"])
 def test_cache_npy_with_zip_magic(entry, magic):
+    """np.load (cache._load_array) opened a file starting with a zip's magic as an .npz:
+    zipfile.BadZipFile, which read_entry did not catch; now the .npy header is read by
+    attncli, and the entry is damaged: its matrix is not a numpy array."""
     path = Path(f"{entry}.npy")
     data = path.read_bytes()
     rewrite(path, magic + data[len(magic):])  # same size, same mtime
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    refused(lambda: entry_module.read_entry(entry, "x"), entry_module.DamagedEntry, f"{path}: ", "is not a numpy array")
 
 
 def _same_length_header(data: bytes, text: str) -> bytes:
@@ -1276,21 +1336,24 @@ def _same_length_header(data: bytes, text: str) -> bytes:
     return data[:start] + text.ljust(end - start).encode() + data[end:]
 
 
-@crash("a .npy header whose shape's product overflows makes np.memmap raise OverflowError "
-       "(numpy/_core/memmap.py) inside cache._load_array; read_entry does not catch it")
 def test_cache_npy_header_shape_overflow(entry):
+    """A .npy header whose shape's product overflows made np.memmap raise OverflowError
+    (numpy/_core/memmap.py) inside cache._load_array; now the shape is held to the one the
+    metadata gives before anything is mapped."""
     path = Path(f"{entry}.npy")
     rewrite(path, _same_length_header(path.read_bytes(),
                                       "{'descr': '<f4', 'fortran_order': False, 'shape': (10000000000000000000000, 2), }"))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    assert refused(lambda: entry_module.read_entry(entry, "x"), entry_module.DamagedEntry) == (
+        f"{path} holds a float32 array of shape (10000000000000000000000, 2), not float32 (2, 2)")
 
 
-@crash("a .npy header that does not parse as a dict (an unclosed brace) makes numpy's header filter raise "
-       "tokenize.TokenError inside cache._load_array; read_entry does not catch it")
 def test_cache_npy_header_unbalanced(entry):
+    """A .npy header that does not parse as a dict (an unclosed brace) made numpy's header
+    filter raise tokenize.TokenError inside cache._load_array, which read_entry did not catch;
+    now the entry is damaged, naming the file."""
     path = Path(f"{entry}.npy")
     rewrite(path, _same_length_header(path.read_bytes(), "{"))
-    contract(lambda: cache.read_entry(entry, "x"), allowed=(cache.DamagedEntry,))
+    refused(lambda: entry_module.read_entry(entry, "x"), entry_module.DamagedEntry, f"{path}: TokenError: ")
 
 
 def npz_file(tmp_path: Path, data: bytes) -> str:
@@ -1299,36 +1362,53 @@ def npz_file(tmp_path: Path, data: bytes) -> str:
     return str(path)
 
 
-@crash("np.load returns an .npz member that does not start with the .npy magic as raw bytes; read_arrays "
-       "then takes a.dtype of bytes: AttributeError (projections.py:117)")
+def beside_keys_and_values(w_query: bytes, method=zipfile.ZIP_STORED) -> bytes:
+    """A projections .npz for d = 2 whose W_query member is `w_query`, its W_key and W_value
+    sound, so that a load meets what is wrong with W_query (a member missing is refused first)."""
+    sound = npy_bytes(np.ones((2, 2)))
+    return zip_bytes([("W_query.npy", w_query), ("W_key.npy", sound), ("W_value.npy", sound)], method)
+
+
 def test_npz_member_that_is_not_npy(tmp_path):
-    data = zip_bytes([(f"{name}.npy", b"") for name in projections.WEIGHTS])
-    contract(lambda: projections.load(npz_file(tmp_path, data), 2))
+    """np.load returns an .npz member that does not start with the .npy magic as raw bytes, and
+    read_arrays then took a.dtype of bytes: AttributeError; now the member is refused by name."""
+    path = npz_file(tmp_path, zip_bytes([(f"{name}.npy", b"") for name in projections.WEIGHTS]))
+    assert refused(lambda: projections.load(path, 2), projections.ProjectionError) == (
+        f"{path}: W_query is not a numpy array")
 
 
-@crash("an .npz member whose .npy header does not parse as a dict (an unclosed brace) makes numpy's header "
-       "filter raise tokenize.TokenError; read_arrays does not catch it")
 def test_npz_npy_header_unbalanced(tmp_path):
-    data = zip_bytes([("W_query.npy", npy_raw_header("{"))])
-    contract(lambda: projections.load(npz_file(tmp_path, data), 2))
+    """An .npz member whose .npy header does not parse as a dict (an unclosed brace) made numpy's
+    header filter raise tokenize.TokenError through read_arrays; now the file's ProjectionError."""
+    path = npz_file(tmp_path, beside_keys_and_values(npy_raw_header("{")))
+    refused(lambda: projections.load(path, 2), projections.ProjectionError,
+            f"{path}: cannot be read as a .npz file (TokenError: ")
 
 
-@crash("an .npz member whose .npy header has a shape beyond int64 makes numpy's read_array raise OverflowError; "
-       "read_arrays does not catch it")
 def test_npz_header_shape_overflow(tmp_path):
-    data = zip_bytes([("W_query.npy", npy_header("<f8", "(10000000000000000000000,)"))])
-    contract(lambda: projections.load(npz_file(tmp_path, data), 2))
+    """An .npz member whose .npy header has a shape beyond int64 made numpy's read_array raise
+    OverflowError; now the headers are checked before any data is read: a shape not (d, d_k)
+    is refused, and so is, to a caller that takes any shape, the memory it would need."""
+    path = npz_file(tmp_path, beside_keys_and_values(npy_header("<f8", "(10000000000000000000000,)")))
+    assert refused(lambda: projections.load(path, 2), projections.ProjectionError) == (
+        f"{path}: W_query has shape (10000000000000000000000,), not (d, d_k) = (2, d_k)")
+    refused(lambda: projections.read_arrays(path, ("W_query",)), projections.ProjectionError,
+            f"{path}: reading W_query (10,000,000,000,000,000,000,000 numbers) needs about ", "of memory")
 
 
-@crash("an .npz member whose header claims 10**11 float64 values makes numpy's read_array allocate 800 GB "
-       "before reading: MemoryError, which read_arrays does not catch")
 def test_npz_header_shape_too_large_for_memory(tmp_path):
-    data = zip_bytes([("W_query.npy", npy_header("<f8", "(100000000000,)"))])
-    contract(lambda: projections.load(npz_file(tmp_path, data), 2))
+    """An .npz member whose header claims 10**11 float64 values made numpy's read_array allocate
+    800 GB before reading: MemoryError through read_arrays; now such a shape is refused from
+    the header, for its rank by load and for the memory it needs by read_arrays."""
+    path = npz_file(tmp_path, beside_keys_and_values(npy_header("<f8", "(100000000000,)")))
+    assert refused(lambda: projections.load(path, 2), projections.ProjectionError) == (
+        f"{path}: W_query has shape (100000000000,), not (d, d_k) = (2, d_k)")
+    refused(lambda: projections.read_arrays(path, ("W_query",)), projections.ProjectionError,
+            f"{path}: reading W_query (100,000,000,000 numbers) needs about 900.0 GB of memory")
 
 
 def _patch_zip(data: bytes, *, flags: int | None = None, method: int | None = None) -> bytes:
-    """Set the general-purpose flags or the compression method of the (only) member, in its
+    """Set the general-purpose flags or the compression method of the first member, in its
     local header and in the central directory alike."""
     out = bytearray(data)
     local, central = 0, out.index(b"PK\x01\x02")
@@ -1339,42 +1419,60 @@ def _patch_zip(data: bytes, *, flags: int | None = None, method: int | None = No
     return bytes(out)
 
 
-ONE_MEMBER = zip_bytes([("W_query.npy", npy_bytes(np.ones((2, 2))))])
+PROJECTIONS = beside_keys_and_values(npy_bytes(np.ones((2, 2))))  # W_query first
 
 
-@crash("zipfile raises NotImplementedError('That compression method is not supported') for a member of an "
-       "unknown method; read_arrays does not catch it")
 def test_npz_unsupported_compression_method(tmp_path):
-    contract(lambda: projections.load(npz_file(tmp_path, _patch_zip(ONE_MEMBER, method=99)), 2))
+    """zipfile raised NotImplementedError('That compression method is not supported') for a
+    member of an unknown method, through read_arrays; now every member's method is checked
+    first, and one numpy does not write is refused by name."""
+    path = npz_file(tmp_path, _patch_zip(PROJECTIONS, method=99))
+    assert refused(lambda: projections.load(path, 2), projections.ProjectionError) == (
+        f"{path}: W_query is compressed with method 99, which numpy does not write; save the file with numpy.savez "
+        "or numpy.savez_compressed")
 
 
-@crash("zipfile raises RuntimeError('File ... is encrypted, password required for extraction') for a member "
-       "flagged encrypted; read_arrays does not catch it")
 def test_npz_encrypted_member(tmp_path):
-    contract(lambda: projections.load(npz_file(tmp_path, _patch_zip(ONE_MEMBER, flags=1)), 2))
+    """zipfile raised RuntimeError('File ... is encrypted, password required for extraction')
+    for a member flagged encrypted, through read_arrays; now the file's ProjectionError."""
+    path = npz_file(tmp_path, _patch_zip(PROJECTIONS, flags=1))
+    refused(lambda: projections.load(path, 2), projections.ProjectionError,
+            f"{path}: cannot be read as a .npz file (RuntimeError: ", "is encrypted")
 
 
-@crash("a deflated member whose compressed bytes are not a deflate stream raises zlib.error from zipfile; "
-       "read_arrays does not catch it")
 def test_npz_corrupt_deflate_stream(tmp_path):
-    data = bytearray(zip_bytes([("W_query.npy", npy_bytes(np.ones(4)))], zipfile.ZIP_DEFLATED))
+    """A deflated member whose compressed bytes are not a deflate stream raised zlib.error from
+    zipfile, through read_arrays; now the file's ProjectionError."""
+    data = bytearray(beside_keys_and_values(npy_bytes(np.ones((2, 2))), zipfile.ZIP_DEFLATED))
     info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo("W_query.npy")
     start = info.header_offset + 30 + len(info.filename)  # the local header is 30 bytes and the name
     data[start : start + info.compress_size] = b"\xff" * info.compress_size
-    contract(lambda: projections.load(npz_file(tmp_path, bytes(data)), 2))
+    path = npz_file(tmp_path, bytes(data))
+    refused(lambda: projections.load(path, 2), projections.ProjectionError,
+            f"{path}: cannot be read as a .npz file (error: ", "while decompressing data")
 
 
-@crash("batch.parse_lines catches ValueError from json.loads, not RecursionError: a --jsonl line of ~1000 "
-       "nested brackets escapes it, and `attncli batch --jsonl` prints a traceback")
 def test_parse_lines_deeply_nested_json():
-    contract(lambda: batch.parse_lines(b"[" * 100_000, jsonl=True), allowed=())
+    """batch.parse_lines caught ValueError from json.loads, not RecursionError: a --jsonl line
+    of ~1000 nested brackets escaped it; now that line is an error of its own, in its place."""
+    outcome, items = contract(lambda: batch.parse_lines(b"[" * 100_000, jsonl=True), allowed=())
+    assert outcome == "ok" and [(n, text) for n, text, _ in items] == [(1, None)]
+    assert items[0][2].startswith("not JSON: RecursionError: "), items
 
 
-@crash("the same, through the CLI: `attncli batch --jsonl` on a deeply nested line ends in RecursionError")
 def test_cli_batch_jsonl_deeply_nested_json():
+    """The same through the CLI: `attncli batch --jsonl` on a deeply nested line ended in a
+    traceback; now the line's object holds its error, and the run is one line of failure."""
+
     def run():
         result = CliRunner().invoke(cli, ["batch", "--jsonl"], input=b"[" * 100_000, env=CLI_ENV, prog_name="attncli")
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception.with_traceback(result.exc_info[2])
+        return result
 
-    contract(run, allowed=())
+    outcome, result = contract(run, allowed=())
+    assert outcome == "ok" and result.exit_code == 1
+    assert result.stderr == 'attncli: 1 of 1 line failed; their objects hold "error"\n'
+    [line] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert set(line) == {"line", "error"} and line["line"] == 1
+    assert line["error"].startswith("not JSON: RecursionError: "), line

@@ -1,5 +1,6 @@
 """The heatmap grid on an ordinary terminal: its layout decided once from the width, a number
-in every cell, each the document's value at the precision shown.
+in every cell, each the document's value at the precision shown; and scores' table at any
+width: words or positions as labels, --max-tokens, top lines where no grid fits.
 
 The grids are read back from the text rich writes (tests/grids.py): a row its label and one
 number a column; the column labels above, across or written downwards.
@@ -15,26 +16,22 @@ from rich.console import Console
 
 from clirunner import one, run
 from grids import check_weights, column_labels, grid, grids, longest_line
-from attncli import load_vectors
+from helpers import FORTY, FRUIT, SENTENCE_TOKENS, TWENTY, flat
 from attncli.analyze import scores_doc
 from attncli.views import heatmap, sentence
 
-# 20 tokens, the longest 11 letters; 32 tokens
-TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
-          "for most of the students")
+# 32 tokens
 THIRTY_TWO = ("When the old ship finally reached the harbour after a long and stormy night at sea the tired sailors "
               "cheered loudly together with their families and all the friends who had waited")
+# 9 long words: their names as column labels do not fit 120 columns, their positions do
+LONG9 = ("government information development international environment responsibility organization relationship "
+         "particularly")
 # distinct words, some long, to cut sentences of any length from
 WORDS = ("administration the responsibility of international government information development environment "
          "organization relationship particularly contemporary neighbourhood photographers manufacturers "
          "championships infrastructure investigation headquarters entertainment "
          "a cat sat on mats near old houses where children play games under tall green trees during warm "
          "summer days with friends from school after lunch").split()
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 def draw(view, doc: dict, width: int, **kw) -> str:
@@ -232,3 +229,103 @@ def test_a_cut_grid_says_what_its_rows_sum_to(glove):
     full = " ".join(draw(sentence.scores_view, doc, 80).split())
     assert "each row sums to 1;" in full
 
+
+# --------------------------------------------------------------------------- tables by width
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_six_tokens_show_their_names_as_columns(glove, width):
+    doc = scores_doc(FRUIT, glove)
+    text = draw(sentence.scores_view, doc, width)
+    assert longest_line(text) <= width
+    assert column_labels(text, SENTENCE_TOKENS) == SENTENCE_TOKENS
+    check_weights(grid(text, SENTENCE_TOKENS), doc["weights"])
+    assert "too many" not in text and "columns by position" not in text
+
+
+def test_forty_tokens_give_top_lines_not_a_grid_at_80_columns(glove):
+    doc = scores_doc(FORTY, glove)
+    tokens = doc["tokens"]
+    assert len(tokens) == 40 and len(set(tokens)) == 40 and doc["oov"] == []
+    text = draw(sentence.scores_view, doc, 80)
+    assert longest_line(text) <= 80
+    assert grids(text, tokens) == [] and grids(text, [str(i) for i in range(40)]) == []  # no grid at all
+    assert "40 tokens are too many for a 40 x 40 grid in 80 columns" in flat(text)
+    tops = [line for line in text.splitlines() if "→" in line]
+    assert len(tops) == 40
+    for i, (line, token, top) in enumerate(zip(tops, tokens, doc["top"])):
+        assert line.startswith(f"{i} {token} → "), line
+        assert line.rstrip().endswith(", ".join(f"{t['token']} {t['weight']:.3f}" for t in top))
+
+
+def test_forty_tokens_get_their_grid_at_200_columns(glove):
+    doc = scores_doc(FORTY, glove)
+    text = draw(sentence.scores_view, doc, 200)
+    assert longest_line(text) <= 200
+    assert column_labels(text, doc["tokens"]) == doc["tokens"]  # written downwards
+    check_weights(grid(text, doc["tokens"]), doc["weights"])
+    assert "too many" not in text
+
+
+def test_long_words_get_rows_and_columns_by_position(glove):
+    doc = scores_doc(LONG9, glove)
+    tokens = doc["tokens"]
+    assert len(tokens) == 9
+    # the widest word and 9 columns of 3 need 41 columns; their positions 1 + 27
+    width = 40
+    text = draw(sentence.scores_view, doc, width)
+    assert longest_line(text) <= width
+    positions = [str(j) for j in range(9)]
+    assert column_labels(text, positions) == positions
+    check_weights(grid(text, positions), doc["weights"])
+    assert all(f"{j} {t}" in flat(text) for j, t in enumerate(tokens))  # the key
+    assert "too many" not in text
+    # one column more and the words label the rows, the columns their words written downwards
+    text = draw(sentence.scores_view, doc, 41)
+    assert column_labels(text, tokens) == [t[:11] + "…" if len(t) > 12 else t for t in tokens]
+    check_weights(grid(text, tokens), doc["weights"])
+
+
+def test_a_grid_that_fits_is_drawn(glove):
+    doc = scores_doc("The earth is like a big orange", glove)
+    tokens = doc["tokens"]
+    text = draw(sentence.scores_view, doc, 80)
+    assert column_labels(text, tokens) == tokens
+    check_weights(grid(text, tokens), doc["weights"])
+
+
+def test_max_tokens_caps_the_view_function(glove):
+    doc = scores_doc(FORTY, glove)
+    text = draw(sentence.scores_view, doc, 200, max_tokens=5)
+    assert longest_line(text) <= 200
+    five = doc["tokens"][:5]
+    assert column_labels(text, five) == five
+    check_weights(grid(text, five), [row[:5] for row in doc["weights"][:5]])
+    assert "the grid shows the first 5 of 40 tokens" in flat(text)
+    assert len([line for line in text.splitlines() if "→" in line]) == 40
+
+
+def test_max_tokens_on_the_command_line():
+    full = one(run("scores", FORTY, "--json"))
+    assert len(full["tokens"]) == 40
+    assert one(run("scores", FORTY, "--max-tokens", 5, "--json")) == full  # JSON is never abridged
+    assert np.array(full["weights"]).shape == (40, 40)
+    result = run("scores", FORTY, "--max-tokens", 5, "--format", "table")
+    assert result.exit_code == 0 and result.stderr == ""
+    table = result.stdout
+    assert longest_line(table) <= 200
+    five = full["tokens"][:5]
+    assert column_labels(table, five) == five
+    check_weights(grid(table, five), [row[:5] for row in full["weights"][:5]])
+    assert "first 5 of 40 tokens (--max-tokens); JSON holds them all" in flat(table)
+    # under the cap, nothing is said
+    small = run("scores", FRUIT, "--max-tokens", 6, "--format", "table")
+    assert small.exit_code == 0 and "--max-tokens" not in small.stdout
+    assert column_labels(small.stdout, SENTENCE_TOKENS) == SENTENCE_TOKENS
+
+
+def test_scores_table_at_80_columns_fits():
+    result = run("scores", FORTY, "--format", "table", env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert longest_line(result.stdout) <= 80
+    assert "40 tokens are too many" in flat(result.stdout)

@@ -655,7 +655,7 @@ def test_a_long_document_shows_its_progress_on_a_terminal(tmp_path):
 
 
 def test_outputs_onto_files_read_beside_the_named_input_are_refused(tmp_path, monkeypatch):
-    from attncli import cache
+    from attncli import entry
 
     data = tmp_path / "gensim-data"
     (data / "fakemodel").mkdir(parents=True)
@@ -667,7 +667,7 @@ def test_outputs_onto_files_read_beside_the_named_input_are_refused(tmp_path, mo
     side.write_bytes(b"side")
     (tmp_path / "model.kv").write_bytes(b"\x80\x04pickle")
     fails(run("qkv", "init", "-o", side, "--force", "--vectors", tmp_path / "model.kv"), "among the files", code=2)
-    bundled = Path(f"{cache.bundled_prefix()}.words.txt")
+    bundled = Path(f"{entry.bundled_prefix()}.words.txt")
     fails(run("qkv", "init", "-o", bundled, "--force"), "among the files of the bundled vectors", code=2)
     cache_folder = tmp_path / "cache"
     cache_folder.mkdir()

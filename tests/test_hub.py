@@ -269,3 +269,19 @@ def test_a_tensor_cut_short_by_its_file(tmp_path):
         with pytest.raises(ModelError, match=f"ends inside the tensor {name}; the file was cut short"):
             files._tensor(f, start, entry, path, name)
     path.write_bytes(whole)
+
+
+def test_gpt2_by_its_name_from_the_cache():
+    """`--model gpt2` for a user whose cache holds GPT-2 (here the tiny one, in the hub's
+    layout): the reference's last layer, its pieces, and the next pieces it predicts."""
+    data = Path(__file__).parent / "data" / "models"
+    put("gpt2", data / "tiny-gpt2")
+    reference = np.load(data / "tiny-gpt2.npz")
+    k = list(reference["sentences"]).index(SENTENCE)
+    doc = scores("gpt2", "--predict", "3")
+    assert doc["model"]["name"] == "gpt2" and doc["mask"] == "causal"
+    np.testing.assert_allclose(np.array(doc["weights"]), reference[f"attentions_{k}"][-1].mean(axis=0), atol=1e-5)
+    logits = reference[f"logits_{k}"][-1].astype(np.float64)
+    assert [p["id"] for p in doc["predict"]] == list(np.argsort(-logits, kind="stable")[:3])
+    assert doc == scores(data / "tiny-gpt2", "--predict", "3") | {"model": doc["model"], "vectors": doc["vectors"],
+                                                                   "qkv": doc["qkv"]}

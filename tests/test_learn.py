@@ -10,9 +10,10 @@ from attncli import learn
 from test_gradients import numeric  # central differences, one helper for every gradient check
 
 
-def tiny(seed: int, B=4, m=3, d=5, V_out=7, d_k=None, masked=False):
-    """A small random case; d_k: queries and keys narrower than d; masked: every query's
-    input the learned mask vector (the mask objective)."""
+def training_case(seed: int, B=4, m=3, d=5, V_out=7, d_k=None, masked=False):
+    """Random parameters, a batch of B examples (a word of d values, m context words, padding
+    and a target) and the output vectors E (V_out, d); d_k: queries and keys narrower than d;
+    masked: every query's input the learned mask vector (the mask objective)."""
     rng = np.random.default_rng(seed)
     d_k = d if d_k is None else d_k
     params = {"W_query": rng.normal(scale=0.5, size=(d, d_k)), "W_key": rng.normal(scale=0.5, size=(d, d_k)),
@@ -29,7 +30,7 @@ def tiny(seed: int, B=4, m=3, d=5, V_out=7, d_k=None, masked=False):
 
 @pytest.mark.parametrize("seed,heads", [(0, 1), (1, 1), (2, 1), (0, 2), (1, 3)])
 def test_the_hide_objectives_gradients_equal_finite_differences(seed, heads):
-    params, batch, E = tiny(seed, d=6)
+    params, batch, E = training_case(seed, d=6)
     scale = 1 / np.sqrt(6 // heads)
     loss, kept = learn.forward(params, batch, E, scale, heads=heads)
     grads = learn.backward(params, batch, E, scale, kept)
@@ -41,7 +42,7 @@ def test_the_hide_objectives_gradients_equal_finite_differences(seed, heads):
 @pytest.mark.parametrize("seed,heads,d_k,masked", [(0, 1, 4, False), (1, 2, 2, False), (0, 1, 6, True),
                                                    (1, 2, 4, True), (2, 3, 3, True)])
 def test_narrow_queries_and_the_mask_vector_get_the_gradients_of_finite_differences(seed, heads, d_k, masked):
-    params, batch, E = tiny(seed, d=6, d_k=d_k, masked=masked)
+    params, batch, E = training_case(seed, d=6, d_k=d_k, masked=masked)
     scale = 1 / np.sqrt(d_k // heads)
     sampled = learn.sample(np.random.default_rng(seed), np.full(7, 1 / 7), 4)
     for s in (None, sampled):
@@ -54,7 +55,7 @@ def test_narrow_queries_and_the_mask_vector_get_the_gradients_of_finite_differen
 
 
 def test_padding_gets_no_weight_and_no_gradient():
-    params, batch, E = tiny(4)
+    params, batch, E = training_case(4)
     _, kept = learn.forward(params, batch, E, 0.5)
     assert np.all(kept["alpha"][:, 0, 0, :][batch.pad] == 0)
     moved = learn.Batch(batch.x, batch.C + 5.0 * batch.pad[..., None], batch.pad, batch.target)
@@ -95,7 +96,7 @@ def test_adam_learns_to_attend_to_the_word_that_predicts_the_target():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_sampled_softmax_gradients_equal_finite_differences(seed):
-    params, batch, E = tiny(seed, V_out=9)
+    params, batch, E = training_case(seed, V_out=9)
     rng = np.random.default_rng(seed)
     q = rng.dirichlet(np.ones(9))
     sampled = learn.sample(rng, q, 5)
@@ -111,7 +112,7 @@ def test_a_candidate_that_is_the_target_is_left_out_and_q_is_the_chance_of_being
     q = np.array([0.5, 0.3, 0.2])
     sampled = learn.sample(np.random.default_rng(0), q, 4)
     np.testing.assert_allclose(np.exp(sampled.log_q), 1 - (1 - q) ** 4, rtol=1e-14)
-    params, batch, E = tiny(1, V_out=3)
+    params, batch, E = training_case(1, V_out=3)
     true, others = learn._logits(params, np.ones((4, 5)), E, batch.target, learn.Sampled(np.arange(3), sampled.log_q))
     for b, t in enumerate(batch.target):
         assert others[b, t] == -np.inf and np.isfinite(true[b])

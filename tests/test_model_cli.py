@@ -20,22 +20,23 @@ PIECES = ["[CLS]", "the", "earth", "is", "like", "an", "orange", "[SEP]"]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tinybert_folder(tmp_path_factory):
+    """A folder holding tinybert.py's random BERT, named tiny."""
     return write_model(tmp_path_factory.mktemp("models") / "tiny")
 
 
 @pytest.fixture(scope="module")
-def reference(tiny):
+def reference(tinybert_folder):
     from attncli import models
 
-    ids = list(models.load_model(str(tiny)).encode(SENTENCE).ids)
+    ids = list(models.load_model(str(tinybert_folder)).encode(SENTENCE).ids)
     return loop_forward(ids, tiny_weights(TINY), TINY)  # hidden (L + 1, T, D), weights (L, H, T, T)
 
 
 @pytest.mark.parametrize("layer,head", [(None, None), (1, None), (2, 2), (1, 1)])
-def test_scores_shows_the_layer_and_head_asked_for(tiny, reference, layer, head):
+def test_scores_shows_the_layer_and_head_asked_for(tinybert_folder, reference, layer, head):
     args = [*(["--layer", layer] if layer else []), *(["--head", head] if head else [])]
-    doc = one(run("scores", SENTENCE, "--model", tiny, *args, "--json"))
+    doc = one(run("scores", SENTENCE, "--model", tinybert_folder, *args, "--json"))
     hidden, alphas = reference
     l = (layer or 2) - 1
     assert doc["tokens"] == PIECES
@@ -53,16 +54,17 @@ def test_scores_shows_the_layer_and_head_asked_for(tiny, reference, layer, head)
         assert [t["index"] for t in top] == [j for _, j in sorted(row, reverse=True)[:3]]
 
 
-def test_the_environment_names_the_model(tiny):
-    assert one(run("scores", SENTENCE, "--json", env={"ATTNCLI_MODEL": str(tiny)}))["model"]["name"] == "tiny"
+def test_the_environment_names_the_model(tinybert_folder):
+    doc = one(run("scores", SENTENCE, "--json", env={"ATTNCLI_MODEL": str(tinybert_folder)}))
+    assert doc["model"]["name"] == "tiny"
 
 
-def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tiny):
+def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tinybert_folder):
     sentences = ["the bank river", "an orange bank"]
-    doc = one(run("compare", *sentences, "--token", "bank", "--model", tiny, "--json"))
+    doc = one(run("compare", *sentences, "--token", "bank", "--model", tinybert_folder, "--json"))
     from attncli import models
 
-    model = models.load_model(str(tiny))
+    model = models.load_model(str(tinybert_folder))
     states = []
     for s in sentences:
         ids = list(model.encode(s).ids)
@@ -78,12 +80,12 @@ def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tiny):
                              "raw_cosine": plain["raw_cosine"]}
 
 
-def test_context_and_explain_are_the_layers_steps(tiny, reference):
+def test_context_and_explain_are_the_layers_steps(tinybert_folder, reference):
     hidden, alphas = reference
-    doc = one(run("context", SENTENCE, "--token", "orange", "--model", tiny, "--layer", "1", "--json"))
+    doc = one(run("context", SENTENCE, "--token", "orange", "--model", tinybert_folder, "--layer", "1", "--json"))
     assert doc["index"] == 6 and doc["neighbors"] == [] and doc["token_neighbors"] == []
     np.testing.assert_allclose(doc["weights"], alphas[0].mean(axis=0)[6], atol=1e-13)
-    ex = one(run("explain", SENTENCE, "--model", tiny, "--layer", "2", "--json"))
+    ex = one(run("explain", SENTENCE, "--model", tinybert_folder, "--layer", "2", "--json"))
     np.testing.assert_allclose(ex["steps"]["X"], hidden[1], atol=1e-12)  # layer 2's input: layer 1's output
     np.testing.assert_allclose(ex["steps"]["weights"], alphas[1], atol=1e-13)
     w = tiny_weights(TINY)
@@ -92,9 +94,9 @@ def test_context_and_explain_are_the_layers_steps(tiny, reference):
     np.testing.assert_allclose(ex["steps"]["Q"], Q, atol=1e-12)
 
 
-def test_heads_gives_every_layer_and_head(tiny, reference):
+def test_heads_gives_every_layer_and_head(tinybert_folder, reference):
     _, alphas = reference
-    doc = one(run("heads", SENTENCE, "--model", tiny, "--json"))
+    doc = one(run("heads", SENTENCE, "--model", tinybert_folder, "--json"))
     np.testing.assert_allclose(doc["weights"], alphas, atol=1e-13)
     special = np.array([True] + [False] * 6 + [True])
     np.testing.assert_allclose(doc["special_share"], alphas[..., special].sum(-1).mean(-1), atol=1e-13)
@@ -105,31 +107,32 @@ def test_heads_gives_every_layer_and_head(tiny, reference):
 
 
 @pytest.mark.parametrize("layer,head", [(2, None), (None, 2), (1, 2)])
-def test_heads_shows_the_layer_and_head_asked_for(tiny, reference, layer, head):
+def test_heads_shows_the_layer_and_head_asked_for(tinybert_folder, reference, layer, head):
     _, alphas = reference  # (L, H, T, T)
     args = [*(["--layer", str(layer)] if layer else []), *(["--head", str(head)] if head else [])]
-    doc = one(run("heads", SENTENCE, "--model", tiny, *args, "--json"))
+    doc = one(run("heads", SENTENCE, "--model", tinybert_folder, *args, "--json"))
     chosen = alphas[slice(layer - 1, layer) if layer else slice(None), slice(head - 1, head) if head else slice(None)]
     assert np.array(doc["weights"]).shape == chosen.shape
     np.testing.assert_allclose(doc["weights"], chosen, atol=1e-13)
     special = np.array([True] + [False] * 6 + [True])
     np.testing.assert_allclose(doc["special_share"], chosen[..., special].sum(-1).mean(-1), atol=1e-13)
     assert (doc["layer"], doc["head"]) == (layer, head)
-    lines = run("heads", SENTENCE, "--model", tiny, *args, "--format", "table", "--no-pager",
+    lines = run("heads", SENTENCE, "--model", tinybert_folder, *args, "--format", "table", "--no-pager",
                 env={"COLUMNS": "80", "NO_COLOR": "1"}).stdout.splitlines()
     assert [line for line in lines if line.startswith("layer")] == [f"layer {n}" for n in ([layer] if layer else [1, 2])]
     names = [label.rstrip("*") for line in lines for label in line.split() if re.fullmatch(r"h\d+\*?", label)]
     assert sorted(set(names)) == [f"h{n}" for n in ([head] if head else [1, 2])]
 
 
-def test_heads_option_needs_a_model_and_a_layer_it_has(tiny):
+def test_heads_option_needs_a_model_and_a_layer_it_has(tinybert_folder):
     fails(run("heads", SENTENCE, "--layer", "1"), "--layer needs --model NAME|DIR", code=2)
-    fails(run("heads", SENTENCE, "--model", tiny, "--layer", "3"), "layer must be from 1 to 2")
-    fails(run("heads", SENTENCE, "--model", tiny, "--head", "3"), "head must be from 1 to 2")
+    fails(run("heads", SENTENCE, "--model", tinybert_folder, "--layer", "3"), "layer must be from 1 to 2")
+    fails(run("heads", SENTENCE, "--model", tinybert_folder, "--head", "3"), "head must be from 1 to 2")
 
 
-def test_heads_draws_a_picture_of_each_head(tiny):
-    result = run("heads", SENTENCE, "--model", tiny, "--format", "table", "--no-pager", env={"COLUMNS": "80"})
+def test_heads_draws_a_picture_of_each_head(tinybert_folder):
+    result = run("heads", SENTENCE, "--model", tinybert_folder, "--format", "table", "--no-pager",
+                 env={"COLUMNS": "80"})
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert [line for line in lines if line.startswith("layer")] == ["layer 1", "layer 2"]
@@ -165,8 +168,9 @@ def test_heads_labels_are_cut_and_give_way_when_narrow():
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_batch_runs_the_model_per_line(tiny, reference, jobs):
-    docs = ok(run("batch", "--model", tiny, "--layer", "1", "--jobs", jobs, input=f"{SENTENCE}\n\nthe bank\n"))
+def test_batch_runs_the_model_per_line(tinybert_folder, reference, jobs):
+    docs = ok(run("batch", "--model", tinybert_folder, "--layer", "1", "--jobs", jobs,
+                  input=f"{SENTENCE}\n\nthe bank\n"))
     assert [d["line"] for d in docs] == [1, 3]
     np.testing.assert_allclose(docs[0]["weights"], reference[1][0].mean(axis=0), atol=1e-13)
     assert docs[1]["tokens"] == ["[CLS]", "the", "bank", "[SEP]"]
@@ -182,8 +186,9 @@ def test_batch_runs_the_model_per_line(tiny, reference, jobs):
     (["--vectors", "x.txt"], ["leave out --vectors"], 2),
     (["--file", "doc.txt"], ["a document (--file, --document) needs the word vectors"], 2),
 ])
-def test_options_a_model_cannot_take(tiny, args, words, code):
-    fails(run("scores", "--model", tiny, *args, *([] if "--file" in args else [SENTENCE])), *words, code=code)
+def test_options_a_model_cannot_take(tinybert_folder, args, words, code):
+    fails(run("scores", "--model", tinybert_folder, *args, *([] if "--file" in args else [SENTENCE])), *words,
+          code=code)
 
 
 def test_model_options_without_a_model():
@@ -191,12 +196,12 @@ def test_model_options_without_a_model():
     fails(run("scores", SENTENCE, "--head", "2"), "--head needs --model", code=2)
 
 
-def test_bad_model_folders(tmp_path, tiny):
+def test_bad_model_folders(tmp_path, tinybert_folder):
     fails(run("scores", SENTENCE, "--model", tmp_path / "none"), "does not exist; give a model's folder")
     broken = write_model(tmp_path / "broken")
-    (broken / "config.json").write_text(json.dumps({**TINY, "model_type": "gpt2"}))
-    fails(run("scores", SENTENCE, "--model", broken), "model_type is 'gpt2'")
-    fails(run("scores", " ".join(["the"] * 15), "--model", tiny), "is 17 word pieces long", "at most 16")
+    (broken / "config.json").write_text(json.dumps({**TINY, "model_type": "t5"}))
+    fails(run("scores", SENTENCE, "--model", broken), "model_type is 't5'")
+    fails(run("scores", " ".join(["the"] * 15), "--model", tinybert_folder), "is 17 word pieces long", "at most 16")
 
 
 def test_a_model_leaves_the_static_commands_untouched():
@@ -226,13 +231,13 @@ def test_rollout_rows_sum_to_1_and_one_layer_is_half_attention_half_identity():
     np.testing.assert_allclose(R[2], (0.5 * A[2] + 0.5 * np.eye(5)) @ (0.5 * A[1] + 0.5 * np.eye(5)) @ R[0], atol=1e-15)
 
 
-def test_norms_add_up_to_the_attention_output(tiny):
+def test_norms_add_up_to_the_attention_output(tinybert_folder):
     """Kobayashi et al.: sum_h sum_j alpha^h_ij f^h(x_j) + b_O is the attention's output A_i,
     exactly; and ||alpha_ij f(x_j)|| is what the document carries."""
     from attncli import attention, models
     from attncli.models import bert
 
-    model = models.load_model(str(tiny))
+    model = models.load_model(str(tinybert_folder))
     ids = model.encode(SENTENCE).ids
     run_ = bert.forward(ids, model.weights, model.config, keep=(1,))
     steps = run_.steps[1]
@@ -242,18 +247,18 @@ def test_norms_add_up_to_the_attention_output(tiny):
     loops = np.array([[np.linalg.norm(sum(steps["weights"][h, i, j] * F[h, j] for h in range(2)))
                        for j in range(len(ids))] for i in range(len(ids))])
     np.testing.assert_allclose(attention.summed_norms(steps["weights"], F, block=3), loops, atol=1e-12)
-    doc = one(run("scores", SENTENCE, "--model", tiny, "--norms", "--json"))
+    doc = one(run("scores", SENTENCE, "--model", tinybert_folder, "--norms", "--json"))
     np.testing.assert_allclose(doc["norms"], loops, atol=1e-12)
     for h, head in enumerate(doc["heads"]):
         np.testing.assert_allclose(head["norms"], steps["weights"][h] * np.linalg.norm(F[h], axis=-1)[None, :],
                                    atol=1e-12)
-    one_head = one(run("scores", SENTENCE, "--model", tiny, "--norms", "--head", "2", "--json"))
+    one_head = one(run("scores", SENTENCE, "--model", tinybert_folder, "--norms", "--head", "2", "--json"))
     np.testing.assert_allclose(one_head["norms"], doc["heads"][1]["norms"], atol=0)
 
 
-def test_rollout_through_the_cli(tiny, reference):
+def test_rollout_through_the_cli(tinybert_folder, reference):
     _, alphas = reference
-    doc = one(run("scores", SENTENCE, "--model", tiny, "--rollout", "--layer", "2", "--json"))
+    doc = one(run("scores", SENTENCE, "--model", tinybert_folder, "--rollout", "--layer", "2", "--json"))
     T = len(PIECES)
     P = [0.5 * alphas[l].mean(axis=0) + 0.5 * np.eye(T) for l in range(2)]
     np.testing.assert_allclose(doc["rollout"], P[1] @ P[0], atol=1e-13)
@@ -292,15 +297,15 @@ def test_merge_words_sums_to_a_word_and_averages_from_it():
     assert W[1, 1] == pytest.approx((M[1, 1] + M[1, 2] + M[2, 1] + M[2, 2]) / 2)
 
 
-def test_words_merge_pieces_where_the_two_tokenizers_meet(tiny, reference):
+def test_words_merge_pieces_where_the_two_tokenizers_meet(tinybert_folder, reference):
     sentence = "the earth isn't unbelievably orange"
-    doc = one(run("scores", sentence, "--model", tiny, "--words", "--layer", "1", "--json"))
+    doc = one(run("scores", sentence, "--model", tinybert_folder, "--words", "--layer", "1", "--json"))
     assert doc["tokens"] == ["[CLS]", "the", "earth", "isn't", "unbelievably", "orange", "[SEP]"]
     assert doc["pieces"] == [["[CLS]"], ["the"], ["earth"], ["[UNK]", "'", "t"], ["un", "##believ", "##ably"],
                              ["orange"], ["[SEP]"]]
     assert doc["special"] == [True, False, False, False, False, False, True]
     assert "scores" not in doc
-    pieces = one(run("scores", sentence, "--model", tiny, "--layer", "1", "--json"))
+    pieces = one(run("scores", sentence, "--model", tinybert_folder, "--layer", "1", "--json"))
     M = np.array(pieces["weights"])  # (10, 10) pieces
     groups = [[0], [1], [2], [3, 4, 5], [6, 7, 8], [9], [10]]
     expected = np.array([[M[np.ix_(a, b)].sum(axis=1).mean() for b in groups] for a in groups])
@@ -313,12 +318,13 @@ def test_words_needs_a_model_and_the_weights():
     fails(run("scores", SENTENCE, "--words", "--raw", "--model", "minilm"), "--words merges the weights", code=2)
 
 
-def test_heads_draws_one_picture_of_every_layer_and_head(tiny, tmp_path):
+def test_heads_draws_one_picture_of_every_layer_and_head(tinybert_folder, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "heads.png"
-    doc = one(run("heads", SENTENCE, "--model", tiny, "--png", png, "--json"))
+    doc = one(run("heads", SENTENCE, "--model", tinybert_folder, "--png", png, "--json"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert doc == one(run("heads", SENTENCE, "--model", tiny, "--json"))  # the JSON is untouched by the picture
+    # the JSON is untouched by the picture
+    assert doc == one(run("heads", SENTENCE, "--model", tinybert_folder, "--json"))
 
 
 def test_compare_of_zero_hidden_states_gives_null_and_a_note(tmp_path):
@@ -340,18 +346,19 @@ def test_compare_of_zero_hidden_states_gives_null_and_a_note(tmp_path):
     assert re.search(r"│ layer 2 +│ +– │", table.stdout), table.stdout
 
 
-def test_compare_names_the_hidden_states_of_a_quoted_word_without_a_possessive(tiny):
-    result = run("compare", "I sat by the river bank", "the bank raised its rates", "--token", "bank", "--model", tiny,
-                 "--format", "table", env={"COLUMNS": "80"})
+def test_compare_names_the_hidden_states_of_a_quoted_word_without_a_possessive(tinybert_folder):
+    result = run("compare", "I sat by the river bank", "the bank raised its rates", "--token", "bank",
+                 "--model", tinybert_folder, "--format", "table", env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.stderr
     assert "cosine of the hidden states of 'bank' between the sentences:\n" in result.stdout
     assert "''s" not in result.stdout
 
 
-def test_explain_models_panel_titles_fit_80_columns(tiny):
-    doc = one(run("explain", SENTENCE, "--model", tiny, "--json"))
+def test_explain_models_panel_titles_fit_80_columns(tinybert_folder):
+    doc = one(run("explain", SENTENCE, "--model", tinybert_folder, "--json"))
     T, D = len(doc["tokens"]), len(doc["steps"]["Q"][0])
-    lines = run("explain", SENTENCE, "--model", tiny, "--format", "table", env={"COLUMNS": "80"}).stdout.splitlines()
+    lines = run("explain", SENTENCE, "--model", tinybert_folder, "--format", "table",
+                env={"COLUMNS": "80"}).stdout.splitlines()
     assert max(map(len, lines)) <= 80
     tops = [line for line in lines if line.startswith("╭")]
     assert len(tops) == 6 and all(line.endswith("─╮") for line in tops)  # no title cut at the corner

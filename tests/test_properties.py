@@ -684,7 +684,7 @@ def round_trip(doc: dict) -> dict:
     return back
 
 
-# --------------------------------------------------------------------------- JSON documents: a tiny vocabulary
+# --------------------------------------------------------------------------- JSON documents: a vocabulary of exact values
 
 D = 6
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
@@ -692,7 +692,7 @@ PUNCT = [",", "."]
 OOV_WORDS = ["zzz", "qux", "!"]  # "!" is punctuation without a vector
 
 
-def tiny_vocabulary() -> dict[str, np.ndarray]:
+def exact_vocabulary() -> dict[str, np.ndarray]:
     """Every value a multiple of 1/64 (or an integer), exact in float32 and in decimal."""
     rng = np.random.default_rng(7)
     vocab = {w: rng.integers(-128, 129, size=D) / 64 for w in WORDS + PUNCT}
@@ -702,14 +702,14 @@ def tiny_vocabulary() -> dict[str, np.ndarray]:
     return vocab
 
 
-VOCAB = tiny_vocabulary()
+VOCAB = exact_vocabulary()
 IN_VOCAB = [w for w in VOCAB if not is_punctuation(w)]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The tiny vocabulary as a word2vec text file, loaded once; and a projections file (d_k 4)."""
-    folder = tmp_path_factory.mktemp("tiny")
+def exact_vectors_qkv(tmp_path_factory):
+    """VOCAB as a word2vec text file (tiny.txt), loaded once; a projections file (d_k 4), and its W."""
+    folder = tmp_path_factory.mktemp("exact")
     lines = [f"{len(VOCAB)} {D}"] + [w + " " + " ".join(repr(float(v)) for v in vec) for w, vec in VOCAB.items()]
     (folder / "tiny.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     vectors = load_vectors(folder / "tiny.txt")
@@ -840,8 +840,8 @@ def check_neighbors(neighbors, v, exclude: set[str], k: int):
 
 @DOCS
 @given(sentences(), options())
-def test_scores_document_round_trips_and_matches_the_schema(tiny, sentence_items, opts_dk):
-    vectors, path, _ = tiny
+def test_scores_document_round_trips_and_matches_the_schema(exact_vectors_qkv, sentence_items, opts_dk):
+    vectors, path, _ = exact_vectors_qkv
     (sentence, items), (opts, d_k) = sentence_items, opts_dk
     opts = with_path(opts, path)
     doc = round_trip(analyze.scores_doc(sentence, vectors, opts))
@@ -870,8 +870,8 @@ def test_scores_document_round_trips_and_matches_the_schema(tiny, sentence_items
 
 @DOCS
 @given(sentences(), options(), st.data())
-def test_context_document_round_trips_and_matches_the_schema(tiny, sentence_items, opts_dk, data):
-    vectors, path, _ = tiny
+def test_context_document_round_trips_and_matches_the_schema(exact_vectors_qkv, sentence_items, opts_dk, data):
+    vectors, path, _ = exact_vectors_qkv
     (sentence, items), (opts, d_k) = sentence_items, opts_dk
     opts = with_path(opts, path)
     tokens, _, _ = expected_tokens(items, opts)
@@ -923,8 +923,8 @@ def test_context_document_round_trips_and_matches_the_schema(tiny, sentence_item
 
 @DOCS
 @given(sentences(), options(), st.data())
-def test_explain_document_round_trips_and_matches_the_schema(tiny, sentence_items, opts_dk, data):
-    vectors, path, W = tiny
+def test_explain_document_round_trips_and_matches_the_schema(exact_vectors_qkv, sentence_items, opts_dk, data):
+    vectors, path, W = exact_vectors_qkv
     (sentence, items), (opts, d_k) = sentence_items, opts_dk
     opts = with_path(opts, path)
     tokens, _, _ = expected_tokens(items, opts)

@@ -1,4 +1,4 @@
-"""Query, key and value projections, heads, the causal mask, `explain`, `rnn` and `qkv init`.
+"""Query, key and value projections, heads, the causal mask, `explain` and `qkv init`.
 
 Every number is checked against an independent computation: explicit loops over Python
 floats (never attncli's own functions), random draws made here from numpy's PCG64 the way
@@ -7,8 +7,6 @@ the math guide documents them, and hand-computed cases on tiny word2vec files wr
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from pathlib import Path
 
@@ -17,47 +15,17 @@ import pytest
 
 from clirunner import fails, one, run
 from grids import grid
-from attncli import analyze, attention, load_vectors, projections, rnn
+from helpers import SENTENCE, SENTENCE_TOKENS, close, fsum_dot, loop_softmax, matrix_of, save_npz, to_lists
+from attncli import analyze, attention, load_vectors, projections
 from attncli.analyze import Options
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 E = math.e
-SENTENCE = "The earth is like an orange"
-SENTENCE_TOKENS = ["the", "earth", "is", "like", "an", "orange"]
-LONG = "The books that the professor recommended during the lecture are very expensive"  # 12 tokens
-
-# d = 4: heads 1, 2 and 4 divide it. Every value exact in float32.
-TINY4 = """\
-6 4
-cat 1 0 0 0.5
-dog 0 1 0 -1
-sat 1 1 0 0
-mat 0 0 2 1
-the 0.5 0.5 0.5 0.5
-on -1 0 1 0.25
-"""
-
-# d = 2: projections small enough to do on paper.
-TINY2 = """\
-4 2
-a 1 0
-b 0 1
-c 1 1
-d 2 -1
-"""
 
 
 # --------------------------------------------------------------------------- independent implementations
-
-
-def fsum_dot(x, y) -> float:
-    return math.fsum(float(a) * float(b) for a, b in zip(x, y))
-
-
-def to_lists(M) -> list[list[float]]:
-    return [[float(v) for v in row] for row in np.asarray(M)]
 
 
 def loop_project(X, W, b=None) -> list[list[float]]:
@@ -66,13 +34,6 @@ def loop_project(X, W, b=None) -> list[list[float]]:
     d, d_k = len(W), len(W[0])
     return [[math.fsum(X[t][a] * W[a][c] for a in range(d)) + (float(b[c]) if b is not None else 0.0)
              for c in range(d_k)] for t in range(len(X))]
-
-
-def loop_softmax(logits: list[float], allowed: list[bool]) -> list[float]:
-    top = max(v for v, ok in zip(logits, allowed) if ok)
-    e = [math.exp(v - top) if ok else 0.0 for v, ok in zip(logits, allowed)]
-    s = math.fsum(e)
-    return [v / s for v in e]
 
 
 def loop_attention(Q, K, V, H=1, scale=None, temperature=1.0, causal=False):
@@ -106,70 +67,13 @@ def draw_projections(d: int, d_k: int, seed: int):
     return [rng.uniform(-0.05, 0.05, size=(d, d_k)) for _ in range(3)]
 
 
-def draw_rnn(d: int, N: int, seed: int):
-    """W_hx, W_hh, b_h as the math guide says: uniform on +-1/sqrt(N), in that order."""
-    rng = np.random.default_rng(seed)
-    bound = 1.0 / math.sqrt(N)
-    return (rng.uniform(-bound, bound, size=(N, d)), rng.uniform(-bound, bound, size=(N, N)),
-            rng.uniform(-bound, bound, size=N))
-
-
-def loop_rnn(X, W_hx, W_hh, b_h) -> np.ndarray:
-    """Every state h_1 .. h_T by loops: h_t = tanh(W_hx x_t + W_hh h_{t-1} + b_h), h_0 = 0."""
-    X, W_hx, W_hh = to_lists(X), to_lists(W_hx), to_lists(W_hh)
-    N = len(W_hh)
-    h = [0.0] * N
-    out = []
-    for x in X:
-        h = [math.tanh(math.fsum(W_hx[n][a] * x[a] for a in range(len(x)))
-                       + math.fsum(W_hh[n][m] * h[m] for m in range(N)) + float(b_h[n])) for n in range(N)]
-        out.append(h)
-    return np.array(out)
-
-
-def vector_of(vectors, token: str) -> np.ndarray:
-    key = vectors.key(token)
-    return np.zeros(vectors.dim) if key is None else np.asarray(vectors.vector(key), dtype=np.float64)
-
-
-def matrix_of(vectors, tokens) -> np.ndarray:
-    return np.array([vector_of(vectors, t) for t in tokens])  # (T, d)
-
-
-def close(got, want, rtol=1e-12, atol=1e-14):
-    np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=rtol, atol=atol)
-
-
-def save_npz(path: Path, **arrays) -> Path:
-    np.savez(path, **arrays)
-    return path
-
-
 # --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
-def tiny4_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("vectors") / "tiny4.txt"
-    path.write_text(TINY4, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny4(tiny4_path):
-    return load_vectors(tiny4_path)
-
-
-@pytest.fixture(scope="module")
-def tiny2_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("vectors") / "tiny2.txt"
-    path.write_text(TINY2, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
+def vectors4(vectors4_path):
+    """VECTORS4 as attncli loads them."""
+    return load_vectors(vectors4_path)
 
 
 @pytest.fixture(scope="module")
@@ -258,11 +162,11 @@ def test_split_heads_columns_and_merge_inverts_it():
 @pytest.mark.parametrize("H", [1, 2, 4])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seed", [0, 5])
-def test_multihead_end_to_end_against_loops(tiny4, H, causal, seed):
+def test_multihead_end_to_end_against_loops(vectors4, H, causal, seed):
     sentence = "the cat sat on the mat"
     opts = Options(qkv="random", d_k=4, seed=seed, heads=H, mask="causal" if causal else "none")
-    att = analyze.attend(sentence, tiny4, opts)
-    X = matrix_of(tiny4, sentence.split())
+    att = analyze.attend(sentence, vectors4, opts)
+    X = matrix_of(vectors4, sentence.split())
     Wq, Wk, Wv = draw_projections(4, 4, seed)
     Q, K, V = (loop_project(X, W) for W in (Wq, Wk, Wv))
     omega, alpha, Z = loop_attention(Q, K, V, H, causal=causal)
@@ -277,11 +181,11 @@ def test_multihead_end_to_end_against_loops(tiny4, H, causal, seed):
     assert att.scale == pytest.approx(1 / math.sqrt(4 / H), rel=1e-15)
 
 
-def test_multihead_end_to_end_with_d_k_unlike_d(tiny4):
+def test_multihead_end_to_end_with_d_k_unlike_d(vectors4):
     """d_k = 6 from d = 4: three heads of two columns each."""
-    att = analyze.attend("cat dog sat mat", tiny4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
+    att = analyze.attend("cat dog sat mat", vectors4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
                                                             temperature=1.3))
-    X = matrix_of(tiny4, ["cat", "dog", "sat", "mat"])
+    X = matrix_of(vectors4, ["cat", "dog", "sat", "mat"])
     Q, K, V = (loop_project(X, W) for W in draw_projections(4, 6, 2))
     omega, alpha, Z = loop_attention(Q, K, V, 3, scale=0.9, temperature=1.3)
     close(att.scores, omega)
@@ -290,22 +194,22 @@ def test_multihead_end_to_end_with_d_k_unlike_d(tiny4):
     assert att.context.shape == (4, 6)
 
 
-def test_identity_heads_against_loops(tiny4):
+def test_identity_heads_against_loops(vectors4):
     """No projections, two heads: Q = K = V = X split into columns 0-1 and 2-3."""
-    att = analyze.attend("cat dog sat on", tiny4, Options(heads=2))
-    X = matrix_of(tiny4, ["cat", "dog", "sat", "on"])
+    att = analyze.attend("cat dog sat on", vectors4, Options(heads=2))
+    X = matrix_of(vectors4, ["cat", "dog", "sat", "on"])
     omega, alpha, Z = loop_attention(X, X, X, 2)
     close(att.scores, omega)
     close(att.weights, alpha, atol=1e-15)
     close(att.context, Z)
 
 
-def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
+def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, vectors2_path):
     """a = (1, 0), b = (0, 1), so Q, K, V are the rows of W_Q, W_K, W_V themselves:
     q_a = (1, 1), q_b = (0, 1); k_a = (1, 0), k_b = (0, 2); v_a = (2, 0), v_b = (0, 3).
     Scores: q_a.k_a = 1, q_a.k_b = 2, q_b.k_a = 0, q_b.k_b = 2."""
     path = save_npz(tmp_path / "hand.npz", **hand_W())
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--json"))
     assert doc["qkv"] == {"kind": "file", "d_k": 2, "heads": 1, "path": str(path)}
     assert doc["scores"] == [[1.0, 2.0], [0.0, 2.0]]
     # row a: softmax(1, 2) = (1, e) / (1 + e); row b: softmax(0, 2) = (1, e^2) / (1 + e^2)
@@ -313,15 +217,15 @@ def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
     wb = [1 / (1 + E**2), E**2 / (1 + E**2)]
     close(doc["weights"], [wa, wb], rtol=1e-14)
     # z_a = wa0 (2, 0) + wa1 (0, 3); z_b = wb0 (2, 0) + wb1 (0, 3)
-    ctx = one(run("context", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--all", "--json"))
+    ctx = one(run("context", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--all", "--json"))
     close(ctx["contexts"], [[2 / (1 + E), 3 * E / (1 + E)], [2 / (1 + E**2), 3 * E**2 / (1 + E**2)]], rtol=1e-14)
     # the default scale 1/sqrt(2): row a is softmax(1/sqrt 2, 2/sqrt 2)
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--json"))
     assert doc["scale"] == pytest.approx(1 / math.sqrt(2), rel=1e-15)
     r = math.exp(1 / math.sqrt(2))
     close(doc["weights"][0], [1 / (1 + r), r / (1 + r)], rtol=1e-14)
     # two heads of one column each: head 0 sees column 0 only, head 1 column 1 only, scale 1
-    doc = one(run("scores", "a b", "--vectors", tiny2_path, "--qkv", path, "--heads", "2", "--json"))
+    doc = one(run("scores", "a b", "--vectors", vectors2_path, "--qkv", path, "--heads", "2", "--json"))
     assert doc["scale"] == 1.0
     # head 0: q = (1, 0), k = (1, 0): scores [[1, 0], [0, 0]]; head 1: q = (1, 1), k = (0, 2): [[0, 2], [0, 2]]
     assert doc["heads"][0]["scores"] == [[1.0, 0.0], [0.0, 0.0]]
@@ -339,19 +243,20 @@ def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, tiny2_path):
 
 @pytest.mark.parametrize("perm", [[4, 2, 0, 1, 3], [1, 0, 2, 3, 4], [4, 3, 2, 1, 0]])
 @pytest.mark.parametrize("H", [1, 2])
-def test_permuting_tokens_permutes_everything(tiny4, perm, H):
+def test_permuting_tokens_permutes_everything(vectors4, perm, H):
     words = ["cat", "dog", "sat", "mat", "on"]
     opts = Options(qkv="random", d_k=4, seed=7, heads=H)
-    a = analyze.attend(" ".join(words), tiny4, opts)
-    b = analyze.attend(" ".join(words[p] for p in perm), tiny4, opts)
+    a = analyze.attend(" ".join(words), vectors4, opts)
+    b = analyze.attend(" ".join(words[p] for p in perm), vectors4, opts)
     p = np.array(perm)
     close(b.scores, a.scores[:, p][:, :, p])
     close(b.weights, a.weights[:, p][:, :, p], atol=1e-15)
     close(b.context, a.context[p])
 
 
-def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(tiny4):
-    att = analyze.attend("the cat sat on the mat", tiny4, Options(qkv="random", d_k=4, seed=1, heads=2, mask="causal"))
+def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(vectors4):
+    opts = Options(qkv="random", d_k=4, seed=1, heads=2, mask="causal")
+    att = analyze.attend("the cat sat on the mat", vectors4, opts)
     T = 6
     for alpha in att.weights:
         for i in range(T):
@@ -366,13 +271,13 @@ def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(tiny4):
     assert mask.tolist() == [[j > i for j in range(4)] for i in range(4)]
 
 
-def test_heads_1_is_no_heads(tiny4_path, tiny4):
-    base = ["scores", "the cat sat on", "--vectors", tiny4_path, "--qkv", "random", "--seed", "4", "--json"]
+def test_heads_1_is_no_heads(vectors4_path, vectors4):
+    base = ["scores", "the cat sat on", "--vectors", vectors4_path, "--qkv", "random", "--seed", "4", "--json"]
     without = run(*base)
     with_one = run(*base, "--heads", "1")
     assert with_one.stdout == without.stdout
     doc = one(with_one)
-    X = matrix_of(tiny4, ["the", "cat", "sat", "on"])
+    X = matrix_of(vectors4, ["the", "cat", "sat", "on"])
     Q, K, V = (loop_project(X, W) for W in draw_projections(4, 4, 4))
     omega, alpha, _ = loop_attention(Q, K, V, 1)
     assert len(doc["heads"]) == 1
@@ -399,17 +304,17 @@ SINGLE_MODES = [
 
 
 @pytest.mark.parametrize("mode", SINGLE_MODES, ids=lambda m: " ".join(m) or "identity")
-def test_single_token_gives_one(tmp_path, tiny4_path, mode):
+def test_single_token_gives_one(tmp_path, vectors4_path, mode):
     if "FILE" in mode:
         path = tmp_path / "p.npz"
-        assert run("qkv", "init", "--vectors", tiny4_path, "--d-k", "4", "-o", path, "--json").exit_code == 0
+        assert run("qkv", "init", "--vectors", vectors4_path, "--d-k", "4", "-o", path, "--json").exit_code == 0
         mode = [str(path) if m == "FILE" else m for m in mode]
-    doc = one(run("scores", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    doc = one(run("scores", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert doc["weights"] == [[1.0]] and doc["top"] == [[]]
     assert [h["weights"] for h in doc["heads"]] == [[[1.0]]] * doc["qkv"]["heads"]
-    ctx = one(run("context", "mat", "--token", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    ctx = one(run("context", "mat", "--token", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert ctx["weights"] == [1.0]
-    ex = one(run("explain", "mat", "--vectors", tiny4_path, *mode, "--json"))
+    ex = one(run("explain", "mat", "--vectors", vectors4_path, *mode, "--json"))
     assert ex["steps"]["weights"] == [[[1.0]]] * doc["qkv"]["heads"]
     assert ex["steps"]["context"] == ex["steps"]["V"]  # weight 1 on itself: z = v
 
@@ -419,8 +324,8 @@ def test_single_token_gives_one(tmp_path, tiny4_path, mode):
     (["--qkv", "random", "--d-k", "6", "--heads", "3"], 6, 3), (["--qkv", "random", "--d-k", "9"], 9, 1),
     (["--qkv", "random", "--d-k", "8", "--heads", "2"], 8, 2),
 ])
-def test_default_scale_is_one_over_sqrt_d_k_per_head(tiny4_path, args, d_k, H):
-    doc = one(run("scores", "cat dog sat", "--vectors", tiny4_path, *args, "--json"))
+def test_default_scale_is_one_over_sqrt_d_k_per_head(vectors4_path, args, d_k, H):
+    doc = one(run("scores", "cat dog sat", "--vectors", vectors4_path, *args, "--json"))
     assert doc["qkv"]["d_k"] == d_k and doc["qkv"]["heads"] == H
     assert doc["scale"] == pytest.approx(1 / math.sqrt(d_k / H), rel=1e-15)
     # and it is the scale the weights were computed with
@@ -428,14 +333,15 @@ def test_default_scale_is_one_over_sqrt_d_k_per_head(tiny4_path, args, d_k, H):
         want = [loop_softmax([s * doc["scale"] for s in row], [True] * 3) for row in head["scores"]]
         close(head["weights"], want, atol=1e-15)
     # --scale overrides it
-    given = one(run("scores", "cat dog sat", "--vectors", tiny4_path, *args, "--scale", "0.25", "--json"))
+    given = one(run("scores", "cat dog sat", "--vectors", vectors4_path, *args, "--scale", "0.25", "--json"))
     assert given["scale"] == 0.25
 
 
 @pytest.mark.parametrize("extra", [[], ["--include-self"], ["--heads", "2"], ["--qkv", "random", "--heads", "4"]])
-def test_top_never_includes_masked_positions(tiny4_path, extra):
+def test_top_never_includes_masked_positions(vectors4_path, extra):
     sentence = "the cat sat on the mat"
-    doc = one(run("scores", sentence, "--vectors", tiny4_path, "--mask", "causal", "--top-k", "10", *extra, "--json"))
+    doc = one(run("scores", sentence, "--vectors", vectors4_path, "--mask", "causal", "--top-k", "10", *extra,
+                  "--json"))
     include_self = "--include-self" in extra
     for tops in [doc["top"]] + [h["top"] for h in doc["heads"]]:
         for i, top in enumerate(tops):
@@ -443,7 +349,7 @@ def test_top_never_includes_masked_positions(tiny4_path, extra):
             assert all(j <= i for j in indices), (i, indices)
             assert sorted(indices) == list(range(i + 1 if include_self else i))
     for i in range(6):
-        ctx = one(run("context", sentence, "--index", i, "--vectors", tiny4_path, "--mask", "causal",
+        ctx = one(run("context", sentence, "--index", i, "--vectors", vectors4_path, "--mask", "causal",
                       "--top-k", "10", *extra, "--json"))
         for top in [ctx["top"]] + [h["top"] for h in ctx["heads"]]:
             assert all(t["index"] <= i for t in top)
@@ -564,13 +470,13 @@ def test_qkv_file_equals_qkv_random_with_the_same_seed(glove_proj):
     assert a["steps"] == b["steps"]
 
 
-def test_biases_are_added(tmp_path, tiny2_path):
+def test_biases_are_added(tmp_path, vectors2_path):
     """With b_query = (0, -1), b_key = (1, 0), b_value = (1, 1):
     q_a = (1, 0), q_b = (0, 0); k_a = (2, 0), k_b = (1, 2); v_a = (3, 1), v_b = (1, 4).
     Scores: row a (2, 1), row b (0, 0)."""
     path = save_npz(tmp_path / "bias.npz", **hand_W(), b_query=np.array([0.0, -1.0]), b_key=np.array([1.0, 0.0]),
                     b_value=np.array([1.0, 1.0]))
-    doc = one(run("explain", "a b", "--vectors", tiny2_path, "--qkv", path, "--scale", "1", "--json"))
+    doc = one(run("explain", "a b", "--vectors", vectors2_path, "--qkv", path, "--scale", "1", "--json"))
     steps = doc["steps"]
     assert steps["Q"] == [[1.0, 0.0], [0.0, 0.0]]
     assert steps["K"] == [[2.0, 0.0], [1.0, 2.0]]
@@ -581,17 +487,17 @@ def test_biases_are_added(tmp_path, tiny2_path):
     close(steps["context"], [[3 * wa[0] + wa[1], wa[0] + 4 * wa[1]], [2.0, 2.5]], rtol=1e-14)
     # only some biases: those given are added, the others are zero
     path = save_npz(tmp_path / "some.npz", **hand_W(), b_value=np.array([-2.0, 0.0]))
-    doc = one(run("explain", "a b", "--vectors", tiny2_path, "--qkv", path, "--json"))
+    doc = one(run("explain", "a b", "--vectors", vectors2_path, "--qkv", path, "--json"))
     assert doc["steps"]["Q"] == [[1.0, 1.0], [0.0, 1.0]]
     assert doc["steps"]["V"] == [[0.0, 0.0], [-2.0, 3.0]]
 
 
-def test_a_float32_or_integer_file_is_read_as_float64(tmp_path, tiny2_path):
+def test_a_float32_or_integer_file_is_read_as_float64(tmp_path, vectors2_path):
     W = {k: v.astype(np.int64) for k, v in hand_W().items()}
     ints = save_npz(tmp_path / "ints.npz", **W)
     singles = save_npz(tmp_path / "singles.npz", **{k: v.astype(np.float32) for k, v in hand_W().items()})
     plain = save_npz(tmp_path / "plain.npz", **hand_W())
-    docs = [one(run("scores", "a b c d", "--vectors", tiny2_path, "--qkv", p, "--json"))
+    docs = [one(run("scores", "a b c d", "--vectors", vectors2_path, "--qkv", p, "--json"))
             for p in (ints, singles, plain)]
     assert docs[0]["weights"] == docs[1]["weights"] == docs[2]["weights"]
 
@@ -658,13 +564,13 @@ def bad_files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_projection_files(tiny4_path, bad_files, name):
+def test_bad_projection_files(vectors4_path, bad_files, name):
     path, words = bad_files[name]
     for command, extra in (("scores", []), ("context", ["--token", "cat"]), ("explain", [])):
-        fails(run(command, "cat dog", "--vectors", tiny4_path, "--qkv", path, *extra), str(path), *words)
+        fails(run(command, "cat dog", "--vectors", vectors4_path, "--qkv", path, *extra), str(path), *words)
 
 
-def test_object_array_is_refused_and_never_unpickled(tmp_path, tiny4_path):
+def test_object_array_is_refused_and_never_unpickled(tmp_path, vectors4_path):
     sentinel = tmp_path / "pwned"
     arr = np.empty((4, 3), dtype=object)
     arr[:] = _Boom(sentinel)
@@ -675,54 +581,43 @@ def test_object_array_is_refused_and_never_unpickled(tmp_path, tiny4_path):
         npz["W_query"]
     assert sentinel.exists()
     sentinel.unlink()
-    fails(run("scores", "cat dog", "--vectors", tiny4_path, "--qkv", path), str(path), "object")
+    fails(run("scores", "cat dog", "--vectors", vectors4_path, "--qkv", path), str(path), "object")
     assert not sentinel.exists()
     # as a bias, and as the RNN's weights
     path = save_npz(tmp_path / "evil_bias.npz", W_query=W, W_key=W, W_value=W, b_value=np.array([_Boom(sentinel)] * 3))
-    fails(run("scores", "cat dog", "--vectors", tiny4_path, "--qkv", path), str(path), "object")
+    fails(run("scores", "cat dog", "--vectors", vectors4_path, "--qkv", path), str(path), "object")
     path = save_npz(tmp_path / "evil_rnn.npz", W_hx=arr, W_hh=np.ones((4, 4)), b_h=np.ones(4))
-    fails(run("rnn", "cat dog", "--vectors", tiny4_path, "--weights", path), str(path), "object")
+    fails(run("rnn", "cat dog", "--vectors", vectors4_path, "--weights", path), str(path), "object")
     assert not sentinel.exists()
 
 
 @pytest.mark.parametrize("huge", ["W_query", "W_value"])
 @pytest.mark.parametrize("command,extra", [("scores", []), ("context", ["--token", "c"]), ("explain", [])])
-def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, tiny2_path, huge, command, extra):
-    """Every value is finite, so the file passes read_arrays; its products are not. A run must
-    then either succeed with finite numbers and a clean stderr or fail with one error line
-    naming the file, never a warning, a traceback or a message blaming --scale."""
+def test_huge_but_finite_projections_are_an_error_not_a_crash(tmp_path, vectors2_path, huge, command, extra):
+    """Every value is finite, so the file passes read_arrays; its products are not. The run
+    fails with one error line naming the file and the product that overflows (the scores, or
+    the values themselves), never a warning, a traceback or a message blaming --scale."""
     W = {k: np.eye(2) for k in projections.WEIGHTS}
     if huge == "W_query":  # q.k = 2e400
         W["W_query"] = W["W_key"] = np.full((2, 2), 1e200)
+        overflows = "the scores Q K^T"
     else:  # v_c = (1, 1) W_V = 2e308
         W["W_value"] = np.full((2, 2), 1e308)
+        overflows = "the queries, keys and values (X W)"
     path = save_npz(tmp_path / "huge.npz", **W)
-    result = run(command, "c d", "--vectors", tiny2_path, "--qkv", path, *extra, "--json")
-    if result.exit_code == 0:
-        doc = one(result)
-        assert "Infinity" not in json.dumps(doc)
-    else:
-        line = fails(result, str(path))
-        assert "--scale" not in line
+    result = run(command, "c d", "--vectors", vectors2_path, "--qkv", path, *extra, "--json")
+    assert fails(result) == (f"attncli: error: {path}: {overflows} overflow to infinity; the projections are too "
+                             "large for these vectors")
 
 
-def test_rnn_huge_but_finite_weights_give_no_warning(tmp_path, tiny2_path):
-    path = save_npz(tmp_path / "huge.npz", W_hx=np.full((3, 2), 1e308), W_hh=np.full((3, 3), 1e308), b_h=np.zeros(3))
-    result = run("rnn", "c d", "--vectors", tiny2_path, "--weights", path, "--json")
-    if result.exit_code == 0:
-        assert result.stderr == ""
-    else:
-        fails(result, str(path))
-
-
-def test_file_projections_are_reread_when_the_file_changes(tmp_path, tiny4):
+def test_file_projections_are_reread_when_the_file_changes(tmp_path, vectors4):
     """Library use: a notebook that rewrites its projections file gets the new numbers."""
     path = tmp_path / "p.npz"
     save_npz(path, **attention.init_projections(4, 4, 0))
-    before = analyze.attend("cat dog sat", tiny4, Options(qkv=str(path)))
+    before = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
     np.savez(path, **attention.init_projections(4, 4, 1))
-    after = analyze.attend("cat dog sat", tiny4, Options(qkv=str(path)))
-    X = matrix_of(tiny4, ["cat", "dog", "sat"])
+    after = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
+    X = matrix_of(vectors4, ["cat", "dog", "sat"])
     close(before.Q, loop_project(X, draw_projections(4, 4, 0)[0]))
     close(after.Q, loop_project(X, draw_projections(4, 4, 1)[0]))
 
@@ -742,16 +637,6 @@ def test_file_projections_are_reread_when_the_file_changes(tmp_path, tiny4):
 def test_bad_attention_options_are_usage_errors(command, args, words):
     extra = ["--token", "earth"] if command == "context" else []
     fails(run(command, SENTENCE, *extra, *args), *words, code=2)
-
-
-@pytest.mark.parametrize("args,words", [
-    (["--hidden", "0"], ["--hidden"]),
-    (["--seed", "-1"], ["--seed"]),
-    (["--hidden", "-3"], ["--hidden"]),
-    (["--hidden", "4097"], ["--hidden", "4096"]),
-])
-def test_bad_rnn_options_are_usage_errors(args, words):
-    fails(run("rnn", SENTENCE, *args), *words, code=2)
 
 
 @pytest.mark.parametrize("args", [["--d-k", "0"], ["--seed", "-1"]])
@@ -910,188 +795,14 @@ def test_explain_without_token_has_no_row():
     assert "row" not in doc and "token" not in doc and "index" not in doc
 
 
-# =========================================================================== 7. RNN
-
-
-def test_rnn_init_weights_shapes_range_and_order():
-    W = rnn.init_weights(5, 4, 3)
-    assert list(W) == ["W_hx", "W_hh", "b_h"]
-    assert W["W_hx"].shape == (4, 5) and W["W_hh"].shape == (4, 4) and W["b_h"].shape == (4,)
-    for a, b in zip(W.values(), draw_rnn(5, 4, 3)):
-        assert np.array_equal(a, b)
-        assert np.all(np.abs(a) <= 0.5)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_rnn_states_is_the_seeds_reduce(seed):
-    rng = np.random.default_rng(seed)
-    T, d, N = int(rng.integers(1, 7)), 3, 4
-    X = rng.normal(size=(T, d))
-    W = rnn.init_weights(d, N, seed + 10)
-    W_hx, W_hh, b_h = W["W_hx"], W["W_hh"], W["b_h"]
-    H = rnn.states(X, W_hx, W_hh, b_h)
-    assert H.shape == (T, N)
-    last = functools.reduce(lambda h, x: np.tanh(W_hx @ x + W_hh @ h + b_h), X, np.zeros(N))
-    close(H[-1], last, rtol=1e-14, atol=1e-15)
-    close(H, loop_rnn(X, W_hx, W_hh, b_h), rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize("order", ["influence", "_influence_forward", "_influence_backward"])
-@pytest.mark.parametrize("seed", range(4))
-def test_rnn_influence_is_the_norm_of_a_finite_difference_jacobian(seed, order):
-    rng = np.random.default_rng(100 + seed)
-    T, d, N = int(rng.integers(1, 6)), 3, 4
-    X = rng.normal(size=(T, d))
-    W_hx, W_hh, b_h = rng.normal(scale=0.8, size=(N, d)), rng.normal(scale=0.8, size=(N, N)), rng.normal(size=N)
-
-    def last_state(X):
-        return functools.reduce(lambda h, x: np.tanh(W_hx @ x + W_hh @ h + b_h), X, np.zeros(N))
-
-    got = getattr(rnn, order)(rnn.states(X, W_hx, W_hh, b_h), W_hx, W_hh)
-    assert got.shape == (T,)
-    eps = 1e-6
-    for i in range(T):
-        J = np.empty((N, d))
-        for a in range(d):
-            plus, minus = X.copy(), X.copy()
-            plus[i, a] += eps
-            minus[i, a] -= eps
-            J[:, a] = (last_state(plus) - last_state(minus)) / (2 * eps)
-        assert got[i] == pytest.approx(math.sqrt(math.fsum(float(v) ** 2 for v in J.ravel())), rel=1e-5)
-
-
-@pytest.mark.parametrize("T,N,d", [(1, 3, 2), (6, 32, 50), (3, 300, 50), (40, 8, 5)])
-def test_rnn_influence_orders_agree_and_the_cheaper_runs(T, N, d, monkeypatch):
-    rng = np.random.default_rng(T * N)
-    weights = rnn.init_weights(d, N, 1)
-    H = rnn.states(rng.normal(size=(T, d)), **weights)
-    forward = rnn._influence_forward(H, weights["W_hx"], weights["W_hh"])
-    backward = rnn._influence_backward(H, weights["W_hx"], weights["W_hh"])
-    close(forward, backward, rtol=1e-12, atol=0)
-    cheaper = min((rnn._forward_flops(T, N, d), "_influence_forward"), (rnn._backward_flops(T, N, d), "_influence_backward"))
-    ran = []
-    for name in ("_influence_forward", "_influence_backward"):
-        monkeypatch.setattr(rnn, name, lambda *a, name=name, f=getattr(rnn, name): ran.append(name) or f(*a))
-    rnn.influence(H, weights["W_hx"], weights["W_hh"])
-    assert ran == [cheaper[1]]
-    assert rnn.influence_seconds(T, N, d) == cheaper[0] / rnn.FLOPS
-
-
-def test_rnn_says_how_long_its_derivatives_take(monkeypatch):
-    from attncli import analyze
-
-    monkeypatch.setattr(analyze, "LONG_SECONDS", 0)
-    result = run("rnn", SENTENCE, "--hidden", "7", "--json")
-    assert result.exit_code == 0
-    seconds = rnn.influence_seconds(6, 7, 50)
-    assert result.stderr == (f"attncli: warning: the exact derivatives of an RNN of hidden size 7 over 6 tokens take "
-                             f"about {seconds:,.0f} s here (Ctrl-C stops the run)\n")
-    monkeypatch.setattr(analyze, "LONG_SECONDS", 10)
-    assert run("rnn", SENTENCE, "--hidden", "7", "--json").stderr == ""
-
-
-def test_rnn_document(glove):
-    sentence = "The earth is like an orange"
-    doc = one(run("rnn", sentence, "--hidden", "6", "--seed", "2", "--json"))
-    assert set(doc) == {"command", "sentence", "tokens", "lookups", "oov", "vectors", "rnn", "states", "state_norms",
-                        "influence", "attention"}
-    assert doc["command"] == "rnn" and doc["sentence"] == sentence
-    assert doc["tokens"] == SENTENCE_TOKENS and doc["oov"] == [] and doc["lookups"] == ["word"] * 6
-    assert doc["vectors"] == {"name": glove.name, "dim": 50, "words": glove.size}
-    assert doc["rnn"] == {"hidden": 6, "seed": 2}
-    T = 6
-    X = matrix_of(glove, SENTENCE_TOKENS)
-    W_hx, W_hh, b_h = draw_rnn(50, 6, 2)
-    H = loop_rnn(X, W_hx, W_hh, b_h)
-    assert np.array(doc["states"]).shape == (T, 6)
-    close(doc["states"], H)
-    close(doc["state_norms"], [math.sqrt(math.fsum(v * v for v in h)) for h in H])
-    assert len(doc["influence"]) == T and all(v > 0 for v in doc["influence"])
-    # attention: the last row of softmax(X X^T / sqrt(d)), by loops
-    last = [fsum_dot(X[-1], X[j]) / math.sqrt(50) for j in range(T)]
-    assert len(doc["attention"]) == T
-    assert abs(math.fsum(doc["attention"]) - 1) <= 1e-12
-    close(doc["attention"], loop_softmax(last, [True] * T), atol=1e-15)
-
-
-def test_rnn_influence_on_real_vectors_by_finite_differences(glove):
-    doc = one(run("rnn", "the earth is like an orange", "--hidden", "5", "--json"))
-    X = matrix_of(glove, SENTENCE_TOKENS)
-    W_hx, W_hh, b_h = draw_rnn(50, 5, 0)
-
-    def last_state(X):
-        return functools.reduce(lambda h, x: np.tanh(W_hx @ x + W_hh @ h + b_h), X, np.zeros(5))
-
-    eps = 1e-6
-    for i in (0, 3, 5):
-        J = np.empty((5, 50))
-        for a in range(50):
-            plus, minus = X.copy(), X.copy()
-            plus[i, a] += eps
-            minus[i, a] -= eps
-            J[:, a] = (last_state(plus) - last_state(minus)) / (2 * eps)
-        assert doc["influence"][i] == pytest.approx(float(np.sqrt((J**2).sum())), rel=1e-5)
-
-
-def test_rnn_weights_file_is_used(tmp_path, tiny2_path):
-    W_hx = np.array([[1.0, 0.0], [0.5, -1.0], [0.0, 2.0]])  # N = 3, d = 2
-    W_hh = np.array([[0.5, 0.0, 0.0], [0.0, -0.5, 0.25], [1.0, 0.0, 0.0]])
-    b_h = np.array([0.0, 0.1, -0.2])
-    path = save_npz(tmp_path / "rnn.npz", W_hx=W_hx, W_hh=W_hh, b_h=b_h)
-    fails(run("rnn", "a b c d", "--vectors", tiny2_path, "--weights", path, "--hidden", "9"), "--hidden 9", code=2)
-    doc = one(run("rnn", "a b c d", "--vectors", tiny2_path, "--weights", path, "--hidden", "3", "--json"))
-    assert doc["rnn"] == {"hidden": 3, "path": str(path)}
-    X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]]
-    close(doc["states"], loop_rnn(X, W_hx, W_hh, b_h))
-    # by hand, the first state: tanh(W_hx a + b_h) = tanh(1, 0.6, -0.2)
-    close(doc["states"][0], [math.tanh(1.0), math.tanh(0.6), math.tanh(-0.2)], rtol=1e-15)
-
-
-@pytest.mark.parametrize("arrays,words", [
-    ({"W_hx": np.ones((3, 2)), "W_hh": np.ones((3, 3))}, ["b_h"]),
-    ({"W_hh": np.ones((3, 3)), "b_h": np.ones(3)}, ["W_hx"]),
-    ({"W_hx": np.ones((3, 5)), "W_hh": np.ones((3, 3)), "b_h": np.ones(3)}, ["W_hx", "shape"]),
-    ({"W_hx": np.ones((4, 2)), "W_hh": np.ones((3, 3)), "b_h": np.ones(3)}, ["W_hx", "shape"]),
-    ({"W_hx": np.ones((3, 2)), "W_hh": np.ones((3, 4)), "b_h": np.ones(3)}, ["W_hh", "shape"]),
-    ({"W_hx": np.ones((3, 2)), "W_hh": np.ones((3, 3)), "b_h": np.ones(4)}, ["b_h", "shape"]),
-    ({"W_hx": np.ones((3, 2)), "W_hh": np.ones(3), "b_h": np.ones(3)}, ["W_hh", "shape"]),
-    ({"W_hx": np.ones((3, 2)), "W_hh": np.full((3, 3), np.nan), "b_h": np.ones(3)}, ["W_hh", "NaN"]),
-])
-def test_rnn_bad_weights_files(tmp_path, tiny2_path, arrays, words):
-    path = save_npz(tmp_path / "rnn.npz", **arrays)
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", path), str(path), *words)
-
-
-def test_rnn_weights_not_a_file(tmp_path, tiny2_path):
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", tmp_path / "nope.npz"), "nope.npz", "no such file")
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", tmp_path), str(tmp_path), "directory")
-    text = tmp_path / "w.npz"
-    text.write_text("not numpy")
-    fails(run("rnn", "a b", "--vectors", tiny2_path, "--weights", text), str(text), "not a .npz")
-
-
-def test_rnn_influence_decays_with_distance():
-    doc = one(run("rnn", LONG, "--json"))
-    assert len(doc["tokens"]) == 12 and doc["oov"] == []
-    influence = doc["influence"]
-    assert influence[-1] > influence[0]
-    assert influence[-1] > 10 * influence[0]
-    assert max(influence[-3:]) > max(influence[:3])
-
-
-def test_rnn_single_token():
-    doc = one(run("rnn", "orange", "--json"))
-    assert doc["attention"] == [1.0] and len(doc["influence"]) == 1 and len(doc["states"]) == 1
-
-
-# =========================================================================== 8. tables
+# =========================================================================== 7. tables
 
 TABLE_ENV = {"COLUMNS": "120"}
 
 
-def test_scores_table_shows_masked_cells_as_dots(tiny4_path):
+def test_scores_table_shows_masked_cells_as_dots(vectors4_path):
     for raw in ([], ["--raw"]):
-        result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--mask", "causal", "--format", "table",
+        result = run("scores", "cat dog sat", "--vectors", vectors4_path, "--mask", "causal", "--format", "table",
                      "--no-color", *raw, env=TABLE_ENV)
         assert result.exit_code == 0, result.stderr
         cat, dog, sat = grid(result.stdout, ["cat", "dog", "sat"])
@@ -1102,8 +813,8 @@ def test_scores_table_shows_masked_cells_as_dots(tiny4_path):
             assert cat[0] == "100"  # the first token's whole weight, on itself
 
 
-def test_scores_table_with_two_heads(tiny4_path):
-    result = run("scores", "cat dog sat", "--vectors", tiny4_path, "--heads", "2", "--mask", "causal",
+def test_scores_table_with_two_heads(vectors4_path):
+    result = run("scores", "cat dog sat", "--vectors", vectors4_path, "--heads", "2", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     assert "head 1" in result.stdout and "head 2" in result.stdout and "head 0" not in result.stdout
@@ -1113,8 +824,8 @@ def test_scores_table_with_two_heads(tiny4_path):
     assert result.stdout.count("·") >= 3 * 3
 
 
-def test_explain_table_steps_and_token_panel(tiny4_path):
-    result = run("explain", "the cat sat on", "--vectors", tiny4_path, "--qkv", "random", "--heads", "2",
+def test_explain_table_steps_and_token_panel(vectors4_path):
+    result = run("explain", "the cat sat on", "--vectors", vectors4_path, "--qkv", "random", "--heads", "2",
                  "--mask", "causal", "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
@@ -1122,7 +833,7 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     assert positions == sorted(positions)
     assert "head 1" in out and "head 2" in out and "head 0" not in out
     assert "through every step" not in out
-    result = run("explain", "the cat sat on", "--vectors", tiny4_path, "--token", "sat", "--mask", "causal",
+    result = run("explain", "the cat sat on", "--vectors", vectors4_path, "--token", "sat", "--mask", "causal",
                  "--format", "table", env=TABLE_ENV)
     assert result.exit_code == 0, result.stderr
     assert "'sat' (index 2) through every step" in result.stdout
@@ -1135,13 +846,3 @@ def test_explain_table_steps_and_token_panel(tiny4_path):
     assert "·" not in step3  # raw scores are before the mask
     panel = out[out.index("'sat' (index 2) through every step"):]
     assert "·" in panel  # its masked weight, in its row
-
-
-def test_rnn_table(tiny4_path):
-    result = run("rnn", "the cat sat on the mat", "--vectors", tiny4_path, "--format", "table", env=TABLE_ENV)
-    assert result.exit_code == 0, result.stderr
-    out = result.stdout
-    assert "influence" in out and "attention" in out
-    for token in ("the", "cat", "sat", "on", "mat"):
-        assert token in out
-    assert "'mat'" in out  # the last token, named in the title

@@ -1,5 +1,5 @@
-"""Users' word vectors (attncli.sources): every kind of source, gensim-data names, bad inputs,
-and the lookups (attncli.vectors) they are read into.
+"""Users' word vectors (attncli.sources): every kind of source and how it is detected,
+gensim-data names, and bad inputs.
 
 Every file is written here, in tmp_path, from numbers the test holds: a load must give back
 exactly those numbers. fastText n-grams and hashes are checked against gensim's own code.
@@ -29,9 +29,9 @@ from click.testing import CliRunner
 from attncli import load_vectors
 from attncli.cli import cli
 from clirunner import fails, one, run, words_of
+from helpers import write_text
 from attncli.errors import VectorsError
 from attncli.sources import detect, resolve
-from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
 
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
@@ -103,6 +103,12 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+def detected(path) -> tuple[str, str | None]:
+    """The format and compression detect() finds."""
+    fmt = detect(resolve(str(path)))
+    return fmt.kind, fmt.compression
 
 
 # --------------------------------------------------------------------------- 1. every source kind
@@ -188,6 +194,25 @@ def test_detect_reads_content_not_names(tmp_path):
         path, _, _ = _make(kind, folder, ["a", "b", "c"], M)
         fmt = detect(resolve(str(path)))
         assert (fmt.kind, fmt.compression) == expected, kind
+
+
+def test_detects_word2vec_text_glove_text_and_binary(tmp_path):
+    from gensim.models import KeyedVectors
+
+    words, M = ["The", "earth"], np.array([[1.0, 0.0, 0.5], [0.25, -1.0, 2.0]], dtype=np.float32)
+    assert detected(write_text(tmp_path / "a.txt", words, M)) == ("word2vec-text", None)
+    assert detected(write_glove(tmp_path / "b.txt", words, M)) == ("glove", None)
+    kv = KeyedVectors(vector_size=3)
+    kv.add_vectors(words, M)
+    kv.save_word2vec_format(str(tmp_path / "c.bin"), binary=True)
+    assert detected(tmp_path / "c.bin") == ("word2vec-binary", None)
+    with gzip.open(tmp_path / "d.txt.gz", "wt") as f:
+        f.write((tmp_path / "a.txt").read_text())
+    assert detected(tmp_path / "d.txt.gz") == ("word2vec-text", "gzip")
+    for name in ("a.txt", "b.txt", "c.bin", "d.txt.gz"):
+        v = load_vectors(tmp_path / name)
+        assert [v.vocab.word(i) for i in range(v.size)] == ["The", "earth"] and v.cased and v.dim == 3, name
+        np.testing.assert_array_equal(v.vector("earth"), np.array([0.25, -1.0, 2.0], dtype=np.float32))
 
 
 def test_scores_from_a_binary_file_match_a_hand_dot_product(tmp_path):
@@ -642,6 +667,30 @@ def test_the_bad_line_is_named_even_after_a_nan_line(tmp_path, cache):
     _refused(tmp_path, cache, "3 2\ncat nan 0\ndog 1 2 3\nbird 1 1\n", "line 3")
 
 
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("", "is empty, not a word vectors file"),
+        ("hello world, this is prose\n", "not a word vectors file"),
+        ("2 3\ncat 1 0 0\ndog 1 0\n", "line 3"),
+        ("cat 1 0 0\ndog 1 0 0\nbird 1 x 0\n", "line 3"),
+    ],
+)
+def test_bad_files(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(VectorsError, match=message) as e:
+        load_vectors(path)
+    assert str(path) in str(e.value)
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(VectorsError, match="no such file"):
+        load_vectors(tmp_path / "nope.txt")
+    with pytest.raises(VectorsError, match="directory"):
+        load_vectors(tmp_path)
+
+
 # --------------------------------------------------------------------------- lines too long
 
 
@@ -908,84 +957,3 @@ def test_zero_vectors_never_give_nan(tmp_path):
     v = load_vectors(path)
     assert v.nearest(np.zeros(3), 3) == []
     assert [w for w, _ in v.nearest(np.array([1.0, 0, 0]), 10)] == ["dog", "frog", "bird"]
-
-
-# --------------------------------------------------------------------------- 5. Vocabulary, n-grams, nearest
-
-
-def test_vocabulary_finds_every_word_and_only_those():
-    words = ["a", "ab", "abc", "abd", "b", "ba", "é", "éa", "e", "東", "東京", "東京都", "Z", "zz", "z",
-             "\ufffd", "😀", "😀x", "ß", "ss", "İ", "i̇"]
-    vocab = Vocabulary.from_words(words)
-    assert len(vocab) == len(words)
-    for row, word in enumerate(words):
-        assert vocab.find(word) == row and word in vocab
-        assert vocab.word(row) == word
-    for absent in ["", "abcd", "aa", "A", "É", "c", "東京タワー", "京", "zzz", "Zz", "😀y", "s", "a ", " a", "a\n"]:
-        assert vocab.find(absent) is None and absent not in vocab, absent
-
-
-def test_vocabulary_on_many_random_words_against_a_dict():
-    rng = np.random.default_rng(42)
-    alphabet = list("abcdeéñ東京😀ß-'")
-    words = list(dict.fromkeys("".join(rng.choice(alphabet, size=rng.integers(1, 7))) for _ in range(3000)))
-    vocab = Vocabulary.from_words(words)
-    index = {w: i for i, w in enumerate(words)}
-    probes = words + ["".join(rng.choice(alphabet, size=rng.integers(1, 8))) for _ in range(3000)]
-    for word in probes:
-        assert vocab.find(word) == index.get(word), word
-    order = [bytes(vocab.blob[vocab.offsets[i]: vocab.offsets[i + 1] - 1]) for i in vocab.order]
-    assert order == sorted(w.encode() for w in words)
-
-
-def test_vocabulary_refuses_a_line_break():
-    with pytest.raises(VectorsError, match="line break"):
-        Vocabulary.from_words(["ok", "bad\nword"])
-
-
-NGRAM_WORDS = ["", "a", "ab", "cat", "caterpillar", "café", "naïve", "東京", "東京都", "😀x", "ß", "e\u0301"]
-
-
-@pytest.mark.parametrize("min_n,max_n", [(1, 1), (1, 3), (2, 4), (3, 6), (5, 5), (1, 10), (4, 3)])
-def test_ngrams_equal_gensims(min_n, max_n):
-    from gensim.models.fasttext_inner import compute_ngrams_bytes, ft_hash_bytes
-
-    for word in NGRAM_WORDS:
-        ours = ngrams(word, min_n, max_n)
-        assert ours == compute_ngrams_bytes(word, min_n, max_n), (word, min_n, max_n)
-        assert [fnv1a(g) for g in ours] == [ft_hash_bytes(g) for g in ours]
-
-
-def test_fnv1a_equals_gensims_on_every_byte_and_some_strings():
-    from gensim.models.fasttext_inner import ft_hash_bytes
-
-    samples = [bytes([b]) for b in range(256)] + [b"", b"<cat>", "<東京>".encode(), bytes(range(256)), b"\x80\xff\x7f"]
-    for data in samples:
-        assert fnv1a(data) == ft_hash_bytes(data), data
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_nearest_equals_brute_force_over_several_blocks(seed):
-    rng = np.random.default_rng(seed)
-    n, d = 53, 6
-    M = rng.normal(size=(n, d)).astype(np.float32)
-    M[[4, 17, 40]] = 0  # zero rows are never near
-    words = [f"w{i}" for i in range(n)]
-    v = Vectors("random", Vocabulary.from_words(words), M, False)
-    q = rng.normal(size=d)
-    M64 = M.astype(np.float64)
-    norms = np.linalg.norm(M64, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cos = np.where(norms > 0, M64 @ q / (norms * np.linalg.norm(q)), -np.inf)
-    ranking = [i for i in np.argsort(-cos) if np.isfinite(cos[i])]
-    for k, exclude in [(1, set()), (5, set()), (5, {words[ranking[0]], words[ranking[3]], "absent"}),
-                       (12, {words[ranking[1]]}), (n, set())]:
-        got = v.nearest(q, k, exclude=exclude, block=7)
-        expected = [i for i in ranking if words[i] not in exclude][:k]
-        assert [w for w, _ in got] == [words[i] for i in expected], (k, exclude)
-        np.testing.assert_allclose([c for _, c in got], cos[expected], rtol=1e-5, atol=1e-6)
-        whole = v.nearest(q, k, exclude=exclude)  # one block: the same words (float32 sums may differ in the last bit)
-        assert [w for w, _ in whole] == [w for w, _ in got]
-        np.testing.assert_allclose([c for _, c in whole], [c for _, c in got], rtol=1e-6, atol=1e-6)
-    assert len(v.nearest(q, n)) == n - 3
-    assert v.nearest(q, 0) == [] and v.nearest(np.zeros(d), 3) == []

@@ -32,6 +32,7 @@ def loops(alpha, allowed, ids, punct, cls, sep):
                 out["self"][l, h] += a[i]
                 out["previous"][l, h] += a[i - 1] if i > 0 else 0.0
                 out["next"][l, h] += a[i + 1] if i < T - 1 else 0.0
+                out["first"][l, h] += a[0]
                 out["cls"][l, h] += sum(a[j] for j in range(T) if cls[j])
                 out["sep"][l, h] += sum(a[j] for j in range(T) if sep[j])
                 out["punct"][l, h] += sum(a[j] for j in range(T) if punct[j])
@@ -61,6 +62,18 @@ def test_each_statistic_is_its_definition(seed, masked):
         np.testing.assert_allclose(sums.sums[name], expected, rtol=1e-12, atol=1e-14, err_msg=name)
     T = len(arrays[2])
     assert sums.counts["rows"] == T and sums.counts["rows_previous"] == T - 1
+    assert sums.counts["rows_next"] == (0 if masked else T - 1)  # causal: no row may attend to the next
+
+
+def test_next_is_undefined_under_a_causal_mask_and_first_only_for_a_model():
+    arrays = random_sentence(np.random.default_rng(3), masked=True)
+    total = stats.Partial()
+    total.add(None, [stats.observe(*arrays)])
+    model, vectors = stats.head_records(total)[0], stats.head_records(total, model=False)[0]
+    assert model["next"] is None and model["rows_next"] == 0
+    assert model["first"] == pytest.approx(arrays[0][0, 0, :, 0].mean(), rel=1e-12)
+    assert "first" not in vectors and "first" not in vectors["baselines"].get("uniform", {})
+    assert [k for k in model if k not in vectors] == ["first"]
 
 
 def test_uniform_attention_has_the_entropy_ln_n_and_the_mean_distance():
@@ -334,7 +347,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
     import os
     import signal
 
-    from attncli import batch, survey
+    from attncli import batch, cluster as cluster_module, survey
     from distributed import Client
 
     with Client(cluster.scheduler_address, set_as_default=False) as client:
@@ -349,7 +362,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
             yield chunk
 
     merged, expected = stats.Partial(), stats.Partial()
-    for part in survey.run_dask(chunks(), job, cluster.scheduler_address):
+    for part in cluster_module.run_dask(chunks(), job, cluster.scheduler_address):
         merged.merge(part)
     for part in survey.run(batch.chunks_of(lines, 16), job, 1, vectors=_bundled()):
         expected.merge(part)
@@ -365,12 +378,12 @@ def _bundled():
 
 
 def test_workers_that_cannot_load_the_vectors_name_themselves_and_the_path(cluster):
-    from attncli import batch, survey
+    from attncli import batch, cluster as cluster_module, survey
     from attncli.errors import InputError
 
     job = survey.StatsJob(batch.Job(source="/nowhere/vectors.txt"))
     with pytest.raises(InputError, match=r"worker tcp://127\.0\.0\.1:\d+ could not load /nowhere/vectors\.txt"):
-        list(survey.run_dask([[(1, "the cat sat", None)]], job, cluster.scheduler_address))
+        list(cluster_module.run_dask([[(1, "the cat sat", None)]], job, cluster.scheduler_address))
 
 
 def test_a_scheduler_that_does_not_answer_is_an_error_in_seconds(corpus):

@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -441,6 +442,7 @@ def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
 LONG = " ".join(["the", "earth", "is", "like", "an", "orange", "and", "the", "moon"] * 4)  # 36 tokens
 PROBE = ["--steps", "40", "--batch", "32", "--out-vocab", "25", "--probe", "the cat sat on a mat|the dog sat in the park",
          "--token", "sat"]
+GPT2 = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a folder of the test's
     "scores": ["scores", SENTENCE], "scores --raw": ["scores", SENTENCE, "--raw"],
     "scores --rollout": ["scores", SENTENCE, "--rollout"], "scores --norms": ["scores", SENTENCE, "--norms"],
@@ -452,6 +454,11 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
     "compare --model": ["compare", SENTENCE, "Orange is a bright color", "--token", "orange", "--model", "minilm"],
     "neighbors": ["neighbors", "orange"], "neighbors --context": ["neighbors", "orange", "--context", SENTENCE],
     "explain": ["explain", SENTENCE, "--token", "orange"], "heads": ["heads", SENTENCE, "--model", "minilm"],
+    "scores of a decoder": ["scores", SENTENCE, "--model", "{gpt2}", "--predict", "5"],
+    "context of a decoder": ["context", SENTENCE, "--token", "orange", "--model", "{gpt2}", "--predict", "3"],
+    "heads of a decoder": ["heads", SENTENCE, "--model", "{gpt2}"],
+    "explain of a decoder": ["explain", SENTENCE, "--model", "{gpt2}", "--token", "orange"],
+    "stats of a decoder": ["stats", "{tmp}/corpus.txt", "--model", "{gpt2}"],
     "rnn": ["rnn", SENTENCE], "stats": ["stats", "{tmp}/corpus.txt"], "stats --by word": ["stats", "{tmp}/corpus.txt", "--by", "word"],
     "train": ["train", "{tmp}/corpus.txt", "-o", "{tmp}/p.npz", *PROBE], "qkv init": ["qkv", "init", "-o", "{tmp}/q.npz"],
     "vectors info": ["vectors", "info"], "vectors list": ["vectors", "list"], "vectors clear": ["vectors", "clear", "--yes"],
@@ -471,7 +478,7 @@ def drawn(tmp_path_factory):
         for name, args in VIEWS.items():
             patch.setattr(output, "_draw", lambda docs, out, view, view_args, name=name:
                           caught.setdefault(name, (docs, view, view_args)))
-            result = run(*(a.format(tmp=tmp) for a in args), "--format", "table",
+            result = run(*(a.format(tmp=tmp, gpt2=GPT2) for a in args), "--format", "table",
                          env={"ATTNCLI_CACHE_DIR": str(tmp / "cache")})
             assert result.exit_code == 0 and name in caught, (name, result.stderr)
     return caught

@@ -137,7 +137,12 @@ def test_ctrl_c_stops_after_the_step_and_writes_what_was_learned(corpus, tmp_pat
                              "--steps", "10000000", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # the Ctrl-C never arrived: the run of 10,000,000 steps is not left going
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, stderr
     lines = stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("attncli: warning: stopped after "), lines

@@ -93,7 +93,7 @@ def _config(**changes):
 
 
 @pytest.mark.parametrize("config,words", [
-    (_config(model_type="gpt2"), "model_type is 'gpt2'; attncli runs bert"),
+    (_config(model_type="t5"), "model_type is 't5'; attncli runs bert"),
     (_config(model_type=None), "model_type is None"),
     (_config(num_hidden_layers=10**6), "num_hidden_layers is 1000000; it must be a whole number from 1 to 128"),
     (_config(hidden_size=9), "hidden_size 9 is not divisible by num_attention_heads 2"),

@@ -1,7 +1,9 @@
-"""The vectors layer: the bundled GloVe, users' files through gensim, lookups, neighbours."""
+"""Word vectors in memory (attncli/vectors.py) and the bundled GloVe: the vocabulary, n-grams,
+lookups, nearest words and cosines, down to float32's edges; the bundled files, found from
+anywhere and as they were released."""
 
-import gzip
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -14,8 +16,11 @@ import pytest
 import attncli
 from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
-from attncli.sources import detect, resolve
-from attncli.vectors import Vectors, Vocabulary, embed
+from attncli.vectors import Vectors, Vocabulary, embed, fnv1a, ngrams
+from helpers import brute_nearest
+
+# A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 # Lines of Stanford's glove.6B.50d.txt, as released.
 GLOVE_THE = (
@@ -26,11 +31,6 @@ GLOVE_THE = (
     "-0.045637 -0.44251 0.18785 0.0027849 -0.18411 -0.11514 -0.78581"
 )
 GLOVE_KING_START = "0.50451 0.68607 -0.59517 -0.022801 0.60046 -0.13498"
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 def test_bundled_shape_order_and_case(glove):
@@ -112,7 +112,8 @@ def test_a_copy_without_the_bundled_vectors_says_what_to_run(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["vectors"]["words"] == 2
 
 
-def tiny(cased=False):
+def three_words(cased=False):
+    """cat (or Cat), dog and car in two dimensions, in memory."""
     words = ["Cat", "dog", "car"] if cased else ["cat", "dog", "car"]
     return Vectors("tiny", Vocabulary.from_words(words), np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32), cased)
 
@@ -167,7 +168,7 @@ def test_nearest_against_brute_force(glove):
 
 
 def test_nearest_excludes_and_handles_zero():
-    v = tiny()
+    v = three_words()
     # cos((1, 0.1), (0.8, 0.6)) = 0.86 / (1.00499 * 1) = 0.85573; cos((1, 0.1), (0, 1)) = 0.1 / 1.00499
     got = v.nearest(np.array([1.0, 0.1]), 2, exclude={"cat"})
     assert [w for w, _ in got] == ["dog", "car"]
@@ -176,7 +177,7 @@ def test_nearest_excludes_and_handles_zero():
 
 
 def test_embed_oov_policies():
-    v = tiny()
+    v = three_words()
     e = embed(["cat", "zebra", "car"], v, oov="skip")
     assert e.tokens == ["cat", "car"] and e.oov == ["zebra"] and e.lookups == ["word", "word"]
     np.testing.assert_array_equal(e.X, [[1, 0], [0, 1]])
@@ -197,63 +198,8 @@ def test_a_vector_with_nan_is_refused_by_name():
 
 
 def test_cased_vectors_fall_back_to_lowercase():
-    v = tiny(cased=True)
+    v = three_words(cased=True)
     assert v.key("Cat") == "Cat" and v.key("DOG") == "dog" and v.key("cat") is None
-
-
-def write_text(path, header=True, rows=None):
-    rows = rows or {"The": [1.0, 0.0, 0.5], "earth": [0.25, -1.0, 2.0]}
-    lines = [f"{len(rows)} 3"] if header else []
-    lines += [w + " " + " ".join(map(str, vals)) for w, vals in rows.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def kind(path):
-    fmt = detect(resolve(str(path)))
-    return fmt.kind, fmt.compression
-
-
-def test_detects_word2vec_text_glove_text_and_binary(tmp_path):
-    from gensim.models import KeyedVectors
-
-    assert kind(write_text(tmp_path / "a.txt")) == ("word2vec-text", None)
-    assert kind(write_text(tmp_path / "b.txt", header=False)) == ("glove", None)
-    kv = KeyedVectors(vector_size=3)
-    kv.add_vectors(["The", "earth"], np.array([[1.0, 0.0, 0.5], [0.25, -1.0, 2.0]], dtype=np.float32))
-    kv.save_word2vec_format(str(tmp_path / "c.bin"), binary=True)
-    assert kind(tmp_path / "c.bin") == ("word2vec-binary", None)
-    with gzip.open(tmp_path / "d.txt.gz", "wt") as f:
-        f.write((tmp_path / "a.txt").read_text())
-    assert kind(tmp_path / "d.txt.gz") == ("word2vec-text", "gzip")
-    for name in ("a.txt", "b.txt", "c.bin", "d.txt.gz"):
-        v = load_vectors(tmp_path / name)
-        assert [v.vocab.word(i) for i in range(v.size)] == ["The", "earth"] and v.cased and v.dim == 3, name
-        np.testing.assert_array_equal(v.vector("earth"), np.array([0.25, -1.0, 2.0], dtype=np.float32))
-
-
-@pytest.mark.parametrize(
-    "content,message",
-    [
-        ("", "is empty, not a word vectors file"),
-        ("hello world, this is prose\n", "not a word vectors file"),
-        ("2 3\ncat 1 0 0\ndog 1 0\n", "line 3"),
-        ("cat 1 0 0\ndog 1 0 0\nbird 1 x 0\n", "line 3"),
-    ],
-)
-def test_bad_files(tmp_path, content, message):
-    path = tmp_path / "bad.txt"
-    path.write_text(content)
-    with pytest.raises(VectorsError, match=message) as e:
-        load_vectors(path)
-    assert str(path) in str(e.value)
-
-
-def test_missing_and_directory(tmp_path):
-    with pytest.raises(VectorsError, match="no such file"):
-        load_vectors(tmp_path / "nope.txt")
-    with pytest.raises(VectorsError, match="directory"):
-        load_vectors(tmp_path)
 
 
 def test_bundled_files_match_the_checksums_in_their_readme():
@@ -261,7 +207,7 @@ def test_bundled_files_match_the_checksums_in_their_readme():
     import re
     from pathlib import Path
 
-    from attncli.cache import bundled_prefix
+    from attncli.entry import bundled_prefix
 
     readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text(encoding="utf-8")
     listed = dict(re.findall(r"^\| `(glove\.6B\.50d\.100k\.[\w.]+)` \|.*\| `([0-9a-f]{64})` \|$", readme, flags=re.M))
@@ -279,8 +225,198 @@ def test_a_word_past_the_limit_is_said_to_be_past_it():
     fails(run("neighbors", "zzqqxx"), "'zzqqxx' is not a word of glove.6B.50d.100k;")
 
 
-def test_sizes_of_the_cache_views_are_written_as_everywhere_else():
-    from attncli.views import vectors
+# --------------------------------------------------------------------------- the vocabulary, n-grams, nearest words
 
-    text = vectors.cleared_view({"removed": 1, "bytes": 1500, "cache_dir": "/c", "kept": [], "links": []}).plain
-    assert "(1.5 kB)" in text and "MB" not in text
+
+def test_vocabulary_finds_every_word_and_only_those():
+    words = ["a", "ab", "abc", "abd", "b", "ba", "é", "éa", "e", "東", "東京", "東京都", "Z", "zz", "z",
+             "\ufffd", "😀", "😀x", "ß", "ss", "İ", "i̇"]
+    vocab = Vocabulary.from_words(words)
+    assert len(vocab) == len(words)
+    for row, word in enumerate(words):
+        assert vocab.find(word) == row and word in vocab
+        assert vocab.word(row) == word
+    for absent in ["", "abcd", "aa", "A", "É", "c", "東京タワー", "京", "zzz", "Zz", "😀y", "s", "a ", " a", "a\n"]:
+        assert vocab.find(absent) is None and absent not in vocab, absent
+
+
+def test_vocabulary_on_many_random_words_against_a_dict():
+    rng = np.random.default_rng(42)
+    alphabet = list("abcdeéñ東京😀ß-'")
+    words = list(dict.fromkeys("".join(rng.choice(alphabet, size=rng.integers(1, 7))) for _ in range(3000)))
+    vocab = Vocabulary.from_words(words)
+    index = {w: i for i, w in enumerate(words)}
+    probes = words + ["".join(rng.choice(alphabet, size=rng.integers(1, 8))) for _ in range(3000)]
+    for word in probes:
+        assert vocab.find(word) == index.get(word), word
+    order = [bytes(vocab.blob[vocab.offsets[i]: vocab.offsets[i + 1] - 1]) for i in vocab.order]
+    assert order == sorted(w.encode() for w in words)
+
+
+def test_vocabulary_refuses_a_line_break():
+    with pytest.raises(VectorsError, match="line break"):
+        Vocabulary.from_words(["ok", "bad\nword"])
+
+
+NGRAM_WORDS = ["", "a", "ab", "cat", "caterpillar", "café", "naïve", "東京", "東京都", "😀x", "ß", "e\u0301"]
+
+
+@pytest.mark.parametrize("min_n,max_n", [(1, 1), (1, 3), (2, 4), (3, 6), (5, 5), (1, 10), (4, 3)])
+def test_ngrams_equal_gensims(min_n, max_n):
+    from gensim.models.fasttext_inner import compute_ngrams_bytes, ft_hash_bytes
+
+    for word in NGRAM_WORDS:
+        ours = ngrams(word, min_n, max_n)
+        assert ours == compute_ngrams_bytes(word, min_n, max_n), (word, min_n, max_n)
+        assert [fnv1a(g) for g in ours] == [ft_hash_bytes(g) for g in ours]
+
+
+def test_fnv1a_equals_gensims_on_every_byte_and_some_strings():
+    from gensim.models.fasttext_inner import ft_hash_bytes
+
+    samples = [bytes([b]) for b in range(256)] + [b"", b"<cat>", "<東京>".encode(), bytes(range(256)), b"\x80\xff\x7f"]
+    for data in samples:
+        assert fnv1a(data) == ft_hash_bytes(data), data
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nearest_equals_brute_force_over_several_blocks(seed):
+    rng = np.random.default_rng(seed)
+    n, d = 53, 6
+    M = rng.normal(size=(n, d)).astype(np.float32)
+    M[[4, 17, 40]] = 0  # zero rows are never near
+    words = [f"w{i}" for i in range(n)]
+    v = Vectors("random", Vocabulary.from_words(words), M, False)
+    q = rng.normal(size=d)
+    M64 = M.astype(np.float64)
+    norms = np.linalg.norm(M64, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = np.where(norms > 0, M64 @ q / (norms * np.linalg.norm(q)), -np.inf)
+    ranking = [i for i in np.argsort(-cos) if np.isfinite(cos[i])]
+    for k, exclude in [(1, set()), (5, set()), (5, {words[ranking[0]], words[ranking[3]], "absent"}),
+                       (12, {words[ranking[1]]}), (n, set())]:
+        got = v.nearest(q, k, exclude=exclude, block=7)
+        expected = [i for i in ranking if words[i] not in exclude][:k]
+        assert [w for w, _ in got] == [words[i] for i in expected], (k, exclude)
+        np.testing.assert_allclose([c for _, c in got], cos[expected], rtol=1e-5, atol=1e-6)
+        whole = v.nearest(q, k, exclude=exclude)  # one block: the same words (float32 sums may differ in the last bit)
+        assert [w for w, _ in whole] == [w for w, _ in got]
+        np.testing.assert_allclose([c for _, c in whole], [c for _, c in got], rtol=1e-6, atol=1e-6)
+    assert len(v.nearest(q, n)) == n - 3
+    assert v.nearest(q, 0) == [] and v.nearest(np.zeros(d), 3) == []
+
+
+def test_nearest_looks_further_down_when_keep_refuses_the_best():
+    rng = np.random.default_rng(7)
+    words = [f"w{i:03d}" for i in range(300)]
+    M = rng.standard_normal((300, 8)).astype(np.float32)
+    vectors = Vectors("random", Vocabulary.from_words(words), M, cased=False)
+    v = rng.standard_normal(8)
+    rows = {w: M[i].astype(np.float64) for i, w in enumerate(words)}
+    ranked = brute_nearest(rows, v, 300, set())
+    refused = {w for w, _ in ranked[:60]}  # the 60 best are all refused
+    keep = lambda w: w not in refused  # noqa: E731
+    for k, exclude, block in [(5, set(), 1 << 16), (5, {ranked[60][0]}, 7), (1, set(), 64), (12, set(), 1)]:
+        got = vectors.nearest(v, k, exclude, keep=keep, block=block)
+        expected = [(w, c) for w, c in ranked if w not in refused and w not in exclude][:k]
+        assert len(got) == k
+        assert [w for w, _ in got] == [w for w, _ in expected]
+        np.testing.assert_allclose([c for _, c in got], [c for _, c in expected], rtol=0, atol=2e-6)
+    # more than there are: every kept word, best first
+    got = vectors.nearest(v, 1000, set(), keep=keep)
+    assert [w for w, _ in got] == [w for w, _ in ranked if w not in refused]
+    assert vectors.nearest(v, 5, set(), keep=lambda w: False) == []
+
+
+# --------------------------------------------------------------------------- cosines at the edges of the range
+
+
+def exact_cosines(rows: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Cosines computed apart from numpy, in Python floats: each vector divided by its
+    largest entry first, its sums by math.fsum."""
+    out = []
+    for row in rows:
+        top = max(abs(float(x)) for x in row)
+        a = [float(x) / top for x in row]
+        t = max(abs(float(x)) for x in v)
+        b = [float(x) / t for x in v]
+        out.append(math.fsum(x * y for x, y in zip(a, b)) / math.sqrt(math.fsum(x * x for x in a))
+                   / math.sqrt(math.fsum(y * y for y in b)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("size", [3e38, 1e30, 1e20, 1e-20, 1e-30, 1e-38, 1e-44])
+def test_nearest_at_any_size_float32_holds(size):
+    """Rows whose squares overflow float32 (3e38, 1e30, 1e20) or underflow it (1e-20 down to
+    denormal 1e-44) keep their cosines: 1, 1/3 and -1 here, as at an ordinary size."""
+    M = np.array([[3, 0], [1, 2 * math.sqrt(2)], [-3, 0], [0.5, 0.5]], dtype=np.float64) * size / 3
+    M = M.astype(np.float32)
+    vectors = Vectors("edge", Vocabulary.from_words(["alpha", "beta", "gamma", "delta"]), M, cased=False)
+    got = dict(vectors.nearest(M[0], 3, {"alpha"}))
+    expected = dict(zip(["beta", "gamma", "delta"], exact_cosines(M[1:], M[0])))
+    assert set(got) == set(expected)
+    for word, c in got.items():
+        assert c == pytest.approx(expected[word], abs=2e-6), (word, c, expected[word])
+    assert got["gamma"] == pytest.approx(-1.0, abs=1e-6) and got["delta"] == pytest.approx(math.sqrt(0.5), abs=1e-6)
+
+
+def test_nearest_mixes_huge_tiny_and_ordinary_rows_in_one_block():
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((200, 6))
+    M[::7] *= 1e37
+    M[3::11] *= 1e-39
+    M = M.astype(np.float32)
+    vectors = Vectors("mixed", Vocabulary.from_words([f"w{i}" for i in range(200)]), M, cased=False)
+    v = rng.standard_normal(6) * 1e300  # a float64 query far past float32's range
+    got = vectors.nearest(v, 200, block=64)
+    expected = exact_cosines(M.astype(np.float64), v)
+    assert [w for w, _ in got] == [f"w{i}" for i in np.argsort(-expected, kind="stable")]
+    np.testing.assert_allclose([c for _, c in got], np.sort(expected)[::-1], atol=2e-6)
+
+
+def test_cosines_do_not_depend_on_the_vectors_size():
+    """vectors.cosines of rows scaled by powers of two is bit for bit the same, from 2^-1000
+    to 2^1000, and by other factors the same to rounding; a zero row's cosines are NaN."""
+    from attncli.vectors import cosines
+
+    rng = np.random.default_rng(5)
+    M = rng.standard_normal((4, 9))
+    base = cosines(M)
+    for e in (-1000, -500, -60, 60, 500, 1000):
+        np.testing.assert_array_equal(cosines(np.ldexp(M, e)), base)
+    np.testing.assert_allclose(cosines(M * 1e300), base, atol=1e-15)
+    np.testing.assert_allclose(cosines(M * 1e-300), base, atol=1e-15)
+    M[2] = 0
+    C = cosines(M)
+    assert np.isnan(C[2]).all() and np.isnan(C[:, 2]).all()
+    assert np.isfinite(np.delete(np.delete(C, 2, 0), 2, 1)).all()
+
+
+def test_a_vectors_cosine_with_itself_is_one_and_no_cosine_leaves_the_range():
+    """The diagonal of vectors.cosines is 1 exactly, and so is the cosine of a row with its
+    copy or a power-of-two multiple of it; nearly parallel and nearly opposite rows, whose
+    products round past 1 in size, stay within [-1, 1]; a zero row's stay NaN."""
+    from attncli.vectors import cosines
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        a = rng.standard_normal(rng.integers(2, 60))
+        M = np.stack([a, a + rng.standard_normal(len(a)) * 1e-9, -a * 3.7, a * 2.0 ** 40, a.copy(),
+                      rng.standard_normal(len(a)), np.zeros(len(a))])
+        C = cosines(M)
+        defined = C[:6, :6]
+        assert (np.diag(defined) == 1.0).all()
+        assert C[0, 3] == C[3, 0] == C[0, 4] == C[3, 4] == 1.0
+        assert (np.abs(defined) <= 1.0).all()
+        np.testing.assert_array_equal(defined, defined.T)
+        assert np.isnan(C[6]).all() and np.isnan(C[:, 6]).all()
+
+
+def test_nearest_gives_a_rows_own_direction_one_and_nothing_past_one(glove):
+    vectors = glove
+    for r in range(0, vectors.size, 500):
+        v = np.asarray(vectors.matrix[r])
+        (word, c), *others = vectors.nearest(v, 3)
+        assert (word, c) == (vectors.vocab.word(r), 1.0)
+        assert all(-1.0 <= c <= 1.0 for _, c in others)
+        assert vectors.nearest(v * 8, 1)[0][1] == 1.0  # a power-of-two multiple: the same direction

@@ -19,27 +19,15 @@ from rich.text import Text
 
 from clirunner import one, run
 from grids import longest_line
-from attncli import load_vectors
+from helpers import COLOUR, FRUIT, TWENTY, flat
 from attncli.analyze import Options, compare_doc, explain_doc
 from attncli.views import export, sentence, vectors
-
-FRUIT = "The earth is like an orange"
-COLOUR = "Orange is a bright color"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def draw(renderable, width: int = 80) -> str:
     out = io.StringIO()
     Console(file=out, width=width, color_system=None).print(renderable)
     return out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def glove():
-    return load_vectors()
 
 
 # --------------------------------------------------------------------------- vectors info, clear
@@ -108,6 +96,13 @@ def test_vectors_clear_says_entry_or_entries(n, said):
     assert said in text
 
 
+def test_sizes_of_the_cache_views_are_written_as_everywhere_else():
+    from attncli.views import vectors
+
+    text = vectors.cleared_view({"removed": 1, "bytes": 1500, "cache_dir": "/c", "kept": [], "links": []}).plain
+    assert "(1.5 kB)" in text and "MB" not in text
+
+
 # --------------------------------------------------------------------------- rnn
 
 
@@ -168,10 +163,6 @@ def test_batch_and_stats_count_lines_with_thousands_separators(tmp_path):
 
 
 # --------------------------------------------------------------------------- explain
-
-
-TWENTY = ("The books that the professor recommended during the lecture on medieval history are very expensive "
-          "for most of the students")
 
 
 def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):

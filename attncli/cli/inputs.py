@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
-from attncli import limits
+from attncli import limits, reading
 from attncli.analyze import cell_bytes, check_options, count_tokens, heads_shown
 from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError
@@ -23,7 +23,7 @@ def stdin_stream(other: str):
 
 def read_stdin(other: str) -> bytes:
     """All of standard input, within what memory can take (an endless /dev/zero is refused)."""
-    return limits.read_stream(stdin_stream(other), "standard input")
+    return reading.read_stream(stdin_stream(other), "standard input")
 
 
 def decode(data: bytes, where: str) -> str:

@@ -20,6 +20,7 @@ from attncli import cache, projections
 from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
+from attncli.entry import bundled_prefix
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
 from attncli.projections import MOST_D_K
@@ -90,8 +91,9 @@ def with_options(wrapper, options):
 class Source:
     """Where this run's word vectors or model come from, as the options gave them: --vectors
     (None: the bundled ones; `param` names where it was given, for its errors), --limit,
-    --trust-pickle, and --model with its --layer and --head. Loaded once the input has
-    been read, with a progress bar on a terminal."""
+    --trust-pickle, and --model with its --layer and --head, and the options given that
+    only a decoder takes (--mask causal, its own mask; --predict). Loaded once the input
+    has been read, with a progress bar on a terminal."""
 
     spec: str | None = None
     limit: int | None = None
@@ -101,6 +103,8 @@ class Source:
     revision: str | None = None  # the cache's model: a branch, tag or commit; None: main
     layer: int | None = None  # None: the last
     head: int | None = None  # None: the mean over the heads, or every head where a command shows each
+    mask: str | None = None  # --mask, given with --model: a decoder's own causal one only
+    predict: bool = False  # --predict, given with --model: a decoder's
 
     def load(self):
         """With --model, an analyze.Trained, which every document function takes where it
@@ -109,8 +113,22 @@ class Source:
             return self.vectors()
         from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        trained = models.load_model(self.model, self.revision)
+        trained = models.load_model(self.model, self.revision, check=self.takes)
         return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
+
+    def takes(self, name: str, family) -> None:
+        """Refuse, as a usage error, what the model `name` of `family` cannot take: --mask but
+        a decoder's causal, --predict but with a decoder."""
+        if family.CAUSAL and self.mask not in (None, "causal"):
+            raise click.UsageError(f"--mask {self.mask}: {name} is a decoder, whose attention is causal (each piece "
+                                   "attends to itself and the pieces before it), as it was trained; leave out --mask "
+                                   "(--mask causal, its own, changes nothing)")
+        if not family.CAUSAL and self.mask is not None:
+            raise click.UsageError(_MODEL_FIXES.format("--mask"))
+        if not family.CAUSAL and self.predict:
+            raise click.UsageError(f"--predict gives the next pieces a decoder predicts, and {name} is an encoder "
+                                   f"({family.MODEL_TYPES[0]}), which reads the sentence both ways and predicts "
+                                   "none; give a decoder with --model (a gpt2 model)")
 
     def vectors(self, **cache_options) -> Vectors:
         """The word vectors, even with --model (for what compares the two); cache_options:
@@ -211,7 +229,8 @@ def attention_options(f=None, *, top: bool = True, projections: bool | str = Tru
         option("attention", "--mask", type=click.Choice(["none", "causal", "self"]), default="none",
                help="causal: token i attends only to tokens j <= i, as a decoder predicting the next word; "
                     "self: to every token but itself. Default: none, or the mask of a --qkv file attncli train "
-                    "wrote (self; causal for --objective next)."),
+                    "wrote (self; causal for --objective next). With --model, a decoder's own causal mask "
+                    "only."),
         option("attention", "--scale", type=FiniteFloat(), default=None,
                help="Multiply the scores by this before the softmax. Default: 1/sqrt(d_k / heads); "
                     "1 gives plain softmax(q_i . k_j)."),
@@ -287,9 +306,10 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
         ctx = click.get_current_context()
         refused = given_options(ctx, _MODEL_REFUSES) + _typed(ctx, ("vectors_source",))
         if refused:
-            raise click.UsageError(f"--model runs the model's own attention and word pieces; leave out {refused[0]}")
-        return f(*args, source=dataclasses.replace(source, model=model, revision=revision, layer=layer, head=head),
-                 **kwargs)
+            raise click.UsageError(_MODEL_FIXES.format(refused[0]))
+        mask = ctx.params["mask"] if given_options(ctx, ("mask",)) else None  # the model's family judges it
+        return f(*args, source=dataclasses.replace(source, model=model, revision=revision, layer=layer, head=head,
+                                                   mask=mask, predict=bool(ctx.params.get("predict"))), **kwargs)
 
     options = [
         option("model", "--model", metavar="NAME|DIR", envvar="ATTNCLI_MODEL", show_envvar=True,
@@ -313,9 +333,10 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
     return with_options(wrapper, options)
 
 
-# what a trained model fixes itself: its projections, heads, scale and tokens
-_MODEL_REFUSES = ("qkv", "d_k", "seed", "heads", "mask", "scale", "temperature", "keep_punct", "oov", "limit",
-                  "trust_pickle")
+# what a trained model fixes itself: its projections, heads, scale and tokens; and its mask,
+# which Source.takes judges once the model's family is known (a decoder's is causal)
+_MODEL_REFUSES = ("qkv", "d_k", "seed", "heads", "scale", "temperature", "keep_punct", "oov", "limit", "trust_pickle")
+_MODEL_FIXES = "--model runs the model's own attention and word pieces; leave out {}"
 
 
 def _typed(ctx: click.Context, names) -> list[str]:
@@ -382,7 +403,7 @@ def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple
         with contextlib.suppress(OSError, RuntimeError, ValueError):  # not a file: nothing to protect
             files.append((f"{label} {value}", os.stat(path.expanduser())))
     if "vectors_source" in ctx.params and ctx.params["vectors_source"] is None:
-        prefixes.append(("the bundled vectors", os.path.realpath(cache.bundled_prefix()) + "."))
+        prefixes.append(("the bundled vectors", os.path.realpath(bundled_prefix()) + "."))
     with contextlib.suppress(AttncliError, OSError):
         prefixes.append(("attncli's cache folder", os.path.join(os.path.realpath(cache.cache_dir()), "")))
     for fd, label in ((0, "standard input"), (1, "standard output"), (2, "standard error")):
@@ -500,7 +521,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.survey import ADDRESS  # multiprocessing, at workers' top: 20 ms
+    from attncli.cluster import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "
@@ -510,11 +531,25 @@ def scheduler_address(ctx, param, value):
 
 
 COMMON_FIELDS = ("command", "sentence", "tokens", "lookups", "oov", "vectors", "qkv", "mask", "scale", "temperature",
-                 "model", "layer", "head", "special", "offsets")
+                 "window", "model", "layer", "head", "special", "offsets")
 SCORES_FIELDS = COMMON_FIELDS + ("scores", "weights", "top", "include_self", "heads", "rollout", "norms", "pieces",
                                  "special_share")
 CONTEXT_FIELDS = COMMON_FIELDS + ("token", "index", "weights", "top", "include_self", "heads", "context", "neighbors",
                                   "token_neighbors", "contexts")
+
+
+def predict_option(f):
+    """--predict K, of the commands whose document can hold a decoder's next pieces."""
+    return option("model", "--predict", type=click.IntRange(min=1), metavar="K",
+                  help="With a decoder's --model: its K likeliest next pieces after the sentence (the softmax of "
+                       "the logits at its last piece), each with its probability and log-probability, under "
+                       "\"predict\" in JSON. Example: --model gpt2 --predict 5.")(f)
+
+
+def refuse_predict(predict: int | None, source: Source) -> None:
+    """--predict without --model: a usage error (with one, Source.takes judges its family)."""
+    if predict and not source.model:
+        raise click.UsageError("--predict K gives the next pieces a decoder predicts; it needs --model NAME|DIR")
 
 
 def fields_option(keys: tuple[str, ...]):

@@ -9,11 +9,11 @@ import itertools
 import sys
 
 import click
-from attncli import limits
+from attncli import reading
 from attncli.analyze import document_rows, document_scale, heads_shown, scores_doc
 from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
-                                 png_option, sentence_argument, vectors_options)
+                                 png_option, predict_option, refuse_predict, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -43,11 +43,13 @@ from attncli.visible import visible, visible_all
               help="With --file or --document: attend only within W tokens either side.")
 @vectors_options
 @model_options
+@predict_option
 @attention_options
 @png_option
-@fields_option(SCORES_FIELDS)
+@fields_option(SCORES_FIELDS + ("predict",))
 @output_options
-def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, source, opts, out):
+def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, predict, source, opts,
+           out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -62,7 +64,9 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
       attncli scores "The earth is like an orange" --raw
       attncli scores "The earth is like an orange" | jq '.weights'
       attncli scores --scale 1 < sentences.txt
+      attncli scores "The earth is like an orange" --model gpt2 --predict 5
     """
+    refuse_predict(predict, source)
     chosen = [name for name, given in (("--raw", raw), ("--rollout", rollout), ("--norms", norms)) if given]
     if len(chosen) > 1:
         raise click.UsageError(f"{chosen[0]} and {chosen[1]} show different matrices; give one of them")
@@ -89,7 +93,8 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
     fewer = "--fields leaves keys out (--fields tokens,top writes no matrix)"
     note_large_json(sentences, vectors, opts, cells, out,
                     fewer if source.model else f"--file DOC.txt streams a long text, a line a token, and {fewer}")
-    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words))
+    docs = compute_all(sentences, lambda text: scores_doc(text, vectors, opts, rollout=rollout, norms=norms, words=words,
+                                                          predict=predict or 0))
     shown = "rollout" if rollout else "norms" if norms else None
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
 
@@ -105,7 +110,7 @@ def score_document(sentence, document_file, document, window, raw, max_tokens, s
     if drawn:
         raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     where = document_file or "standard input"
-    data = (limits.read_file(document_file, "--file") if document_file
+    data = (reading.read_file(document_file, "--file") if document_file
             else read_stdin("--document reads the document from standard input; give --file DOC.txt"))
     text = decode(data, where)
     if not text.strip():

@@ -8,7 +8,7 @@ from attncli.analyze import (Options, compare_doc, context_doc, embed_sentence, 
 from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
                                  model_options, neighbors_count, neighbors_option, output_options, png_option,
-                                 sentence_argument, vectors_options)
+                                 predict_option, refuse_predict, sentence_argument, vectors_options)
 from attncli.cli.output import emit, warn
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
@@ -24,11 +24,12 @@ from attncli.errors import AttncliError, InputError
 @neighbors_option()
 @vectors_options
 @model_options
+@predict_option
 @attention_options
 @png_option
-@fields_option(CONTEXT_FIELDS)
+@fields_option(CONTEXT_FIELDS + ("predict",))
 @output_options
-def context(sentence, token, index, all_contexts, neighbors, source, opts, out):
+def context(sentence, token, index, all_contexts, neighbors, predict, source, opts, out):
     """One token's attention over SENTENCE and its context vector.
 
     Step III: the context vector z_i = sum_j alpha_ij x_j mixes every token's vector by
@@ -43,7 +44,9 @@ def context(sentence, token, index, all_contexts, neighbors, source, opts, out):
       echo "Orange is a bright color" | attncli context --token orange --format json
       attncli context "the cat saw the dog" --token the --index 3
       attncli context "The earth is like an orange" --all
+      attncli context "The earth is like an orange" --token orange --model gpt2 --predict 3
     """
+    refuse_predict(predict, source)
     if token is None and index is None and not all_contexts:
         raise click.UsageError("say which token: --token WORD (or --index N), or --all for every token")
     sentences = read_sentences(sentence)
@@ -51,7 +54,7 @@ def context(sentence, token, index, all_contexts, neighbors, source, opts, out):
     docs = compute_all(
         sentences,
         lambda text: context_doc(text, vectors, opts, token=token, index=index,
-                                 all_contexts=all_contexts, neighbors=neighbors),
+                                 all_contexts=all_contexts, neighbors=neighbors, predict=predict or 0),
     )
     emit(docs, out, "context_view")
 
@@ -109,16 +112,20 @@ def compare(sentences, token, indices, neighbors, source, opts, out):
 
 def _same_occurrences(doc: dict, static) -> list[int]:
     """--index counts a model's word pieces ([CLS] first): the positions among the word
-    vectors' tokens of the same occurrences of the word (its second, say) in each sentence."""
+    vectors' tokens of the same occurrences of the word (its second, say) in each sentence,
+    a piece standing for the text under it (GPT-2's "Ġbank" for "bank")."""
+    from attncli.models.files import piece_texts  # the model's code, imported only with --model
+
     shown = []
     for sentence in doc["sentences"]:
-        tokens, i = sentence["tokens"], sentence["index"]
-        nth = tokens[:i].count(tokens[i])
-        words = embed_sentence(sentence["sentence"], static, Options(), list_missing=False).tokens
-        at = [j for j, word in enumerate(words) if word == tokens[i]]
+        i, text = sentence["index"], sentence["sentence"]
+        texts = [t and t.lower() for t in piece_texts(text, sentence["offsets"], sentence["special"])]
+        nth = texts[:i].count(texts[i])
+        words = embed_sentence(text, static, Options(), list_missing=False).tokens
+        at = [j for j, word in enumerate(words) if word == texts[i]]
         if nth >= len(at):
-            raise InputError(f"{sentence['sentence']!r} holds {tokens[i]!r} fewer times among its words than among "
-                             "the model's word pieces")
+            raise InputError(f"{text!r} holds {texts[i]!r} fewer times among its words than among the model's word "
+                             "pieces")
         shown.append(at[nth])
     return shown
 
@@ -201,7 +208,8 @@ def explain(sentence, token, index, source, opts, out):
 def heads(sentence, source, opts, out):
     """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
     --model every layer x head of the trained model (a head that puts more than half its
-    attention on [CLS] and [SEP] marked *), or the heads of one --layer, or one --head of
+    attention on [CLS] and [SEP], or a decoder's on its first piece, marked *), or the
+    heads of one --layer, or one --head of
     every layer; over word vectors the --heads heads of one layer. --format json gives
     "weights" as layers x heads x T x T of those shown, and with --model "layer" and "head"
     (null: every one).

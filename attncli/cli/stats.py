@@ -6,7 +6,7 @@ import contextlib
 import os
 
 import click
-from attncli import limits
+from attncli import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
@@ -49,8 +49,9 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
-    attention on the token itself, the previous and the next token, [CLS], [SEP] and
-    punctuation, and TransformerLens's previous-token, duplicate-token and induction scores
+    attention on the token itself, the previous and the next token, with --model the first
+    position (a decoder's attention sink), [CLS], [SEP] and punctuation, and
+    TransformerLens's previous-token, duplicate-token and induction scores
     (the last two on sentences whose tokens repeat). Beside each, the same statistic under
     baselines: uniform attention, the sentences shuffled, and random projections; a
     statistic a baseline equals (within 0.005 or 1%) is marked. Out: a record per head (JSON
@@ -65,7 +66,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --by word --json | head
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
-    from attncli import batch, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+    from attncli import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     if probe is not None and corpus is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
@@ -89,9 +90,11 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
             items, name = survey.repeated(words, probe_count, probe_length, shuffle_seed), "--probe repeated"
         else:
             items, name = _corpus_lines(stack, corpus, jsonl, field_name, jobs)
+        chunks = batch.chunks_of(items)  # a chunk of lines a task
+        parts = (cluster.run_dask(chunks, job, scheduler) if scheduler is not None
+                 else survey.run(chunks, job, jobs, vectors))
         with progress("lines", streaming=False) as update:
-            total = survey.summarise(items, job, jobs=jobs, scheduler=scheduler, vectors=vectors, progress=lambda t:
-                                     update(t.lines, None, f"{t.lines - t.skipped:,} sentences"))
+            total = survey.summarise(parts, lambda t: update(t.lines, None, f"{t.lines - t.skipped:,} sentences"))
     summary = survey.summary(total, name, by, vectors)
     if total.skipped:
         line, reason = total.first_skip
@@ -106,5 +109,5 @@ def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, 
     if corpus in (None, "-"):
         stream, name = stdin_stream("give CORPUS, or --probe repeated"), "standard input"
     else:
-        stream, name = stack.enter_context(limits.open_regular(corpus, "CORPUS")), corpus
+        stream, name = stack.enter_context(reading.open_regular(corpus, "CORPUS")), corpus
     return survey.read_lines(stream, jsonl=jsonl, field_name=field_name, name=name, jobs=jobs), name

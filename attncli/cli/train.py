@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import click
-from attncli import limits
+from attncli import reading
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
@@ -137,7 +137,7 @@ def _probe_sentences(probe: str | None, objective: str) -> list[str]:
 
 def _corpus_text(corpus: str, jsonl: bool, field_name: str) -> tuple[bytes, str]:
     """CORPUS's bytes (the file's record hashes them) and its text, of its --field with --jsonl."""
-    data = limits.read_file(corpus, "CORPUS")
+    data = reading.read_file(corpus, "CORPUS")
     text = _jsonl_text(data, corpus, field_name) if jsonl else decode(data, corpus)
     if not text.strip():
         raise InputError(f"{corpus} is empty")

@@ -8,6 +8,7 @@ import time
 
 import click
 from attncli import cache
+from attncli.entry import entry_bytes, verify_entry
 from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli import ExitStatus
 from attncli.cli.output import emit, one_line, progress, warn
@@ -159,14 +160,14 @@ def verify(name, out):
       attncli vectors verify --json | jq 'select(.ok | not) | .path'
     """
     targets = cache.to_verify(name)
-    total, done = sum(cache.entry_bytes(prefix) for prefix, _ in targets), 0
+    total, done = sum(entry_bytes(prefix) for prefix, _ in targets), 0
     with progress("MB", shown=total >= LARGE, streaming=False) as update:
         def hashed(n: int) -> None:
             nonlocal done
             done += n
             update(done >> 20, total >> 20)
 
-        docs = [cache.verify_entry(prefix, bundled=bundled, hashed=hashed) for prefix, bundled in targets]
+        docs = [verify_entry(prefix, bundled=bundled, hashed=hashed) for prefix, bundled in targets]
     emit([{"entries": docs}], out, "verified_view", json_docs=docs)
     failed = sum(not doc["ok"] for doc in docs)
     if failed:

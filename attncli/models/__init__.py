@@ -3,10 +3,14 @@
 files.py finds a model's folder and reads its files, each checked before it is read:
 config.json, the safetensors weights, the tokenizer's file. layers.py holds the pieces a
 forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
-sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
+sizes (Config). A family (bert.py: BERT, MiniLM, RoBERTa, XLM-RoBERTa; distilbert.py:
+DistilBERT, bert.py's pass under its own names; gpt2.py: GPT-2; llama.py: Llama, Mistral,
+Qwen2) gives what is its own:
 
     MODEL_TYPES                    config.json's model_type values it runs
-    read_config(raw, path)         config.json's keys, checked, as a Config
+    CAUSAL                         whether a piece attends only to itself and those before it
+    read_config(raw, path)         config.json's keys, checked, as a Config (or a subclass:
+                                   its length_limit() the most pieces a sentence may have)
     expected_shapes(config)        every tensor its forward pass reads, and its shape
     stored_name(name, header)      a tensor's name in the file
     read_tokenizer(where, config)  its tokenizer, checked
@@ -14,7 +18,17 @@ sizes (Config). A family (bert.py: BERT, MiniLM) gives what is its own:
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
     passed_on(V, weights, l, config)         what each head sends on, f(x_j)
 
-and calls attention.py for its attention, never a copy of it.
+and a decoder besides:
+
+    mask(T, config)                (T, T), True where a piece may not attend: causal, and
+                                   a sliding window where the config declares one
+                                   (documents name it: analyze.mask_keys)
+    logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
+
+and calls attention.py for its attention, never a copy of it. Pass.hidden is what
+transformers returns as hidden_states (a decoder's last after its final norm); Pass.steps
+hold Q, K, V (T, H d_head) as the scores use them: the queries and keys turned by RoPE,
+the keys and values written out for each query head they serve.
 """
 
 from __future__ import annotations
@@ -22,10 +36,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, files
+from attncli.models import bert, distilbert, files, gpt2, llama
 from attncli.models.files import Model
 
-FAMILIES = {kind: family for family in (bert,) for kind in family.MODEL_TYPES}
+FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind in family.MODEL_TYPES}
 
 
 def family_of(raw: dict, path: Path):
@@ -36,12 +50,16 @@ def family_of(raw: dict, path: Path):
     return FAMILIES[kind]
 
 
-def load_model(spec: str, revision: str | None = None) -> Model:
+def load_model(spec: str, revision: str | None = None, check=None) -> Model:
     """The model named or found at `spec` (at `revision` in the Hugging Face cache), its
-    files checked and read."""
+    files checked and read; check(name, family), when given, is told the family once
+    config.json is read, before its tokenizer and weights are (to refuse options the family
+    cannot take, before the work of reading them)."""
     name, where, commit = files.folder(spec, revision)
     raw = files.read_config(where / "config.json")
     family = family_of(raw, where / "config.json")
+    if check is not None:
+        check(name, family)
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
     weights = files.read_weights(where, config, family)

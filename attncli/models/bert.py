@@ -3,9 +3,9 @@
 Devlin et al., "BERT" (2018), on the Transformer of Vaswani et al. (2017). For word pieces
 w_1 .. w_T (with [CLS] first and [SEP] last):
 
-    X_0 = LayerNorm(E_word[w] + E_position[0 .. T-1] + E_type[0])
+    X_0 = LayerNorm(E_word[w] + E_position[p] + E_type[0])
 
-and each layer l = 1 .. L maps X_{l-1} to X_l:
+where the positions p are 0 .. T-1, and each layer l = 1 .. L maps X_{l-1} to X_l:
 
     Q, K, V = X W_Q + b_Q, X W_K + b_K, X W_V + b_V              project
     per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head))      multi_head: split_heads,
@@ -13,6 +13,12 @@ and each layer l = 1 .. L maps X_{l-1} to X_l:
     A   = merge(Z_1 .. Z_H) W_O + b_O                              merge_heads; project
     X'  = LayerNorm(X + A)
     X_l = LayerNorm(X' + GELU(X' W_1 + b_1) W_2 + b_2)
+
+RoBERTa (Liu et al., 2019) and XLM-RoBERTa (Conneau et al., 2019) are this model with
+other positions: fairseq's, counted from padding_idx + 1 (2 .. T + 1 for their
+padding_idx 1), so that their table's first padding_idx + 1 rows are never a piece's; and
+their markers are <s> and </s>. DistilBERT (Sanh et al., 2019) is it under other tensor
+names, without token types (distilbert.py).
 
 The attention is exactly Steps I-III of attention.py, over the layer's learned W_Q, W_K,
 W_V instead of the raw word vectors: nothing of it is written a second time here. This
@@ -22,65 +28,109 @@ reader can hold it against the formulas above, line by line.
 Dimensions: T word pieces, D the hidden size, H heads of d_head = D / H, F the feed-forward
 size, L layers; the pieces (dense, norm, gelu) are layers.py's.
 
-Its files: config.json's keys, the tensors' names (with or without "bert.", LayerNorm's
-under their old names gamma and beta too), and a WordPiece tokenizer that puts [CLS]
-before a sentence and [SEP] after it, read and checked by tokenizer.py.
+Its files: config.json's keys, the tensors' names (with or without "bert." or "roberta.",
+LayerNorm's under their old names gamma and beta too), and a tokenizer that puts two
+markers of its own around a sentence, checked before tokenizers reads it: BERT's WordPiece,
+RoBERTa's byte-level BPE or XLM-RoBERTa's Unigram.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from attncli import attention
+from attncli import attention, limits
 from attncli.errors import ModelError
-from attncli.models import tokenizer
-from attncli.models.layers import Config, Pass, dense, finite, gelu, norm
+from attncli.models import files, layers
+from attncli.models.layers import Config, Pass, dense, finite, gelu, norm, whole
 
 
-MODEL_TYPES = ("bert",)  # config.json's model_type
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
 CAUSAL = False  # an encoder: every piece attends to every other
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read.
 MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
         "max_position_embeddings": 65_536, "type_vocab_size": 1_024, "vocab_size": 10_000_000}
+# Config's sizes, by their keys in config.json
+SIZES = {"layers": "num_hidden_layers", "heads": "num_attention_heads", "hidden": "hidden_size",
+         "intermediate": "intermediate_size", "max_positions": "max_position_embeddings", "vocab_size": "vocab_size"}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+# Each model type's name, the model of the tokenizer.json it comes with, and the markers
+# that tokenizer puts around a sentence
+TOKENIZERS = {"bert": ("BERT", "WordPiece", "[CLS] before and [SEP] after"),
+              "distilbert": ("DistilBERT", "WordPiece", "[CLS] before and [SEP] after"),
+              "roberta": ("RoBERTa", "BPE", "<s> before and </s> after"),
+              "xlm-roberta": ("XLM-RoBERTa", "Unigram", "<s> before and </s> after")}
+# The parts of a tokenizer.json that split the text, as these models' tokenizers hold them:
+# none runs a regular expression from the file (one that backtracks stops tokenizers in a
+# panic); ByteLevel's is tokenizers' own, GPT-2's
+NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence")
+PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "ByteLevel",
+                  "Metaspace", "Sequence")
+POST_PROCESSORS = ("TemplateProcessing", "BertProcessing", "RobertaProcessing")
 
 
 @dataclass(frozen=True)
 class BertConfig(Config):
-    type_vocab_size: int = 2  # rows of the token-type embeddings; a sentence is all type 0
+    type_vocab_size: int = 2  # rows of the token-type embeddings, a sentence all type 0; 0: none (DistilBERT)
+    padding_idx: int | None = None  # RoBERTa's: positions count from padding_idx + 1; None: from 0 (BERT's)
+    model_type: str = "bert"  # config.json's, which says what its tokenizer is (TOKENIZERS)
+
+    def length_limit(self) -> tuple[int, str]:
+        if self.padding_idx is None:
+            return super().length_limit()
+        first = self.padding_idx + 1
+        return self.max_positions - first, (f" (its max_position_embeddings {self.max_positions:,} less "
+                                            f"padding_idx + 1 = {first:,}: its positions start at {first:,})")
+
+
+def read_sizes(raw: dict, path: Path, keys: dict[str, str], most: dict[str, int]) -> dict[str, int]:
+    """Config's sizes, each read from config.json (`raw`, read from `path`) under its key
+    (`keys`: a size's name -> its key) and checked, to `most[key]` at most; the hidden size
+    divisible by the heads."""
+    sizes = {size: whole(raw, key, path, 1, most[key]) for size, key in keys.items()}
+    if sizes["hidden"] % sizes["heads"]:
+        raise ModelError(f"{path}: {keys['hidden']} {sizes['hidden']} is not divisible by {keys['heads']} "
+                         f"{sizes['heads']}")
+    return sizes
+
+
+def activation(raw: dict, key: str, path: Path) -> str:
+    """config.json's activation function (under `key`), as layers.gelu names it."""
+    act = raw.get(key, "gelu")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise ModelError(f"{path}: {key} is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[act]
 
 
 def read_config(raw: dict, path: Path) -> BertConfig:
     """config.json's sizes (`raw`, read from `path`), each checked."""
-    sizes = {}
-    for key, most in MOST.items():
-        value = raw.get(key)
-        if key == "type_vocab_size" and value is None:
-            value = 2
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
-            raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from 1 to {most:,}")
-        sizes[key] = value
-    if sizes["hidden_size"] % sizes["num_attention_heads"]:
-        raise ModelError(f"{path}: hidden_size {sizes['hidden_size']} is not divisible by num_attention_heads "
-                         f"{sizes['num_attention_heads']}")
-    eps = raw.get("layer_norm_eps", 1e-12)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
-        raise ModelError(f"{path}: layer_norm_eps is {eps!r}; it must be a number between 0 and 1")
-    act = raw.get("hidden_act", "gelu")
-    if not isinstance(act, str) or act not in ACTIVATIONS:
-        raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
+    sizes = read_sizes(raw, path, SIZES, MOST)
+    eps = layers.epsilon(raw, "layer_norm_eps", 1e-12, path)
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise ModelError(f"{path}: position_embedding_type is {position!r}; attncli runs absolute positions")
-    return BertConfig(layers=sizes["num_hidden_layers"], heads=sizes["num_attention_heads"],
-                      hidden=sizes["hidden_size"], intermediate=sizes["intermediate_size"],
-                      max_positions=sizes["max_position_embeddings"], vocab_size=sizes["vocab_size"],
-                      norm_eps=float(eps), activation=ACTIVATIONS[act], type_vocab_size=sizes["type_vocab_size"])
+    if raw.get("is_decoder", False) not in (False, None):
+        raise ModelError(f"{path}: is_decoder is {raw['is_decoder']!r}, a causal mask over an encoder; attncli runs "
+                         "this family as encoders, every piece attending to every other: give an encoder's config "
+                         "(is_decoder false)")
+    kind = raw["model_type"]
+    return BertConfig(**sizes, norm_eps=eps, activation=activation(raw, "hidden_act", path),
+                      type_vocab_size=whole(raw, "type_vocab_size", path, 1, MOST["type_vocab_size"], default=2),
+                      padding_idx=None if kind == "bert" else _padding_idx(raw, path, sizes["max_positions"]),
+                      model_type=kind)
+
+
+def _padding_idx(raw: dict, path: Path, positions: int) -> int:
+    """RoBERTa's pad_token_id: its positions start after it, and at least one must be left."""
+    value = raw.get("pad_token_id", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= positions - 2:
+        raise ModelError(f"{path}: pad_token_id is {value!r}; RoBERTa's positions start at pad_token_id + 1, so it "
+                         f"must be a whole number from 0 to {positions - 2:,} (max_position_embeddings {positions:,} "
+                         "less 2)")
+    return value
 
 
 def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
@@ -90,6 +140,8 @@ def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
               "embeddings.position_embeddings.weight": (config.max_positions, D),
               "embeddings.token_type_embeddings.weight": (config.type_vocab_size, D),
               "embeddings.LayerNorm.weight": (D,), "embeddings.LayerNorm.bias": (D,)}
+    if not config.type_vocab_size:
+        del shapes["embeddings.token_type_embeddings.weight"]
     for l in range(config.layers):
         p = f"encoder.layer.{l}"
         for name, shape in ((f"{p}.attention.self.query", (D, D)), (f"{p}.attention.self.key", (D, D)),
@@ -102,27 +154,166 @@ def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
 
 
 def stored_name(name: str, header: dict) -> str | None:
-    """The name a tensor has in the file: with or without "bert.", and LayerNorm's weight and
-    bias under their old names gamma and beta."""
+    """The name a tensor has in the file: with or without "bert." (or "roberta.", as
+    RobertaForMaskedLM saves it), and LayerNorm's weight and bias under their old names gamma
+    and beta."""
     old = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
-    for candidate in (name, f"bert.{name}", old, f"bert.{old}"):
+    for candidate in (name, f"bert.{name}", f"roberta.{name}", old, f"bert.{old}"):
         if candidate in header:
             return candidate
     return None
 
 
-def read_tokenizer(where: Path, config: Config):
-    """tokenizer.json (or, without it, vocab.txt as a lower-casing WordPiece) that puts [CLS]
-    before a sentence and [SEP] after it, checked (tokenizer.read)."""
-    return tokenizer.read(where, config, family="BERT", kinds=("WordPiece",), markers=tokenizer.BERT)
+def read_tokenizer(where: Path, config: BertConfig):
+    """tokenizer.json (or, for a WordPiece, vocab.txt without it, lower-casing), padding and
+    truncation turned off: a sentence is read whole, or refused when too long. Every id it
+    can give has a row of the embedding table: its vocabulary's, checked in the file before
+    tokenizers reads it, then its added tokens' and the markers its post-processor adds.
+
+    RoBERTa's and XLM-RoBERTa's are read here by the same checks as BERT's, their parts
+    (ByteLevel, Metaspace) among the allowed; a normalizer that runs a file's own data
+    (Precompiled, Replace) is refused, as BERT's reader always has."""
+    tokenizers = files.need_module("tokenizers")
+    name, kind, _ = TOKENIZERS[config.model_type]
+    path = files.tokenizer_file(where)
+    if path.name != "tokenizer.json" and kind != "WordPiece":
+        raise ModelError(f"{where}: lacks tokenizer.json, which a {name} model's folder must hold")
+    data = files.read(path, files.TOKENIZER_MOST)
+    if path.name == "tokenizer.json":
+        _check_json(files.parse_json(data, path, "", "a tokenizer"), path, config)
+        if kind == "Unigram":
+            limits.require(len(data) * files.UNIGRAM_GROWTH,
+                           f"{path} ({limits.size(len(data))}, {files.UNIGRAM_GROWTH} times that once read)",
+                           "give the model's own file, or free some memory")
+    else:
+        _check_lines(data, path, config)
+        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
+    try:
+        if data is not None:
+            tokenizer = tokenizers.Tokenizer.from_buffer(data)
+        else:
+            from tokenizers.implementations import BertWordPieceTokenizer
+
+            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        markers = tokenizer.encode("")  # [CLS] and [SEP] (<s> and </s>), as its post-processor adds them
+    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
+        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+    if not (len(markers.ids) == 2 and all(markers.special_tokens_mask) and markers.ids[0] != markers.ids[1]):
+        raise ModelError(f"{path}: its post_processor puts {list(markers.tokens)} around a sentence, where {name}'s "
+                         f"puts two markers of its own, {TOKENIZERS[config.model_type][2]}; give the model's own "
+                         "tokenizer")
+    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
+    files.within(path, [*added, *zip(markers.tokens, markers.ids)], config)
+    unknown = getattr(tokenizer.model, "unk_token", None)  # WordPiece's and BPE's; Unigram's is checked by id
+    if unknown is not None and tokenizer.model.token_to_id(unknown) is None:  # looked up in its own vocabulary
+        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
+    return tokenizer
 
 
-def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
-    """X_0: each piece's word embedding, plus its position's, plus token type 0's; normalised."""
-    T = len(ids)
+def _check_json(raw: object, path: Path, config: BertConfig) -> None:
+    """A tokenizer.json, before tokenizers reads it: the model's own kind (WordPiece, BPE or
+    Unigram), whose ids are within the embedding table, and parts that split and mark the
+    text as these models' do."""
+    name, kind, _ = TOKENIZERS[config.model_type]
+    model = raw.get("model") if isinstance(raw, dict) else None
+    found = model.get("type") if isinstance(model, dict) else None
+    if found != kind:
+        raise ModelError(f"{path}: its model is {found!r}; attncli reads {name}'s tokenizers, of type {kind!r}")
+    files.within(path, _vocabulary(model), config)
+    if kind == "Unigram" and not (isinstance(model.get("unk_id"), int) and not isinstance(model["unk_id"], bool)):
+        raise ModelError(f"{path}: its unk_id is {model.get('unk_id')!r}, no piece of its vocabulary, so a word it "
+                         "cannot split would stop it; give the model's own tokenizer")
+    if kind == "BPE" and model.get("dropout") not in (None, 0):
+        raise ModelError(f"{path}: its dropout is {model['dropout']!r}, which splits a word at random; give the "
+                         "model's own tokenizer, whose dropout is null")
+    for part, allowed, inner in (("normalizer", NORMALIZERS, "normalizers"),
+                                 ("pre_tokenizer", PRE_TOKENIZERS, "pretokenizers")):
+        todo = [raw.get(part)]
+        while todo:
+            step = todo.pop()
+            if step is None:
+                continue
+            found = step.get("type") if isinstance(step, dict) else None
+            if found not in allowed:
+                raise ModelError(f"{path}: its {part} holds {found!r}; attncli reads {name}'s tokenizers, whose "
+                                 f"{part}s are among {', '.join(allowed)}")
+            if found == "Sequence":
+                if not isinstance(step.get(inner), list):
+                    raise ModelError(f"{path}: its {part} is a Sequence without a list of {inner}; it is not a "
+                                     "tokenizer")
+                todo.extend(step[inner])
+    _check_template(raw.get("post_processor"), path, name)
+
+
+def _vocabulary(model: dict) -> list[tuple[object, int]]:
+    """(piece, id) of each piece of a tokenizer.json's vocabulary, where the file gives them
+    (tokenizers refuses the rest): WordPiece's and BPE's a map of pieces to ids, Unigram's a
+    list of [piece, score] whose ids are their places."""
+    vocab = model.get("vocab")
+    if isinstance(vocab, list):
+        return [(entry[0] if isinstance(entry, list) and entry else entry, i) for i, entry in enumerate(vocab)]
+    return [(piece, i) for piece, i in vocab.items() if isinstance(i, int)] if isinstance(vocab, dict) else []
+
+
+def _check_template(post: object, path: Path, name: str) -> None:
+    """The post-processor, which puts the markers around a sentence: BERT's or RoBERTa's
+    own, or a template that holds the sentence once and only markers it defines, each with
+    as many ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a
+    panic)."""
+    kind = post.get("type") if isinstance(post, dict) else None
+    if post is None or kind in ("BertProcessing", "RobertaProcessing"):
+        return
+    if kind != "TemplateProcessing":
+        raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads {name}'s tokenizers, whose "
+                         f"post_processor is a {', a '.join(POST_PROCESSORS[:-1])} or a {POST_PROCESSORS[-1]}")
+    markers, single = post.get("special_tokens"), post.get("single")
+    if not isinstance(markers, dict) or not isinstance(single, list):
+        return  # tokenizers refuses it
+    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
+    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
+    texts = [text for kind, text in named if kind == "Sequence"]
+    if texts != ["A"]:
+        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
+                         f"{name}'s holds ['A'], the sentence once; give the model's own tokenizer")
+    for kind, marker in named:
+        if kind == "SpecialToken" and not (isinstance(marker, str) and marker in markers):
+            raise ModelError(f"{path}: its post_processor's template names the marker {marker!r}, which its "
+                             "special_tokens lack; give the model's own tokenizer")
+    for marker_name, marker in markers.items():
+        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
+            raise ModelError(f"{path}: its post_processor's marker {marker_name!r} does not hold a list of ids and as "
+                             "many tokens; give the model's own tokenizer")
+
+
+def _check_lines(data: bytes, path: Path, config: Config) -> None:
+    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size lines."""
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    if lines > config.vocab_size:
+        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
+                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
+
+
+def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:
+    """Each piece's position (T,): 0 .. T-1; RoBERTa's counted from padding_idx + 1 over the
+    pieces that are not padding, a padding piece's own padding_idx (fairseq's make_positions,
+    transformers' create_position_ids_from_input_ids)."""
+    if config.padding_idx is None:
+        return np.arange(len(ids))
+    real = ids != config.padding_idx  # (T,)
+    return np.where(real, np.cumsum(real) + config.padding_idx, config.padding_idx)  # (T,)
+
+
+def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
+    """X_0: each piece's word embedding, plus its position's, plus token type 0's (where the
+    model has token types); normalised."""
     E = (weights["embeddings.word_embeddings.weight"][ids].astype(np.float64)  # (T, D)
-         + weights["embeddings.position_embeddings.weight"][:T]  # (T, D)
-         + weights["embeddings.token_type_embeddings.weight"][0])  # (D,)
+         + weights["embeddings.position_embeddings.weight"][positions(ids, config)])  # (T, D)
+    if config.type_vocab_size:
+        E += weights["embeddings.token_type_embeddings.weight"][0]  # (D,)
     return norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
 
 

@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import limits
+from attncli import limits, reading
 from attncli.errors import ModelError
 from attncli.home import expand
 from attncli.models.layers import Config
+from attncli.tokenize import trimmed
 
 
 # a model's name on the Hugging Face hub, as huggingface_hub's validate_repo_id takes it: NAME or ORG/NAME
@@ -59,11 +60,11 @@ TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's
 # Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
 # room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
 # config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
-# then tokenizers'), a vocab.txt of them 29 (157 bytes a line); a BPE tokenizer.json of 1
-# to 3 million pieces and as many merges 11 to 31 (22 with merges written "a b"). A Unigram
-# model takes more, a trie node for each distinct prefix of its pieces: tokenizer.py
-# counts them before tokenizers reads it (TRIE_NODE).
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line), BPE's 35. A Unigram model
+# (XLM-RoBERTa's) takes more, a trie node a character: 353 measured, with pieces of 1,000
+# characters (86 with 200,000 pieces of 8), so its file is asked UNIGRAM_GROWTH.
 GROWTH = 64
+UNIGRAM_GROWTH = 384
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 
@@ -71,13 +72,29 @@ FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (
 @dataclass(frozen=True)
 class Pieces:
     """A text as the model reads it: word-piece ids (T,), the pieces, each piece's character
-    span (start, end) in the text ((0, 0) for [CLS] and [SEP]; a byte-level or SentencePiece
-    piece's span holds the space before its word), and whether it is a marker."""
+    span (start, end) in the text ((0, 0) for its markers, [CLS] and [SEP] or <s> and </s>),
+    whether it is a marker, and the text it stands for (texts)."""
 
     ids: np.ndarray
     pieces: list[str]
     offsets: list[tuple[int, int]]
     special: list[bool]
+    texts: list[str | None]
+
+
+def piece_texts(text: str, offsets: list[tuple[int, int]], special: list[bool]) -> list[str | None]:
+    """Each piece's text in `text`, without white space at its ends (a byte-level BPE's
+    "Ġearth" whose offsets hold the space before it: "earth"). None for a marker, for a
+    piece that spans no character (RoBERTa's "Ġ" alone), and for one whose span a
+    neighbour's holds too (XLM-RoBERTa's "▁" alone, given the next piece's first letter;
+    the two bytes of a character byte-level BPE splits): a part of a word, never one."""
+    spans = [None if marker else trimmed(text, *span) for span, marker in zip(offsets, special)]
+    texts = []
+    for i, span in enumerate(spans):
+        neighbours = [other for other in spans[max(i - 1, 0):i] + spans[i + 1:i + 2] if other is not None]
+        held = span is not None and any(a <= span[0] and span[1] <= b for a, b in neighbours)
+        texts.append(None if span is None or held or span[0] == span[1] else text[span[0]:span[1]])
+    return texts
 
 
 @dataclass
@@ -96,22 +113,27 @@ class Model:
         return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
-        """The word pieces of `text`, with the markers its tokenizer puts around it ([CLS]
-        first and [SEP] last for BERT); refused beyond the model's positions. Each piece as
-        its tokenizer names it, what transformers' convert_ids_to_tokens gives ("Ġearth",
-        "▁earth", "<0xE2>", and "<unk>" where Unigram's encoding would give the text itself)."""
+        """The word pieces of `text`, with its markers first and last; refused beyond the
+        model's positions."""
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
-        if T > self.config.max_positions:
-            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most "
-                             f"{self.config.max_positions:,}; give a shorter one")
+        most, why = self.config.length_limit()
+        if T > most:
+            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
+                             "give a shorter one")
         special = [bool(s) for s in encoding.special_tokens_mask]
-        # named as the encoding names it where that name is its id's (two pieces may share an
-        # id), else by its id: a Unigram names an unknown piece by its text, whose id is <unk>'s
+        offsets = [tuple(o) for o in encoding.offsets]
+        # a piece is named as the encoding names it where that name is its id's, else by its
+        # id: a Unigram names an unknown piece by its text ("'"), whose id is <unk>'s
         pieces = [t if self.tokenizer.token_to_id(t) == i else self.tokenizer.id_to_token(i)
                   for t, i in zip(encoding.tokens, encoding.ids)]
-        return Pieces(np.array(encoding.ids, dtype=np.int64), pieces,
-                      [tuple(o) for o in encoding.offsets], special)
+        return Pieces(np.array(encoding.ids, dtype=np.int64), pieces, offsets, special,
+                      piece_texts(text, offsets, special))
+
+    def piece(self, i: int) -> str | None:
+        """The piece of id `i`, as the tokenizer names it; None for an id it gives no piece (an
+        embedding table padded past the tokenizer's vocabulary)."""
+        return self.tokenizer.id_to_token(i)
 
 
 def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
@@ -196,7 +218,7 @@ def read(path: Path, most: int) -> bytes:
                          "most); give the model's own file")
     limits.require(n * GROWTH, f"{path} ({limits.size(n)}, {GROWTH} times that once parsed)",
                    "give the model's own file, or free some memory")
-    return limits.read_file(path, "--model", most=most)
+    return reading.read_file(path, "--model", most=most)
 
 
 def parse_json(data: bytes, path: Path, where: str, kind: str) -> object:
@@ -224,7 +246,7 @@ def read_header(path: Path) -> tuple[dict, int]:
     data starts, each entry checked against the file's size, and its __metadata__ a map of
     strings to strings, as safetensors takes it."""
     st = need(path)
-    with limits.open_regular(path, "--model") as f:
+    with reading.open_regular(path, "--model") as f:
         head = f.read(8)
         if len(head) < 8:
             raise ModelError(f"{path}: too short to be a safetensors file")
@@ -336,7 +358,7 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
         for name, stored in wanted.items():
             path, start, entry = tensors[stored]
             if path not in opened:
-                opened[path] = limits.open_regular(path, "--model")
+                opened[path] = reading.open_regular(path, "--model")
             weights[name] = _tensor(opened[path], start, entry, path, stored)
     finally:
         for f in opened.values():

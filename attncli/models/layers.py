@@ -1,6 +1,7 @@
 """The pieces every trained model's forward pass is made of, in numpy: its sizes (Config),
-a linear layer, layer norm, GELU, and the check that the numbers stay within float64.
-A family (bert.py) puts them together in its own order around attention.py's attention.
+a linear layer, layer norm and RMSNorm, GELU and SiLU, and the check that the numbers stay
+within float64. A family (bert.py, llama.py) puts them together in its own order around
+attention.py's attention.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). Arithmetic is float64 throughout, and a pass whose numbers leave its
@@ -21,7 +22,7 @@ from attncli.errors import ModelError
 @dataclass(frozen=True)
 class Config:
     """The sizes of a model, as its config.json gives them, that every family has; a family
-    adds its own (bert.BertConfig: token types)."""
+    adds its own (bert.BertConfig: token types, RoBERTa's positions)."""
 
     layers: int  # L
     heads: int  # H, the query heads
@@ -41,6 +42,28 @@ class Config:
     @property
     def key_heads(self) -> int:
         return self.kv_heads or self.heads
+
+    def length_limit(self) -> tuple[int, str]:
+        """The most word pieces a sentence may have, and why, where that is not one a position."""
+        return self.max_positions, ""
+
+
+def whole(raw: dict, key: str, path, least: int, most: int, default: int | None = None) -> int:
+    """config.json's `key`, a whole number from `least` to `most` (`default` where it leaves
+    it out), checked before anything of its size is made."""
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+        raise ModelError(f"{path}: {key} is {value!r}; it must be a whole number from {least:,} to {most:,}")
+    return value
+
+
+def epsilon(raw: dict, key: str, default: float, path) -> float:
+    """A norm's epsilon, config.json's `key` (`default` where it leaves it out): a number
+    between 0 and 1."""
+    eps = raw.get(key, default)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (0 < eps < 1 and math.isfinite(eps)):
+        raise ModelError(f"{path}: {key} is {eps!r}; it must be a number between 0 and 1")
+    return float(eps)
 
 
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
@@ -71,9 +94,25 @@ def finite(M: np.ndarray, what: str) -> np.ndarray:
     return M
 
 
+def rms_norm(X: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    """Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019): each row divided by
+    its root mean square, then scaled, gamma x / sqrt(mean(x^2) + eps); no mean is taken
+    off and nothing is added. A row whose squares overflow is refused: its mean square
+    would be infinite and the row 0, a number that looks right."""
+    squares = finite((X * X).mean(axis=-1, keepdims=True), "the squares of the hidden states")  # (T, 1)
+    return gamma * (X / np.sqrt(squares + eps))  # (T, D)
+
+
+def silu(X: np.ndarray) -> np.ndarray:
+    """SiLU(x) = x sigmoid(x) = x / (1 + e^-x) (Elfwing et al. 2017; "swish"); far below 0,
+    e^-x overflows to infinity and the quotient is 0, as it should be."""
+    return X / (1.0 + np.exp(-X))
+
+
 def dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
-    """X W + b of the Linear layer `name`: attention.project, with W the stored weight transposed."""
-    return attention.project(X, weights[f"{name}.weight"].T, weights[f"{name}.bias"])
+    """X W + b of the Linear layer `name`: attention.project, with W the stored weight
+    transposed, and b where the layer has one (a Llama's layers have none)."""
+    return attention.project(X, weights[f"{name}.weight"].T, weights.get(f"{name}.bias"))
 
 
 def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:

@@ -1,5 +1,6 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
-list leaves out, the cells a mask hides, a weight as a bar, a cosine as text."""
+list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a list as
+words, a model's markers."""
 
 from __future__ import annotations
 
@@ -25,23 +26,49 @@ def top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
     return line
 
 
-def masked_cells(doc: dict, T: int) -> np.ndarray:
-    """(T, T) True where the mask (causal, or self) hides column j from row i."""
-    if doc.get("mask") == "causal":
-        return np.triu(np.ones((T, T), dtype=bool), k=1)
-    return np.eye(T, dtype=bool) if doc.get("mask") == "self" else np.zeros((T, T), dtype=bool)
+def masked_cells(doc: dict, T: int, *, window: bool = True) -> np.ndarray:
+    """(T, T) True where the document's mask hides column j from row i: "causal" every j
+    after i, "self" j = i, "causal+window" (a decoder's sliding window) also every j the
+    document's "window" W or more before i. Without `window`, a window's cells are not
+    hidden: what passes through the layers (a rollout) reaches beyond it."""
+    parts = (doc.get("mask") or "none").split("+")
+    i, j = np.indices((T, T))
+    hidden = np.zeros((T, T), dtype=bool)
+    if "causal" in parts:
+        hidden |= j > i
+    if "self" in parts:
+        hidden |= j == i
+    if "window" in parts and window:
+        hidden |= i - j >= doc["window"]
+    return hidden
 
 
 def left_out(include_self: bool, mask: str | None = None) -> str:
     """What a list of top attended leaves out, said where the list is: a token's own position
-    (unless --include-self) and the masked ones."""
+    (unless --include-self) and the masked ones (of "causal", or a decoder's "causal+window")."""
     if mask == "self":
         return "own position masked (--mask self)"
+    masking = mask not in (None, "none")
     if include_self:
-        return "masked positions left out" if mask == "causal" else ""
-    if mask == "causal":
+        return "masked positions left out" if masking else ""
+    if masking:
         return "own and masked positions left out (--include-self keeps its own)"
     return "own position left out (--include-self keeps it)"
+
+
+def listed(items: list[str]) -> str:
+    """"a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
+def marked_heads(doc: dict) -> tuple[list[list[float]] | None, str]:
+    """What a `heads` document marks a head by (* where more than half): the share of each
+    head's attention (L x H) on what a head with nothing to do attends to, and what that is:
+    a decoder's first piece (the attention sink, Xiao et al. 2023), an encoder's markers."""
+    if "first_share" in doc:
+        return doc["first_share"], "the first position (the attention sink)"
+    shares = doc.get("special_share")  # over word vectors none: no head is marked
+    return shares, "" if shares is None else listed(markers(doc))
 
 
 def weight_bar(weight: float, width: int = 30) -> str:
@@ -54,3 +81,9 @@ UNDEFINED = "–"  # a cosine with a zero vector: no number, which 0.000 ("unrel
 
 def cosine_text(c: float | None) -> str:
     return UNDEFINED if c is None else f"{c:.3f}"
+
+
+def markers(doc: dict) -> list[str]:
+    """A model's own markers among a document's tokens, as its tokenizer names them, once
+    each: [CLS] and [SEP] for BERT's, <s> and </s> for RoBERTa's, none for GPT-2's."""
+    return list(dict.fromkeys(t for t, special in zip(doc["tokens"], doc["special"]) if special))

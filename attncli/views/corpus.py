@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import left_out, top_line
+from attncli.views.common import left_out, listed, top_line
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -32,11 +32,11 @@ def document_row(row: dict) -> Text:
 
 # what the stats table shows of each record: (key, heading), and the baselines' marks
 STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
-                 ("next", "next"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
+                 ("next", "next"), ("first", "first"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
                  ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
 
 
-SHARES = ("self", "previous", "next", "cls", "sep", "punct")
+SHARES = ("self", "previous", "next", "first", "cls", "sep", "punct")
 
 
 # footnote marks, never letters: "1.68s" read as seconds
@@ -47,18 +47,21 @@ BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "rando
 
 
 def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
-    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: [CLS], [SEP] and
-    punctuation only where there are some. The table and the PNG show the same."""
+    """The (key, heading) of STATS_COLUMNS a corpus has numbers for: the first position with
+    a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
+    [CLS], [SEP] and punctuation only where there are some. The table and the PNG show the same."""
+    def values(key: str) -> list:
+        return [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+
     def seen(key: str) -> bool:
-        values = [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
-        return any(v is not None for v in values) and (key not in ("cls", "sep", "punct") or any(values))
+        if key not in records[0]:
+            return False
+        if key == "first" and all(a is not None and b is not None and abs(a - b) <= 1e-9
+                                  for a, b in zip(values("first"), values("cls"))):
+            return False
+        return any(v is not None for v in values(key)) and (key not in ("cls", "sep", "punct") or any(values(key)))
 
     return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
-
-
-def listed(items: list[str]) -> str:
-    """"a, b and c"."""
-    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
 
 
 def baseline_marks(names: list[str]) -> str:

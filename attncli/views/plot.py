@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
+from attncli.views.common import marked_heads
 from attncli.visible import count
 
 
@@ -122,13 +123,14 @@ def figure(plt, docs: list[dict]):
 
 def _heads(plt, docs: list[dict]):
     """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
-    the largest weight), the heads that put more than half on [CLS] and [SEP] marked *."""
+    the largest weight), the heads that put more than half on [CLS] and [SEP], or on a
+    decoder's first piece, marked * (marked_heads)."""
     rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
     H = len(docs[0]["weights"][0])
     top = max(float(np.max(doc["weights"])) for doc in docs)
     fig, axes = plt.subplots(len(rows), H, figsize=(1.3 * H + 1.0, 1.3 * len(rows) + 1.2), squeeze=False)
     for r, (doc, l) in enumerate(rows):
-        shares = doc.get("special_share")
+        shares, _ = marked_heads(doc)
         for h in range(H):
             ax = axes[r, h]
             ax.imshow(np.array(doc["weights"][l][h]), cmap="viridis", vmin=0.0, vmax=max(top, 1e-12))
@@ -137,8 +139,9 @@ def _heads(plt, docs: list[dict]):
             mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
             number = (doc.get("layer") or l + 1, doc.get("head") or h + 1)  # from 1, as --layer and --head
             ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=7, parse_math=False)
+    shares, sink = marked_heads(docs[0])
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
-                 + ("\n* more than half the weight on [CLS] and [SEP]" if docs[0].get("special_share") else ""),
+                 + (f"\n* more than half the weight on {sink}" if shares else ""),
                  fontsize=9, parse_math=False)
     return fig
 

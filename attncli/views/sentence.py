@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.views import heatmap
-from attncli.views.common import cosine_text, left_out, masked_cells, repeated, top_line, weight_bar
+from attncli.views.common import (cosine_text, left_out, listed, marked_heads, markers, masked_cells, repeated,
+                                   top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -44,7 +45,8 @@ def _describe(doc: dict) -> Text:
 def _describe_model(doc: dict) -> Text:
     m = doc["model"]
     text = Text(f"{doc['sentence']}\n", style="bold")
-    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}, "
+    shared = f", {count(m['kv_heads'], 'key/value head')}" if "kv_heads" in m else ""
+    text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}{shared}, "
                 f"d_model = {m['d_model']:,}, "
                 f"{doc['vectors']['words']:,} word pieces)", style="dim")
     if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
@@ -54,10 +56,29 @@ def _describe_model(doc: dict) -> Text:
     elif "layer" in doc:
         which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
-    d_head = m["d_model"] // m["heads"]
-    text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head}); [CLS] and [SEP] are the model's own markers",
-                style="dim")
+    d_head = m.get("d_head", m["d_model"] // m["heads"])
+    marks = markers(doc)
+    said = f"; {listed(marks)} {'are' if len(marks) > 1 else 'is'} the model's own marker" + "s" * (len(marks) > 1)
+    text.append(f"; scale {doc['scale']:.6g} = 1/sqrt({d_head})" + (said if marks else ""), style="dim")
+    if doc["mask"] != "none":  # a decoder's own
+        before = f"the {doc['window'] - 1:,} pieces" if "window" in doc else "the pieces"
+        text.append(f"; mask {doc['mask']}: each piece attends to itself and {before} before it", style="dim")
     return text
+
+
+def _predictions(doc: dict) -> list[RenderableType]:
+    """A decoder's likeliest next pieces after the sentence (--predict), a row each."""
+    if "predict" not in doc:
+        return []
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (("next piece", "left"), ("id", "right"), ("probability", "right"), ("log p", "right")):
+        table.add_column(name, justify=justify, no_wrap=name == "next piece")
+    for p in doc["predict"]:
+        table.add_row("(no piece)" if p["token"] is None else p["token"], f"{p['id']:,}", f"{p['probability']:.3f}",
+                      f"{p['logprob']:.3f}")
+    words = doc["vectors"]["words"]
+    return [Text(), Text(f"the model's {len(doc['predict']):,} likeliest next pieces of {words:,}, after "
+                         f"{doc['tokens'][-1]!r} (the softmax of the logits at the last piece):", style="bold"), table]
 
 
 def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
@@ -85,8 +106,8 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     tokens = doc["tokens"]
     T = len(tokens)
     n = T if max_tokens is None else min(T, max_tokens)
-    masked = masked_cells(doc, T)[:n, :n]
     key = shown or ("scores" if raw else "weights")  # "rollout" or "norms": what --rollout, --norms add
+    masked = masked_cells(doc, T, window=key != "rollout")[:n, :n]
     raw = raw or key == "norms"  # sizes, not weights: written as scores are
     H = doc["qkv"]["heads"]
     # no grid fits even with one-character numbers: the heads' matrices are not needed
@@ -136,7 +157,7 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     twice = repeated(tokens)  # once: a count per row would make a long sentence's list O(T^3)
     parts += [top_line(f"{i} {token}" if not heat.fits else token, top, twice)
               for i, (token, top) in enumerate(zip(tokens, doc["top"]))]
-    return Group(*parts)
+    return Group(*parts, *_predictions(doc))
 
 
 def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
@@ -165,7 +186,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         if "model" in doc:
             parts.append(Text("no nearest words: a trained model's hidden states and context vectors are not word "
                               "vectors of a vocabulary", style="dim"))
-            return Group(*parts)
+            return Group(*parts, *_predictions(doc))
         if not _word_space(doc):
             parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
                               style="dim"))
@@ -189,7 +210,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             every.add_row(str(i), token, _vector_summary(np.array(z)))
         parts.append(every)
     parts.append(Text("the whole vectors: --format json", style="dim"))
-    return Group(*parts)
+    return Group(*parts, *_predictions(doc))
 
 
 def _cos(c: float | None) -> str:
@@ -350,8 +371,11 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     identity = doc["qkv"]["kind"] == "identity"
     roles = "Q = K = V = X (no projections)" if identity else "Q = X W_Q, K = X W_K, V = X W_V"
     inputs = "the tokens' word vectors X"
-    if "model" in doc:
+    if "model" in doc and doc["mask"] != "none":  # every decoder attncli reads norms X before its attention
+        roles = f"Q = N W_Q + b_Q, K = N W_K + b_K, V = N W_V + b_V, N = X normed, layer {doc['layer']}'s own"
+    elif "model" in doc:
         roles = f"Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, layer {doc['layer']}'s own"
+    if "model" in doc:
         before = "the embeddings" if doc["layer"] == 1 else f"layer {doc['layer'] - 1}"
         inputs = f"layer {doc['layer']}'s input X, the hidden states after {before}"
 
@@ -415,15 +439,17 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     shade means the same weight in every picture. Where the width allows, a row a line,
     its token at the left and the columns' positions on top; else two rows of cells to a
     line (the upper half block in the first row's colour on the second's) or, without
-    colour, a shade a cell. A head that puts more than half its attention on [CLS] and
-    [SEP] is marked *."""
+    colour, a shade a cell. A head that puts more than half its attention on an encoder's
+    [CLS] and [SEP], or on a decoder's first piece, is marked * (marked_heads)."""
     W = np.array(doc["weights"], dtype=float)  # (L, H, T, T): the layers and heads shown
     L, H, T, _ = W.shape
     layers = [doc["layer"]] if doc.get("layer") else range(1, L + 1)  # their numbers, from 1
     heads = [doc["head"]] if doc.get("head") else range(1, H + 1)
     scale = heatmap.sequential(1.0, color_system)
-    shares = doc.get("special_share")
+    shares, sink = marked_heads(doc)
     parts: list[RenderableType] = [_describe(doc)]
+    if "kv_heads" in doc.get("model", {}):
+        parts.append(Text(_sharing(doc["model"]), style="dim"))
     if T + 4 > width:
         parts.append(Text(f"{T} tokens are too many for a picture of each head in {width} columns; "
                           "--format json holds every weight", style="dim"))
@@ -444,8 +470,15 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
                "two rows of cells a line, upper and lower half" if scale is not None else "a row a line")
     parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "
                       f"weight 0 to 1 (the largest here {W.max():.2f})"
-                      + ("; * more than half on [CLS] and [SEP]" if shares else ""), style="dim"))
+                      + (f"; * more than half on {sink}" if shares else ""), style="dim"))
     return Group(*parts)
+
+
+def _sharing(m: dict) -> str:
+    """Which query heads share a key/value head (grouped-query attention): h1-h2, h3-h4, ..."""
+    group = m["heads"] // m["kv_heads"]
+    spans = [f"h{g * group + 1}-h{(g + 1) * group}" for g in range(m["kv_heads"])]
+    return f"query heads sharing keys and values (grouped-query attention): {', '.join(spans)}"
 
 
 SHADES = " ░▒▓█"

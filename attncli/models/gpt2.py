@@ -1,0 +1,250 @@
+"""GPT-2's forward pass in numpy, a decoder whose attention is computed by attention.py.
+
+Radford et al., "Language Models are Unsupervised Multitask Learners" (2019), on the
+Transformer decoder of Vaswani et al. (2017), with the layer norm moved to each block's
+input. For word pieces w_1 .. w_T (no marker added: the sentence's own pieces):
+
+    X_0 = E_word[w] + E_position[0 .. T-1]
+
+and each layer l = 1 .. L maps X_{l-1} to X_l, a norm before each half of the block:
+
+    N   = LayerNorm_1(X)
+    Q, K, V = N W_Q + b_Q, N W_K + b_K, N W_V + b_V             project (c_attn, split in three)
+    per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head) + M)  multi_head: split_heads,
+                Z_h     = alpha_h V_h                              scores, weights, context,
+    A   = merge(Z_1 .. Z_H) W_O + b_O                              merge_heads; project (c_proj)
+    X'  = X + A
+    X_l = X' + GELU_tanh(LayerNorm_2(X') W_1 + b_1) W_2 + b_2     (mlp: c_fc, gelu_new, c_proj)
+
+where M is the causal mask: -inf where j > i, so that piece i attends only to itself and the
+pieces before it, exactly 0 weight after it. After the last layer, the final norm:
+
+    X_L = LayerNorm_f(X_L)
+    logits = X_L E_word^T                                          the word embeddings, tied
+
+(or a separate lm_head, where config.json unties them), the scores of every next piece.
+
+Dimensions: T word pieces, D the hidden size (n_embd), H heads (n_head) of d_head = D / H,
+F the feed-forward size (n_inner, 4 D by default), L layers (n_layer), V the vocabulary.
+
+Its files: config.json's n_* keys, and the tensors' names with or without "transformer."
+(the hub's gpt2 stores h.0.attn.c_attn.weight, GPT2LMHeadModel.save_pretrained writes
+transformer.h.0.attn.c_attn.weight). GPT-2's Conv1D stores a weight as (in, out), the
+transpose of a Linear's: X W is the stored weight itself. The buffers attn.bias and
+attn.masked_bias some files hold (the causal mask, as torch kept it) are never read: the
+mask is made here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attncli import attention
+from attncli.errors import ModelError
+from attncli.models import files, layers
+from attncli.models.layers import Config, Pass, finite, gelu, norm
+
+
+MODEL_TYPES = ("gpt2",)  # config.json's model_type
+CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
+# Sizes past these are not a model this tool can run in seconds (bert.MOST's, by GPT-2's names)
+MOST = {"n_layer": 128, "n_head": 256, "n_embd": 16_384, "n_positions": 65_536, "vocab_size": 10_000_000}
+INNER_MOST = 65_536  # n_inner, F
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+# config.json's switches of GPT-2's attention, each with the value attncli runs. Both change
+# the scale 1/sqrt(d_head) that documents name. reorder_and_upcast_attn is not among them:
+# it only moves torch's product to float32, and attncli's is float64 throughout.
+SWITCHES = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False}
+
+
+@dataclass(frozen=True)
+class GPT2Config(Config):
+    tied: bool = True  # the logits through the word embeddings (tie_word_embeddings), or through lm_head
+
+
+def read_config(raw: dict, path: Path) -> GPT2Config:
+    """config.json's sizes and switches (`raw`, read from `path`), each checked."""
+    sizes = {key: layers.whole(raw, key, path, 1, most) for key, most in MOST.items()}
+    D, H = sizes["n_embd"], sizes["n_head"]
+    if D % H:
+        raise ModelError(f"{path}: n_embd {D} is not divisible by n_head {H}")
+    # n_inner null (as GPT-2's own config.json has it) is 4 D, at most 4 MOST["n_embd"]
+    inner = 4 * D if raw.get("n_inner") is None else layers.whole(raw, "n_inner", path, 1, INNER_MOST)
+    act = raw.get("activation_function", "gelu_new")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise ModelError(f"{path}: activation_function is {act!r}; attncli runs {', '.join(ACTIVATIONS)}")
+    for key, runs in SWITCHES.items():
+        if _flag(raw, key, runs, path) != runs:
+            raise ModelError(f"{path}: {key} is {not runs}; attncli runs GPT-2's attention with {key} "
+                             f"{str(runs).lower()} (a scale of 1/sqrt(d_head) in every layer)")
+    _flag(raw, "reorder_and_upcast_attn", False, path)
+    return GPT2Config(layers=sizes["n_layer"], heads=H, hidden=D, intermediate=inner,
+                      max_positions=sizes["n_positions"], vocab_size=sizes["vocab_size"],
+                      norm_eps=layers.epsilon(raw, "layer_norm_epsilon", 1e-5, path), activation=ACTIVATIONS[act],
+                      tied=_flag(raw, "tie_word_embeddings", True, path))
+
+
+def _flag(raw: dict, key: str, default: bool, path: Path) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ModelError(f"{path}: {key} is {value!r}; it must be true or false")
+    return value
+
+
+def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor the forward pass and the logits read, by its name without "transformer.",
+    and its shape: Conv1D's weights (in, out)."""
+    D, F, V = config.hidden, config.intermediate, config.vocab_size
+    shapes = {"wte.weight": (V, D), "wpe.weight": (config.max_positions, D), "ln_f.weight": (D,), "ln_f.bias": (D,)}
+    for l in range(config.layers):
+        p = f"h.{l}"
+        for name, shape in ((f"{p}.attn.c_attn", (D, 3 * D)), (f"{p}.attn.c_proj", (D, D)),
+                            (f"{p}.mlp.c_fc", (D, F)), (f"{p}.mlp.c_proj", (F, D))):
+            shapes[f"{name}.weight"], shapes[f"{name}.bias"] = shape, shape[1:]
+        for name in (f"{p}.ln_1", f"{p}.ln_2"):
+            shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (D,), (D,)
+    if not config.tied:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+
+
+def stored_name(name: str, header: dict) -> str | None:
+    """The name a tensor has in the file: with or without "transformer." (lm_head's never has it)."""
+    for candidate in (name, f"transformer.{name}"):
+        if candidate in header:
+            return candidate
+    return None
+
+
+def read_tokenizer(where: Path, config: Config):
+    """tokenizer.json as tokenizers reads it (GPT-2's byte-level BPE), padding and truncation
+    turned off, every id it can give (its vocabulary's and its added tokens') a row of the
+    embedding table."""
+    tokenizers = files.need_module("tokenizers")
+    path = where / "tokenizer.json"
+    data = files.read(path, files.TOKENIZER_MOST)
+    try:
+        tokenizer = tokenizers.Tokenizer.from_buffer(data)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        vocabulary = tokenizer.get_vocab(with_added_tokens=True)
+    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
+        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+    files.within(path, vocabulary.items(), config)
+    return tokenizer
+
+
+def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
+    """X_0: each piece's word embedding plus its position's (no norm: each block norms its input)."""
+    return weights["wte.weight"][ids].astype(np.float64) + weights["wpe.weight"][:len(ids)]  # (T, D)
+
+
+def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
+    """X W + b of the Conv1D `name`, whose weight is stored (in, out): attention.project."""
+    return attention.project(X, weights[f"{name}.weight"], weights[f"{name}.bias"])
+
+
+def mask(T: int, config: Config) -> np.ndarray:
+    """(T, T) True where piece i may not attend to piece j: every j after i."""
+    return attention.causal_mask(T)
+
+
+def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray) -> dict[str, np.ndarray]:
+    """Layer l's self-attention over its normed input X (T, D), every step kept: Q, K, V
+    (T, D); per head the scores omega and weights alpha (H, T, T) and context vectors Z
+    (H, T, d_head), and side by side (context, T x D); and the output A = merge(Z) W_O + b_O.
+    `masked` (T, T) is the causal mask."""
+    p = f"h.{l}.attn"
+    D = config.hidden
+    QKV = conv1d(X, weights, f"{p}.c_attn")  # (T, 3D)
+    Q, K, V = QKV[:, :D], QKV[:, D:2 * D], QKV[:, 2 * D:]  # (T, D) each
+    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
+                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    A = conv1d(Z, weights, f"{p}.c_proj")  # (T, D)
+    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),
+            "context": Z, "A": A}
+
+
+def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Layer l's W_query, W_key, W_value (D, D), as (in, out): c_attn's three column blocks;
+    and their biases (D,)."""
+    W, b = weights[f"h.{l}.attn.c_attn.weight"], weights[f"h.{l}.attn.c_attn.bias"]  # (D, 3D), (3D,)
+    D = W.shape[0]
+    roles = ("query", "key", "value")
+    return ({f"W_{r}": W[:, k * D:(k + 1) * D] for k, r in enumerate(roles)},
+            {f"b_{r}": b[k * D:(k + 1) * D] for k, r in enumerate(roles)})
+
+
+def passed_on(V: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
+    """What each head of layer l passes on for each token, f^h(x_j) = v^h_j W_O^h: its value
+    through the head's rows of c_proj, so that the attention's output is
+    sum_h sum_j alpha^h_ij f^h(x_j) + b_O. V (T, D) -> (H, T, D)."""
+    W_O = weights[f"h.{l}.attn.c_proj.weight"].astype(np.float64)  # (D, D), stored (in, out)
+    Vh = attention.split_heads(V, config.heads)  # (H, T, d_head)
+    W_Oh = W_O.reshape(config.heads, config.d_head, config.hidden)  # (H, d_head, D)
+    with np.errstate(all="ignore"):  # checked just below
+        return finite(Vh @ W_Oh, f"layer {l + 1}'s values through its output projection")  # (H, T, D)
+
+
+def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
+    """GELU(X W_1 + b_1) W_2 + b_2, row by row (c_fc, then c_proj)."""
+    inner = gelu(conv1d(X, weights, f"h.{l}.mlp.c_fc"), config.activation)  # (T, F)
+    return conv1d(inner, weights, f"h.{l}.mlp.c_proj")  # (T, D)
+
+
+def layer(X: np.ndarray, weights: dict, l: int, config: Config,
+          masked: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, and the steps of its attention: each half of the block adds to the
+    residual stream what it makes of that stream normed."""
+    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked)
+    X1 = X + steps["A"]  # (T, D)
+    return X1 + feed_forward(norm(X1, weights, f"h.{l}.ln_2", config), weights, l, config), steps  # (T, D)
+
+
+LOGIT_ROWS = 4096  # rows of the head widened to float64 at a time: 25 MB at GPT-2's D = 768, not its 309 MB whole
+
+
+def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
+    """The scores of every next piece after each row of X (T, D), the final normed hidden
+    states: X E_word^T, or X W_lm^T where the head is untied (T, V), a block of the
+    vocabulary at a time."""
+    head = weights["wte.weight" if config.tied else "lm_head.weight"]  # (V, D)
+    out = np.empty((len(X), len(head)))  # (T, V)
+    with np.errstate(all="ignore"):  # checked just below
+        for start in range(0, len(head), LOGIT_ROWS):
+            out[:, start:start + LOGIT_ROWS] = attention.project(X, head[start:start + LOGIT_ROWS].T)
+    return finite(out, "the logits")  # (T, V)
+
+
+def pass_bytes(T: int, config: Config) -> int:
+    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
+    and hidden states (L + 1, T, D), a kept layer's scores, weights and context and the mask
+    beside the work of one layer (about six (T, F) or (T, 3D) arrays), all float64."""
+    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
+    return 8 * (L * H * T * T + (L + 1) * T * D + 3 * H * T * T + 6 * T * max(3 * D, F)) + T * T
+
+
+def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
+    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
+    in `keep` (indices from 0); the last hidden states are after the final norm, as
+    transformers gives them. Numbers that overflow are refused after the embeddings, at
+    each layer's scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        return _forward(np.asarray(ids), weights, config, keep)
+
+
+def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
+    X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
+    masked = mask(len(ids), config)  # (T, T)
+    hidden, alphas, kept = [X], [], {}
+    for l in range(config.layers):
+        X, steps = layer(X, weights, l, config, masked)
+        hidden.append(finite(X, f"the hidden states after layer {l + 1}"))
+        alphas.append(steps["weights"])
+        if l in keep:
+            kept[l] = steps
+    hidden[-1] = finite(norm(X, weights, "ln_f", config), "the hidden states after the final norm")
+    return Pass(np.stack(hidden), np.stack(alphas), kept)  # (L + 1, T, D), (L, H, T, T)

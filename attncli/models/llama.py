@@ -1,0 +1,398 @@
+"""A trained Llama-family decoder's forward pass in numpy (Llama, Mistral, Qwen2), its
+attention computed by attention.py.
+
+Touvron et al., "LLaMA" (2023), and the models built the same way: Mistral (Jiang et al.
+2023) adds a sliding window, Qwen2 (Yang et al. 2024) biases on its queries, keys and
+values. For word pieces w_1 .. w_T (a BOS first where the tokenizer adds one):
+
+    X_0 = E_word[w]                                         no positions added: RoPE turns Q and K
+
+and each layer l = 1 .. L maps X_{l-1} to X_l, around RMSNorm before each half (norm):
+
+    N   = RMSNorm(X)
+    Q   = rotate(N W_Q (+ b_Q)), K = rotate(N W_K (+ b_K)), V = N W_V (+ b_V)   H, KV, KV heads
+    K, V shared: query head h uses key/value head h // (H / KV)                 share_heads
+    per head h: alpha_h = softmax(Q_h K_h^T / sqrt(d_head), masked)          multi_head
+                Z_h     = alpha_h V_h
+    X'  = X + merge(Z_1 .. Z_H) W_O (+ b_O)
+    X_l = X' + (SiLU(N' W_gate) * N' W_up) W_down,  N' = RMSNorm(X')          SwiGLU
+
+The mask is causal (a piece attends to itself and those before it) and, with a sliding
+window w, hides the pieces w or more places back. The last hidden state, as transformers
+gives it, is after a final RMSNorm; the logits are that state through the LM head (the
+word embeddings again, where tie_word_embeddings says so).
+
+Every step of the attention is attention.py's: rotate (rotary embeddings: Su et al.,
+"RoFormer", 2021, in transformers' layout of halves), share_heads (grouped-query
+attention), multi_head, causal_mask and causal_window_mask. Nothing of it is written here.
+
+Dimensions: T word pieces, D the hidden size, H query heads and KV key/value heads of
+d_head each (config.json's head_dim, or D / H), F the feed-forward size, L layers, V the
+vocabulary. Arithmetic is float64; the weights stay as read (float32 for BF16).
+
+Its files: config.json's keys as transformers 5 reads them for model_type llama, mistral
+and qwen2 (RoPE under rope_parameters, or under the older rope_scaling and rope_theta),
+the tensors' names with or without "model.", and a tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attncli import attention, limits
+from attncli.errors import ModelError
+from attncli.models import files, layers
+from attncli.models.layers import Config, Pass, dense, finite, rms_norm, silu, whole
+
+
+MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
+CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
+# Sizes past these are not a model this tool can run in seconds: a config that declares
+# them is refused before anything of its size is read. Positions cost nothing until a
+# sentence has them (RoPE is computed for the T pieces there are), so their bound is loose.
+MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
+        "max_position_embeddings": 1 << 24, "vocab_size": 10_000_000}
+HEAD_DIM_MOST = 1_024
+ACTIVATIONS = ("silu", "swish")  # transformers' ACT2FN runs both as SiLU
+# What transformers' config classes give a key config.json leaves out, where they differ:
+# Mistral's and Qwen2's own defaults, where Llama's key/value heads default to its heads
+DEFAULTS = {"llama": {"num_key_value_heads": None, "sliding_window": None},
+            "mistral": {"num_key_value_heads": 8, "sliding_window": 4096},
+            "qwen2": {"num_key_value_heads": 32, "sliding_window": 4096}}
+ROPE_TYPES = ("default", "linear", "llama3")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@dataclass(frozen=True)
+class Rope:
+    """The rotary embeddings' frequencies: base theta, and their scaling ("default": none;
+    "linear": every frequency divided by factor, as if the positions were; "llama3": by
+    wavelength, attention.llama3_frequencies)."""
+
+    theta: float = 10_000.0
+    kind: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_positions: int = 8_192
+
+
+@dataclass(frozen=True)
+class LlamaConfig(Config):
+    rope: Rope = field(default_factory=Rope)
+    window: int = 0  # a sliding window of this many pieces (its own and window - 1 before); 0: none
+    qkv_bias: bool = False  # biases on q_proj, k_proj, v_proj (Qwen2's; a Llama's with attention_bias)
+    o_bias: bool = False  # a bias on o_proj (a Llama's with attention_bias)
+    tied: bool = False  # the LM head is the word embeddings (tie_word_embeddings)
+
+
+def _number(raw: dict, key: str, path: Path, least: float, what: str, default: float | None = None) -> float:
+    value = raw.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < least:
+        raise ModelError(f"{path}: {key} is {value!r}; it must be {what}")
+    return float(value)
+
+
+def _flag(raw: dict, key: str, path: Path, default: bool = False) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ModelError(f"{path}: {key} is {value!r}; it must be true or false")
+    return value
+
+
+def read_config(raw: dict, path: Path) -> LlamaConfig:
+    """config.json's sizes (`raw`, read from `path`), each checked, and what transformers
+    reads besides for its model_type: the key/value heads, head_dim, RoPE, the sliding
+    window, the biases, the tied LM head. What attncli does not run is refused by name."""
+    kind = raw["model_type"]
+    sizes = {key: whole(raw, key, path, 1, most) for key, most in MOST.items()}
+    H, D = sizes["num_attention_heads"], sizes["hidden_size"]
+    given = {**DEFAULTS[kind], **raw}
+    kv = H if given["num_key_value_heads"] is None else whole(given, "num_key_value_heads", path, 1, H)
+    if H % kv:
+        raise ModelError(f"{path}: num_key_value_heads {kv} does not divide num_attention_heads {H}: each key/value "
+                         "head serves a whole group of query heads")
+    head_dim = raw.get("head_dim")
+    if head_dim is None:
+        if D % H:
+            raise ModelError(f"{path}: hidden_size {D} is not divisible by num_attention_heads {H}, and no head_dim "
+                             "is given")
+        head_dim = D // H
+    head_dim = whole({"head_dim": head_dim}, "head_dim", path, 2, HEAD_DIM_MOST)
+    if head_dim % 2:
+        raise ModelError(f"{path}: head_dim is {head_dim}; rotary embeddings turn pairs of features, so it must be "
+                         "even")
+    eps = layers.epsilon(raw, "rms_norm_eps", 1e-6, path)
+    act = raw.get("hidden_act", "silu")
+    if act not in ACTIVATIONS:
+        raise ModelError(f"{path}: hidden_act is {act!r}; attncli runs the Llama family's silu")
+    if kind == "llama" and _flag(raw, "mlp_bias", path):
+        raise ModelError(f"{path}: mlp_bias is true; attncli runs Llama models whose feed-forward layers have no "
+                         "biases")
+    bias = kind == "llama" and _flag(raw, "attention_bias", path)
+    return LlamaConfig(layers=sizes["num_hidden_layers"], heads=H, hidden=D, intermediate=sizes["intermediate_size"],
+                       max_positions=sizes["max_position_embeddings"], vocab_size=sizes["vocab_size"],
+                       norm_eps=eps, activation="silu", kv_heads=kv, head_dim=head_dim,
+                       rope=read_rope(raw, path, sizes["max_position_embeddings"]),
+                       window=read_window(given, path, kind, sizes["num_hidden_layers"]),
+                       qkv_bias=kind == "qwen2" or bias, o_bias=bias,
+                       tied=_flag(raw, "tie_word_embeddings", path))
+
+
+def read_rope(raw: dict, path: Path, max_positions: int) -> Rope:
+    """RoPE's parameters as transformers 5 reads them: rope_scaling (the older key) or else
+    rope_parameters, an object with rope_type (or type) and its own rope_theta, else
+    config.json's rope_theta, else 10,000; linear and llama3 scalings run, any other is
+    refused by name."""
+    key = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
+    params = raw.get(key) or {}
+    if not isinstance(params, dict):
+        raise ModelError(f"{path}: {key} is {params!r}; it must be an object of RoPE's parameters")
+    nested = next((k for k, v in params.items() if isinstance(v, dict)), None)
+    if nested is not None:
+        raise ModelError(f"{path}: {key} gives RoPE by layer type ({nested!r}); attncli runs one RoPE for every layer")
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise ModelError(f"{path}: {key} is of type {kind!r}; attncli runs rope_scaling of type linear or llama3 "
+                         "(or none)")
+    partial = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+    if partial != 1:
+        raise ModelError(f"{path}: partial_rotary_factor is {partial!r}; attncli turns every feature of a head (1.0)")
+    theta = _number({"rope_theta": params.get("rope_theta", raw.get("rope_theta", 10_000.0))}, "rope_theta", path, 1,
+                    "a number of at least 1")
+    if kind == "default":
+        return Rope(theta)
+    where = f"{key}'s"
+    factor = _number(params, "factor", path, 1, f"a number of at least 1 ({where} {kind} scaling)")
+    if kind == "linear":
+        return Rope(theta, kind, factor)
+    low = _number(params, "low_freq_factor", path, 0, f"a number above 0 ({where} llama3 scaling)")
+    high = _number(params, "high_freq_factor", path, 0, f"a number above low_freq_factor ({where} llama3 scaling)")
+    if not 0 < low < high:
+        raise ModelError(f"{path}: {key}'s low_freq_factor {low:g} and high_freq_factor {high:g}: llama3 scaling "
+                         "needs 0 < low_freq_factor < high_freq_factor")
+    original = {"original_max_position_embeddings": raw.get("original_max_position_embeddings",
+                                                            params.get("original_max_position_embeddings",
+                                                                       max_positions))}
+    return Rope(theta, kind, factor, low, high,
+                whole(original, "original_max_position_embeddings", path, 1, MOST["max_position_embeddings"]))
+
+
+def read_window(given: dict, path: Path, kind: str, layers: int) -> int:
+    """The sliding window every layer runs with (0: none), as transformers reads it: Llama
+    has none; Mistral's sliding_window (null: none) is every layer's; Qwen2's is a layer's
+    where use_sliding_window is true and its layer_types (or, without them, every layer
+    from max_window_layers on) say sliding_attention. A model whose layers differ is refused."""
+    if kind == "llama":
+        return 0
+    use = kind == "mistral" or _flag(given, "use_sliding_window", path)
+    window = given["sliding_window"] if use else None
+    if window is not None:
+        window = whole(given, "sliding_window", path, 1, MOST["max_position_embeddings"])
+    if kind == "mistral":
+        return window or 0
+    types = given.get("layer_types")
+    if types is None:
+        # the first layer with the window (Qwen2's default 28); one past the last: none has it
+        first = 28 if window is None else whole({"max_window_layers": 28, **given}, "max_window_layers", path, 0,
+                                                 MOST["max_position_embeddings"])
+        types = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
+    if not (isinstance(types, list) and len(types) == layers and all(t in LAYER_TYPES for t in types)):
+        raise ModelError(f"{path}: layer_types must list one of {', '.join(LAYER_TYPES)} for each of its {layers} "
+                         "layers")
+    if len(set(types)) > 1:
+        raise ModelError(f"{path}: its layers mix sliding_attention and full_attention (use_sliding_window, "
+                         "max_window_layers, layer_types); attncli runs a sliding window on every layer or on none")
+    if types[0] == "sliding_attention" and window is None:
+        raise ModelError(f"{path}: layer_types says sliding_attention, and use_sliding_window is false or "
+                         "sliding_window null: the window has no size")
+    return window if types[0] == "sliding_attention" else 0
+
+
+def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the forward pass and the LM head read, by its name without "model.", and its shape."""
+    D, F, V, d = config.hidden, config.intermediate, config.vocab_size, config.d_head
+    Hd, KVd = config.heads * d, config.key_heads * d
+    shapes = {"embed_tokens.weight": (V, D), "norm.weight": (D,)}
+    for l in range(config.layers):
+        p = f"layers.{l}"
+        for name, shape, biased in ((f"{p}.self_attn.q_proj", (Hd, D), config.qkv_bias),
+                                    (f"{p}.self_attn.k_proj", (KVd, D), config.qkv_bias),
+                                    (f"{p}.self_attn.v_proj", (KVd, D), config.qkv_bias),
+                                    (f"{p}.self_attn.o_proj", (D, Hd), config.o_bias),
+                                    (f"{p}.mlp.gate_proj", (F, D), False), (f"{p}.mlp.up_proj", (F, D), False),
+                                    (f"{p}.mlp.down_proj", (D, F), False)):
+            shapes[f"{name}.weight"] = shape
+            if biased:
+                shapes[f"{name}.bias"] = shape[:1]
+        shapes[f"{p}.input_layernorm.weight"] = shapes[f"{p}.post_attention_layernorm.weight"] = (D,)
+    if not config.tied:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+
+
+def stored_name(name: str, header: dict) -> str | None:
+    """The name a tensor has in the file: with "model." (a ForCausalLM's) or without (a bare model's)."""
+    for candidate in (name, f"model.{name}"):
+        if candidate in header:
+            return candidate
+    return None
+
+
+def read_tokenizer(where: Path, config: LlamaConfig):
+    """tokenizer.json as tokenizers reads it, padding and truncation turned off, every id it
+    can give (its vocabulary's and its added tokens') within the embedding table."""
+    tokenizers = files.need_module("tokenizers")
+    path = files.tokenizer_file(where)
+    if path.name != "tokenizer.json":
+        raise ModelError(f"{where}: lacks tokenizer.json, which a Llama-family model's folder must hold (a "
+                         "vocab.txt is BERT's)")
+    data = files.read(path, files.TOKENIZER_MOST)
+    try:
+        tokenizer = tokenizers.Tokenizer.from_buffer(data)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        vocabulary = tokenizer.get_vocab(with_added_tokens=True)
+    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
+        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
+    files.within(path, vocabulary.items(), config)
+    return tokenizer
+
+
+def frequencies(config: LlamaConfig) -> np.ndarray:
+    """The rotary embeddings' inverse frequencies, scaled as config.json says. (d_head/2,)"""
+    rope = config.rope
+    inv_freq = attention.rope_frequencies(config.d_head, rope.theta)  # (d/2,)
+    if rope.kind == "linear":  # every angle m theta_i / factor: positions divided by factor
+        return inv_freq / rope.factor
+    if rope.kind == "llama3":
+        return attention.llama3_frequencies(inv_freq, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+                                            rope.original_max_positions)
+    return inv_freq
+
+
+def mask(T: int, config: LlamaConfig) -> np.ndarray:
+    """True where a piece may not attend (T, T): every piece after it, and with a sliding
+    window w, every piece w or more places before it."""
+    if config.window:
+        return attention.causal_window_mask(T, config.window)
+    return attention.causal_mask(T)
+
+
+def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
+           hidden: np.ndarray) -> dict[str, np.ndarray]:
+    """Layer l's self-attention over the normed X (T, D), every step kept: Q, K, V
+    (T, H d_head: turned by RoPE, the keys and values written out for every query head);
+    per head the scores omega and weights alpha (H, T, T) and context vectors Z
+    (H, T, d_head), and side by side (context, T x H d_head); and the attention's output
+    A = merge(Z) W_O (+ b_O) (T, D). `rope` is (cos, sin) (T, d_head), `hidden` the mask."""
+    p = f"layers.{l}.self_attn"
+    H, KV = config.heads, config.key_heads
+    cos, sin = rope
+    Q = attention.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
+    K = attention.share_heads(attention.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
+    V = attention.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
+    omega, alpha, Z = attention.multi_head(Q, K, V, H, attention.default_scale(config.d_head), mask=hidden,
+                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    A = dense(Z, weights, f"{p}.o_proj")  # (T, D)
+    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, H),
+            "context": Z, "A": A}
+
+
+def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Layer l's W_query (D, H d_head), W_key and W_value (D, KV d_head), as (in, out), and
+    their biases where the model has them."""
+    p = f"layers.{l}.self_attn"
+    names = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
+    return ({f"W_{r}": weights[f"{p}.{n}.weight"].T for r, n in names.items()},
+            {f"b_{r}": weights[f"{p}.{n}.bias"] for r, n in names.items() if f"{p}.{n}.bias" in weights})
+
+
+def passed_on(V: np.ndarray, weights: dict, l: int, config: LlamaConfig) -> np.ndarray:
+    """What each query head of layer l passes on for each token, f^h(x_j) = v^h_j W_O^h:
+    its value (its key/value head's) through the head's rows of the output projection,
+    so that the attention's output is sum_h sum_j alpha^h_ij f^h(x_j) (+ b_O).
+    V (T, H d_head) -> (H, T, D)."""
+    H, d = config.heads, config.d_head
+    W_O = weights[f"layers.{l}.self_attn.o_proj.weight"].T.astype(np.float64)  # (H d, D)
+    with np.errstate(all="ignore"):  # checked just below
+        F = attention.split_heads(V, H) @ W_O.reshape(H, d, config.hidden)  # (H, T, d) @ (H, d, D)
+        return finite(F, f"layer {l + 1}'s values through its output projection")  # (H, T, D)
+
+
+def feed_forward(X: np.ndarray, weights: dict, l: int) -> np.ndarray:
+    """SwiGLU (Shazeer, "GLU Variants Improve Transformer", 2020): down(SiLU(gate(x)) * up(x))."""
+    p = f"layers.{l}.mlp"
+    return dense(silu(dense(X, weights, f"{p}.gate_proj")) * dense(X, weights, f"{p}.up_proj"), weights,
+                 f"{p}.down_proj")  # (T, F) -> (T, D)
+
+
+def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
+          hidden: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
+    the steps of its attention."""
+    p = f"layers.{l}"
+    steps = attend(rms_norm(X, weights[f"{p}.input_layernorm.weight"], config.norm_eps), weights, l, config, rope,
+                   hidden)
+    X = X + steps["A"]  # (T, D)
+    return X + feed_forward(rms_norm(X, weights[f"{p}.post_attention_layernorm.weight"], config.norm_eps), weights,
+                            l), steps  # (T, D)
+
+
+def pass_bytes(T: int, config: LlamaConfig) -> int:
+    """Memory forward() holds at its peak for T pieces, float64: every layer's weights
+    (L, H, T, T) and hidden states (L + 1, T, D); the working layer's softmax (its scores,
+    their masked logits, shifted and exponentiated, and its weights: five (H, T, T)) and a
+    kept layer's scores; about six (T, F) or (T, H d_head) arrays and the kept Q, K, V, Z,
+    context; the largest matrix widened twice for a product; RoPE's angles and the mask.
+    Measured with tracemalloc, the peak is 0.98 of it at T = 512 (tiny-qwen2, its first layer kept)."""
+    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
+    Hd = H * config.d_head
+    return (8 * ((L + 6) * H * T * T + (L + 1) * T * D + 6 * T * max(D, F, Hd) + 5 * T * Hd
+                 + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T)
+
+
+def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[int, ...] = ()) -> Pass:
+    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
+    in `keep` (indices from 0). Numbers that overflow are refused at each layer's norms and
+    scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        return _forward(np.asarray(ids), weights, config, keep)
+
+
+def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
+    L, T = config.layers, len(ids)
+    rope = attention.rope_angles(np.arange(T), frequencies(config))  # (T, d_head) twice
+    hidden = mask(T, config)  # (T, T)
+    # filled a layer at a time: stacking lists at the end would hold every layer's weights twice
+    states, alphas, kept = np.empty((L + 1, T, config.hidden)), np.empty((L, config.heads, T, T)), {}
+    X = states[0] = weights["embed_tokens.weight"][ids].astype(np.float64)  # (T, D): finite, as every weight read
+    for l in range(L):
+        X, steps = layer(X, weights, l, config, rope, hidden)
+        states[l + 1] = finite(X, f"the hidden states after layer {l + 1}")
+        alphas[l] = steps["weights"]
+        if l in keep:
+            kept[l] = {**steps, "weights": alphas[l]}
+        del steps  # its (H, T, T) arrays go before the next layer makes its own
+    states[L] = rms_norm(X, weights["norm.weight"], config.norm_eps)  # transformers' last state: after the final norm
+    return Pass(states, alphas, kept)  # (L + 1, T, D), (L, H, T, T)
+
+
+def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
+    """The LM head over the final normed hidden states X (T, D), Pass.hidden[-1]: each
+    piece's score for every piece of the vocabulary to come next, X W_head^T (T, V), with
+    W_head the word embeddings where the model ties them. A block of the head's rows is
+    widened at a time, never the whole (V, D) matrix."""
+    W = weights["embed_tokens.weight" if config.tied else "lm_head.weight"]  # (V, D), as read
+    (T, D), V = X.shape, len(W)
+    limits.require(8 * T * V, f"the logits of {T:,} word pieces over {V:,} (T x V)", "give a shorter sentence")
+    out = np.empty((T, V))  # (T, V)
+    rows = max(1, (1 << 24) // (8 * D))  # 16 MB of the head at a time
+    with np.errstate(all="ignore"):  # checked just below
+        for start in range(0, V, rows):
+            out[:, start:start + rows] = X @ W[start:start + rows].T.astype(np.float64)  # (T, D) @ (D, rows)
+    return finite(out, "the logits")
