@@ -250,8 +250,8 @@ HOSTILE = {
                                   "its BPE model has the continuing_subword_prefix '########'; attncli reads BPE "
                                   "models without one (GPT-2's, Llama's), which tokenizers reads safely"),
     "dropout": ("tiny-gpt2", model(dropout=0.1), None,
-                "its BPE model has a dropout of 0.1, which splits a word another way at each reading; give the "
-                "model's own tokenizer, with dropout null"),
+                "its dropout is 0.1, which splits a word at random; give the model's own tokenizer, whose dropout is "
+                "null"),
     "a byte-level piece missing": ("tiny-gpt2", drop("!"), None,
                                    f"its vocab lacks 1 of the 256 byte-level pieces (the first '!'), {DROPPED}"),
     "byte pieces missing": ("tiny-llama", drop("<0xC3>", "<0xA9>"), None,
@@ -272,8 +272,8 @@ HOSTILE = {
         "gives the piece '<|zebra|>' the id 501, and config.json's vocab_size is 501 (the embedding table's rows); "
         "the tokenizer is not the weights' own"),
     "unigram larger than the table": ("tiny-xlm-roberta", unigram_pieces(1), None,
-                                      "its Unigram vocab holds 169 pieces (ids from 0), and config.json's vocab_size "
-                                      "is 168 (the embedding table's rows); the tokenizer is not the weights' own"),
+                                      "gives the piece 'zz0' the id 168, and config.json's vocab_size is 168 (the "
+                                      "embedding table's rows); the tokenizer is not the weights' own"),
     "unigram NaN": ("tiny-xlm-roberta", unigram_score(4, float("nan")), None,
                     "its Unigram piece '▁the' has the score nan, where a score is a finite log probability; the file "
                     "is damaged: give the model's own tokenizer"),
@@ -281,31 +281,31 @@ HOSTILE = {
                          "its Unigram piece 'd' has the score -inf, where a score is a finite log probability; the "
                          "file is damaged: give the model's own tokenizer"),
     "unigram without unk_id": ("tiny-xlm-roberta", model(unk_id=None), None,
-                               "its Unigram unk_id is None, not one of its 168 pieces' ids, so a character outside "
-                               "its vocab would stop it; give the model's own tokenizer"),
+                               "its unk_id is None, no piece of its vocabulary, so a word it cannot split would stop "
+                               "it; give the model's own tokenizer"),
     "unigram unk_id past its pieces": ("tiny-xlm-roberta", model(unk_id=168), None,
-                                       "its Unigram unk_id is 168, not one of its 168 pieces' ids, so a character "
-                                       "outside its vocab would stop it; give the model's own tokenizer"),
+                                       "its unk_id is 168, no piece of its vocabulary, so a word it cannot split would "
+                                       "stop it; give the model's own tokenizer"),
     "unigram byte fallback without bytes": (
         "tiny-xlm-roberta", model(byte_fallback=True), None,
         f"its vocab lacks 256 of the 256 byte pieces that byte_fallback writes a character in (the first '<0x00>'), "
         f"{DROPPED}"),
     "a marker GPT-2 does not put": (
         "tiny-gpt2", pipeline(post_processor=template("<|endoftext|>", "$A", pieces={"<|endoftext|>": 500})), None,
-        "its post_processor puts ['<|endoftext|>'] around a sentence, where GPT-2's, by its tokenizer_config.json, "
-        "puts none; give the model's own tokenizer"),
+        "its post_processor puts ['<|endoftext|>'] around a sentence, where GPT-2's puts none; give the model's own "
+        "tokenizer"),
     "a marker after Llama's": (
         "tiny-llama", pipeline(post_processor=template("<s>", "$A", "</s>", pieces={"<s>": 1, "</s>": 2})), None,
-        "its post_processor puts ['<s>', '</s>'] around a sentence, where Llama's, by its tokenizer_config.json, puts "
-        "one marker of its own, <s> before and none after; give the model's own tokenizer"),
+        "its post_processor puts ['<s>', '</s>'] around a sentence, where Llama's puts one marker of its own, <s> "
+        "before and none after; give the model's own tokenizer"),
     "no BOS": ("tiny-mistral", pipeline(post_processor=template("$A", pieces={})), None,
-               "its post_processor puts [] around a sentence, where Mistral's, by its tokenizer_config.json, puts one "
-               "marker of its own, <s> before and none after; give the model's own tokenizer"),
+               "its post_processor puts [] around a sentence, where Mistral's puts one marker of its own, <s> before and "
+               "none after; give the model's own tokenizer"),
     "RoBERTa's markers swapped": (
         "tiny-roberta", pipeline(post_processor={"type": "RobertaProcessing", "sep": ["<s>", 0], "cls": ["</s>", 2],
                                                  "trim_offsets": True, "add_prefix_space": False}), None,
-        "its post_processor puts ['</s>', '<s>'] around a sentence, where RoBERTa's, by its tokenizer_config.json, "
-        "puts two markers of its own, <s> before and </s> after; give the model's own tokenizer"),
+        "its post_processor puts ['</s>', '<s>'] around a sentence, where RoBERTa's puts two markers of its own, <s> "
+        "before and </s> after; give the model's own tokenizer"),
     "a template naming a marker it lacks": (
         "tiny-xlm-roberta", pipeline(post_processor=template("<s>", "$A", "</s>", pieces={"<s>": 0})), None,
         "its post_processor's template names the marker '</s>', which its special_tokens lack; give the model's own "
@@ -454,7 +454,7 @@ def test_a_family_without_wordpiece_needs_tokenizer_json(tmp_path):
     (where / "vocab.txt").write_text("[UNK]\n")
     with pytest.raises(ModelError) as refused:
         read(where, "tiny-gpt2")
-    assert str(refused.value) == f"{where}: lacks tokenizer.json, which a model's folder must hold"
+    assert str(refused.value) == f"{where}: lacks tokenizer.json, which a GPT-2 model's folder must hold"
 
 
 # --- memory

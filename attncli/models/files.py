@@ -60,11 +60,12 @@ TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's
 # Bytes of memory a byte of JSON or of vocab.txt can take once parsed, at the most, with
 # room to spare. Measured at the peak: Python's json 48 (lists of lists; a header or
 # config's objects), reading a tokenizer.json of 6 million short pieces 17 (Python's parse,
-# then tokenizers'), a vocab.txt of them 29 (157 bytes a line), BPE's 35. A Unigram model
-# (XLM-RoBERTa's) takes more, a trie node a character: 353 measured, with pieces of 1,000
-# characters (86 with 200,000 pieces of 8), so its file is asked UNIGRAM_GROWTH.
+# then tokenizers'), a vocab.txt of them 29 (157 bytes a line); a BPE tokenizer.json of 1
+# to 3 million pieces and as many merges 11 to 31 (22 with merges written "a b"). A Unigram
+# model takes more, a trie node for each distinct prefix of its pieces, which tokenizer.py
+# bounds (a node a byte of them) and asks for before tokenizers reads it (TRIE_NODE).
 GROWTH = 64
-UNIGRAM_GROWTH = 384
+UNIGRAM_GROWTH = 384  # bert.py's own Unigram check, until it reads through tokenizer.py
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 
@@ -394,14 +395,13 @@ def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
     return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
 
 
-def tokenizer_file(where: Path, names: tuple[str, ...] = ("tokenizer.json", "vocab.txt")) -> Path:
-    """The first of `names` (tokenizer.json, then vocab.txt) that is there in any form (a
-    FIFO, a broken link), for need to judge."""
-    for name in names:
+def tokenizer_file(where: Path) -> Path:
+    """tokenizer.json, or vocab.txt without it: the first that is there in any form (a FIFO,
+    a broken link), for need to judge."""
+    for name in ("tokenizer.json", "vocab.txt"):
         if os.path.lexists(where / name):
             return where / name
-    others = "".join(f" (or {name})" for name in names[1:])
-    raise ModelError(f"{where}: lacks {names[0]}{others}, which a model's folder must hold")
+    raise ModelError(f"{where}: lacks tokenizer.json (or vocab.txt), which a model's folder must hold")
 
 
 def within(path: Path, ids, config: Config) -> None:

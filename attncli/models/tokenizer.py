@@ -133,7 +133,9 @@ def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], ma
     Every id it can give has a row of the embedding table: its vocabulary's, checked in
     the file before tokenizers reads it, then its added tokens' and its markers'."""
     tokenizers = files.need_module("tokenizers")
-    path = files.tokenizer_file(where, ("tokenizer.json", "vocab.txt") if "WordPiece" in kinds else ("tokenizer.json",))
+    if "WordPiece" not in kinds and not os.path.lexists(where / "tokenizer.json"):  # vocab.txt is WordPiece's
+        raise ModelError(f"{where}: lacks tokenizer.json, which a {family} model's folder must hold")
+    path = files.tokenizer_file(where)
     settings = read_settings(where)
     data = files.read(path, files.TOKENIZER_MOST)
     if path.name == "tokenizer.json":
@@ -207,6 +209,12 @@ def _wanted(marker: Marker, settings: dict, path: Path) -> tuple[bool, str | Non
     return on and name is not None, name  # a marker named null is none
 
 
+def _changed(marker: Marker, wanted: tuple[bool, str | None]) -> bool:
+    """Whether tokenizer_config.json makes `marker` other than the family's own."""
+    on, name = wanted
+    return on != (marker.default if marker.flag else True) or (on and name not in (None, marker.shown))
+
+
 def _fits(side: list, on: bool, name: str | None) -> bool:
     """Whether one side's markers are the one wanted (`name`, or any where None), or none."""
     return len(side) == on and (not side or name is None or side[0][0] == name)
@@ -215,8 +223,8 @@ def _fits(side: list, on: bool, name: str | None) -> bool:
 def _check_markers(before, after, path: Path, family: str, markers: Markers, settings: dict) -> None:
     """The markers placed around a sentence, (piece, id) each, against those the family
     puts, as tokenizer_config.json names them and turns them on; two are distinct."""
-    (on_before, name_before), (on_after, name_after) = (_wanted(markers.before, settings, path),
-                                                        _wanted(markers.after, settings, path))
+    wanted = _wanted(markers.before, settings, path), _wanted(markers.after, settings, path)
+    (on_before, name_before), (on_after, name_after) = wanted
     fits = (_fits(before, on_before, name_before) and _fits(after, on_after, name_after)
             and not (before and after and before[0][1] == after[0][1]))
     if fits:
@@ -226,7 +234,8 @@ def _check_markers(before, after, path: Path, family: str, markers: Markers, set
             (True, False): f"one marker of its own, {b} before and none after",
             (False, True): f"one marker of its own, {a} after and none before",
             (False, False): "none"}[on_before, on_after]
-    says = ", by its tokenizer_config.json," if settings else ""
+    changed = any(_changed(marker, w) for marker, w in zip((markers.before, markers.after), wanted))
+    says = ", by its tokenizer_config.json," if changed else ""
     raise ModelError(f"{path}: its post_processor puts {[piece for piece, _ in before + after]} around a sentence, "
                      f"where {family}'s{says} puts {puts}; give the model's own tokenizer")
 
@@ -368,8 +377,8 @@ def _check_bpe(model: dict, path: Path, config: Config, pipeline: Pipeline, size
                              "one (GPT-2's, Llama's), which tokenizers reads safely")
     dropout = model.get("dropout")
     if isinstance(dropout, (int, float)) and dropout > 0:
-        raise ModelError(f"{path}: its BPE model has a dropout of {dropout!r}, which splits a word another way at each "
-                         "reading; give the model's own tokenizer, with dropout null")
+        raise ModelError(f"{path}: its dropout is {dropout!r}, which splits a word at random; give the model's own "
+                         "tokenizer, whose dropout is null")
     merges = model.get("merges")
     for n, merge in enumerate(merges if isinstance(merges, list) else []):
         pair = merge.split(" ") if isinstance(merge, str) else merge
@@ -378,9 +387,7 @@ def _check_bpe(model: dict, path: Path, config: Config, pipeline: Pipeline, size
             if missing is not None:
                 raise ModelError(f"{path}: its merge {n + 1:,} ({' + '.join(map(repr, pair))}) names the piece "
                                  f"{missing!r}, which its vocab lacks; give the model's own tokenizer")
-    if _bytes_covered(model, vocab, path, pipeline):
-        return
-    if model.get("unk_token") is None:
+    if not _bytes_covered(model, vocab, path, pipeline) and model.get("unk_token") is None:
         raise ModelError(f"{path}: its BPE model has no unk_token and no byte_fallback, so a character outside its "
                          "vocab would be dropped unseen; give the model's own tokenizer")
     _check_unknown(model, vocab, path, None)
@@ -410,18 +417,15 @@ def _check_unigram(model: dict, path: Path, config: Config, pipeline: Pipeline, 
     vocab = model.get("vocab")
     if not (isinstance(vocab, list) and all(isinstance(e, list) and len(e) == 2 for e in vocab)):
         return  # tokenizers refuses it
-    if len(vocab) > config.vocab_size:
-        raise ModelError(f"{path}: its Unigram vocab holds {len(vocab):,} pieces (ids from 0), and config.json's "
-                         f"vocab_size is {config.vocab_size:,} (the embedding table's rows); the tokenizer is not the "
-                         "weights' own")
+    files.within(path, [(entry[0], i) for i, entry in enumerate(vocab)], config)  # an id is a piece's place
     for piece, score in vocab:
         if isinstance(score, float) and not math.isfinite(score):
             raise ModelError(f"{path}: its Unigram piece {piece!r} has the score {score!r}, where a score is a finite "
                              "log probability; the file is damaged: give the model's own tokenizer")
     unknown = model.get("unk_id")
     if not (isinstance(unknown, int) and not isinstance(unknown, bool) and 0 <= unknown < len(vocab)):
-        raise ModelError(f"{path}: its Unigram unk_id is {unknown!r}, not one of its {len(vocab):,} pieces' ids, so a "
-                         "character outside its vocab would stop it; give the model's own tokenizer")
+        raise ModelError(f"{path}: its unk_id is {unknown!r}, no piece of its vocabulary, so a word it cannot split "
+                         "would stop it; give the model's own tokenizer")
     pieces = {piece for piece, _ in vocab if isinstance(piece, str)}
     _bytes_covered(model, pieces, path, pipeline)
     nodes = trie_nodes(pieces)
