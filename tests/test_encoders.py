@@ -18,7 +18,7 @@ import pytest
 
 from attncli import limits, models
 from attncli.errors import ModelError
-from attncli.models import bert, distilbert
+from attncli.models import bert, distilbert, tokenizer
 
 pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
@@ -252,8 +252,10 @@ PRECOMPILED = {"type": "Sequence", "normalizers": [{"type": "Precompiled", "prec
     ("tiny-xlm-roberta", lambda t: t["model"].update(type="BPE"),
      "its model is 'BPE'; attncli reads XLM-RoBERTa's tokenizers, of type 'Unigram'"),
     ("tiny-xlm-roberta", lambda t: t.update(normalizer=PRECOMPILED),
-     "its normalizer holds 'Replace'; attncli reads XLM-RoBERTa's tokenizers, whose normalizers are among "
-     + ", ".join(bert.NORMALIZERS)),
+     "its normalizer holds 'Precompiled'; attncli reads XLM-RoBERTa's tokenizers, whose normalizers are among "
+     + ", ".join(tokenizer.UNIGRAM.normalizers)),
+    ("tiny-xlm-roberta", lambda t: t.update(normalizer=PRECOMPILED["normalizers"][1]),
+     "its normalizer's Replace runs the regular expression ' {2,}', which is none of those attncli knows"),
     ("tiny-xlm-roberta", lambda t: t.update(normalizer=PRECOMPILED["normalizers"][0]),
      "its normalizer holds 'Precompiled'"),
     ("tiny-xlm-roberta", lambda t: t["model"].update(unk_id=None),
@@ -294,16 +296,23 @@ def test_a_damaged_precompiled_normalizer_never_reaches_tokenizers(tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == (f"attncli: error: {folder / 'tokenizer.json'}: its normalizer holds 'Precompiled'; attncli "
                            "reads XLM-RoBERTa's tokenizers, whose normalizers are among "
-                           + ", ".join(bert.NORMALIZERS) + "\n")
+                           + ", ".join(tokenizer.UNIGRAM.normalizers) + "\n")
 
 
 def test_a_unigram_is_asked_the_memory_its_trie_takes(monkeypatch):
-    """A Unigram's trie takes up to 353 bytes a byte of its file: XLM-RoBERTa's tokenizer.json
-    (12.7 kB) is refused at 2 MB, which its JSON alone (64 times) would fit in."""
-    monkeypatch.setattr(limits, "available", lambda: 2_000_000)
-    with pytest.raises(limits.ResourceError, match=r"tokenizer.json \(12.7 kB, 384 times that once read\) needs about "
-                                                   r"4.9 MB of memory, and 2.0 MB is available"):
+    """A Unigram's trie takes up to 358 bytes a node, a node a byte of its pieces at most:
+    XLM-RoBERTa's tokenizer.json (12.7 kB, 625 bytes of pieces) is asked 64 times its size
+    and 320 bytes a byte of its pieces, and refused a byte short of that."""
+    path = MODELS / "tiny-xlm-roberta" / "tokenizer.json"
+    pieces = [piece for piece, _ in json.loads(path.read_text())["model"]["vocab"]]
+    need = 64 * path.stat().st_size + 320 * tokenizer.trie_nodes(pieces)
+    monkeypatch.setattr(limits, "available", lambda: need - 1)
+    with pytest.raises(limits.ResourceError, match=r"tokenizer.json \(12.7 kB, 64 times that once parsed, and 320 "
+                                                   r"bytes a node of its pieces' trie, 625 at most\) needs about "
+                                                   r"1.0 MB of memory"):
         models.load_model(str(MODELS / "tiny-xlm-roberta"))
+    monkeypatch.setattr(limits, "available", lambda: need)
+    assert models.load_model(str(MODELS / "tiny-xlm-roberta")).encode("the earth").pieces[0] == "<s>"
 
 
 def test_distilberts_wordpiece_is_berts(tmp_path):

@@ -136,7 +136,7 @@ def test_forward_equals_a_loop_implementation(tmp_path, config, prefix):
     write_model(tmp_path / "m", config, weights)
     model = models.load_model(str(tmp_path / "m"))
     pieces = model.encode("I sat on the bank of the river , the earth is like an orange")
-    assert pieces.pieces[:3] == ["<s>", "I", "sat"] and pieces.special[:2] == [True, False]
+    assert pieces.pieces[:3] == ["<s>", "▁I", "▁sat"] and pieces.special[:2] == [True, False]
     run_ = llama.forward(pieces.ids, model.weights, model.config, keep=(0,))
     hidden, alphas, logits = loop_forward(list(pieces.ids), weights, config, prefix)
     np.testing.assert_allclose(run_.hidden, hidden, rtol=0, atol=1e-12)
@@ -330,7 +330,7 @@ def test_a_folder_without_tokenizer_json(tmp_path):
     write_model(tmp_path / "m")
     (tmp_path / "m" / "tokenizer.json").unlink()
     (tmp_path / "m" / "vocab.txt").write_text("the\n")
-    with pytest.raises(ModelError, match="lacks tokenizer.json, which a Llama-family model's folder must hold"):
+    with pytest.raises(ModelError, match="lacks tokenizer.json, which a Llama model's folder must hold"):
         models.load_model(str(tmp_path / "m"))
 
 

@@ -32,6 +32,7 @@ from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
 from attncli import limits, models  # noqa: E402
 from attncli.models import bert, files  # noqa: E402
+from attncli.models.tokenizer import WORDPIECE  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
@@ -467,14 +468,13 @@ READS = "attncli reads BERT's tokenizers"
     (unigram, f"its model is 'Unigram'; {READS}, of type 'WordPiece'"),
     (lambda t: t.update(model=3), f"its model is None; {READS}, of type 'WordPiece'"),
     (split_regex, f"its pre_tokenizer holds 'Split'; {READS}, whose pre_tokenizers are among "
-                  + ", ".join(bert.PRE_TOKENIZERS)),
+                  + ", ".join(WORDPIECE.pre_tokenizers)),
     (replace_in_sequence, f"its normalizer holds 'Replace'; {READS}, whose normalizers are among "
-                          + ", ".join(bert.NORMALIZERS)),
+                          + ", ".join(WORDPIECE.normalizers)),
     (lambda t: t.update(normalizer={"type": "Sequence"}),
      "its normalizer is a Sequence without a list of normalizers; it is not a tokenizer"),
     (lambda t: t.update(post_processor={"type": "ByteLevel", "trim_offsets": True}),
-     f"its post_processor is 'ByteLevel'; {READS}, whose post_processor is a TemplateProcessing, a BertProcessing "
-     "or a RobertaProcessing"),
+     f"its post_processor is 'ByteLevel'; {READS}, whose post_processor is a TemplateProcessing or a BertProcessing"),
     (template([CLS, {"Sequence": {"id": "B", "type_id": 0}}]), sequences("['B']")),
     (template([A, A]), sequences("['A', 'A']")),
     (template([]), sequences("[]")),

@@ -1,5 +1,5 @@
 """A tiny random Llama-family decoder written by the tests (a config, a safetensors file and
-a word-level tokenizer that puts <s> first), and a forward pass over it written as loops,
+a tokenizer of whole words that puts <s> first), and a forward pass over it written as loops,
 independent of attncli's: a rotation a pair at a time, a key/value head looked up for each
 query head, the window and the causal mask as bounds of a loop, math.fsum."""
 
@@ -41,15 +41,21 @@ def tiny_weights(config: dict, seed: int = 0, prefix: str = "model.") -> dict[st
 
 
 def write_model(folder, config=LLAMA, weights=None):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    """The model's files; its tokenizer a SentencePiece-style BPE whose vocabulary is the
+    words of VOCAB after ▁ (ignore_merges: a word in it is one piece, without a merge), an
+    unknown character <unk>, and <s> before a sentence."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     save_file(weights if weights is not None else tiny_weights(config), str(folder / "model.safetensors"))
-    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    pieces = [w if w.startswith("<") else f"▁{w}" for w in VOCAB]
+    tokenizer = Tokenizer(models.BPE({w: i for i, w in enumerate(pieces)}, [], unk_token="<unk>", fuse_unk=True,
+                                     ignore_merges=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
     tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tokenizer.add_special_tokens(["<s>", "</s>"])
+    tokenizer.add_special_tokens(["<unk>", "<s>", "</s>"])
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
 

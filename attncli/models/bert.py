@@ -30,7 +30,7 @@ size, L layers; the pieces (dense, norm, gelu) are layers.py's.
 
 Its files: config.json's keys, the tensors' names (with or without "bert." or "roberta.",
 LayerNorm's under their old names gamma and beta too), and a tokenizer that puts two
-markers of its own around a sentence, checked before tokenizers reads it: BERT's WordPiece,
+markers of its own around a sentence, read and checked by tokenizer.py: BERT's WordPiece,
 RoBERTa's byte-level BPE or XLM-RoBERTa's Unigram.
 """
 
@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import attention, limits
+from attncli import attention
 from attncli.errors import ModelError
-from attncli.models import files, layers
+from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Pass, dense, finite, gelu, norm, whole
 
 
@@ -57,19 +57,12 @@ MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_
 SIZES = {"layers": "num_hidden_layers", "heads": "num_attention_heads", "hidden": "hidden_size",
          "intermediate": "intermediate_size", "max_positions": "max_position_embeddings", "vocab_size": "vocab_size"}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-# Each model type's name, the model of the tokenizer.json it comes with, and the markers
-# that tokenizer puts around a sentence
-TOKENIZERS = {"bert": ("BERT", "WordPiece", "[CLS] before and [SEP] after"),
-              "distilbert": ("DistilBERT", "WordPiece", "[CLS] before and [SEP] after"),
-              "roberta": ("RoBERTa", "BPE", "<s> before and </s> after"),
-              "xlm-roberta": ("XLM-RoBERTa", "Unigram", "<s> before and </s> after")}
-# The parts of a tokenizer.json that split the text, as these models' tokenizers hold them:
-# none runs a regular expression from the file (one that backtracks stops tokenizers in a
-# panic); ByteLevel's is tokenizers' own, GPT-2's
-NORMALIZERS = ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence")
-PRE_TOKENIZERS = ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "ByteLevel",
-                  "Metaspace", "Sequence")
-POST_PROCESSORS = ("TemplateProcessing", "BertProcessing", "RobertaProcessing")
+# Each model type's name, the kinds of model its tokenizer.json is, and the markers it puts
+# around a sentence
+TOKENIZERS = {"bert": ("BERT", ("WordPiece",), tokenizer.BERT),
+              "distilbert": ("DistilBERT", ("WordPiece",), tokenizer.BERT),
+              "roberta": ("RoBERTa", ("BPE",), tokenizer.ROBERTA),
+              "xlm-roberta": ("XLM-RoBERTa", ("Unigram",), tokenizer.ROBERTA)}
 
 
 @dataclass(frozen=True)
@@ -165,136 +158,11 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: BertConfig):
-    """tokenizer.json (or, for a WordPiece, vocab.txt without it, lower-casing), padding and
-    truncation turned off: a sentence is read whole, or refused when too long. Every id it
-    can give has a row of the embedding table: its vocabulary's, checked in the file before
-    tokenizers reads it, then its added tokens' and the markers its post-processor adds.
-
-    RoBERTa's and XLM-RoBERTa's are read here by the same checks as BERT's, their parts
-    (ByteLevel, Metaspace) among the allowed; a normalizer that runs a file's own data
-    (Precompiled, Replace) is refused, as BERT's reader always has."""
-    tokenizers = files.need_module("tokenizers")
-    name, kind, _ = TOKENIZERS[config.model_type]
-    path = files.tokenizer_file(where)
-    if path.name != "tokenizer.json" and kind != "WordPiece":
-        raise ModelError(f"{where}: lacks tokenizer.json, which a {name} model's folder must hold")
-    data = files.read(path, files.TOKENIZER_MOST)
-    if path.name == "tokenizer.json":
-        _check_json(files.parse_json(data, path, "", "a tokenizer"), path, config)
-        if kind == "Unigram":
-            limits.require(len(data) * files.UNIGRAM_GROWTH,
-                           f"{path} ({limits.size(len(data))}, {files.UNIGRAM_GROWTH} times that once read)",
-                           "give the model's own file, or free some memory")
-    else:
-        _check_lines(data, path, config)
-        data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
-    try:
-        if data is not None:
-            tokenizer = tokenizers.Tokenizer.from_buffer(data)
-        else:
-            from tokenizers.implementations import BertWordPieceTokenizer
-
-            tokenizer = BertWordPieceTokenizer(str(path), lowercase=True)
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        markers = tokenizer.encode("")  # [CLS] and [SEP] (<s> and </s>), as its post-processor adds them
-    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
-        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    if not (len(markers.ids) == 2 and all(markers.special_tokens_mask) and markers.ids[0] != markers.ids[1]):
-        raise ModelError(f"{path}: its post_processor puts {list(markers.tokens)} around a sentence, where {name}'s "
-                         f"puts two markers of its own, {TOKENIZERS[config.model_type][2]}; give the model's own "
-                         "tokenizer")
-    added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
-    files.within(path, [*added, *zip(markers.tokens, markers.ids)], config)
-    unknown = getattr(tokenizer.model, "unk_token", None)  # WordPiece's and BPE's; Unigram's is checked by id
-    if unknown is not None and tokenizer.model.token_to_id(unknown) is None:  # looked up in its own vocabulary
-        raise ModelError(f"{path}: its unknown token {unknown!r} is not in its vocabulary, so a word it cannot split "
-                         "would stop it; give the model's own tokenizer")
-    return tokenizer
-
-
-def _check_json(raw: object, path: Path, config: BertConfig) -> None:
-    """A tokenizer.json, before tokenizers reads it: the model's own kind (WordPiece, BPE or
-    Unigram), whose ids are within the embedding table, and parts that split and mark the
-    text as these models' do."""
-    name, kind, _ = TOKENIZERS[config.model_type]
-    model = raw.get("model") if isinstance(raw, dict) else None
-    found = model.get("type") if isinstance(model, dict) else None
-    if found != kind:
-        raise ModelError(f"{path}: its model is {found!r}; attncli reads {name}'s tokenizers, of type {kind!r}")
-    files.within(path, _vocabulary(model), config)
-    if kind == "Unigram" and not (isinstance(model.get("unk_id"), int) and not isinstance(model["unk_id"], bool)):
-        raise ModelError(f"{path}: its unk_id is {model.get('unk_id')!r}, no piece of its vocabulary, so a word it "
-                         "cannot split would stop it; give the model's own tokenizer")
-    if kind == "BPE" and model.get("dropout") not in (None, 0):
-        raise ModelError(f"{path}: its dropout is {model['dropout']!r}, which splits a word at random; give the "
-                         "model's own tokenizer, whose dropout is null")
-    for part, allowed, inner in (("normalizer", NORMALIZERS, "normalizers"),
-                                 ("pre_tokenizer", PRE_TOKENIZERS, "pretokenizers")):
-        todo = [raw.get(part)]
-        while todo:
-            step = todo.pop()
-            if step is None:
-                continue
-            found = step.get("type") if isinstance(step, dict) else None
-            if found not in allowed:
-                raise ModelError(f"{path}: its {part} holds {found!r}; attncli reads {name}'s tokenizers, whose "
-                                 f"{part}s are among {', '.join(allowed)}")
-            if found == "Sequence":
-                if not isinstance(step.get(inner), list):
-                    raise ModelError(f"{path}: its {part} is a Sequence without a list of {inner}; it is not a "
-                                     "tokenizer")
-                todo.extend(step[inner])
-    _check_template(raw.get("post_processor"), path, name)
-
-
-def _vocabulary(model: dict) -> list[tuple[object, int]]:
-    """(piece, id) of each piece of a tokenizer.json's vocabulary, where the file gives them
-    (tokenizers refuses the rest): WordPiece's and BPE's a map of pieces to ids, Unigram's a
-    list of [piece, score] whose ids are their places."""
-    vocab = model.get("vocab")
-    if isinstance(vocab, list):
-        return [(entry[0] if isinstance(entry, list) and entry else entry, i) for i, entry in enumerate(vocab)]
-    return [(piece, i) for piece, i in vocab.items() if isinstance(i, int)] if isinstance(vocab, dict) else []
-
-
-def _check_template(post: object, path: Path, name: str) -> None:
-    """The post-processor, which puts the markers around a sentence: BERT's or RoBERTa's
-    own, or a template that holds the sentence once and only markers it defines, each with
-    as many ids as pieces (at a marker it lacks, or a second text, tokenizers stops in a
-    panic)."""
-    kind = post.get("type") if isinstance(post, dict) else None
-    if post is None or kind in ("BertProcessing", "RobertaProcessing"):
-        return
-    if kind != "TemplateProcessing":
-        raise ModelError(f"{path}: its post_processor is {kind!r}; attncli reads {name}'s tokenizers, whose "
-                         f"post_processor is a {', a '.join(POST_PROCESSORS[:-1])} or a {POST_PROCESSORS[-1]}")
-    markers, single = post.get("special_tokens"), post.get("single")
-    if not isinstance(markers, dict) or not isinstance(single, list):
-        return  # tokenizers refuses it
-    pieces = [next(iter(item.items())) for item in single if isinstance(item, dict) and len(item) == 1]
-    named = [(kind, value.get("id") if isinstance(value, dict) else None) for kind, value in pieces]
-    texts = [text for kind, text in named if kind == "Sequence"]
-    if texts != ["A"]:
-        raise ModelError(f"{path}: its post_processor's template for a sentence holds the sequences {texts}, where "
-                         f"{name}'s holds ['A'], the sentence once; give the model's own tokenizer")
-    for kind, marker in named:
-        if kind == "SpecialToken" and not (isinstance(marker, str) and marker in markers):
-            raise ModelError(f"{path}: its post_processor's template names the marker {marker!r}, which its "
-                             "special_tokens lack; give the model's own tokenizer")
-    for marker_name, marker in markers.items():
-        ids, tokens = (marker.get("ids"), marker.get("tokens")) if isinstance(marker, dict) else (None, None)
-        if not (isinstance(ids, list) and isinstance(tokens, list) and len(ids) == len(tokens)):
-            raise ModelError(f"{path}: its post_processor's marker {marker_name!r} does not hold a list of ids and as "
-                             "many tokens; give the model's own tokenizer")
-
-
-def _check_lines(data: bytes, path: Path, config: Config) -> None:
-    """vocab.txt holds a piece a line, its id the line's number from 0: at most vocab_size lines."""
-    lines = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
-    if lines > config.vocab_size:
-        raise ModelError(f"{path}: holds {lines:,} pieces (a line each, ids from 0), and config.json's vocab_size is "
-                         f"{config.vocab_size:,} (the embedding table's rows); the vocabulary is not the weights' own")
+    """Its tokenizer, checked by tokenizer.read: BERT's and DistilBERT's WordPiece (tokenizer.json,
+    or vocab.txt lower-casing), RoBERTa's byte-level BPE, XLM-RoBERTa's Unigram, each putting
+    two markers of its own around a sentence ([CLS] and [SEP], <s> and </s>)."""
+    family, kinds, markers = TOKENIZERS[config.model_type]
+    return tokenizer.read(where, config, family=family, kinds=kinds, markers=markers)
 
 
 def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:

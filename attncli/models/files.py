@@ -65,7 +65,6 @@ TOKENIZER_MOST = 100_000_000  # bytes of a tokenizer.json or vocab.txt: MiniLM's
 # model takes more, a trie node for each distinct prefix of its pieces, which tokenizer.py
 # bounds (a node a byte of them) and asks for before tokenizers reads it (TRIE_NODE).
 GROWTH = 64
-UNIGRAM_GROWTH = 384  # bert.py's own Unigram check, until it reads through tokenizer.py
 FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
               (stat.S_ISSOCK, "a socket"))
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from attncli import attention
 from attncli.errors import ModelError
-from attncli.models import files, layers
+from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Pass, finite, gelu, norm
 
 
@@ -120,21 +120,8 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: Config):
-    """tokenizer.json as tokenizers reads it (GPT-2's byte-level BPE), padding and truncation
-    turned off, every id it can give (its vocabulary's and its added tokens') a row of the
-    embedding table."""
-    tokenizers = files.need_module("tokenizers")
-    path = where / "tokenizer.json"
-    data = files.read(path, files.TOKENIZER_MOST)
-    try:
-        tokenizer = tokenizers.Tokenizer.from_buffer(data)
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        vocabulary = tokenizer.get_vocab(with_added_tokens=True)
-    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
-        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    files.within(path, vocabulary.items(), config)
-    return tokenizer
+    """GPT-2's byte-level BPE, which puts no marker around a sentence, checked by tokenizer.read."""
+    return tokenizer.read(where, config, family="GPT-2", kinds=("BPE",), markers=tokenizer.GPT2)
 
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:

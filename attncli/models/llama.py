@@ -45,11 +45,14 @@ import numpy as np
 
 from attncli import attention, limits
 from attncli.errors import ModelError
-from attncli.models import files, layers
+from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Pass, dense, finite, rms_norm, silu, whole
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
+# Each model type's name and the markers its tokenizer puts around a sentence
+TOKENIZERS = {"llama": ("Llama", tokenizer.LLAMA), "mistral": ("Mistral", tokenizer.LLAMA),
+              "qwen2": ("Qwen2", tokenizer.GPT2)}
 CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read. Positions cost nothing until a
@@ -88,6 +91,7 @@ class LlamaConfig(Config):
     qkv_bias: bool = False  # biases on q_proj, k_proj, v_proj (Qwen2's; a Llama's with attention_bias)
     o_bias: bool = False  # a bias on o_proj (a Llama's with attention_bias)
     tied: bool = False  # the LM head is the word embeddings (tie_word_embeddings)
+    model_type: str = "llama"  # config.json's, which says what its tokenizer puts around a sentence (TOKENIZERS)
 
 
 def _number(raw: dict, key: str, path: Path, least: float, what: str, default: float | None = None) -> float:
@@ -140,7 +144,7 @@ def read_config(raw: dict, path: Path) -> LlamaConfig:
                        rope=read_rope(raw, path, sizes["max_position_embeddings"]),
                        window=read_window(given, path, kind, sizes["num_hidden_layers"]),
                        qkv_bias=kind == "qwen2" or bias, o_bias=bias,
-                       tied=_flag(raw, "tie_word_embeddings", path))
+                       tied=_flag(raw, "tie_word_embeddings", path), model_type=kind)
 
 
 def read_rope(raw: dict, path: Path, max_positions: int) -> Rope:
@@ -244,23 +248,11 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: LlamaConfig):
-    """tokenizer.json as tokenizers reads it, padding and truncation turned off, every id it
-    can give (its vocabulary's and its added tokens') within the embedding table."""
-    tokenizers = files.need_module("tokenizers")
-    path = files.tokenizer_file(where)
-    if path.name != "tokenizer.json":
-        raise ModelError(f"{where}: lacks tokenizer.json, which a Llama-family model's folder must hold (a "
-                         "vocab.txt is BERT's)")
-    data = files.read(path, files.TOKENIZER_MOST)
-    try:
-        tokenizer = tokenizers.Tokenizer.from_buffer(data)
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        vocabulary = tokenizer.get_vocab(with_added_tokens=True)
-    except Exception as e:  # noqa: BLE001: tokenizers raises plain Exceptions for a bad file
-        raise ModelError(f"{path}: not a tokenizer ({' '.join(str(e).split())[:200]})") from None
-    files.within(path, vocabulary.items(), config)
-    return tokenizer
+    """Its tokenizer.json, checked by tokenizer.read: Llama's and Mistral's put a BOS before a
+    sentence (SentencePiece's BPE with byte fallback, or Llama 3's byte-level one), Qwen2's
+    byte-level BPE none."""
+    family, markers = TOKENIZERS[config.model_type]
+    return tokenizer.read(where, config, family=family, kinds=("BPE",), markers=markers)
 
 
 def frequencies(config: LlamaConfig) -> np.ndarray:
