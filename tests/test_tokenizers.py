@@ -536,3 +536,26 @@ def test_words_for_every_kind(name, pieces):
     markers = [p in (["[CLS]"], ["[SEP]"], ["<s>"], ["</s>"]) for p in pieces]
     assert [label for label, marker in zip(labels, markers) if not marker] == WORDS
     assert [label for label, marker in zip(labels, markers) if marker] == [p[0] for p, m in zip(pieces, markers) if m]
+
+
+@pytest.mark.parametrize("args", [["scores"], ["scores", "--words"], ["heads"], ["context", "--token", "earth"],
+                                  ["explain", "--token", "earth"]])
+def test_a_piece_from_the_file_is_written_out_in_a_table_and_exact_in_json(tmp_path, args):
+    """A vocabulary's piece is data from the file: one holding an escape sequence (an added
+    token "\\x1b[31m", which colours a terminal red) is written out in every table, and kept
+    exact in JSON."""
+    from tinybert import write_model
+
+    folder = write_model(tmp_path / "m")
+    raw = json.loads((folder / "tokenizer.json").read_text())
+    del raw["model"]["vocab"]["t"]
+    raw["model"]["vocab"]["\x1b[31m"] = 19
+    raw["added_tokens"].append({"id": 19, "content": "\x1b[31m", "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": False})
+    (folder / "tokenizer.json").write_text(json.dumps(raw))
+    sentence = "the \x1b[31m earth"
+    doc = json.loads(run(args[0], sentence, "--model", folder, *args[1:], "--json").stdout)
+    assert doc["tokens"][:4] == ["[CLS]", "the", "\x1b[31m", "earth"]
+    table = run(args[0], sentence, "--model", folder, *args[1:], "--format", "table")
+    assert table.exit_code == 0, table.stderr
+    assert "\x1b" not in table.stdout and table.stdout.count("\\x1b[31m") >= 2  # the sentence's and the piece's
