@@ -364,7 +364,8 @@ def test_through_the_cli_one_line(tmp_path, monkeypatch, case):
     raw = json.loads((where / "config.json").read_text())
     (where / "config.json").write_text(json.dumps({**raw, "model_type": "test-bpe"}))
     monkeypatch.setitem(models.FAMILIES, "test-bpe", BPE_FAMILY)
-    assert fails(run("scores", "a" * 40 + "c", "--model", where)) == f"attncli: error: {where / 'tokenizer.json'}: {message}"
+    line = fails(run("scores", "a" * 40 + "c", "--model", where))
+    assert line == f"attncli: error: {where / 'tokenizer.json'}: {message}"
 
 
 PANICS = {  # what tokenizers itself does with the file: a panic that prints its backtrace

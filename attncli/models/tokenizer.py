@@ -72,7 +72,6 @@ BYTES = [f"<0x{b:02X}>" for b in range(256)]  # byte_fallback's pieces
 class Pipeline:
     """What each part of a tokenizer.json of one kind may hold: the types of its steps."""
 
-    name: str
     normalizers: tuple[str, ...]
     pre_tokenizers: tuple[str, ...]
     post_processors: tuple[str, ...]
@@ -81,17 +80,15 @@ class Pipeline:
 
 _UNICODE = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "StripAccents", "Sequence")
 _SPACES = ("Metaspace", "Replace", "ByteFallback", "Fuse", "Strip", "Sequence")  # SentencePiece's decoders
-WORDPIECE = Pipeline("WordPiece",
-                     ("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence"),
+# each kind's steps: normalizers, pre-tokenizers, post-processors, decoders
+WORDPIECE = Pipeline(("BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents", "Strip", "Sequence"),
                      ("BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "Sequence"),
                      ("TemplateProcessing", "BertProcessing"), ("WordPiece",))
-BYTE_LEVEL = Pipeline("byte-level BPE", _UNICODE, ("ByteLevel", "Split", "Digits", "Sequence"),
+BYTE_LEVEL = Pipeline(_UNICODE, ("ByteLevel", "Split", "Digits", "Sequence"),
                       ("ByteLevel", "TemplateProcessing", "RobertaProcessing", "Sequence"), ("ByteLevel",))
-SENTENCEPIECE = Pipeline("SentencePiece BPE", ("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit",
-                                                                                  "Sequence"),
+SENTENCEPIECE = Pipeline(("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit", "Sequence"),
                          ("TemplateProcessing", "Sequence"), _SPACES)
-UNIGRAM = Pipeline("Unigram", ("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit", "Whitespace",
-                                                                  "Sequence"),
+UNIGRAM = Pipeline(("Prepend", "Replace", *_UNICODE), ("Metaspace", "WhitespaceSplit", "Whitespace", "Sequence"),
                    ("TemplateProcessing", "Sequence"), _SPACES)
 # a part of tokenizer.json, and the key of a Sequence's list of steps in it
 PARTS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_processor": "processors",
