@@ -203,4 +203,12 @@ def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
     model = isinstance(vectors, Trained)
     records = total.words.records() if by == "word" else stats.head_records(total, model=model)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
-            "model": vectors.name if model else None, "vectors": None if model else vectors.name, "records": records}
+            "model": vectors.name if model else None, "vectors": None if model else vectors.name,
+            **({"markers": _markers(vectors)} if model else {}), "records": records}
+
+
+def _markers(trained) -> list[str]:
+    """The markers a model's tokenizer puts around a sentence, as it names them: [CLS] and
+    [SEP] for BERT's, <s> and </s> for RoBERTa's, <s> for Llama's, none for GPT-2's."""
+    pieces = trained.model.encode("a")
+    return [p for p, special in zip(pieces.pieces, pieces.special) if special]

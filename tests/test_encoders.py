@@ -447,3 +447,20 @@ def test_a_marker_alone_is_never_the_word_it_precedes():
           "attncli: error: 'i' is not among the tokens: <s> ▁Th e ▁earth ▁ is ▁like ▁an ▁orange </s>")
     fails(run("context", "the café", "--token", "é", "--model", MODELS / "tiny-roberta"),
           "attncli: error: 'é' is not among the tokens: <s> the Ġ c a f Ã © </s>")
+
+
+def test_stats_names_the_markers_columns_as_the_tokenizer_does(tmp_path):
+    """RoBERTa's stats table heads its marker columns <s> and </s>; BERT's keep [CLS] and [SEP]
+    (the records' keys stay cls and sep)."""
+    from clirunner import run
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The earth is like an orange\nI sat on the bank of the river\n")
+    for name, markers in (("tiny-roberta", ["<s>", "</s>"]), ("tiny-distilbert", ["[CLS]", "[SEP]"])):
+        model = Path(__file__).parent / "data" / "models" / name
+        done = run("stats", corpus, "--model", model, "--json")
+        assert done.exit_code == 0, done.stderr
+        assert {"cls", "sep"} <= set(json.loads(done.stdout.splitlines()[0]))
+        table = run("stats", corpus, "--model", model, "--format", "table", env={"COLUMNS": "120"})
+        heading = table.stdout.splitlines()[1].split()
+        assert heading[6:8] == markers, heading

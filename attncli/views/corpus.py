@@ -46,7 +46,7 @@ BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
 BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
 
 
-def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
+def stats_columns(records: list[dict], markers: list[str] | None = None) -> list[tuple[str, str]]:
     """The (key, heading) of STATS_COLUMNS a corpus has numbers for: the first position with
     a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
     [CLS], [SEP] and punctuation only where there are some. The table and the PNG show the same."""
@@ -61,7 +61,8 @@ def stats_columns(records: list[dict]) -> list[tuple[str, str]]:
             return False
         return any(v is not None for v in values(key)) and (key not in ("cls", "sep", "punct") or any(values(key)))
 
-    return [(k, h) for k, h in STATS_COLUMNS if seen(k)]
+    names = {"cls": markers[0], "sep": markers[-1]} if markers and len(markers) == 2 else {}  # RoBERTa's <s>, </s>
+    return [(k, names.get(k, h)) for k, h in STATS_COLUMNS if seen(k)]
 
 
 def baseline_marks(names: list[str]) -> str:
@@ -98,7 +99,7 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     if doc["by"] == "word":
         return _stats_words(doc)
     records = doc["records"]
-    columns = stats_columns(records)
+    columns = stats_columns(records, doc.get("markers"))
     first = records[0]
     source = doc["model"] or doc["vectors"]
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
@@ -108,8 +109,8 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     pad = 1 if compact else letters
     table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
     table.add_column("head", no_wrap=True)
-    for _, heading in columns:
-        table.add_column(heading, justify="right", no_wrap=True)
+    for _, heading in columns:  # a model's marker is text from its tokenizer: never markup
+        table.add_column(Text(heading), justify="right", no_wrap=True)
     for r in records:
         cells = [Text(f"{r['layer']}.{r['head']}")]
         for key, _ in columns:

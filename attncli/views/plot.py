@@ -153,7 +153,7 @@ def _stats(plt, doc: dict):
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
-    shown = stats_columns(records)
+    shown = stats_columns(records, doc.get("markers"))
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(max(0.45 * H * cols + 1.5, 9.0), 0.45 * L * rows + 1.5 + 0.6 * rows),
