@@ -464,3 +464,23 @@ def test_stats_names_the_markers_columns_as_the_tokenizer_does(tmp_path):
         table = run("stats", corpus, "--model", model, "--format", "table", env={"COLUMNS": "120"})
         heading = table.stdout.splitlines()[1].split()
         assert heading[6:8] == markers, heading
+
+
+@pytest.mark.parametrize("name", ["tiny-roberta", "tiny-distilbert", "tiny-gpt2"])
+@pytest.mark.parametrize("T", [16, 60])
+def test_pass_bytes_bounds_what_the_pass_holds(name, T):
+    """The estimate a run is checked against before its pass is above the pass's measured
+    peak (tracemalloc: numpy's arrays, GELU's Python floats among them), and not far above."""
+    import tracemalloc
+
+    from attncli import models
+
+    model = models.load_model(str(Path(__file__).parent / "data" / "models" / name))
+    ids = np.arange(T) % 300 + 3
+    tracemalloc.start()
+    try:
+        model.family.forward(ids, model.weights, model.config, keep=(1,))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0.4 < peak / model.family.pass_bytes(T, model.config) <= 1

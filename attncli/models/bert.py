@@ -44,7 +44,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, dense, finite, gelu, norm, whole
+from attncli.models.layers import Config, Pass, dense, every_layer, finite, gelu, norm, whole
 
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
@@ -235,9 +235,11 @@ def layer(X: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndar
 def pass_bytes(T: int, config: Config) -> int:
     """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
     and hidden states (L + 1, T, D), a kept layer's scores, weights and context beside the
-    work of one layer (about six (T, F) or (T, D) arrays), all float64."""
+    work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F) or (T, D)
+    ones and GELU's (T, F) of Python floats, four times their size, and a weight matrix
+    widened for its product, twice), float64."""
     L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 3 * H * T * T + 6 * T * max(D, F))
+    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
@@ -250,11 +252,4 @@ def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, 
 
 def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
     X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
-    hidden, alphas, kept = [X], [], {}
-    for l in range(config.layers):
-        X, steps = layer(X, weights, l, config)
-        hidden.append(finite(X, f"the hidden states after layer {l + 1}"))
-        alphas.append(steps["weights"])
-        if l in keep:
-            kept[l] = steps
-    return Pass(np.stack(hidden), np.stack(alphas), kept)  # (L + 1, T, D), (L, H, T, T)
+    return every_layer(X, config, lambda X, l: layer(X, weights, l, config), keep)  # (L + 1, T, D), (L, H, T, T)

@@ -45,7 +45,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, finite, gelu, norm
+from attncli.models.layers import Config, Pass, every_layer, finite, gelu, norm
 
 
 MODEL_TYPES = ("gpt2",)  # config.json's model_type
@@ -209,9 +209,11 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
 def pass_bytes(T: int, config: Config) -> int:
     """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
     and hidden states (L + 1, T, D), a kept layer's scores, weights and context and the mask
-    beside the work of one layer (about six (T, F) or (T, 3D) arrays), all float64."""
+    beside the work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F)
+    or (T, 3D) ones and GELU's (T, F), and a weight matrix widened for its product, twice),
+    float64."""
     L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 3 * H * T * T + 6 * T * max(3 * D, F)) + T * T
+    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
@@ -226,12 +228,7 @@ def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, 
 def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
     X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
     masked = mask(len(ids), config)  # (T, T)
-    hidden, alphas, kept = [X], [], {}
-    for l in range(config.layers):
-        X, steps = layer(X, weights, l, config, masked)
-        hidden.append(finite(X, f"the hidden states after layer {l + 1}"))
-        alphas.append(steps["weights"])
-        if l in keep:
-            kept[l] = steps
-    hidden[-1] = finite(norm(X, weights, "ln_f", config), "the hidden states after the final norm")
-    return Pass(np.stack(hidden), np.stack(alphas), kept)  # (L + 1, T, D), (L, H, T, T)
+    run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
+    # transformers' last state: after the final norm
+    run.hidden[-1] = finite(norm(run.hidden[-1], weights, "ln_f", config), "the hidden states after the final norm")
+    return run  # hidden (L + 1, T, D), weights (L, H, T, T)

@@ -119,6 +119,24 @@ def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
     return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
 
 
+def every_layer(X: np.ndarray, config: Config, layer, keep: tuple[int, ...]) -> "Pass":
+    """X_0 (T, D) through every layer, layer(X, l) -> (X_l, its attention's steps): each
+    layer's hidden states, checked to be finite, and weights filled into the (L + 1, T, D) and
+    (L, H, T, T) arrays a layer at a time (stacking lists at the end would hold every layer's
+    weights twice), and the steps of the layers in `keep` (indices from 0) kept."""
+    L, (T, D) = config.layers, X.shape
+    states, alphas, kept = np.empty((L + 1, T, D)), np.empty((L, config.heads, T, T)), {}
+    states[0] = X
+    for l in range(L):
+        X, steps = layer(X, l)
+        states[l + 1] = finite(X, f"the hidden states after layer {l + 1}")
+        alphas[l] = steps["weights"]
+        if l in keep:
+            kept[l] = {**steps, "weights": alphas[l]}
+        del steps  # its (H, T, T) arrays go before the next layer makes its own
+    return Pass(states, alphas, kept)
+
+
 @dataclass(frozen=True)
 class Pass:
     """What a forward pass gives: every layer's hidden states and attention weights, and the

@@ -46,7 +46,7 @@ import numpy as np
 from attncli import attention, limits
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, dense, finite, rms_norm, silu, whole
+from attncli.models.layers import Config, Pass, dense, every_layer, finite, rms_norm, silu, whole
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
@@ -357,21 +357,14 @@ def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[
 
 
 def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
-    L, T = config.layers, len(ids)
+    T = len(ids)
     rope = attention.rope_angles(np.arange(T), frequencies(config))  # (T, d_head) twice
     hidden = mask(T, config)  # (T, T)
-    # filled a layer at a time: stacking lists at the end would hold every layer's weights twice
-    states, alphas, kept = np.empty((L + 1, T, config.hidden)), np.empty((L, config.heads, T, T)), {}
-    X = states[0] = weights["embed_tokens.weight"][ids].astype(np.float64)  # (T, D): finite, as every weight read
-    for l in range(L):
-        X, steps = layer(X, weights, l, config, rope, hidden)
-        states[l + 1] = finite(X, f"the hidden states after layer {l + 1}")
-        alphas[l] = steps["weights"]
-        if l in keep:
-            kept[l] = {**steps, "weights": alphas[l]}
-        del steps  # its (H, T, T) arrays go before the next layer makes its own
-    states[L] = rms_norm(X, weights["norm.weight"], config.norm_eps)  # transformers' last state: after the final norm
-    return Pass(states, alphas, kept)  # (L + 1, T, D), (L, H, T, T)
+    X = weights["embed_tokens.weight"][ids].astype(np.float64)  # (T, D): finite, as every weight read
+    run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), keep)
+    # transformers' last state: after the final norm
+    run.hidden[-1] = rms_norm(run.hidden[-1], weights["norm.weight"], config.norm_eps)
+    return run  # hidden (L + 1, T, D), weights (L, H, T, T)
 
 
 def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
