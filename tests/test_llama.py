@@ -363,3 +363,24 @@ def test_numbers_that_overflow_are_refused(tmp_path, scaled, words):
     model = models.load_model(str(tmp_path / "m"))
     with pytest.raises(ModelError, match=words):
         llama.forward(model.encode("the earth").ids, model.weights, model.config)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-mistral"])
+@pytest.mark.parametrize("seed", range(4))
+def test_no_piece_attends_to_a_later_one(name, seed):
+    """On random sentences of random pieces: every layer's every head gives exactly 0 above
+    the diagonal (and beyond Mistral's window), and a piece's states are those of the
+    sentence cut after it: what comes later reaches nothing before it."""
+    model = models.load_model(str(DATA / name))
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(1, model.config.max_positions + 1))
+    ids = rng.integers(0, model.config.vocab_size, size=T)
+    run = llama.forward(ids, model.weights, model.config)
+    hidden = llama.mask(T, model.config)  # (T, T)
+    assert (np.triu(np.ones((T, T), dtype=bool), k=1) <= hidden).all()  # the causal cells are among the masked
+    assert (run.weights[..., hidden] == 0.0).all()
+    np.testing.assert_allclose(run.weights.sum(axis=-1), 1.0, atol=1e-12)
+    cut = int(rng.integers(1, T + 1))
+    shorter = llama.forward(ids[:cut], model.weights, model.config)
+    np.testing.assert_allclose(shorter.hidden, run.hidden[:, :cut], atol=1e-9)
+    np.testing.assert_allclose(shorter.weights, run.weights[..., :cut, :cut], atol=1e-12)
