@@ -218,7 +218,7 @@ def sharded(tmp_path, weight_map) -> Path:
 
 
 @pytest.mark.parametrize("target", ["../model-1.safetensors", "/etc/passwd", "sub/model-1.safetensors",
-                                    "model-1.bin", 7])
+                                    "model-1.bin", 7, ["model-1.safetensors"], {"a": 1}])
 def test_an_index_naming_a_file_outside_the_folder(tmp_path, target):
     folder = sharded(tmp_path, {"bert.embeddings.LayerNorm.bias": target})
     with pytest.raises(ModelError, match=r"model.safetensors.index.json: names the file .* where a shard is a "

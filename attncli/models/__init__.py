@@ -47,7 +47,7 @@ FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind 
 def family_of(raw: dict, path: Path):
     """The family module that runs a model whose config.json (read from `path`) is `raw`."""
     kind = raw.get("model_type")
-    if kind not in FAMILIES:
+    if not isinstance(kind, str) or kind not in FAMILIES:  # a list or an object is no type, nor a key
         raise ModelError(f"{path}: model_type is {kind!r}; attncli runs {', '.join(FAMILIES)} models")
     return FAMILIES[kind]
 

@@ -297,12 +297,13 @@ def weight_files(where: Path) -> list[Path]:
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise ModelError(f"{path}: holds no weight_map (tensor names -> their files); it is not a safetensors index")
-    shards = sorted(set(weight_map.values()), key=str)
-    bad = next((f for f in shards if not (isinstance(f, str) and SHARD.fullmatch(f) and ".." not in f)), None)
+    # checked before they are gathered into a set: a list or an object is no file's name, nor hashable
+    bad = next((f for f in weight_map.values() if not (isinstance(f, str) and SHARD.fullmatch(f) and ".." not in f)),
+               None)
     if bad is not None:
         raise ModelError(f"{path}: names the file {bad!r} for its tensors, where a shard is a .safetensors file of "
                          "the model's folder")
-    return [where / f for f in shards]
+    return [where / f for f in sorted(set(weight_map.values()))]
 
 
 def read_headers(paths: list[Path]) -> dict[str, tuple[Path, int, dict]]:
