@@ -277,6 +277,22 @@ def test_a_dtype_that_is_not_a_name(tmp_path, dtype):
                                "tensor's (dtype, shape, data_offsets)")
 
 
+@pytest.mark.parametrize("key,change", [("shape", lambda shape: [True] * len(shape)),
+                                        ("shape", lambda shape: [float(s) for s in shape]),
+                                        ("data_offsets", lambda offsets: [False, offsets[1]]),
+                                        ("data_offsets", lambda offsets: [0, float(offsets[1])])])
+def test_a_header_number_that_is_not_whole(tmp_path, key, change):
+    """JSON's true is Python's 1 and false its 0: safetensors refuses them where a size or an
+    offset belongs, and so does attncli, rather than read the tensor's bytes from them."""
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    name = next(n for n, entry in header.items() if entry["data_offsets"][0] == 0)  # the tensor at the data's start
+    header[name][key] = change(header[name][key])
+    write_header(folder / "model.safetensors", json.dumps(header).encode(), data)
+    assert refused(folder) == (f"model.safetensors: the header's entry for {name!r} is not a "
+                               "tensor's (dtype, shape, data_offsets)")
+
+
 @pytest.mark.parametrize("metadata", [None, {}, {"format": "pt"}])
 def test_metadata_that_safetensors_takes(tmp_path, metadata):
     folder = write_model(tmp_path / "m")

@@ -267,9 +267,9 @@ def read_header(path: Path) -> tuple[dict, int]:
     for name, entry in header.items():
         ok = (isinstance(entry, dict) and set(entry) == {"dtype", "shape", "data_offsets"}
               and isinstance(entry.get("dtype"), str) and isinstance(entry.get("shape"), list)
-              and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
+              and all(_whole(s) and s >= 0 for s in entry["shape"])
               and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
-              and all(isinstance(o, int) for o in entry["data_offsets"]))
+              and all(_whole(o) for o in entry["data_offsets"]))
         if not ok:
             raise ModelError(f"{path}: the header's entry for {name!r} is not a tensor's (dtype, shape, data_offsets)")
         begin, end = entry["data_offsets"]
@@ -278,6 +278,11 @@ def read_header(path: Path) -> tuple[dict, int]:
             raise ModelError(f"{path}: the header puts {name!r} at bytes {begin:,} to {end:,}, which do not hold its "
                              f"shape {entry['shape']} within the file's {data_size:,} bytes of data")
     return header, 8 + n
+
+
+def _whole(n) -> bool:
+    """Whether a header's number is a whole number, as safetensors takes one: true and false are not."""
+    return isinstance(n, int) and not isinstance(n, bool)
 
 
 def weight_files(where: Path) -> list[Path]:
