@@ -5,6 +5,7 @@ pickled checkpoint refused; on the tiny random BERT the tests write."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -81,6 +82,53 @@ def test_a_revision_the_cache_lacks(bert_folder):
     message = fails(run("scores", SENTENCE, "--model", "example-org/onebranch", "--revision", "v9", "--json"))
     assert "does not hold it at revision 'v9'" in message
     assert "hf download example-org/onebranch --revision v9 --include" in message
+
+
+@pytest.mark.parametrize("revision", ["../../../etc", "/etc/hostname", "main/../main", ".hidden", "a\x1b[31mb",
+                                      "x" * 256])
+def test_a_revision_that_is_no_name_is_refused_before_the_cache_is_read(bert_folder, revision):
+    """A branch's file is refs/REVISION: '..' or a leading '/' in it would name a file
+    anywhere, and huggingface_hub would read it for a commit."""
+    put("example-org/named", bert_folder)
+    message = fails(run("scores", SENTENCE, "--model", "example-org/named", "--revision", revision))
+    assert message.startswith("attncli: error: --revision '")
+    assert message.endswith("is not a branch, tag or commit's name (letters, digits and _.+- in parts joined by /, "
+                            "never ..); give one such as main or a commit's 40 hex digits")
+
+
+@pytest.mark.parametrize("held", [b"../../../../etc", b"\xff\xfe\x1b]0;x\x07", b"0" * 39, b"a" * 10_000_000])
+def test_a_ref_that_does_not_hold_a_commit(bert_folder, held):
+    """refs/main names the snapshot's folder: a path there would lead out of the cache, and a
+    file of megabytes is no commit, refused without reading it."""
+    put("example-org/badref", bert_folder)
+    ref = hub_cache() / "models--example-org--badref" / "refs" / "main"
+    ref.write_bytes(held)
+    assert fails(run("scores", SENTENCE, "--model", "example-org/badref")) == (
+        f"attncli: error: {ref}: does not hold a commit (40 hex digits), as the Hugging Face cache writes it; fetch "
+        "the model again with: hf download example-org/badref --include '*.json' '*.safetensors'")
+
+
+def test_a_ref_that_is_a_fifo_is_refused_unread(bert_folder):
+    """huggingface_hub would open it and wait for a writer forever."""
+    put("example-org/fiforef", bert_folder)
+    ref = hub_cache() / "models--example-org--fiforef" / "refs" / "main"
+    ref.unlink()
+    os.mkfifo(ref)
+    assert fails(run("scores", SENTENCE, "--model", "example-org/fiforef")).startswith(
+        f"attncli: error: {ref}: is a FIFO, not a regular file")
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_a_snapshot_file_that_leads_out_of_the_cache(tmp_path, bert_folder, name):
+    """The hub's snapshots are links into the model's blobs/; one to a file elsewhere (here a
+    real model's own file) is refused, never read."""
+    snapshot = put("example-org/outside", bert_folder)
+    (snapshot / name).unlink()
+    (snapshot / name).symlink_to(bert_folder / name)
+    assert fails(run("scores", SENTENCE, "--model", "example-org/outside")) == (
+        f"attncli: error: {snapshot / name}: leads out of the Hugging Face cache's folder of the model, to "
+        f"{(bert_folder / name).resolve()}; attncli reads only the cache's own files: fetch the model again with: "
+        "hf download example-org/outside --include '*.json' '*.safetensors'")
 
 
 def test_revision_needs_model():

