@@ -319,6 +319,34 @@ def test_a_tensor_cut_short_by_its_file(tmp_path):
     path.write_bytes(whole)
 
 
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
+def test_a_tensor_is_read_into_its_own_memory_alone(tmp_path, dtype):
+    """read_weights asks for the memory of the tensors as they are held (a BF16 one widened to
+    float32): reading one takes that and a chunk, never its file's bytes and a widened copy
+    beside it (a BF16 embedding of 512 MB took 2.5 GB at its peak, where 1 GB was asked for)."""
+    import tracemalloc
+
+    from attncli.models import files
+
+    count = 4 << 20  # numbers: 16 MB held as float32
+    path = tmp_path / "big.safetensors"
+    width = np.dtype(files.DTYPES[dtype][0]).itemsize
+    header = json.dumps({"t": {"dtype": dtype, "shape": [count // 64, 64], "data_offsets": [0, count * width]}})
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header.encode())
+        f.truncate(8 + len(header) + count * width)  # zeros
+    (_, start, entry), = files.read_headers([path]).values()
+    with open(path, "rb") as f:
+        tracemalloc.start()
+        try:
+            tensor = files._tensor(f, start, entry, path, "t")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert tensor.shape == (count // 64, 64) and not tensor.any()
+    assert peak <= tensor.nbytes + 3 * files.READ_CHUNK  # a chunk of bytes, its isfinite, and room
+
+
 def test_gpt2_by_its_name_from_the_cache():
     """`--model gpt2` for a user whose cache holds GPT-2 (here the tiny one, in the hub's
     layout): the reference's last layer, its pieces, and the next pieces it predicts."""

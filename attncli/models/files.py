@@ -423,32 +423,35 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
     return weights
 
 
+READ_CHUNK = 1 << 20  # bytes of a tensor read, widened and checked at a time
+
+
 def _tensor(f, start: int, entry: dict, path: Path, name: str) -> np.ndarray:
-    """One tensor of an open safetensors file, read at its checked offsets (BF16 widened to
-    float32, exactly) and checked to hold only finite numbers."""
+    """One tensor of an open safetensors file, read at its checked offsets into an array of
+    the dtype it is held in (BF16 widened to float32, exactly), a megabyte at a time, each
+    checked to hold only finite numbers: the tensor and a chunk beside it, what _wanted
+    counted, never its bytes and a copy or a widened copy beside them."""
     layout, dtype = DTYPES[entry["dtype"]]
-    begin, end = entry["data_offsets"]
-    f.seek(start + begin)
-    data = f.read(end - begin)
-    if len(data) != end - begin:
-        raise ModelError(f"{path}: ends inside the tensor {name}; the file was cut short: download it again")
-    raw = np.frombuffer(data, dtype=layout)
-    if entry["dtype"] == "BF16":
-        tensor = (raw.astype(np.uint32) << 16).view(np.float32)  # the float32 whose upper half it is
-    else:
-        tensor = raw.astype(dtype)  # native byte order, and a copy of its own (data can go)
-    tensor = tensor.reshape(entry["shape"])
-    if not _all_finite(tensor):
-        raise ModelError(f"{path}: the tensor {name} holds NaN or infinite values; the model's file is "
-                         "damaged: download it again")
-    return tensor
-
-
-def _all_finite(tensor: np.ndarray, chunk: int = 1 << 20) -> bool:
-    """Whether every number of `tensor` is finite, a chunk at a time: a megabyte of checks
-    beside any tensor, never an array of its size."""
-    flat = tensor.reshape(-1)
-    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
+    tensor = np.empty(math.prod(entry["shape"]), dtype=dtype)
+    itemsize = np.dtype(layout).itemsize
+    step = READ_CHUNK // itemsize  # numbers a read
+    f.seek(start + entry["data_offsets"][0])
+    for i in range(0, tensor.size, step):
+        n = min(step, tensor.size - i)
+        data = f.read(n * itemsize)
+        if len(data) != n * itemsize:
+            raise ModelError(f"{path}: ends inside the tensor {name}; the file was cut short: download it again")
+        raw = np.frombuffer(data, dtype=layout)
+        if entry["dtype"] == "BF16":  # the float32 whose upper half it is, shifted in place
+            bits = tensor.view(np.uint32)[i:i + n]
+            bits[:] = raw
+            bits <<= 16
+        else:
+            tensor[i:i + n] = raw  # in native byte order
+        if not np.isfinite(tensor[i:i + n]).all():
+            raise ModelError(f"{path}: the tensor {name} holds NaN or infinite values; the model's file is "
+                             "damaged: download it again")
+    return tensor.reshape(entry["shape"])
 
 
 def tokenizer_file(where: Path) -> Path:
