@@ -280,6 +280,29 @@ def test_an_index_without_a_weight_map(tmp_path):
         models.load_model(str(folder))
 
 
+def test_a_shard_a_tensor_under_a_low_limit_of_open_files(tmp_path):
+    """The shards are read one at a time: a model of a shard for each tensor (38 here) runs
+    with 16 open files allowed, where keeping each open ended in 'Too many open files'."""
+    import resource
+    import subprocess
+
+    from safetensors.numpy import load_file
+
+    folder = write_model(tmp_path / "m")
+    weights = load_file(str(folder / "model.safetensors"))
+    (folder / "model.safetensors").unlink()
+    weight_map = {name: f"model-{k:05d}.safetensors" for k, name in enumerate(sorted(weights))}
+    for name, file in weight_map.items():
+        save_file({name: weights[name]}, str(folder / file))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert len(weight_map) > 16
+    done = subprocess.run([str(Path(sys.executable).parent / "attncli"), "scores", SENTENCE, "--model", str(folder)],
+                          capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16)))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["tokens"] == one(run("scores", SENTENCE, "--model", folder))["tokens"]
+
+
 def test_a_tensor_in_two_shards(tmp_path):
     weights = tiny_weights(TINY)
     folder = sharded(tmp_path, {"x": "model-1.safetensors", "y": "model-2.safetensors"})

@@ -410,16 +410,14 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
     tensors = read_headers(weight_files(where))
     wanted, total = _wanted(tensors, config, family)
     limits.require(total, f"the weights of {where.name}", "give a smaller model")
-    weights, opened = {}, {}
-    try:
-        for name, stored in wanted.items():
-            path, start, entry = tensors[stored]
-            if path not in opened:
-                opened[path] = reading.open_regular(path, "--model")
-            weights[name] = _tensor(opened[path], start, entry, path, stored)
-    finally:
-        for f in opened.values():
-            f.close()
+    by_file = {}  # each file's tensors, read while it alone is open: a model of 191 shards takes one descriptor
+    for name, stored in wanted.items():
+        by_file.setdefault(tensors[stored][0], []).append((name, stored))
+    weights = {}
+    for path, names in by_file.items():
+        with reading.open_regular(path, "--model") as f:
+            for name, stored in names:
+                weights[name] = _tensor(f, tensors[stored][1], tensors[stored][2], path, stored)
     return weights
 
 
