@@ -131,6 +131,23 @@ def test_a_snapshot_file_that_leads_out_of_the_cache(tmp_path, bert_folder, name
         "hf download example-org/outside --include '*.json' '*.safetensors'")
 
 
+def test_a_snapshot_folder_that_leads_out_of_the_cache_or_is_none(tmp_path, bert_folder):
+    """The snapshot's folder itself as a link to a model elsewhere, or a file in its place."""
+    snapshot = put("example-org/elsewhere", bert_folder)
+    for path in sorted(snapshot.iterdir()):
+        path.unlink()
+    snapshot.rmdir()
+    snapshot.symlink_to(bert_folder)
+    fetch = "fetch the model again with: hf download example-org/elsewhere --include '*.json' '*.safetensors'"
+    assert fails(run("scores", SENTENCE, "--model", "example-org/elsewhere")) == (
+        f"attncli: error: {snapshot}: leads out of the Hugging Face cache's folder of the model, to "
+        f"{bert_folder.resolve()}; attncli reads only the cache's own files: {fetch}")
+    snapshot.unlink()
+    snapshot.write_text("")
+    assert fails(run("scores", SENTENCE, "--model", "example-org/elsewhere")) == (
+        f"attncli: error: {snapshot}: the cache's snapshot cannot be read: Not a directory; {fetch}")
+
+
 def test_revision_needs_model():
     fails(run("scores", SENTENCE, "--revision", "main"), "--revision needs --model NAME|DIR", code=2)
 

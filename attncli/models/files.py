@@ -221,12 +221,16 @@ def inside_cache(snapshot: Path, storage: Path, fetch: str) -> Path:
     model's blobs/, as huggingface_hub writes it, or a file there; a link out of the model's
     folder in the cache is refused, never followed."""
     root = os.path.realpath(storage)
-    for entry in sorted(os.listdir(snapshot)):
-        target = os.path.realpath(snapshot / entry)
+    try:
+        entries = sorted(os.listdir(snapshot))
+    except OSError as e:  # a file or a FIFO in the snapshot folder's place
+        raise ModelError(f"{snapshot}: the cache's snapshot cannot be read: {e.strerror or e}; fetch the model again "
+                         f"with: {fetch}") from None
+    for path in (snapshot, *(snapshot / entry for entry in entries)):
+        target = os.path.realpath(path)
         if os.path.commonpath([root, target]) != root:
-            raise ModelError(f"{snapshot / entry}: leads out of the Hugging Face cache's folder of the model, to "
-                             f"{target}; attncli reads only the cache's own files: fetch the model again "
-                             f"with: {fetch}")
+            raise ModelError(f"{path}: leads out of the Hugging Face cache's folder of the model, to {target}; "
+                             f"attncli reads only the cache's own files: fetch the model again with: {fetch}")
     return snapshot
 
 
