@@ -201,6 +201,8 @@ def _config(name: str, tmp_path: Path, **changes) -> Path:
     ("tiny-roberta", {"pad_token_id": 65}, "pad_token_id is 65; RoBERTa's positions start at pad_token_id + 1, so it "
                                            "must be a whole number from 0 to 64 (max_position_embeddings 66 less 2)"),
     ("tiny-roberta", {"pad_token_id": -1}, "pad_token_id is -1"),
+    ("tiny-roberta", {"max_position_embeddings": 1}, "max_position_embeddings is 1; RoBERTa's positions start after "
+                                                     "pad_token_id's, so it must be at least 2"),
     ("tiny-xlm-roberta", {"pad_token_id": None}, "pad_token_id is None"),
     ("tiny-xlm-roberta", {"pad_token_id": True}, "pad_token_id is True"),
     ("tiny-roberta", {"is_decoder": True}, "is_decoder is True, a causal mask over an encoder"),

@@ -119,6 +119,9 @@ def read_config(raw: dict, path: Path) -> BertConfig:
 def _padding_idx(raw: dict, path: Path, positions: int) -> int:
     """RoBERTa's pad_token_id: its positions start after it, and at least one must be left."""
     value = raw.get("pad_token_id", 1)
+    if positions < 2:  # no pad_token_id leaves a position: the fault is the positions'
+        raise ModelError(f"{path}: max_position_embeddings is {positions}; RoBERTa's positions start after "
+                         "pad_token_id's, so it must be at least 2")
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= positions - 2:
         raise ModelError(f"{path}: pad_token_id is {value!r}; RoBERTa's positions start at pad_token_id + 1, so it "
                          f"must be a whole number from 0 to {positions - 2:,} (max_position_embeddings {positions:,} "
