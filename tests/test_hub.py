@@ -90,10 +90,11 @@ def test_a_revision_that_is_no_name_is_refused_before_the_cache_is_read(bert_fol
     """A branch's file is refs/REVISION: '..' or a leading '/' in it would name a file
     anywhere, and huggingface_hub would read it for a commit."""
     put("example-org/named", bert_folder)
-    message = fails(run("scores", SENTENCE, "--model", "example-org/named", "--revision", revision))
+    message = fails(run("scores", SENTENCE, "--model", "example-org/named", "--revision", revision), code=2)
     assert message.startswith("attncli: error: --revision '")
     assert message.endswith("is not a branch, tag or commit's name (letters, digits and _.+- in parts joined by /, "
-                            "never ..); give one such as main or a commit's 40 hex digits")
+                            "never ..); give one such as main or a commit's 40 hex digits "
+                            "(see 'attncli scores --help')")
 
 
 @pytest.mark.parametrize("held", [b"../../../../etc", b"\xff\xfe\x1b]0;x\x07", b"0" * 39, b"a" * 10_000_000])

@@ -303,6 +303,12 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
             if unused:
                 raise click.UsageError(f"{unused} needs --model NAME|DIR")
             return f(*args, source=source, **kwargs)
+        if revision is not None:
+            from attncli.models.files import check_revision  # the model's code: only with --revision
+            try:
+                check_revision(revision)
+            except AttncliError as e:  # a name that cannot be a revision is the command line's mistake
+                raise click.UsageError(str(e)) from None
         ctx = click.get_current_context()
         refused = given_options(ctx, _MODEL_REFUSES) + _typed(ctx, ("vectors_source",))
         if refused:
