@@ -184,6 +184,7 @@ def _identify(address: str, args: dict, timeout: float) -> None:
         finally:
             comm.abort()
 
+    _refused(address, timeout)
     try:
         answer = asyncio.run(asyncio.wait_for(identity(), timeout))
     except asyncio.TimeoutError:  # before OSError: from Python 3.11 it is one
@@ -202,6 +203,23 @@ def _identify(address: str, args: dict, timeout: float) -> None:
         what = f"a Dask {kind.lower()}" if kind in ("Worker", "Nanny") else "a Dask server"
         raise InputError(f"the server at {address} is {what}, not the scheduler; give the scheduler's address "
                          "(dask scheduler prints it)")
+
+
+def _refused(address: str, timeout: float) -> None:
+    """Refuse at once, with the system's reason, an address where nothing listens: one TCP
+    connection of our own, closed as soon as it is made. Dask would retry until its time-out
+    and end, on a busy machine, with its own time-out as the last error and the reason lost."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        host, port = parse_host_port(parse_address(address)[1])
+        socket.create_connection((host, port), timeout=0.7 * timeout).close()
+    except ConnectionRefusedError as e:
+        raise InputError(_no_answer(address, timeout, e)) from None
+    except (OSError, ValueError, TypeError):  # anything else: Dask's own connection says what it is
+        pass
 
 
 def _no_answer(address: str, timeout: float, error: BaseException | None = None) -> str:
