@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 
 import numpy as np
@@ -583,6 +584,9 @@ def test_explore_shows_a_trained_file_as_trained_and_warns_before_the_app(traine
         terminal = ptys.start(["explore", SENTENCE, "--qkv", trained["hide2"], *extra], rows=30, cols=140,
                               env={"ATTNCLI_DEBUG": None})
         terminal.wait_for(f"mask {mask}")
+        # the app draws before its driver has the terminal in raw mode: a key typed in between
+        # is echoed by the terminal itself, onto the main screen, and this test reads that screen
+        time.sleep(0.5)
         terminal.type(b"h")  # a second head to go to: the file's two
         terminal.wait_for("head 1")
         terminal.type(b"q")
