@@ -120,11 +120,12 @@ def _same_occurrences(doc: dict, static) -> list[int]:
     for sentence in doc["sentences"]:
         i, text = sentence["index"], sentence["sentence"]
         texts = [t and t.lower() for t in piece_texts(text, sentence["offsets"], sentence["special"])]
-        nth = texts[:i].count(texts[i])
+        word = texts[i] or sentence["tokens"][i]  # a part of a word (None: no text of its own) by its piece
+        nth = texts[:i].count(texts[i]) if texts[i] else 0
         words = embed_sentence(text, static, Options(), list_missing=False).tokens
-        at = [j for j, word in enumerate(words) if word == texts[i]]
+        at = [j for j, w in enumerate(words) if w == word]
         if nth >= len(at):
-            raise InputError(f"{text!r} holds {texts[i]!r} fewer times among its words than among the model's word "
+            raise InputError(f"{text!r} holds {word!r} fewer times among its words than among the model's word "
                              "pieces")
         shown.append(at[nth])
     return shown
