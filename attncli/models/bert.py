@@ -169,13 +169,13 @@ def read_tokenizer(where: Path, config: BertConfig):
 
 
 def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:
-    """Each piece's position (T,): 0 .. T-1; RoBERTa's counted from padding_idx + 1 over the
-    pieces that are not padding, a padding piece's own padding_idx (fairseq's make_positions,
-    transformers' create_position_ids_from_input_ids)."""
+    """Each piece's position (T,), or each of a batch's (B, T): 0 .. T-1; RoBERTa's counted
+    from padding_idx + 1 over the pieces that are not padding, a padding piece's own
+    padding_idx (fairseq's make_positions, transformers' create_position_ids_from_input_ids)."""
     if config.padding_idx is None:
-        return np.arange(len(ids))
-    real = ids != config.padding_idx  # (T,)
-    return np.where(real, np.cumsum(real) + config.padding_idx, config.padding_idx)  # (T,)
+        return np.arange(ids.shape[-1])
+    real = ids != config.padding_idx  # (..., T)
+    return np.where(real, np.cumsum(real, axis=-1) + config.padding_idx, config.padding_idx)  # (..., T)
 
 
 def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
@@ -227,12 +227,32 @@ def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.nda
     return dense(inner, weights, f"encoder.layer.{l}.output.dense")  # (T, D)
 
 
+def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rest of layer l from the attention's residual sum Y = X + A (..., T, D): X' =
+    LayerNorm(Y), the feed-forward's residual sum X' + FFN(X'), and X_l, its norm."""
+    X1 = norm(Y, weights, f"encoder.layer.{l}.attention.output.LayerNorm", config)  # (..., T, D)
+    S = X1 + feed_forward(X1, weights, l, config)  # (..., T, D)
+    return X1, S, norm(S, weights, f"encoder.layer.{l}.output.LayerNorm", config)  # (..., T, D)
+
+
 def layer(X: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention."""
     steps = attend(X, weights, l, config)
-    X1 = norm(X + steps["A"], weights, f"encoder.layer.{l}.attention.output.LayerNorm", config)  # (T, D)
-    X2 = norm(X1 + feed_forward(X1, weights, l, config), weights, f"encoder.layer.{l}.output.LayerNorm", config)
-    return X2, steps  # (T, D)
+    return after_attention(X + steps["A"], weights, l, config)[-1], steps  # (T, D)
+
+
+def block(X: np.ndarray, weights: dict, l: int, config: Config) -> layers.Block:
+    """Layer l over X (T, D) in the parts contributions.py takes apart: its residual is X,
+    its norms the two after the residual sums, as this pass applied them."""
+    p = f"encoder.layer.{l}"
+    steps = attend(X, weights, l, config)
+    Y = X + steps["A"]  # (T, D)
+    _, S, out = after_attention(Y, weights, l, config)
+    norms = tuple(layers.Norm.of(M, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
+                  for M, name in ((Y, f"{p}.attention.output.LayerNorm"), (S, f"{p}.output.LayerNorm")))
+    return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
+                        weights[f"{p}.attention.output.dense.bias"].astype(np.float64), X, Y, norms, out,
+                        lambda Y: after_attention(Y, weights, l, config)[-1])
 
 
 def pass_bytes(T: int, config: Config) -> int:
@@ -256,3 +276,28 @@ def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, 
 def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
     X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
     return every_layer(X, config, lambda X, l: layer(X, weights, l, config), keep)  # (L + 1, T, D), (L, H, T, T)
+
+
+def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:
+    """Every layer over the word pieces `ids` (T,), each as block() gives it."""
+    with np.errstate(all="ignore"):
+        X, out = finite(embed(np.asarray(ids), weights, config), "the embeddings"), []  # (T, D)
+        for l in range(config.layers):
+            out.append(block(X, weights, l, config))
+            X = finite(out[-1].output, f"the hidden states after layer {l + 1}")  # (T, D)
+        return out
+
+
+def run_from(X: np.ndarray, start: int, weights: dict, config: Config) -> np.ndarray:
+    """The last hidden states from layer `start`'s input X (..., T, D): a batch of inputs of
+    one length at once (the attention of each its own), no step kept."""
+    with np.errstate(all="ignore"):
+        for l in range(start, config.layers):
+            X = finite(layer(X, weights, l, config)[0], f"the hidden states after layer {l + 1}")  # (..., T, D)
+        return X
+
+
+def embedded(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
+    """X_0 of a batch of inputs `ids` (B, T) of one length: (B, T, D)."""
+    with np.errstate(all="ignore"):
+        return finite(embed(np.asarray(ids), weights, config), "the embeddings")

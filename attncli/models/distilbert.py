@@ -87,3 +87,15 @@ def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str,
 
 def passed_on(V: np.ndarray, weights: dict, l: int, config: bert.BertConfig) -> np.ndarray:
     return bert.passed_on(V, as_bert(weights), l, config)
+
+
+def blocks(ids: np.ndarray, weights: dict, config: bert.BertConfig) -> list:
+    return bert.blocks(ids, as_bert(weights), config)
+
+
+def run_from(X: np.ndarray, start: int, weights: dict, config: bert.BertConfig) -> np.ndarray:
+    return bert.run_from(X, start, as_bert(weights), config)
+
+
+def embedded(ids: np.ndarray, weights: dict, config: bert.BertConfig) -> np.ndarray:
+    return bert.embedded(ids, as_bert(weights), config)

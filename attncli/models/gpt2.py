@@ -126,7 +126,7 @@ def read_tokenizer(where: Path, config: Config):
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
     """X_0: each piece's word embedding plus its position's (no norm: each block norms its input)."""
-    return weights["wte.weight"][ids].astype(np.float64) + weights["wpe.weight"][:len(ids)]  # (T, D)
+    return weights["wte.weight"][ids].astype(np.float64) + weights["wpe.weight"][:ids.shape[-1]]  # (..., T, D)
 
 
 def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
@@ -147,7 +147,7 @@ def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndar
     p = f"h.{l}.attn"
     D = config.hidden
     QKV = conv1d(X, weights, f"{p}.c_attn")  # (T, 3D)
-    Q, K, V = QKV[:, :D], QKV[:, D:2 * D], QKV[:, 2 * D:]  # (T, D) each
+    Q, K, V = QKV[..., :D], QKV[..., D:2 * D], QKV[..., 2 * D:]  # (T, D) each
     omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
                                            check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
     A = conv1d(Z, weights, f"{p}.c_proj")  # (T, D)
@@ -182,13 +182,35 @@ def feed_forward(X: np.ndarray, weights: dict, l: int, config: Config) -> np.nda
     return conv1d(inner, weights, f"h.{l}.mlp.c_proj")  # (T, D)
 
 
+def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarray:
+    """The rest of layer l from the attention's residual sum Y = X + A (..., T, D): the
+    feed-forward's output over Y normed, added to Y."""
+    return Y + feed_forward(norm(Y, weights, f"h.{l}.ln_2", config), weights, l, config)  # (..., T, D)
+
+
 def layer(X: np.ndarray, weights: dict, l: int, config: Config,
           masked: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention: each half of the block adds to the
     residual stream what it makes of that stream normed."""
     steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked)
-    X1 = X + steps["A"]  # (T, D)
-    return X1 + feed_forward(norm(X1, weights, f"h.{l}.ln_2", config), weights, l, config), steps  # (T, D)
+    return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
+
+
+def shown(X: np.ndarray, l: int, weights: dict, config: Config) -> np.ndarray:
+    """Layer l's output as transformers' hidden_states give it: the last after the final norm."""
+    return norm(X, weights, "ln_f", config) if l == config.layers - 1 else X
+
+
+def block(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray) -> layers.Block:
+    """Layer l over X (T, D) in the parts contributions.py takes apart: its residual is X
+    itself, not normed, its first norm inside f (on the attention's input); no norm after
+    the residual sum."""
+    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked)
+    Y = X + steps["A"]  # (T, D)
+    return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
+                        weights[f"h.{l}.attn.c_proj.bias"].astype(np.float64), X, Y, (),
+                        after_attention(Y, weights, l, config),
+                        lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
 
 LOGIT_ROWS = 4096  # rows of the head widened to float64 at a time: 25 MB at GPT-2's D = 768, not its 309 MB whole
@@ -232,3 +254,29 @@ def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ..
     # transformers' last state: after the final norm
     run.hidden[-1] = finite(norm(run.hidden[-1], weights, "ln_f", config), "the hidden states after the final norm")
     return run  # hidden (L + 1, T, D), weights (L, H, T, T)
+
+
+def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:
+    """Every layer over the word pieces `ids` (T,), each as block() gives it."""
+    with np.errstate(all="ignore"):
+        X, masked, out = finite(embed(np.asarray(ids), weights, config), "the embeddings"), mask(len(ids), config), []
+        for l in range(config.layers):
+            out.append(block(X, weights, l, config, masked))
+            X = finite(out[-1].output, f"the hidden states after layer {l + 1}")  # (T, D)
+        return out
+
+
+def run_from(X: np.ndarray, start: int, weights: dict, config: Config) -> np.ndarray:
+    """The last hidden states (after the final norm) from layer `start`'s input X
+    (..., T, D): a batch of inputs of one length at once, no step kept."""
+    with np.errstate(all="ignore"):
+        masked = mask(X.shape[-2], config)  # (T, T)
+        for l in range(start, config.layers):
+            X = finite(layer(X, weights, l, config, masked)[0], f"the hidden states after layer {l + 1}")
+        return finite(norm(X, weights, "ln_f", config), "the hidden states after the final norm")  # (..., T, D)
+
+
+def embedded(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
+    """X_0 of a batch of inputs `ids` (B, T) of one length: (B, T, D)."""
+    with np.errstate(all="ignore"):
+        return finite(embed(np.asarray(ids), weights, config), "the embeddings")

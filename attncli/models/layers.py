@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -145,3 +146,53 @@ class Pass:
     hidden: np.ndarray  # (L + 1, T, D): X_0 .. X_L
     weights: np.ndarray  # (L, H, T, T): alpha of every layer and head
     steps: dict[int, dict[str, np.ndarray]]  # layer index (from 0) -> its attention's steps
+
+
+# A layer in the parts the measures of context mixing take apart (contributions.py): each
+# family's block(X, weights, l, config) gives them, from the same steps as its layer().
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A layer norm as the forward pass applied it to its input Y (T, D): its weight gamma,
+    bias beta, and each row's factor 1 / sqrt(var(y_i) + eps), read off that pass. Held
+    fixed, the factor makes the norm linear in its input but for beta (Kobayashi et al.
+    2021, section 3): LN(y_i) = sum_k part(y_ik, i) + beta for any parts y_ik summing to y_i."""
+
+    gamma: np.ndarray  # (D,)
+    beta: np.ndarray  # (D,)
+    factor: np.ndarray  # (T, 1): 1 / sqrt(var(y_i) + eps) of the forward pass
+
+    @classmethod
+    def of(cls, Y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> "Norm":
+        var = ((Y - Y.mean(axis=-1, keepdims=True)) ** 2).mean(axis=-1, keepdims=True)  # (T, 1)
+        return cls(np.asarray(gamma, dtype=np.float64), np.asarray(beta, dtype=np.float64), 1.0 / np.sqrt(var + eps))
+
+    def part(self, Z: np.ndarray, rows: slice | np.ndarray = slice(None)) -> np.ndarray:
+        """g_i(z) = gamma * (z - mean(z)) / sqrt(var(y_i) + eps) of every vector z of row i
+        in Z (b, ..., D), for the rows i of `rows`: each part as the norm treats it,
+        without beta."""
+        factor = self.factor[rows].reshape((-1,) + (1,) * (Z.ndim - 1))  # (b, 1, ..)
+        return self.gamma * (Z - Z.mean(axis=-1, keepdims=True)) * factor  # (b, ..., D)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Layer l over its input X (T, D), as a family's block() gives it: the attention's
+    weights and what each head passes on, so that the attention sublayer's sum is
+
+        Y_i = r_i + sum_j sum_h alpha^h_ij f^h(x_j) + b_O
+
+    (r the residual stream, X itself), and the layer's output rest(Y). `norms` are the layer
+    norms after the residual, as the pass applied them: a post-LN encoder's (BERT) the one
+    on Y and the one on the feed-forward's sum; a pre-LN decoder's none, its norms being
+    inside f (before the attention) and on the feed-forward's input."""
+
+    weights: np.ndarray  # (H, T, T) alpha
+    passed: np.ndarray  # (H, T, D) f^h(x_j): each head's value of token j through its rows of W_O
+    bias: np.ndarray  # (D,) b_O (0 where the model has none)
+    residual: np.ndarray  # (T, D) r
+    total: np.ndarray  # (T, D) Y
+    norms: tuple[Norm, ...]  # (LN1 on Y, LN2 on X' + FFN(X')) or ()
+    output: np.ndarray  # (T, D) the layer's output, the next layer's input
+    rest: Callable[[np.ndarray], np.ndarray]  # Y (..., T, D) -> the layer's hidden state as shown (..., T, D)

@@ -327,12 +327,36 @@ def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple
           hidden: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
     the steps of its attention."""
-    p = f"layers.{l}"
-    steps = attend(rms_norm(X, weights[f"{p}.input_layernorm.weight"], config.norm_eps), weights, l, config, rope,
-                   hidden)
-    X = X + steps["A"]  # (T, D)
-    return X + feed_forward(rms_norm(X, weights[f"{p}.post_attention_layernorm.weight"], config.norm_eps), weights,
-                            l), steps  # (T, D)
+    steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
+                   rope, hidden)
+    return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
+
+
+def after_attention(Y: np.ndarray, weights: dict, l: int, config: LlamaConfig) -> np.ndarray:
+    """The rest of layer l from the attention's residual sum Y = X + A (..., T, D): the
+    feed-forward's output over Y normed, added to Y."""
+    return Y + feed_forward(rms_norm(Y, weights[f"layers.{l}.post_attention_layernorm.weight"], config.norm_eps),
+                            weights, l)  # (..., T, D)
+
+
+def shown(X: np.ndarray, l: int, weights: dict, config: LlamaConfig) -> np.ndarray:
+    """Layer l's output as transformers' hidden_states give it: the last after the final norm."""
+    return rms_norm(X, weights["norm.weight"], config.norm_eps) if l == config.layers - 1 else X
+
+
+def block(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
+          hidden: np.ndarray) -> layers.Block:
+    """Layer l over X (T, D) in the parts contributions.py takes apart: its residual is X
+    itself, not normed, its first RMSNorm inside f (on the attention's input); no norm
+    after the residual sum."""
+    steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
+                   rope, hidden)
+    Y = X + steps["A"]  # (T, D)
+    bias = weights.get(f"layers.{l}.self_attn.o_proj.bias")
+    return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
+                        np.zeros(config.hidden) if bias is None else bias.astype(np.float64), X, Y, (),
+                        after_attention(Y, weights, l, config),
+                        lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
 
 def pass_bytes(T: int, config: LlamaConfig) -> int:
@@ -357,9 +381,7 @@ def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[
 
 
 def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
-    T = len(ids)
-    rope = attention.rope_angles(np.arange(T), frequencies(config))  # (T, d_head) twice
-    hidden = mask(T, config)  # (T, T)
+    rope, hidden = _positions(len(ids), config)
     X = weights["embed_tokens.weight"][ids].astype(np.float64)  # (T, D): finite, as every weight read
     run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), keep)
     # transformers' last state: after the final norm
@@ -381,3 +403,34 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
         for start in range(0, V, rows):
             out[:, start:start + rows] = X @ W[start:start + rows].T.astype(np.float64)  # (T, D) @ (D, rows)
     return finite(out, "the logits")
+
+
+def _positions(T: int, config: LlamaConfig) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces."""
+    return attention.rope_angles(np.arange(T), frequencies(config)), mask(T, config)
+
+
+def blocks(ids: np.ndarray, weights: dict, config: LlamaConfig) -> list[layers.Block]:
+    """Every layer over the word pieces `ids` (T,), each as block() gives it."""
+    with np.errstate(all="ignore"):
+        (rope, hidden), out = _positions(len(ids), config), []
+        X = weights["embed_tokens.weight"][np.asarray(ids)].astype(np.float64)  # (T, D)
+        for l in range(config.layers):
+            out.append(block(X, weights, l, config, rope, hidden))
+            X = finite(out[-1].output, f"the hidden states after layer {l + 1}")  # (T, D)
+        return out
+
+
+def run_from(X: np.ndarray, start: int, weights: dict, config: LlamaConfig) -> np.ndarray:
+    """The last hidden states (after the final norm) from layer `start`'s input X
+    (..., T, D): a batch of inputs of one length at once, no step kept."""
+    with np.errstate(all="ignore"):
+        rope, hidden = _positions(X.shape[-2], config)
+        for l in range(start, config.layers):
+            X = finite(layer(X, weights, l, config, rope, hidden)[0], f"the hidden states after layer {l + 1}")
+        return rms_norm(X, weights["norm.weight"], config.norm_eps)  # (..., T, D)
+
+
+def embedded(ids: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
+    """X_0 of a batch of inputs `ids` (B, T) of one length: (B, T, D)."""
+    return weights["embed_tokens.weight"][np.asarray(ids)].astype(np.float64)
