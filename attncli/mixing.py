@@ -1,0 +1,250 @@
+"""From a sentence to the documents of context mixing: `contributions` (one method's T x T
+matrix at each layer), a sentence's leave-one-out effects and heads' ablation effects, and
+`faithfulness`'s agreement of each method with leave-one-out, one sentence at a time (the
+corpus sums are stats-like, in faithfulness.py). The math is contributions.py's; this
+module runs the model and writes the documents (plain dicts, the JSON the tool prints; the
+keys are documented in docs/reference/json.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli import analyze, attention, contributions, limits
+from attncli.analyze import Options, Trained
+from attncli.errors import InputError, OptionError
+from attncli.models.layers import Block
+
+ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # the methods word vectors have: no residual, no norm
+ERASURES = ("remove", "mask")
+REPLACEMENTS = ("[MASK]", "<mask>", "[UNK]", "<unk>", "<|endoftext|>")  # a piece to erase with, the first the model has
+
+
+def check_method(method: str, vectors, head: int | None) -> None:
+    """A method the source has, and one head only where the method is one head's (OptionError)."""
+    if method not in contributions.METHODS:
+        raise OptionError(f"method must be one of {', '.join(contributions.METHODS)}, got {method!r}")
+    if not isinstance(vectors, Trained) and method not in ON_VECTORS:
+        raise OptionError(f"{method} takes a trained model's residual stream apart: over word vectors there is "
+                          f"none; give --model, or one of {', '.join(ON_VECTORS)}")
+    if head is not None and method not in contributions.PER_HEAD:
+        raise OptionError(f"{method} is a whole layer's measure; --head goes with {', '.join(contributions.PER_HEAD)}")
+
+
+@dataclass
+class Sentence:
+    """A sentence through a trained model, in the parts the measures take apart."""
+
+    ids: np.ndarray  # (T,)
+    blocks: list[Block]  # one a layer
+    final: np.ndarray  # (T, D): the last hidden states, as shown (a decoder's after its final norm)
+
+
+def model_pass(trained: Trained, ids: np.ndarray) -> Sentence:
+    """The word pieces `ids` through every layer, each kept in its parts (refused before it
+    starts when they cannot fit in memory: a layer's parts hold its (H, T, D) values passed on)."""
+    model, config = trained.model, trained.model.config
+    T, L, H, D = len(ids), config.layers, config.heads, config.hidden
+    limits.require(model.family.pass_bytes(T, config) + 8 * L * (H * T * D + H * T * T + 4 * T * D),
+                   f"the parts of {model.name}'s layers over {T:,} word pieces", "give a shorter sentence")
+    blocks = model.family.blocks(ids, model.weights, config)
+    return Sentence(ids, blocks, blocks[-1].rest(blocks[-1].total))
+
+
+def vector_block(att: analyze.Attention) -> Block:
+    """The one attention over word vectors as a layer's parts: what each head passes on for
+    token j is its value in the head's own columns (zero in the others', so that the heads
+    summed are the context vectors side by side, z_i = sum_h sum_j alpha^h_ij f^h(x_j)),
+    no residual, no bias, no norm; the layer's output is the context vectors."""
+    H, T, _ = att.weights.shape
+    V = np.asarray(att.V, dtype=np.float64)  # (T, d_v)
+    F = np.zeros((H, T, V.shape[1]))  # (H, T, d_v)
+    for h, Vh in enumerate(attention.split_heads(V, H)):  # (T, d_v / H) each
+        w = Vh.shape[1]
+        F[h, :, h * w:(h + 1) * w] = Vh
+    Z = np.einsum("hij,hjd->id", att.weights, F)  # (T, d_v): the context vectors
+    zero = np.zeros_like(Z)
+    return Block(att.weights, F, np.zeros(Z.shape[1]), zero, Z, (), Z, lambda Y: Y)
+
+
+def replacement(model) -> tuple[int, str]:
+    """The id and piece a token is replaced by in the second erasure: the model's mask
+    token, else its unknown token."""
+    for piece in REPLACEMENTS:
+        i = model.tokenizer.token_to_id(piece)
+        if i is not None:
+            return int(i), piece
+    raise OptionError(f"{model.name} has no mask or unknown token ({', '.join(REPLACEMENTS)}) to put in a token's "
+                      "place; erase by removing the token (--erasure remove)")
+
+
+def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
+    """Leave-one-out over the sentence: its (T, T) effects on each token's last hidden state
+    and on the sentence's, with what the sentence's effect is (contributions.leave_one_out).
+    A decoder's sentence effect is the fall in the log-probability of the piece it
+    predicts next after the whole sentence, each erased input predicting it from its own
+    last piece."""
+    model, config = trained.model, trained.model.config
+    family, w = model.family, model.weights
+    if erasure not in ERASURES:
+        raise OptionError(f"erasure must be one of {', '.join(ERASURES)}, got {erasure!r}")
+    if erasure == "remove" and len(s.ids) < 2:
+        raise InputError("the sentence has one word piece: removing it leaves nothing to run; give a longer one")
+    replace, piece = replacement(model) if erasure == "mask" else (None, None)
+    doc = {"erasure": erasure}
+    if piece is not None:
+        doc["replaced_by"] = piece
+    sentence = None
+    if model.causal:
+        z = family.logits(s.final[-1:], w, config)[0]  # (V,)
+        nxt = int(np.argmax(z))
+        full = float(attention.log_softmax(z)[nxt])
+
+        def sentence(inputs, outs):  # the fall in log p(next) for each erased input
+            return np.array([full - attention.log_softmax(family.logits(o[-1:], w, config)[0])[nxt] for o in outs])
+
+        doc["sentence_effect_of"] = {"next": model.piece(nxt), "id": nxt, "logprob": full}
+    else:
+        doc["sentence_effect_of"] = "the cosine distance of the mean of the last hidden states"
+
+    def run(ids):
+        return family.run_from(family.embedded(ids, w, config), 0, w, config)
+
+    effect, on_sentence = contributions.leave_one_out(
+        s.ids, s.final, run, replace=replace, sentence=sentence,
+        batch_bytes=lambda B, T: B * family.pass_bytes(T, config))
+    return {**doc, "matrix": effect, "sentence_effect": on_sentence}
+
+
+def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | None = None,
+             rolled: bool | None = None, erasure: str = "remove") -> tuple[analyze.Attention, np.ndarray, dict]:
+    """The sentence's attention (for the document's common keys), the method's matrices
+    (L, T, T) (one for leave-one-out: its effects on the last layer's states), and what
+    the method adds to the document."""
+    check_method(method, vectors, head)
+    att = analyze.attend(sentence, vectors, opts, listed=2)
+    if not isinstance(vectors, Trained):
+        C = contributions.layer_matrices(method, [vector_block(att)], head, rolled)
+        return att, C, {}
+    s = model_pass(vectors, np.asarray(att.pieces.ids))
+    if method == "leave-one-out":
+        doc = erase(vectors, s, erasure)
+        return att, doc.pop("matrix")[None], {**doc, "sentence_effect": doc["sentence_effect"].tolist()}
+    return att, contributions.layer_matrices(method, s.blocks, head, rolled), {}
+
+
+def rolled_out(method: str, rolled: bool | None) -> bool:
+    """Whether a method's matrices are rolled out, as `rolled` says or, left to the method, its paper."""
+    if method == "leave-one-out":
+        return False
+    return method in contributions.ROLLED_BY_DEFAULT if rolled is None else bool(rolled)
+
+
+def _tops(C: np.ndarray, tokens: list[str], opts: Options, masked) -> list[list[dict]]:
+    rows, values = attention.top_attended_rows(C, opts.top_k, opts.include_self, masked)
+    return [[{"token": tokens[j], "index": j, "contribution": c} for j, c in zip(row, cs)]
+            for row, cs in zip(rows, values)]
+
+
+def _ratios(C: np.ndarray) -> tuple[list, list]:
+    """Each layer's mixing ratio per token and their mean, None where a row is all 0."""
+    r = contributions.mixing_ratio(C)  # (L, T)
+    per = [[None if np.isnan(x) else float(x) for x in row] for row in r]
+    means = [None if np.isnan(row).all() else float(np.nanmean(row)) for row in r]
+    return per, means
+
+
+def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, method: str = "raw",
+                      layer: int | None = None, head: int | None = None, rolled: bool | None = None,
+                      erasure: str = "remove") -> dict:
+    """The `contributions` document: the method's T x T matrix at each layer (rows the
+    receiving token i), or at the one `layer` (from 1); each token's top contributors; each
+    layer's context-mixing ratio per token, the share of its row from the other tokens, and
+    their mean."""
+    att, C, extra = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
+    trained = isinstance(vectors, Trained)
+    L = len(C)
+    if method == "leave-one-out":
+        if layer is not None:
+            raise OptionError("leave-one-out measures the whole model, not a layer: leave --layer out")
+        numbers = [vectors.model.config.layers]
+    elif layer is not None:
+        if not 1 <= layer <= L:
+            raise OptionError(f"layer must be from 1 to {L}, got {layer}")
+        C, numbers = C[layer - 1:layer], [layer]
+    else:
+        numbers = list(range(1, L + 1))
+    ratios, means = _ratios(C)
+    doc = analyze._common("contributions", sentence, vectors, att, opts)
+    if trained:
+        doc["layer"], doc["head"] = layer, head
+    doc.update(method=method, rollout=rolled_out(method, rolled), layers=numbers,
+               contributions=C.tolist(), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
+               mixing_ratio=ratios, mixing_ratio_mean=means, include_self=opts.include_self, **extra)
+    return doc
+
+
+# Heads: each one's ablation effect
+
+
+def ablation(trained: Trained, s: Sentence) -> tuple[np.ndarray, str]:
+    """Every head's ablation effect (L, H) on the sentence (contributions.head_ablation), and
+    what the effect is: an encoder's the cosine distance of its mean-pooled representation,
+    a decoder's the rise in its mean next-piece loss over the sentence's own pieces."""
+    model, config = trained.model, trained.model.config
+    family, w = model.family, model.weights
+    if model.causal:
+        if len(s.ids) < 2:
+            raise InputError("a decoder's loss needs a next piece to predict: the sentence has one word piece; "
+                             "give a longer one")
+        base = _loss(family, w, config, s.final, s.ids)
+
+        def effect(F):
+            return np.array([_loss(family, w, config, f, s.ids) - base for f in F])
+        what = "the rise in the mean next-piece loss (nats)"
+    else:
+        pooled = contributions.pooled(s.final)
+
+        def effect(F):
+            return contributions.cosine_distance(contributions.pooled(F), pooled[None])
+        what = "the cosine distance of the mean of the last hidden states"
+    return contributions.head_ablation(s.blocks, lambda X, l: family.run_from(X, l, w, config), effect), what
+
+
+def _loss(family, w, config, final: np.ndarray, ids: np.ndarray) -> float:
+    """The mean cross-entropy of each next piece of the sentence, -log p(ids[t + 1] | ..t)."""
+    logp = attention.log_softmax(family.logits(final[:-1], w, config))  # (T - 1, V)
+    return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
+
+
+# Faithfulness: each method's agreement with leave-one-out on one sentence
+
+# every method but the reference itself; rollout is raw's rolled-out column
+COMPARED = tuple(m for m in contributions.METHODS if m not in ("rollout", "leave-one-out"))
+
+
+def output_row(C: np.ndarray, causal: bool) -> np.ndarray:
+    """A matrix's attribution of the sentence's output to each token (..., T): the mean of
+    its rows (an encoder's mean-pooled output), or its last row (a decoder's next piece)."""
+    return C[..., -1, :] if causal else C.mean(axis=-2)
+
+
+def agreement(trained: Trained, ids: np.ndarray, *, seed: int = 0, methods=COMPARED) -> dict:
+    """Spearman's rho between each method's attribution of the output (each layer's, and the
+    last layer's rolled out) and the leave-one-out effects on the sentence, and a random
+    attribution's (uniform numbers drawn from `seed` and the sentence's ids, so the same
+    sentence always draws the same)."""
+    s = model_pass(trained, ids)
+    loo = erase(trained, s)["sentence_effect"]  # (T,)
+    causal = trained.model.causal
+    out = {}
+    for method in methods:
+        per_layer = contributions.layer_matrices(method, s.blocks, rolled=False)  # (L, T, T)
+        rolled = contributions.rollout(per_layer, identity=method in contributions.WITHOUT_RESIDUAL)[-1]  # (T, T)
+        out[method] = {"layers": [contributions.spearman(output_row(M, causal), loo) for M in per_layer],
+                       "rolled": contributions.spearman(output_row(rolled, causal), loo)}
+    rng = np.random.default_rng([seed, *map(int, ids)])
+    out["random"] = {"layers": [], "rolled": contributions.spearman(rng.random(len(ids)), loo)}
+    return out
