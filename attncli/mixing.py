@@ -96,13 +96,13 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
     doc = {"erasure": erasure}
     if piece is not None:
         doc["replaced_by"] = piece
-    sentence = None
+    on_sentence = None  # an encoder's: contributions.leave_one_out's own
     if model.causal:
         z = family.logits(s.final[-1:], w, config)[0]  # (V,)
         nxt = int(np.argmax(z))
         full = float(attention.log_softmax(z)[nxt])
 
-        def sentence(inputs, outs):  # the fall in log p(next) for each erased input
+        def on_sentence(inputs, outs):  # the fall in log p(next) for each erased input
             return np.array([full - attention.log_softmax(family.logits(o[-1:], w, config)[0])[nxt] for o in outs])
 
         doc["sentence_effect_of"] = {"next": model.piece(nxt), "id": nxt, "logprob": full}
@@ -112,10 +112,10 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
     def run(ids):
         return family.run_from(family.embedded(ids, w, config), 0, w, config)
 
-    effect, on_sentence = contributions.leave_one_out(
-        s.ids, s.final, run, replace=replace, sentence=sentence,
+    effect, sentence_effect = contributions.leave_one_out(
+        s.ids, s.final, run, replace=replace, sentence=on_sentence,
         batch_bytes=lambda B, T: B * family.pass_bytes(T, config))
-    return {**doc, "matrix": effect, "sentence_effect": on_sentence}
+    return {**doc, "matrix": effect, "sentence_effect": sentence_effect}
 
 
 def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | None = None,
