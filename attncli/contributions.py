@@ -209,6 +209,29 @@ def mixing_ratio(C: np.ndarray) -> np.ndarray:
         return np.where(total > 0, (total - own) / np.where(total > 0, total, 1.0), np.nan)
 
 
+def mixing_ratio_of_sums(block, *, residual: bool = True, depth: int = 0) -> np.ndarray:
+    """The context-mixing ratio as Kobayashi et al. (2021, eq. 18) define it, from vectors
+    rather than from a matrix of their sizes: for token i, with F_i(x_j) its parts (the
+    attention's alone, sum_h alpha^h_ij f^h(x_j), or with the residual, z_ij; through
+    `depth` of the norms after it),
+
+        r_i = ||sum_{j != i} F_i(x_j)|| / (||sum_{j != i} F_i(x_j)|| + ||F_i(x_i)||)    (T,)
+
+    the size of what the context brings i against the size of what i keeps of itself."""
+    T, D = block.residual.shape
+    out = np.empty(T)
+    for rows in _row_blocks(T, D):
+        Z = parts(block, rows)  # (b, T, D)
+        i = np.arange(rows.start, rows.stop)
+        if not residual:
+            Z[i - rows.start, i] -= block.residual[rows]
+        Z = _through_norms(block, Z, rows, depth)  # (b, T, D)
+        own = Z[i - rows.start, i]  # (b, D)
+        context = np.linalg.norm(Z.sum(axis=1) - own, axis=-1)  # (b,)
+        out[rows] = context / (context + np.linalg.norm(own, axis=-1))
+    return out
+
+
 def layer_matrix(method: str, block, head: int | None = None) -> np.ndarray:
     """The method's (T, T) matrix of one layer (for rollout, the raw weights it rolls out)."""
     if head is not None and method not in PER_HEAD:
