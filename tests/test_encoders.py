@@ -472,7 +472,7 @@ def test_stats_names_the_markers_columns_as_the_tokenizer_does(tmp_path):
 @pytest.mark.parametrize("T", [16, 60])
 def test_pass_bytes_bounds_what_the_pass_holds(name, T):
     """The estimate a run is checked against before its pass is above the pass's measured
-    peak (tracemalloc: numpy's arrays, GELU's Python floats among them), and not far above."""
+    peak (tracemalloc: numpy's arrays, GELU's blocks among them), and not far above."""
     import tracemalloc
 
     from attncli import models

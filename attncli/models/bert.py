@@ -259,8 +259,8 @@ def pass_bytes(T: int, config: Config) -> int:
     """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
     and hidden states (L + 1, T, D), a kept layer's scores, weights and context beside the
     work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F) or (T, D)
-    ones and GELU's (T, F) of Python floats, four times their size, and a weight matrix
-    widened for its product, twice), float64."""
+    ones, GELU's output and its work, a block of layers.BLOCK numbers at a time, ten (T, F)
+    in all to be safe, and a weight matrix widened for its product, twice), float64."""
     L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
     return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
 

@@ -1,7 +1,7 @@
 """The pieces every trained model's forward pass is made of, in numpy: its sizes (Config),
-a linear layer, layer norm and RMSNorm, GELU and SiLU, and the check that the numbers stay
-within float64. A family (bert.py, llama.py) puts them together in its own order around
-attention.py's attention.
+a linear layer, layer norm and RMSNorm, GELU (and its erf, Cody's approximations in numpy)
+and SiLU, and the check that the numbers stay within float64. A family (bert.py, llama.py)
+puts them together in its own order around attention.py's attention.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). Arithmetic is float64 throughout, and a pass whose numbers leave its
@@ -74,16 +74,112 @@ def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
     return (X - mean) / np.sqrt(var + eps) * gamma + beta  # (T, D)
 
 
+# W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23
+# (1969) 631-638, its coefficients as his CALERF (SPECFUN, netlib.org/specfun/erf, 1990) gives
+# them for IEEE double, each approximating its function to 18 digits or more: every polynomial
+# here with its highest power first (CALERF's C(9), C(1), .., C(8)), a denominator's leading 1
+# written out. Cody's ranges are |x| <= 0.5 for erf, 0.46875 to 4 and beyond 4 for erfc.
+# CALERF changes from erf to erfc at 0.46875; here at 0.5, past x = 0.477 where erf and erfc
+# cross 0.5, so that 1 - erfc, erfc below 0.5, is rounded to erf's own ulp (from 0.46875 to
+# 0.477 erfc's ulp is twice erf's, and 1 - erfc up to 4 ulps off).
+ERF_NEAR = 0.5  # |x| < this: erf(x) = x P(x^2) / Q(x^2), computed as x + x (P - Q)(x^2) / Q(x^2)
+# P - Q: CALERF's A(5) - 1, A(1) - B(1), .., A(4) - B(4), subtracted exactly in decimal; the
+# small correction to x that it makes keeps erf within an ulp, where x P / Q, as CALERF
+# computes it, is up to 3 ulps off
+_A_MINUS_B = (-8.14222293815396847e-1, -2.044016720847355530e01, -1.30160483783394017e02,
+              -9.05131288392070259e02, 3.6514075569929885e02)
+_B = (1.0, 2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+ERF_MIDDLE = 4.0  # up to this: erfc(x) = exp(-x^2) P(x) / Q(x)
+_C = (2.15311535474403846e-8, 5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01,
+      2.98635138197400131e02, 8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03,
+      1.23033935479799725e03)
+_D = (1.0, 1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+      3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+# beyond: erfc(x) = exp(-x^2) / x (1 / sqrt(pi) - z P(z) / Q(z)), z = 1 / x^2
+_P = (1.63153871373020978e-2, 3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1,
+      1.60837851487422766e-2, 6.58749161529837803e-4)
+_Q = (1.0, 2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
+      2.33520497626869185e-3)
+ERF_ONE = 6.0  # from here erfc(x) <= 2.2e-17, under half float64's spacing below 1: erf(x) rounds to 1
+# elements at a time: a block's arrays stay in the cache, in memory the allocator holds already,
+# where a new array of a whole (T, F) costs more in fresh pages than its arithmetic does
+BLOCK = 1 << 15
+
+
+def _horner(t: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
+    """c_0 t^n + c_1 t^(n-1) + .. + c_n, by Horner's rule."""
+    p = np.full_like(t, coefficients[0])
+    for c in coefficients[1:]:
+        p *= t
+        p += c
+    return p
+
+
+def _erfc(y: np.ndarray) -> np.ndarray:
+    """erfc(y) for y (N,) from 0.5 to 6 (NaN stays NaN), as Cody's CALERF computes it: y^2
+    split into s^2, s a whole number of sixteenths (s^2 exact), and the rest (y - s)(y + s),
+    so that exp(-y^2) loses none of the digits a rounded y^2 would."""
+    ratio = np.empty_like(y)
+    middle = y <= ERF_MIDDLE
+    i = np.flatnonzero(middle)
+    t = y[i]
+    ratio[i] = _horner(t, _C) / _horner(t, _D)
+    i = np.flatnonzero(~middle)
+    t = y[i]
+    z = 1.0 / (t * t)
+    ratio[i] = (1.0 / np.sqrt(np.pi) - z * (_horner(z, _P) / _horner(z, _Q))) / t
+    s = np.trunc(y * 16.0) / 16.0
+    return np.exp(-s * s) * np.exp(-(y - s) * (y + s)) * ratio  # (N,)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf of x (N,), as erf() gives it."""
+    y = np.abs(x)  # (N,)
+    out = np.empty_like(y)
+    # each range's elements by their indices, which numpy gathers and scatters several
+    # times faster than by a boolean mask
+    near = y < ERF_NEAR  # NaN is not
+    i = np.flatnonzero(near)
+    t = y[i]
+    z = t * t  # underflows for a tiny t: (P - Q) / Q is then its value at 0, as it should be
+    out[i] = t + t * (_horner(z, _A_MINUS_B) / _horner(z, _B))
+    i = np.flatnonzero(~near)
+    # erfc < 0.48 here: 1 - erfc, one rounding, has erfc's absolute error and no more
+    out[i] = 1.0 - _erfc(np.minimum(y[i], ERF_ONE))  # infinity to 6, NaN kept
+    return np.copysign(out, x)
+
+
+def _blockwise(f, x: np.ndarray) -> np.ndarray:
+    """f of x's elements, BLOCK of them at a time, in float64 and x's shape."""
+    flat = np.asarray(x, dtype=np.float64).reshape(-1)  # (N,)
+    out = np.empty(np.shape(x))
+    flat_out = out.reshape(-1)  # (N,), a view: out is C-contiguous
+    for start in range(0, flat.size, BLOCK):
+        flat_out[start:start + BLOCK] = f(flat[start:start + BLOCK])
+    return out
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, (2 / sqrt pi) int_0^x e^(-t^2) dt, of every element of x, float64,
+    within 2 ulps (1 outside 0.5 <= |x| < 1): Cody's approximations (above) over |x|, erf
+    itself near 0 and 1 - erfc beyond, the sign x's. erf(-0) is -0, a tiny x gives 2x / sqrt(pi)
+    down to the subnormals, |x| from 6 on (infinity too) gives 1 exactly, and NaN gives NaN;
+    nothing overflows or divides by 0 on the way. In numpy, as scipy's would cost a run 0.2 s
+    of imports."""
+    return _blockwise(_erf, x)
+
+
+def _gelu(X: np.ndarray) -> np.ndarray:
+    """Exact GELU of X (N,)."""
+    return 0.5 * X * (1.0 + _erf(X / np.sqrt(2.0)))  # (N,)
+
+
 def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
-    """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)); or its tanh approximation."""
+    """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)), erf() above, a block of
+    numbers at a time; or its tanh approximation."""
     if activation == "gelu_tanh":
         return 0.5 * X * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (X + 0.044715 * X**3)))
-    # numpy has no erf; scipy's costs a run 0.2 s of imports, where the C library's math.erf,
-    # element by element, costs 0.08 s a layer at 512 pieces and is as exact
-    return 0.5 * X * (1.0 + _erf(X / np.sqrt(2.0)).astype(np.float64))
-
-
-_erf = np.frompyfunc(math.erf, 1, 1)
+    return _blockwise(_gelu, X)
 
 
 def finite(M: np.ndarray, what: str) -> np.ndarray:
