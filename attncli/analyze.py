@@ -407,7 +407,7 @@ def _passed_on(att: Attention, vectors) -> np.ndarray:
     projection; over word vectors, the values themselves."""
     if isinstance(vectors, Trained):
         return vectors.model.family.passed_on(att.V, vectors.model.weights, vectors.layer - 1, vectors.model.config)
-    return attention.split_heads(np.asarray(att.V, dtype=np.float64), att.heads)  # (H, T, d_k / H)
+    return attention.in_own_columns(att.V, att.heads)  # (H, T, d_v)
 
 
 def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[str]]:

@@ -519,6 +519,19 @@ def weighted_norms(alpha: np.ndarray, F: np.ndarray) -> np.ndarray:
     return alpha * np.linalg.norm(F, axis=-1)[:, None, :]  # (H, T, T)
 
 
+def in_own_columns(V: np.ndarray, H: int) -> np.ndarray:
+    """What each of H heads passes on over raw values V (T, d_v): its value in its own
+    columns of the merged context, 0 in the other heads', so that sum_h alpha^h_ij f^h(x_j)
+    is token j's part of z_i, the heads side by side (the W_O of a model being the identity).
+    -> (H, T, d_v)"""
+    Vh = split_heads(np.asarray(V, dtype=np.float64), H)  # (H, T, d_v / H)
+    H, T, w = Vh.shape
+    F = np.zeros((H, T, H * w))  # (H, T, d_v)
+    for h in range(H):
+        F[h, :, h * w:(h + 1) * w] = Vh[h]
+    return F
+
+
 def summed_norms(alpha: np.ndarray, F: np.ndarray, block: int = 64) -> np.ndarray:
     """||sum_h alpha^h_ij f^h(x_j)||: what j sends i through all heads together, the layer's
     own measure of the same paper. A block of rows at a time, so no (T, T, D) is held.

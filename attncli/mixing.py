@@ -58,12 +58,7 @@ def vector_block(att: analyze.Attention) -> Block:
     token j is its value in the head's own columns (zero in the others', so that the heads
     summed are the context vectors side by side, z_i = sum_h sum_j alpha^h_ij f^h(x_j)),
     no residual, no bias, no norm; the layer's output is the context vectors."""
-    H, T, _ = att.weights.shape
-    V = np.asarray(att.V, dtype=np.float64)  # (T, d_v)
-    F = np.zeros((H, T, V.shape[1]))  # (H, T, d_v)
-    for h, Vh in enumerate(attention.split_heads(V, H)):  # (T, d_v / H) each
-        w = Vh.shape[1]
-        F[h, :, h * w:(h + 1) * w] = Vh
+    F = attention.in_own_columns(att.V, len(att.weights))  # (H, T, d_v)
     Z = np.einsum("hij,hjd->id", att.weights, F)  # (T, d_v): the context vectors
     zero = np.zeros_like(Z)
     return Block(att.weights, F, np.zeros(Z.shape[1]), zero, Z, (), Z, lambda Y: Y)

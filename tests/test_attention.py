@@ -297,3 +297,19 @@ def test_multi_head_backward_is_the_gradient():
                                            ("causal+self", [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)])])
 def test_a_mask_hides_what_its_name_says(kind, expected):
     assert sorted(map(tuple, np.argwhere(attention.mask(kind, 3)).tolist())) == expected
+
+
+def test_norms_over_several_heads_are_of_each_tokens_part_of_the_merged_context(glove):
+    """Over word vectors with --heads 2, what j sends i is its part of z_i, the heads' parts
+    side by side: ||(alpha^1_ij v^1_j, alpha^2_ij v^2_j)|| = sqrt(sum_h (alpha^h_ij ||v^h_j||)^2),
+    and those parts sum to the context vectors. (They were once summed head on head, as
+    if the heads' columns were the same.)"""
+    from attncli import analyze
+    opts = Options(heads=2, qkv="random", seed=1)
+    doc = scores_doc("The earth is like an orange", glove, opts, norms=True)
+    att = analyze.attend("The earth is like an orange", glove, opts)
+    Vh = attention.split_heads(att.V, 2)  # (2, T, d / 2)
+    expected = np.sqrt(sum((att.weights[h] * np.linalg.norm(Vh[h], axis=-1)[None, :]) ** 2 for h in range(2)))
+    np.testing.assert_allclose(doc["norms"], expected, rtol=1e-12)
+    F = attention.in_own_columns(att.V, 2)
+    np.testing.assert_allclose(np.einsum("hij,hjd->id", att.weights, F), att.context, rtol=1e-12, atol=1e-15)
