@@ -1,5 +1,5 @@
-"""The encoders beside BERT: DistilBERT (distilbert.py, bert.py's pass under its own names),
-RoBERTa and XLM-RoBERTa (bert.py, positions from padding_idx + 1). Each is held against what
+"""The encoders: BERT itself (bert.py), DistilBERT (distilbert.py, bert.py's pass under its
+own names), RoBERTa and XLM-RoBERTa (bert.py, positions from padding_idx + 1). Each is held against what
 transformers + torch computed with its tiny model (tests/data/models/NAME.npz, made by
 tests/data/make_model_references.py): every layer's attention and hidden states to 1e-5,
 for every sentence, from the reference's own ids; then through the commands, end to end;
@@ -27,8 +27,8 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 from clirunner import fails, one, run  # noqa: E402
 
 MODELS = Path(__file__).parent / "data" / "models"
-NAMES = ["tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta"]
-FAMILIES = {"tiny-distilbert": distilbert, "tiny-roberta": bert, "tiny-xlm-roberta": bert}
+NAMES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta"]
+FAMILIES = {"tiny-bert": bert, "tiny-distilbert": distilbert, "tiny-roberta": bert, "tiny-xlm-roberta": bert}
 
 
 def reference(name: str) -> dict[str, np.ndarray]:
@@ -331,7 +331,8 @@ def test_distilberts_wordpiece_is_berts(tmp_path):
 # --- through the commands
 
 
-MARKERS = {"tiny-distilbert": "[CLS] and [SEP]", "tiny-roberta": "<s> and </s>", "tiny-xlm-roberta": "<s> and </s>"}
+MARKERS = {"tiny-bert": "[CLS] and [SEP]", "tiny-distilbert": "[CLS] and [SEP]", "tiny-roberta": "<s> and </s>",
+           "tiny-xlm-roberta": "<s> and </s>"}
 
 
 @pytest.mark.parametrize("name", NAMES)

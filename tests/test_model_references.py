@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 MODELS = Path(__file__).parent / "data" / "models"
-NAMES = ["tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama", "tiny-qwen2",
+NAMES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama", "tiny-qwen2",
          "tiny-mistral"]
 DECODERS = {"tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-mistral"}
 # config.json's names for layers, heads and the hidden size, where a family has its own

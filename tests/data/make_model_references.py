@@ -1,5 +1,5 @@
-"""Make tests/data/models/: a tiny model of each architecture attncli reads besides BERT
-(DistilBERT, RoBERTa, XLM-RoBERTa, GPT-2, Llama, Qwen2, Mistral), in the Hugging Face layout
+"""Make tests/data/models/: a tiny model of each architecture attncli reads (BERT,
+DistilBERT, RoBERTa, XLM-RoBERTa, GPT-2, Llama, Qwen2, Mistral), in the Hugging Face layout
 with its tokenizer, and NAME.npz beside each: what the real transformers + torch computed
 with it for a few sentences.
 
@@ -12,8 +12,8 @@ environment:
     pip install torch==2.13.0 transformers==5.24.0 safetensors tokenizers numpy
     HF_HUB_OFFLINE=1 python tests/data/make_model_references.py [NAME ...]
 
-NAME is one of MODELS' keys (tiny-distilbert, tiny-roberta, tiny-xlm-roberta, tiny-gpt2,
-tiny-llama, tiny-qwen2, tiny-mistral); none makes them all. Nothing is fetched from a hub:
+NAME is one of MODELS' keys (tiny-bert, tiny-distilbert, tiny-roberta, tiny-xlm-roberta,
+tiny-gpt2, tiny-llama, tiny-qwen2, tiny-mistral); none makes them all. Nothing is fetched from a hub:
 each tokenizer is trained here with the tokenizers library on CORPUS, each model is built
 from its config, and both are saved with save_pretrained and loaded back from the folder.
 tests/data/models/NAME/ is replaced as a whole. A second run writes the same bytes: seeds
@@ -27,6 +27,8 @@ uniform row's), and then every 1-D parameter (each bias and each norm's weight) 
 off its init (zeros, ones) by N(0, 0.1^2): with biases left at 0 a forward pass that
 forgot one would still match.
 
+    tiny-bert         BertModel (its pooler saved too, never read by attncli), 2 token
+                      types, WordPiece (lowercased) trained as tiny-distilbert's, F32
     tiny-distilbert   DistilBertModel, WordPiece (lowercased), F32
     tiny-roberta      RobertaModel, byte-level BPE, pad_token_id 1: positions start at 2
     tiny-xlm-roberta  XLMRobertaModel, Unigram (SentencePiece-style, ▁), F16 weights
@@ -54,7 +56,7 @@ attention mask of all ones, token types left to the model (all 0).
 For each sentence k (0-based, in the order of SENTENCES) NAME.npz holds:
 
     ids_k         int32 (T,)             the ids tokenizer(text) gives with its defaults:
-                                         [CLS] ... [SEP] (DistilBERT), <s> ... </s>
+                                         [CLS] ... [SEP] (BERT, DistilBERT), <s> ... </s>
                                          (RoBERTa, XLM-R), <s> ... (Llama, Mistral), the
                                          pieces alone (GPT-2, Qwen2)
     offsets_k     int32 (T, 2)           each piece's character span in the text, from the
@@ -64,7 +66,7 @@ For each sentence k (0-based, in the order of SENTENCES) NAME.npz holds:
                                          diagonal (and Mistral's beyond its window)
     hidden_k      float32 (L + 1, T, D)  transformers' hidden_states: [0] the embeddings'
                                          output, [i] layer i's output, except the last:
-                                         DistilBERT, RoBERTa, XLM-R have no final norm, so
+                                         BERT, DistilBERT, RoBERTa, XLM-R have no final norm, so
                                          [L] is the last layer's output (after its own
                                          LayerNorm); GPT-2's [L] is after the final ln_f,
                                          Llama's, Qwen2's and Mistral's after the final norm
@@ -189,17 +191,21 @@ def train(cls, model, trainer, pre_tokenizer=None) -> dict:
     return json.loads(tokenizer.to_str())["model"]
 
 
-def wordpiece():
+def wordpiece(cls=transformers.DistilBertTokenizer):
     """BERT's WordPiece: lowercased, [PAD] [UNK] [CLS] [SEP] [MASK] first. Each letter's
     ##piece is named before training: the trainer would number them in a hash map's order,
     which changes from run to run, and with their numbers which of two pairs as frequent
-    it merges first."""
-    blank = transformers.DistilBertTokenizer().backend_tokenizer
+    it merges first. `cls` is the transformers class that reads it."""
+    blank = cls().backend_tokenizer
     letters = sorted({c for c in blank.normalizer.normalize_str(CORPUS) if c.isalnum()})
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"##{c}" for c in letters]
-    trained = train(transformers.DistilBertTokenizer, models.WordPiece(unk_token="[UNK]"),
+    trained = train(cls, models.WordPiece(unk_token="[UNK]"),
                     trainers.WordPieceTrainer(vocab_size=300, show_progress=False, special_tokens=specials))
-    return transformers.DistilBertTokenizer(vocab=trained["vocab"])
+    return cls(vocab=trained["vocab"])
+
+
+def bert_wordpiece():
+    return wordpiece(transformers.BertTokenizer)
 
 
 def byte_level(cls, first: list[str], last: list[str], **kwargs):
@@ -265,6 +271,13 @@ def sentencepiece_bpe():
 
 
 # Configs, from the tokenizer each model reads.
+
+def bert(tok):
+    return transformers.BertConfig(
+        vocab_size=len(tok), max_position_embeddings=64, num_hidden_layers=2, num_attention_heads=4,
+        hidden_size=32, intermediate_size=128, hidden_act="gelu", type_vocab_size=2,
+        pad_token_id=tok.pad_token_id, initializer_range=INIT)
+
 
 def distilbert(tok):
     return transformers.DistilBertConfig(
@@ -334,6 +347,7 @@ class Tiny:
 
 
 MODELS = {
+    "tiny-bert": Tiny(transformers.BertModel, bert, bert_wordpiece),
     "tiny-distilbert": Tiny(transformers.DistilBertModel, distilbert, wordpiece),
     "tiny-roberta": Tiny(transformers.RobertaModel, roberta(transformers.RobertaConfig), roberta_bpe),
     "tiny-xlm-roberta": Tiny(transformers.XLMRobertaModel, roberta(transformers.XLMRobertaConfig), unigram,
