@@ -27,10 +27,19 @@ g1_i(b_O) + beta_1 exactly (decompose), and T_i(x_j) = g1_i(z_ij). A pre-LN deco
 the Llama family) norms the attention's input instead, inside f: there g1 and g2 are the
 identity, and norm-res-ln and globenc are norm-res.
 
-Across layers (rollout): the product of each layer's rows-normalised matrices, R_l = C_l
-R_{l-1}; for the measures that leave the residual out (raw, norm) each layer's matrix is
-first mixed half and half with the identity, the residual's share, as Abnar & Zuidema
-(2020) do (attention.rollout for raw).
+Across layers (rollout), R_1 = C_1 and R_l = C_l R_{l-1}, as each method's authors roll it
+out: for the measures that leave the residual out (raw, norm) each layer's matrix with its
+rows normalised, then mixed half and half with the identity, the residual's share (Abnar &
+Zuidema 2020 for raw, attention.rollout; GlobEnc's N-FixedRes, Modarressi et al. 2022
+eq. 16, for norm); ALTI's and value zeroing's matrices, their rows normalised, as they are;
+and the norms with the residual (norm-res, norm-res-ln, globenc) as they are, not
+normalised, as GlobEnc rolls them out (eq. 12), each R_l's rows normalised only at the end,
+which leaves each row's proportions GlobEnc's.
+
+The context-mixing ratio of token i (Kobayashi et al. 2021, eq. 18) is how much of its
+representation comes from the other tokens: of the vectors each token j gives it, the norm
+of those of the others summed, against that and the norm of its own (mixing_ratio_of_sums);
+mixing_ratio is the plainer share of a matrix's row, the same for raw attention.
 
 Whole-model measures run the model again, through the callables given: leave_one_out
 (erasure) and head_ablation (Michel et al. 2019). Each effect is a cosine distance between a
@@ -51,6 +60,7 @@ from attncli import attention, limits
 METHODS = ("raw", "rollout", "norm", "norm-res", "norm-res-ln", "globenc", "alti", "value-zeroing", "leave-one-out")
 ROLLED_BY_DEFAULT = ("rollout", "globenc", "alti")  # as the papers define them: rolled out over the layers
 WITHOUT_RESIDUAL = ("raw", "rollout", "norm")  # rolled out with the identity mixed in
+AS_THEY_ARE = ("norm-res", "norm-res-ln", "globenc")  # rolled out without normalising each layer (GlobEnc)
 PER_HEAD = ("raw", "rollout", "norm")  # defined for one head as well as for the layer
 BLOCK_ROWS = 1 << 22  # (rows, T, D) numbers made at a time by the (i, j) decompositions: 32 MB
 
@@ -187,22 +197,33 @@ def normalised(C: np.ndarray) -> np.ndarray:
     return np.divide(C, s, out=np.zeros_like(C), where=s > 0)
 
 
-def rollout(C: np.ndarray, *, identity: bool) -> np.ndarray:
+def rollout(C: np.ndarray, *, identity: bool, per_layer: bool = True) -> np.ndarray:
     """Each layer's contributions rolled out over the layers before it: R_1 = C'_1, R_l =
-    C'_l R_{l-1}, with C'_l the rows of C_l normalised (after mixing in the identity half
-    and half when `identity`, the residual the measure leaves out, as Abnar & Zuidema 2020).
-    C (L, T, T) -> R (L, T, T)."""
+    C'_l R_{l-1}. With `per_layer`, C'_l is C_l with its rows normalised, then, when
+    `identity`, mixed half and half with the identity, the residual the measure leaves out
+    (Abnar & Zuidema 2020; GlobEnc's eq. 16 for norms); without, C'_l is C_l as it is
+    (GlobEnc's eq. 12), each R_l scaled by a number as it is made, to stay within float64's
+    range, and its rows normalised at the end: each row is GlobEnc's up to a factor.
+    C (L, T, T) -> R (L, T, T), rows summing to 1 (a row of zeros stays zeros)."""
     L, T, _ = C.shape
     R = np.empty((L, T, T))
     for l in range(L):
-        P = normalised(0.5 * C[l] + 0.5 * np.eye(T) if identity else C[l])  # (T, T)
+        if per_layer:
+            P = normalised(0.5 * normalised(C[l]) + 0.5 * np.eye(T)) if identity else normalised(C[l])  # (T, T)
+        else:
+            P = C[l]  # (T, T)
         R[l] = P if l == 0 else P @ R[l - 1]  # (T, T)
-    return R
+        if not per_layer:
+            top = np.abs(R[l]).max()
+            R[l] /= top if top > 0 else 1.0  # a number for the whole matrix: the proportions stay
+    return R if per_layer else normalised(R)  # (L, T, T)
 
 
 def mixing_ratio(C: np.ndarray) -> np.ndarray:
-    """The context-mixing ratio of each token i: the share of its row that comes from the
-    other tokens, sum_{j != i} c_ij / sum_j c_ij (..., T); NaN for a row of zeros."""
+    """The share of each row i of a matrix of contributions that comes from the other
+    tokens, sum_{j != i} c_ij / sum_j c_ij (..., T); NaN for a row of zeros. For raw
+    attention it is Kobayashi et al. (2021)'s ATTN-W ratio, 1 - alpha_ii, and for
+    0.5 alpha + 0.5 I their ATTNRES-W; for the norms theirs is mixing_ratio_of_sums."""
     total = C.sum(axis=-1)  # (..., T)
     own = np.diagonal(C, axis1=-2, axis2=-1)  # (..., T)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -249,7 +270,7 @@ def layer_matrices(method: str, blocks: list, head: int | None = None, rolled: b
     method's paper does, ROLLED_BY_DEFAULT). "rollout" is raw attention rolled out."""
     C = np.stack([layer_matrix(method, b, head) for b in blocks])  # (L, T, T)
     if method in ROLLED_BY_DEFAULT if rolled is None else rolled:
-        return rollout(C, identity=method in WITHOUT_RESIDUAL)
+        return rollout(C, identity=method in WITHOUT_RESIDUAL, per_layer=method not in AS_THEY_ARE)
     return C
 
 
