@@ -46,12 +46,15 @@ def sizes(name: str) -> tuple[int, int, int, int]:
 
 def test_every_model_has_its_folder_and_reference():
     assert sorted(p.name for p in MODELS.iterdir() if p.is_dir()) == sorted(NAMES)
-    assert sorted(p.stem for p in MODELS.glob("*.npz")) == sorted(NAMES)
+    # beside them the references of the measures of context mixing (test_contributions.py)
+    assert sorted(p.stem for p in MODELS.glob("*.npz") if not p.stem.startswith("contributions-")) == sorted(NAMES)
+    contributions = {p.stem.removeprefix("contributions-") for p in MODELS.glob("contributions-*.npz")}
+    assert contributions <= set(NAMES) | {"minilm"}
 
 
 def test_the_models_and_references_stay_small():
     total = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
-    assert total < 3_000_000
+    assert total < 3_500_000  # 3.24 MB: eight models, their references, and those of contributions.py
 
 
 @pytest.mark.parametrize("name", NAMES)
