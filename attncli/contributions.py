@@ -31,10 +31,11 @@ Across layers (rollout), R_1 = C_1 and R_l = C_l R_{l-1}, as each method's autho
 out: for the measures that leave the residual out (raw, norm) each layer's matrix with its
 rows normalised, then mixed half and half with the identity, the residual's share (Abnar &
 Zuidema 2020 for raw, attention.rollout; GlobEnc's N-FixedRes, Modarressi et al. 2022
-eq. 16, for norm); ALTI's and value zeroing's matrices, their rows normalised, as they are;
-and the norms with the residual (norm-res, norm-res-ln, globenc) as they are, not
+eq. 16, for norm); ALTI's and value zeroing's matrices, whose rows sum to 1 already, as
+they are; and the norms with the residual (norm-res, norm-res-ln, globenc) as they are, not
 normalised, as GlobEnc rolls them out (eq. 12), each R_l's rows normalised only at the end,
-which leaves each row's proportions GlobEnc's.
+which leaves each row's proportions GlobEnc's. (ALTI's "norm" baseline rolls norm-res-ln
+out with each layer's rows normalised: rollout(C, identity=False).)
 
 The context-mixing ratio of token i (Kobayashi et al. 2021, eq. 18) is how much of its
 representation comes from the other tokens: of the vectors each token j gives it, the norm
