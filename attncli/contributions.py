@@ -239,7 +239,9 @@ def mixing_ratio_of_sums(block, *, residual: bool = True, depth: int = 0) -> np.
 
         r_i = ||sum_{j != i} F_i(x_j)|| / (||sum_{j != i} F_i(x_j)|| + ||F_i(x_i)||)    (T,)
 
-    the size of what the context brings i against the size of what i keeps of itself."""
+    the size of what the context brings i against the size of what i keeps of itself; NaN
+    for a token given nothing at all (both 0), as mixing_ratio's row of zeros, numpy
+    saying nothing of it."""
     T, D = block.residual.shape
     out = np.empty(T)
     for rows in _row_blocks(T, D):
@@ -250,7 +252,8 @@ def mixing_ratio_of_sums(block, *, residual: bool = True, depth: int = 0) -> np.
         Z = _through_norms(block, Z, rows, depth)  # (b, T, D)
         own = Z[i - rows.start, i]  # (b, D)
         context = np.linalg.norm(Z.sum(axis=1) - own, axis=-1)  # (b,)
-        out[rows] = context / (context + np.linalg.norm(own, axis=-1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[rows] = context / (context + np.linalg.norm(own, axis=-1))
     return out
 
 
