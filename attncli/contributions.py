@@ -274,8 +274,15 @@ def layer_matrices(method: str, blocks: list, head: int | None = None, rolled: b
     method's paper does, ROLLED_BY_DEFAULT). "rollout" is raw attention rolled out."""
     C = np.stack([layer_matrix(method, b, head) for b in blocks])  # (L, T, T)
     if method in ROLLED_BY_DEFAULT if rolled is None else rolled:
-        return rollout(C, identity=method in WITHOUT_RESIDUAL, per_layer=method not in AS_THEY_ARE)
+        return roll_out(method, C)
     return C
+
+
+def roll_out(method: str, C: np.ndarray) -> np.ndarray:
+    """The method's layer matrices C (L, T, T) rolled out as its authors roll them out:
+    with the identity mixed in for those that leave the residual out, each layer's rows
+    normalised but for the norms with the residual (GlobEnc's)."""
+    return rollout(C, identity=method in WITHOUT_RESIDUAL, per_layer=method not in AS_THEY_ARE)
 
 
 # Whole-model measures: the model run again without a token or a head.

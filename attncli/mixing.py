@@ -237,7 +237,7 @@ def agreement(trained: Trained, ids: np.ndarray, *, seed: int = 0, methods=COMPA
     out = {}
     for method in methods:
         per_layer = contributions.layer_matrices(method, s.blocks, rolled=False)  # (L, T, T)
-        rolled = contributions.rollout(per_layer, identity=method in contributions.WITHOUT_RESIDUAL)[-1]  # (T, T)
+        rolled = contributions.roll_out(method, per_layer)[-1]  # (T, T)
         out[method] = {"layers": [contributions.spearman(output_row(M, causal), loo) for M in per_layer],
                        "rolled": contributions.spearman(output_row(rolled, causal), loo)}
     rng = np.random.default_rng([seed, *map(int, ids)])
