@@ -93,14 +93,7 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
         doc["replaced_by"] = piece
     on_sentence = None  # an encoder's: contributions.leave_one_out's own
     if model.causal:
-        z = family.logits(s.final[-1:], w, config)[0]  # (V,)
-        nxt = int(np.argmax(z))
-        full = float(attention.log_softmax(z)[nxt])
-
-        def on_sentence(inputs, outs):  # the fall in log p(next) for each erased input
-            return np.array([full - attention.log_softmax(family.logits(o[-1:], w, config)[0])[nxt] for o in outs])
-
-        doc["sentence_effect_of"] = {"next": model.piece(nxt), "id": nxt, "logprob": full}
+        doc["sentence_effect_of"], on_sentence = _next_piece_fall(trained, s)
     else:
         doc["sentence_effect_of"] = "the cosine distance of the mean of the last hidden states"
 
@@ -111,6 +104,22 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
         s.ids, s.final, run, replace=replace, sentence=on_sentence,
         batch_bytes=lambda B, T: B * family.pass_bytes(T, config))
     return {**doc, "matrix": effect, "sentence_effect": sentence_effect}
+
+
+def _next_piece_fall(trained: Trained, s: Sentence):
+    """A decoder's sentence effect: what it predicts next after the whole sentence (its
+    likeliest piece and that piece's log-probability), and the fall in that log-probability
+    for each erased input (B, T', D) -> (B,), each predicting from its own last piece."""
+    model, config = trained.model, trained.model.config
+    family, w = model.family, model.weights
+    z = family.logits(s.final[-1:], w, config)[0]  # (V,)
+    nxt = int(np.argmax(z))
+    full = float(attention.log_softmax(z)[nxt])
+
+    def fall(inputs, outs):
+        return np.array([full - attention.log_softmax(family.logits(o[-1:], w, config)[0])[nxt] for o in outs])
+
+    return {"next": model.piece(nxt), "id": nxt, "logprob": full}, fall
 
 
 def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | None = None,
