@@ -78,8 +78,9 @@ def weights_matrix(block, head: int | None = None) -> np.ndarray:
 
 
 def norms_matrix(block, head: int | None = None) -> np.ndarray:
-    """||sum_h alpha^h_ij f^h(x_j)|| (T, T) (Kobayashi et al. 2020, eq. 5 summed over heads),
-    or head `head`'s own ||alpha^h_ij f^h(x_j)||."""
+    """||sum_h alpha^h_ij f^h(x_j)|| (T, T) (Kobayashi et al. 2020; Kobayashi et al. 2021,
+    eqs. 10-11; GlobEnc's N, Modarressi et al. 2022, eq. 4), or head `head`'s own
+    ||alpha^h_ij f^h(x_j)||."""
     if head is None:
         return attention.summed_norms(block.weights, block.passed)
     return attention.weighted_norms(block.weights[head:head + 1], block.passed[head:head + 1])[0]
@@ -113,21 +114,21 @@ def _part_norms(block, depth: int) -> np.ndarray:
 
 def residual_norms(block) -> np.ndarray:
     """||z_ij|| (T, T): what j gives i through the attention and, for j = i, the residual
-    (Kobayashi et al. 2021's attention block with the residual)."""
+    (Kobayashi et al. 2021's ATTNRES-N, eqs. 7 and 10; GlobEnc's N_RES, eq. 5)."""
     return _part_norms(block, 0)
 
 
 def layernorm_norms(block) -> np.ndarray:
     """||g1_i(z_ij)|| (T, T): the same through the first layer norm, made linear by its
-    factor (Kobayashi et al. 2021's attention block with the residual and LayerNorm); a
-    pre-LN model's is residual_norms, its norm being before the attention."""
+    factor (Kobayashi et al. 2021's ATTNRESLN-N, eqs. 12-13 and 16; GlobEnc's N_RESLN,
+    eqs. 6-7); a pre-LN model's is residual_norms, its norm being before the attention."""
     return _part_norms(block, 1)
 
 
 def encoder_norms(block) -> np.ndarray:
     """||g2_i(g1_i(z_ij))|| (T, T): through both layer norms, the feed-forward network
-    between them left out but its sum's normalising factor kept (GlobEnc, Modarressi et
-    al. 2022)."""
+    between them left out but its sum's normalising factor kept (GlobEnc's N_ENC,
+    Modarressi et al. 2022, eq. 11; rolled out by eq. 12)."""
     return _part_norms(block, 2)
 
 
@@ -150,7 +151,10 @@ def decompose(block) -> tuple[np.ndarray, np.ndarray]:
 
 
 def alti(block) -> np.ndarray:
-    """ALTI's contributions (T, T) (Ferrando et al. 2022): the transformed vectors
+    """ALTI's contributions (T, T) (Ferrando et al. 2022, section 3; as their code's
+    get_contributions computes them, but for its two epsilons, which the formula has not:
+    1e-6 added to each coordinate of a distance, and the norm's epsilon to the vector
+    rather than to its variance): the transformed vectors
     T_i(x_j) = g1_i(z_ij), each as close to the sublayer's output y_i (LN1(Y_i), or Y_i in
     a pre-LN model) as its Manhattan distance says, d_ij = ||y_i - T_i(x_j)||_1, and
 
@@ -166,7 +170,8 @@ def alti(block) -> np.ndarray:
 
 
 def value_zeroing(block, *, batch: int = 1 << 20) -> np.ndarray:
-    """Value zeroing (Mohebbi et al. 2023): for each token j, the layer run again with v_j
+    """Value zeroing (Mohebbi et al. 2023, section 3; their scoring/value_zeroing.py): for
+    each token j, the layer run again with v_j
     zeroed in every head, so that Y_i loses sum_h alpha^h_ij f^h(x_j) (f being linear in
     v_j) and the rest of the layer, feed-forward network and norms, gives x~_i^{-j}; the
     score is the cosine distance 1 - cos(x~_i^{-j}, x~_i), rows normalised to sum to 1.
