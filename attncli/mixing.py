@@ -22,15 +22,24 @@ ERASURES = ("remove", "mask")
 REPLACEMENTS = ("[MASK]", "<mask>", "[UNK]", "<unk>", "<|endoftext|>")  # a piece to erase with, the first the model has
 
 
+def method_problem(method: str, trained: bool, head: int | None) -> str | None:
+    """What is wrong with asking for `method` of a model (`trained`) or of word vectors, and
+    for one head of it, or None: the one wording of check_method and the command line's."""
+    if method not in contributions.METHODS:
+        return f"method must be one of {', '.join(contributions.METHODS)}, got {method!r}"
+    if not trained and method not in ON_VECTORS:
+        return (f"{method} takes a trained model's residual stream apart: over word vectors there is none; give "
+                f"--model, or one of {', '.join(ON_VECTORS)}")
+    if head is not None and method not in contributions.PER_HEAD:
+        return f"{method} is a whole layer's measure; --head goes with {', '.join(contributions.PER_HEAD)}"
+    return None
+
+
 def check_method(method: str, vectors, head: int | None) -> None:
     """A method the source has, and one head only where the method is one head's (OptionError)."""
-    if method not in contributions.METHODS:
-        raise OptionError(f"method must be one of {', '.join(contributions.METHODS)}, got {method!r}")
-    if not isinstance(vectors, Trained) and method not in ON_VECTORS:
-        raise OptionError(f"{method} takes a trained model's residual stream apart: over word vectors there is "
-                          f"none; give --model, or one of {', '.join(ON_VECTORS)}")
-    if head is not None and method not in contributions.PER_HEAD:
-        raise OptionError(f"{method} is a whole layer's measure; --head goes with {', '.join(contributions.PER_HEAD)}")
+    problem = method_problem(method, isinstance(vectors, Trained), head)
+    if problem:
+        raise OptionError(problem)
 
 
 @dataclass
@@ -126,17 +135,22 @@ def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | 
              rolled: bool | None = None, erasure: str = "remove") -> tuple[analyze.Attention, np.ndarray, dict]:
     """The sentence's attention (for the document's common keys), the method's matrices
     (L, T, T) (one for leave-one-out: its effects on the last layer's states), and what
-    the method adds to the document."""
+    the method adds to the document. `head` is from 1, as in every document (None: the
+    layer's whole measure, or the mean over its heads)."""
     check_method(method, vectors, head)
+    H = analyze.heads_shown(vectors, opts)
+    if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= H):
+        raise OptionError(f"head must be from 1 to {H}, got {head!r}")
+    shown = None if head is None else head - 1  # contributions.py counts heads from 0
     att = analyze.attend(sentence, vectors, opts, listed=2)
     if not isinstance(vectors, Trained):
-        C = contributions.layer_matrices(method, [vector_block(att)], head, rolled)
+        C = contributions.layer_matrices(method, [vector_block(att)], shown, rolled)
         return att, C, {}
     s = model_pass(vectors, np.asarray(att.pieces.ids))
     if method == "leave-one-out":
         doc = erase(vectors, s, erasure)
         return att, doc.pop("matrix")[None], {**doc, "sentence_effect": doc["sentence_effect"].tolist()}
-    return att, contributions.layer_matrices(method, s.blocks, head, rolled), {}
+    return att, contributions.layer_matrices(method, s.blocks, shown, rolled), {}
 
 
 def rolled_out(method: str, rolled: bool | None) -> bool:
@@ -166,17 +180,17 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
     """The `contributions` document: the method's T x T matrix at each layer (rows the
     receiving token i), or at the one `layer` (from 1); each token's top contributors; each
     layer's context-mixing ratio per token, the share of its row from the other tokens, and
-    their mean."""
-    att, C, extra = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
+    their mean. `layer` and `head` are from 1; both are checked before any work."""
     trained = isinstance(vectors, Trained)
-    L = len(C)
+    L = vectors.model.config.layers if trained else 1  # word vectors: their one attention
+    if method == "leave-one-out" and layer is not None:
+        raise OptionError("leave-one-out measures the whole model, not a layer: leave --layer out")
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= L):
+        raise OptionError(f"layer must be from 1 to {L}, got {layer!r}")
+    att, C, extra = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
     if method == "leave-one-out":
-        if layer is not None:
-            raise OptionError("leave-one-out measures the whole model, not a layer: leave --layer out")
-        numbers = [vectors.model.config.layers]
+        numbers = [L]
     elif layer is not None:
-        if not 1 <= layer <= L:
-            raise OptionError(f"layer must be from 1 to {L}, got {layer}")
         C, numbers = C[layer - 1:layer], [layer]
     else:
         numbers = list(range(1, L + 1))
