@@ -133,6 +133,7 @@ LAZY = {
     "scores": "scores", "context": "sentence", "compare": "sentence", "neighbors": "sentence",
     "explain": "sentence", "heads": "sentence", "batch": "corpus", "vectors": "vectors",
     "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "explore": "explore",
+    "contributions": "contributions",
 }
 
 

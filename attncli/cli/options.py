@@ -289,9 +289,10 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     return opts, said
 
 
-def model_options(f=None, *, head: bool = True, every: bool = False):
+def model_options(f=None, *, head: bool | str = True, every: bool = False):
     """--model / --layer / --head, placed just below vectors_options, added to its Source
-    (`every`: a command that shows every layer and head unless --layer and --head choose)."""
+    (`every`: a command that shows every layer and head unless --layer and --head choose;
+    `head` a string: --head's help, where the command says what one head is of its own)."""
     if f is None:
         return functools.partial(model_options, head=head, every=every)
 
@@ -333,7 +334,7 @@ def model_options(f=None, *, head: bool = True, every: bool = False):
     ]
     if head:
         options.append(option("model", "--head", type=click.IntRange(min=1), metavar="H",
-                              help="With --model: the head to show, from 1"
+                              help=head if isinstance(head, str) else "With --model: the head to show, from 1"
                                    + (" (of each layer shown). Default: every head." if every
                                       else ". Default: the mean over the heads.")))
     return with_options(wrapper, options)
@@ -540,6 +541,9 @@ COMMON_FIELDS = ("command", "sentence", "tokens", "lookups", "oov", "vectors", "
                  "window", "model", "layer", "head", "special", "offsets")
 SCORES_FIELDS = COMMON_FIELDS + ("scores", "weights", "top", "include_self", "heads", "rollout", "norms", "pieces",
                                  "special_share")
+CONTRIBUTIONS_FIELDS = COMMON_FIELDS + ("method", "rollout", "layers", "contributions", "top", "mixing_ratio",
+                                        "mixing_ratio_mean", "include_self", "erasure", "replaced_by",
+                                        "sentence_effect_of", "sentence_effect")
 CONTEXT_FIELDS = COMMON_FIELDS + ("token", "index", "weights", "top", "include_self", "heads", "context", "neighbors",
                                   "token_neighbors", "contexts")
 

@@ -83,6 +83,27 @@ def cosine_text(c: float | None) -> str:
     return UNDEFINED if c is None else f"{c:.3f}"
 
 
+def ratio_text(r: float | None) -> str:
+    """A context-mixing ratio, or a dash where it is undefined (a row of zeros)."""
+    return UNDEFINED if r is None else f"{r:.3f}"
+
+
+def layer_title(doc: dict, number: int, mean: float | None) -> str:
+    """What one matrix of a `contributions` document is: where in the model, the method,
+    rolled out or not, and the layer's mean mixing ratio (the table's title and the PNG's)."""
+    method = doc["method"]
+    L = doc["model"]["layers"] if "model" in doc else 1
+    if method == "leave-one-out":
+        where = f"the whole model, after its {L:,} layer{'s' * (L > 1)}"
+    elif "model" in doc:
+        where = f"layer {number} of {L}"
+    else:
+        where = "the attention over the word vectors"
+    rolled = "not rolled out" if not doc["rollout"] else (
+        f"rolled out over layers 1 to {number}" if number > 1 else "rolled out (its first layer)")
+    return f"{where}: {method}, {rolled}; mean mixing ratio {ratio_text(mean)}"
+
+
 def markers(doc: dict) -> list[str]:
     """A model's own markers among a document's tokens, as its tokenizer names them, once
     each: [CLS] and [SEP] for BERT's, <s> and </s> for RoBERTa's, none for GPT-2's."""

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
-from attncli.views.common import marked_heads
+from attncli.views.common import layer_title, marked_heads
 from attncli.visible import count
 
 
@@ -41,6 +41,8 @@ def _pyplot():
 
 # the axes' names of a panel of weights: rows attend, columns are attended
 WEIGHT_AXES = ("attending token i", "attended token j")
+CONTRIBUTION_AXES = ("receiving token i", "contributing token j")  # a contributions matrix's
+LAYERS_ACROSS = 3  # a contributions document's layers a row of its picture
 
 
 def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray, tuple[str, str]]]:
@@ -80,7 +82,8 @@ def _save(plt, fig, file) -> None:
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         warnings.filterwarnings("ignore", message="Matplotlib currently does not support")
         warnings.filterwarnings("ignore", message="Tight layout not applied")  # a very long sentence: drawn as it fits
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:  # a figure laid out as it is drawn (constrained) keeps its own
+            fig.tight_layout()
         fig.savefig(file, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
 
@@ -97,6 +100,8 @@ def figure(plt, docs: list[dict]):
         return _heads(plt, docs)
     if docs and docs[0]["command"] == "stats":
         return _stats(plt, docs[0])
+    if docs and docs[0]["command"] == "contributions":
+        return _contributions(plt, docs)
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -118,6 +123,43 @@ def figure(plt, docs: list[dict]):
         ax.set_xlabel(across, fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11, parse_math=False)
+    return fig
+
+
+def _contributions(plt, docs: list[dict]):
+    """`contributions`: each layer's matrix, LAYERS_ACROSS a row, titled as the table titles
+    it; one colour scale for a sentence's layers (from 0 to their largest value), as the
+    table has, with its colour bar."""
+    across = min(LAYERS_ACROSS, max(len(doc["layers"]) for doc in docs))
+    rows = [-(-len(doc["layers"]) // across) for doc in docs]  # each sentence's rows of panels
+    T = max(len(doc["tokens"]) for doc in docs)
+    side = min(max(3.0, 0.28 * T + 1.6), 10.0)
+    fig, axes = plt.subplots(sum(rows), across, figsize=(side * across + 1.2, (side + 0.6) * sum(rows) + 1.0),
+                             squeeze=False, layout="constrained")
+    first = 0
+    for doc, n in zip(docs, rows):
+        tokens = doc["tokens"]
+        C = np.array(doc["contributions"], dtype=float)  # (L, T, T)
+        top = max(float(C.max()), 1e-12)
+        mine = list(axes[first:first + n].flat)
+        for k, ax in enumerate(mine):
+            if k >= len(C):
+                ax.axis("off")
+                continue
+            image = ax.imshow(C[k], cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
+            small = 8 if len(tokens) > 12 else 9
+            ax.set_xticks(range(len(tokens)), tokens, rotation=60 if len(tokens) > 4 else 0,
+                          ha="right" if len(tokens) > 4 else "center", fontsize=small, parse_math=False)
+            ax.set_yticks(range(len(tokens)), tokens, fontsize=small, parse_math=False)
+            title = layer_title(doc, doc["layers"][k], doc["mixing_ratio_mean"][k])
+            ax.set_title(textwrap.fill(title, int(12 * side)), fontsize=8, parse_math=False)
+            ax.set_ylabel(CONTRIBUTION_AXES[0], fontsize=8)
+            ax.set_xlabel(CONTRIBUTION_AXES[1], fontsize=8)
+        fig.colorbar(image, ax=mine, fraction=0.046 / max(1, n), pad=0.02)
+        first += n
+    doc = docs[0]
+    fig.suptitle(textwrap.fill(f"attncli contributions: {doc['sentence']}", int(14 * side * across / 3 + 40))
+                 + f"\n{doc['vectors']['name']}; method {doc['method']}", fontsize=10, parse_math=False)
     return fig
 
 

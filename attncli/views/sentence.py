@@ -19,7 +19,8 @@ from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
 
-def _describe(doc: dict) -> Text:
+def describe(doc: dict) -> Text:
+    """The sentence, and what its attention was computed over: the vectors and options, or the model."""
     if "model" in doc:
         return _describe_model(doc)
     v = doc["vectors"]
@@ -53,7 +54,7 @@ def _describe_model(doc: dict) -> Text:
         layer = f"layer {doc['layer']} of {m['layers']}" if doc.get("layer") else "every layer"
         head = f"head {doc['head']} of {m['heads']}" if doc.get("head") else "every head"
         text.append(f"; {layer}, {head}", style="dim")
-    elif "layer" in doc:
+    elif "layer" in doc and doc["command"] != "contributions":  # whose layers and heads title its grids
         which = f"head {doc['head']}" if doc.get("head") else f"mean over {count(m['heads'], 'head')}"
         text.append(f"; layer {doc['layer']} of {m['layers']}, {which}", style="dim")
     d_head = m.get("d_head", m["d_model"] // m["heads"])
@@ -121,7 +122,7 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     heads = ([cut(head[key]) for head in doc["heads"]] if H > 1 and room and "model" not in doc and key != "rollout"
              else [])
     heat = Heatmap(tokens[:n], [mean, *heads], masked, signed=raw, width=width, color_system=color_system)
-    parts: list[RenderableType] = [_describe(doc)]
+    parts: list[RenderableType] = [describe(doc)]
     if heat.fits:
         step = {"scores": "raw scores ω_ij = q_i · k_j",
                 "weights": "weights α_ij = softmax_j(ω_ij · scale / temperature)",
@@ -168,7 +169,7 @@ def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
 def context_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """One token's weights as a ranked list with bars, its context vector, and the words
     nearest its own vector beside those nearest its context vector."""
-    parts: list[RenderableType] = [_describe(doc)]
+    parts: list[RenderableType] = [describe(doc)]
     if "token" in doc:
         token, i = doc["token"], doc["index"]
         ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
@@ -401,7 +402,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         return Panel(Group(Text(detail, style="dim"), body), title=Text(f"{heading}  ({shape})"))
 
     panels = [
-        _describe(doc),
+        describe(doc),
         Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
         step("2. queries, keys, values", roles, shapes,
              Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV"))),
@@ -447,7 +448,7 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     heads = [doc["head"]] if doc.get("head") else range(1, H + 1)
     scale = heatmap.sequential(1.0, color_system)
     shares, sink = marked_heads(doc)
-    parts: list[RenderableType] = [_describe(doc)]
+    parts: list[RenderableType] = [describe(doc)]
     if "kv_heads" in doc.get("model", {}):
         parts.append(Text(_sharing(doc["model"]), style="dim"))
     if T + 4 > width:
