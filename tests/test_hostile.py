@@ -182,7 +182,7 @@ def test_a_symlinked_output_replaces_its_target_and_keeps_the_link(tmp_path):
 
 
 @pytest.mark.parametrize("sentence", HOSTILE + MARKUP)
-@pytest.mark.parametrize("command", ["scores", "context", "explain", "compare", "neighbors", "rnn"])
+@pytest.mark.parametrize("command", ["scores", "context", "explain", "compare", "neighbors", "rnn", "contributions"])
 def test_text_from_outside_reaches_no_terminal_svg_or_html_raw(tmp_path, command, sentence):
     text = f"{sentence} orange"  # a word every command can follow
     args = {
@@ -190,6 +190,7 @@ def test_text_from_outside_reaches_no_terminal_svg_or_html_raw(tmp_path, command
         "explain": ["explain", text, "--token", "orange"],
         "compare": ["compare", text, f"an orange and {sentence}", "--token", "orange"],
         "neighbors": ["neighbors", "orange", "--context", text], "rnn": ["rnn", text],
+        "contributions": ["contributions", text, "--method", "norm"],
     }[command]
     pictures = ["--svg", tmp_path / "p.svg", "--html", tmp_path / "p.html"]
     result = run(*args, "--format", "table", *pictures, env={"COLUMNS": "120"})

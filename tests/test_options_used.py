@@ -36,6 +36,7 @@ RUNS = {
     "explain": (["explain", SENTENCE, "--token", "earth", "--json"], None),
     "batch": (["batch"], SENTENCE + "\n" + OTHER + "\n"),
     "neighbors": (["neighbors", "earth", "--context", SENTENCE, "--k", "3", "--json"], None),
+    "contributions": (["contributions", SENTENCE, "--method", "value-zeroing", "--json"], None),
 }
 
 
@@ -75,7 +76,7 @@ def test_the_commands_take_what_they_use():
     # the raw vectors only, and no top-attended list
     assert set(options_of("neighbors")) == {"--qkv", "--heads", "--mask", "--scale", "--temperature", "--keep-punct",
                                             "--oov"}
-    for name in ("scores", "context", "compare", "batch"):
+    for name in ("scores", "context", "compare", "batch", "contributions"):
         assert set(options_of(name)) == set(CHANGES), name
 
 
