@@ -497,3 +497,40 @@ def test_a_real_process_gives_what_the_runner_gives(minilm):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("attncli: error: alti takes a trained model's residual stream apart")
     assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- the manual
+
+
+def test_every_key_is_in_the_json_reference_s_table(minilm, gpt2):
+    """Every key of a contributions document, of an encoder, a decoder and word vectors, and
+    of leave-one-out by both erasures, is a row of docs/reference/json.md, the keys past the
+    common ones in its own table."""
+    import manual
+
+    page = manual.text("docs/reference/json.md")
+    documented = {k for pair in re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", page, flags=re.M) for k in pair if k}
+    own = page[page.index("## Contributions"):]
+    listed = {k for pair in re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \|", own, flags=re.M) for k in pair if k}
+    docs = [cli_doc(SENTENCE), cli_doc(SENTENCE, "--model", "minilm", "--method", "leave-one-out", "--erasure", "mask"),
+            cli_doc(SENTENCE, "--model", TINY_GPT2, "--method", "leave-one-out"),
+            cli_doc(SENTENCE, "--model", TINY_GPT2, "--layer", "1", "--head", "2")]
+    keys = {key for doc in docs for key in doc}
+    prose = {"model", "special", "offsets"}  # a model's keys, in the paragraph on --model
+    assert keys - prose <= documented, keys - prose - documented
+    assert all(f"`{key}`" in page for key in prose)
+    common = set(one(run("scores", SENTENCE, "--model", TINY_GPT2, "--json")))
+    assert keys - common - {"rollout", "top", "include_self"} <= listed
+    assert {"method", "layers", "contributions", "mixing_ratio", "mixing_ratio_mean", "sentence_effect",
+            "sentence_effect_of", "erasure", "replaced_by"} <= listed
+
+
+def test_the_guide_s_mixing_ratios_are_real(minilm):
+    import manual
+
+    text = " ".join(manual.text("docs/guide/contributions.md").split())
+    claims = re.findall(r"\b(raw|norm|norm-res|norm-res-ln) (\d\.\d\d) to (\d\.\d\d)", text)
+    assert [method for method, _, _ in claims] == ["raw", "norm", "norm-res", "norm-res-ln"]
+    for method, low, high in claims:
+        means = cli_doc(SENTENCE, "--model", "minilm", "--method", method)["mixing_ratio_mean"]
+        assert (f"{min(means):.2f}", f"{max(means):.2f}") == (low, high), method
