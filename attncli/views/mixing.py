@@ -133,7 +133,8 @@ def contributions_view(doc: dict, *, width: int = 80, color_system: str | None =
         parts.append(Text("mixing ratio: the share of the row from the other tokens; top contributors"
                           + (f", {note}" if note else "") + ":", style="dim"))
         parts += _token_rows(doc, k, shares, twice)
-    if heat.fits:
-        parts += [Text(), *heat.key(), *heat.legend("contribution")]
+    after = [*heat.key(), *heat.legend("contribution")] if heat.fits else []  # no legend without colour
+    if after:
+        parts += [Text(), *after]
     return Group(*parts)
 
