@@ -176,7 +176,7 @@ def _ablation(ax, doc: dict, named: bool) -> None:
 def _stats(plt, doc: dict):
     """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
     by the baselines it equals as the table marks it."""
-    from attncli.views.corpus import baseline_marks, marks_legend, stats_columns  # rich, at the views' top
+    from attncli.views.corpus import baseline_marks, marks_legend, places, stats_columns  # rich, at the views' top
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
@@ -193,12 +193,14 @@ def _stats(plt, doc: dict):
             if r[key] is not None:
                 grid[r["layer"] - 1, r["head"] - 1] = r[key]
         ax.imshow(grid, cmap="viridis", aspect="auto")
+        decimals = places(records, key)
         for r in records:
             if r[key] is not None:
-                mark = baseline_marks(r["like_baseline"][key])  # the table's marks
-                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.2f}{mark}", ha="center", va="center", fontsize=5,
-                        color="white", parse_math=False)
-        ax.set_title(heading, fontsize=8, parse_math=False)
+                mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
+                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.{decimals}f}{mark}", ha="center", va="center",
+                        fontsize=5, color="white", parse_math=False)
+        ax.set_title(heading if key != "importance" else f"{heading}: {doc['importance_of']}", fontsize=8,
+                     parse_math=False, wrap=True)
         ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)
         ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=5)
         ax.set_xlabel("head", fontsize=6)
