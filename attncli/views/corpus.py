@@ -100,7 +100,7 @@ def _stats_legend(columns: list[tuple[str, str]], importance_of: str | None = No
                      f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
     if "importance" in headings:
         parts.append(f"{headings['importance']}: a head's importance, the mean over the sentences of its ablation "
-                     f"effect ({importance_of}, with the head zeroed against the whole model)")
+                     f"effect ({importance_of}, the model with the head zeroed against the whole model)")
     return "; ".join(parts)
 
 

@@ -516,7 +516,7 @@ def _ablation(doc: dict, width: int, color_system: str | None) -> list[Renderabl
                 line.append(cell.rjust(column), style=None if scale is None else scale.style(scale.step(E[l, h])))
             lines.append(line)
     legend = heatmap.legend(scale, numbers, "Δ", low, high)
-    lines.append(Text(f"Δ, a head's effect: {doc['ablation_of']}, with the head zeroed against the whole model; "
+    lines.append(Text(f"Δ: {doc['ablation_of']}, the model with the head zeroed against the whole model; "
                       f"{numbers.reading('Δ', high)}; * the largest, layer {layers[top[0]]} head {heads[top[1]]} "
                       f"({E[top]:.3g})", style="dim"))
     return lines + ([legend] if legend is not None else [])
