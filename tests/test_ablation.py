@@ -132,6 +132,30 @@ def test_each_heads_effect_is_its_output_zeroed_and_the_model_run_on(name, what)
         assert np.min(doc["ablation"]) < 0 < np.max(doc["ablation"])
 
 
+def test_heads_run_in_batches_memory_holds_give_the_same_effects():
+    """A layer's heads one at a time (a run's memory as large as the most a batch takes)
+    against all at once: the same numbers."""
+    from attncli import contributions, mixing
+    from attncli.analyze import Trained
+
+    model = models.load_model(TINY_LLAMA)
+    s = mixing.model_pass(Trained(model, 1), np.asarray(model.encode(SENTENCES[0]).ids))
+    w, c = model.weights, model.config
+
+    def run_from(X, l):
+        return model.family.run_from(X, l, w, c)
+
+    def effect(F):
+        return F.sum(axis=(1, 2))
+
+    whole = contributions.head_ablation(s.blocks, run_from, effect)
+    one_by_one = contributions.head_ablation(s.blocks, run_from, effect, batch_bytes=lambda B, T: B << 28)
+    assert whole.shape == (2, 4)
+    np.testing.assert_allclose(one_by_one, whole, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(contributions.head_ablation(s.blocks, run_from, effect, layers=[1], heads=[3, 0]),
+                                  whole[[1]][:, [3, 0]])
+
+
 def test_layer_and_head_choose_the_cells_the_grid_shows():
     model = models.load_model(TINY_LLAMA)
     sentence = SENTENCES[0]
