@@ -43,8 +43,12 @@ def _overflow(scale: float, temperature: float) -> ScaleError:
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """One role of every token: Q = X W_Q (+ b_Q), and likewise K and V."""
+    X, W = np.asarray(X, dtype=np.float64), np.asarray(W, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
-        P = np.asarray(X, dtype=np.float64) @ np.asarray(W, dtype=np.float64)  # (T, d) @ (d, d_k) -> (T, d_k)
+        if X.ndim > 2 and W.ndim == 2:  # a batch (..., T, d): one product of all its rows, not one a sentence
+            P = (X.reshape(-1, X.shape[-1]) @ W).reshape(*X.shape[:-1], W.shape[1])  # (..., T, d_k)
+        else:
+            P = X @ W  # (T, d) @ (d, d_k) -> (T, d_k)
         return P if b is None else P + b  # (T, d_k)
 
 

@@ -355,17 +355,25 @@ def _batches(n: int, T: int, batch_bytes: Callable[[int, int], int] | None, most
 
 
 def head_ablation(blocks: list, run_from: Callable[[np.ndarray, int], np.ndarray],
-                  effect: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+                  effect: Callable[[np.ndarray], np.ndarray], *, layers=None, heads=None,
+                  batch_bytes: Callable[[int, int], int] | None = None) -> np.ndarray:
     """Michel et al. (2019)'s ablation: every head's output zeroed in turn (its context
     vectors, so that Y loses sum_j alpha^h_ij f^h(x_j)) and the model run on from there
-    (run_from(X (H, T, D), l + 1), the layers before it unchanged and kept); effect(final
-    (H, T, D)) -> (H,) how far each run's result moved. -> (L, H)"""
-    out = np.empty((len(blocks), blocks[0].weights.shape[0]))
-    for l, b in enumerate(blocks):
-        lost = b.weights @ b.passed  # (H, T, D): head h's whole share of Y
-        X = b.rest(b.total[None] - lost)  # (H, T, D): the layer's output without head h
-        # the last layer's rest() is its state as shown (a decoder's after its final norm)
-        out[l] = effect(X if l == len(blocks) - 1 else run_from(X, l + 1))
+    (run_from(X (B, T, D), l + 1), the layers before it unchanged and kept); effect(final
+    (B, T, D)) -> (B,) how far each run's result moved. -> (L, H), or (len(layers),
+    len(heads)) for the `layers` and `heads` given (from 0); batch_bytes(B, T) the memory
+    of a run, so that a layer's heads are run in batches memory can hold."""
+    layers = range(len(blocks)) if layers is None else layers
+    heads = np.arange(blocks[0].weights.shape[0]) if heads is None else np.asarray(heads)
+    T = blocks[0].residual.shape[0]
+    out = np.empty((len(layers), len(heads)))
+    for row, l in enumerate(layers):
+        b = blocks[l]
+        for part in _batches(len(heads), T, batch_bytes):
+            lost = b.weights[heads[part]] @ b.passed[heads[part]]  # (B, T, D): each head's whole share of Y
+            X = b.rest(b.total[None] - lost)  # (B, T, D): the layer's output without it
+            # the last layer's rest() is its state as shown (a decoder's after its final norm)
+            out[row, part] = effect(X if l == len(blocks) - 1 else run_from(X, l + 1))
     return out
 
 

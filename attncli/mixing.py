@@ -207,10 +207,17 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
 # Heads: each one's ablation effect
 
 
-def ablation(trained: Trained, s: Sentence) -> tuple[np.ndarray, str]:
-    """Every head's ablation effect (L, H) on the sentence (contributions.head_ablation), and
-    what the effect is: an encoder's the cosine distance of its mean-pooled representation,
-    a decoder's the rise in its mean next-piece loss over the sentence's own pieces."""
+# what a head's ablation effect is, an encoder's (False) and a decoder's (True)
+ABLATION_OF = {False: "the cosine distance of the mean of the last hidden states",
+               True: "the rise in the mean next-piece loss (nats)"}
+
+
+def ablation(trained: Trained, s: Sentence, *, layer: int | None = None,
+             head: int | None = None) -> tuple[np.ndarray, str]:
+    """Every head's ablation effect (L, H) on the sentence (contributions.head_ablation), or
+    those of the one `layer` and/or the one `head` (from 1) only, and what the effect is
+    (ABLATION_OF): an encoder's the cosine distance of its mean-pooled representation, a
+    decoder's the rise in its mean next-piece loss over the sentence's own pieces."""
     model, config = trained.model, trained.model.config
     family, w = model.family, model.weights
     if model.causal:
@@ -221,14 +228,15 @@ def ablation(trained: Trained, s: Sentence) -> tuple[np.ndarray, str]:
 
         def effect(F):
             return np.array([_loss(family, w, config, f, s.ids) - base for f in F])
-        what = "the rise in the mean next-piece loss (nats)"
     else:
         pooled = contributions.pooled(s.final)
 
         def effect(F):
             return contributions.cosine_distance(contributions.pooled(F), pooled[None])
-        what = "the cosine distance of the mean of the last hidden states"
-    return contributions.head_ablation(s.blocks, lambda X, l: family.run_from(X, l, w, config), effect), what
+    chosen = {"layers": None if layer is None else [layer - 1], "heads": None if head is None else [head - 1]}
+    effects = contributions.head_ablation(s.blocks, lambda X, l: family.run_from(X, l, w, config), effect,
+                                          batch_bytes=lambda B, T: B * family.pass_bytes(T, config), **chosen)
+    return effects, ABLATION_OF[bool(model.causal)]
 
 
 def _loss(family, w, config, final: np.ndarray, ids: np.ndarray) -> float:

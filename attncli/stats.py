@@ -17,6 +17,10 @@ for a detection pattern P, here over every row of the corpus: previous-token (P_
 duplicate-token (P_ij = 1 where token j is token i and j < i) and induction (P_ij = 1 where
 token j - 1 is token i and j - 1 < i); the last two over the sentences whose tokens repeat.
 
+With a model (stats --importance), each head's importance too (Michel et al. 2019, "Are
+Sixteen Heads Really Better than One?"): the effect of zeroing its output on a sentence
+(mixing.ablation's), summed over the sentences and divided by them; no baseline has one.
+
 Sums are compensated (Neumaier), so partial results merged in any order agree to well
 within 1e-12 of each other; only the sums are kept, whatever the corpus's size.
 """
@@ -34,6 +38,8 @@ STATISTICS = {
     "induction": "rows_repeat",
 }
 COUNTS = ("sentences", "tokens", "rows", "rows_previous", "rows_next", "rows_repeat")
+# what a run may add beside STATISTICS, a head's own (no baseline has it), and its count
+ADDED = {"importance": "sentences"}
 
 
 class Compensated:
@@ -76,22 +82,23 @@ class HeadSums:
         if other.shape != self.shape:
             raise ValueError(f"heads {other.shape} cannot merge into {self.shape}")
         for name, s in other.sums.items():
-            self.sums[name].merge(s)
+            self.sums.setdefault(name, Compensated(self.shape)).merge(s)
         for name, n in other.counts.items():
             self.counts[name] += n
 
     def add(self, seen: list[Observation]) -> None:
         """Sentences' sums, added together first (numpy's pairwise sum), then to the running
         ones: one compensated addition a chunk, not a sentence."""
-        for name in STATISTICS:
-            self.sums[name].add(np.sum([o.sums[name] for o in seen], axis=0))
+        for name in [*STATISTICS, *(n for n in ADDED if n in seen[0].sums)]:
+            self.sums.setdefault(name, Compensated(self.shape)).add(np.sum([o.sums[name] for o in seen], axis=0))
         for name in COUNTS:
             self.counts[name] += sum(o.counts[name] for o in seen)
 
     def means(self) -> dict[str, np.ndarray]:
-        """Each statistic's mean (L, H); NaN where nothing was counted (no repeated token, say)."""
+        """Each statistic's mean (L, H), and each of ADDED's there are; NaN where nothing was
+        counted (no repeated token, say)."""
         out = {}
-        for name, count in STATISTICS.items():
+        for name, count in {**STATISTICS, **{n: c for n, c in ADDED.items() if n in self.sums}}.items():
             n = self.counts[count]
             out[name] = self.sums[name].value / n if n else np.full(self.shape, np.nan)
         return out
@@ -237,8 +244,8 @@ MODEL_STATISTICS = ("first",)
 
 
 def head_records(partial: Partial, *, model: bool = True) -> list[dict]:
-    """One record a head: its statistics (without MODEL_STATISTICS unless `model`), each
-    baseline's for the same head (uniform attention has one value for every head), and
+    """One record a head: its statistics (without MODEL_STATISTICS unless `model`) and those
+    of ADDED the sums hold, each baseline's for the same head (uniform attention has one value for every head), and
     which statistics a baseline equals."""
     means = partial.heads.means()
     L, H = partial.heads.shape
@@ -249,6 +256,7 @@ def head_records(partial: Partial, *, model: bool = True) -> list[dict]:
         for h in range(H):
             record = {"layer": l + 1, "head": h + 1, **partial.heads.counts}
             record.update({name: _number(means[name][l, h]) for name in names})
+            record.update({name: _number(means[name][l, h]) for name in ADDED if name in means})
             record["baselines"] = {
                 name: {stat: _number(m[stat][min(l, m[stat].shape[0] - 1), min(h, m[stat].shape[1] - 1)])
                        for stat in names} for name, m in base.items()}

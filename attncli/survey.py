@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import batch, limits, stats, workers
+from attncli import batch, limits, mixing, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
@@ -35,6 +35,7 @@ class StatsJob:
     shuffled: bool = True
     random_seeds: int = 3
     by_word: bool = False
+    importance: bool = False  # each head's ablation effect too (a model's): mixing.ablation
 
 
 def sentence_arrays(text: str, vectors, opts: Options):
@@ -80,12 +81,15 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
             if error is not None:
                 raise InputError(error)
             arrays = sentence_arrays(text, vectors, opts)
+            effects = importance(vectors, text) if job.importance else None
         except AttncliError as e:
             out.skipped += 1
             if out.first_skip is None:
                 out.first_skip = (number, str(e))
             continue
         seen[None].append(_sums(arrays))
+        if effects is not None:
+            seen[None][-1].sums["importance"] = effects
         alpha, allowed, tokens = arrays[:3]
         seen["uniform"].append(_sums((stats.uniform(allowed), *arrays[1:])))
         if out.words is not None:
@@ -99,6 +103,11 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
     for name, observed in seen.items():
         out.add(name, observed)
     return out
+
+
+def importance(trained: Trained, text: str) -> np.ndarray:
+    """Every head's ablation effect (L, H) on the sentence (mixing.ablation's)."""
+    return mixing.ablation(trained, mixing.model_pass(trained, np.asarray(trained.model.encode(text).ids)))[0]
 
 
 def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS", jobs: int = 1):
@@ -202,9 +211,12 @@ def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
         raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
     model = isinstance(vectors, Trained)
     records = total.words.records() if by == "word" else stats.head_records(total, model=model)
+    ablated = "importance" in total.heads.sums  # what it is, for the table (a record holds the number only)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
             "model": vectors.name if model else None, "vectors": None if model else vectors.name,
-            **({"markers": _markers(vectors)} if model else {}), "records": records}
+            **({"markers": _markers(vectors)} if model else {}),
+            **({"importance_of": mixing.ABLATION_OF[bool(vectors.model.causal)]} if ablated else {}),
+            "records": records}
 
 
 def _markers(trained) -> list[str]:

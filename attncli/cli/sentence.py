@@ -201,19 +201,24 @@ def explain(sentence, token, index, source, opts, out):
 
 @click.command(cls=Command, short_help="every layer and head of a sentence's attention at a glance")
 @sentence_argument
+@click.option("--ablate", is_flag=True,
+              help="With --model: also each head's ablation effect (Michel et al. 2019), its output zeroed and the "
+                   "model run on: an encoder's cosine distance of the mean of its last hidden states, a decoder's "
+                   "rise in its mean next-piece loss; a layers x heads grid, under \"ablation\" in JSON.")
 @vectors_options
 @model_options(every=True)
 @attention_options(top=False)
 @png_option
 @output_options
-def heads(sentence, source, opts, out):
+def heads(sentence, ablate, source, opts, out):
     """Each head's T x T weights over SENTENCE as a small picture, layer by layer: with
     --model every layer x head of the trained model (a head that puts more than half its
     attention on [CLS] and [SEP], or a decoder's on its first piece, marked *), or the
     heads of one --layer, or one --head of
     every layer; over word vectors the --heads heads of one layer. --format json gives
     "weights" as layers x heads x T x T of those shown, and with --model "layer" and "head"
-    (null: every one).
+    (null: every one). --ablate zeroes each head shown in turn and runs the model on from
+    there (L x H runs of the layers after the head's, one layer's heads in a batch).
 
     \b
     Examples:
@@ -221,7 +226,11 @@ def heads(sentence, source, opts, out):
       attncli heads "The earth is like an orange" --model minilm --layer 2
       attncli heads "The earth is like an orange" --qkv random --heads 5
       attncli heads "I sat on the bank of the river" --model minilm --json | jq '.special_share'
+      attncli heads "The earth is like an orange" --model minilm --ablate
     """
+    if ablate and not source.model:
+        raise click.UsageError("--ablate zeroes a trained model's heads in turn and runs the model on; it needs "
+                               "--model NAME|DIR")
     sentences = read_sentences(sentence)
     vectors = source.load()
     layer, head = source.layer, source.head  # with --model
@@ -229,5 +238,5 @@ def heads(sentence, source, opts, out):
     note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else heads_shown(vectors, opts))}, out,
                     "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
-    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head))
+    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head, ablate=ablate))
     emit(docs, out, "heads_view")

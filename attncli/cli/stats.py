@@ -33,6 +33,9 @@ from attncli.errors import InputError
 @click.option("--random-seeds", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
               help="Seeds of the --qkv random baseline (word vectors only); 0 leaves it out.")
 @click.option("--no-shuffled", is_flag=True, help="Leave out the shuffled baseline (it doubles the work).")
+@click.option("--importance", is_flag=True,
+              help="With --model: each head's importance too, the mean over the sentences of its ablation effect "
+                   "(heads --ablate's: its output zeroed, the model run on; L x H runs a sentence).")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
               help="Worker processes on this machine (at most one a core).")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
@@ -45,7 +48,7 @@ from attncli.errors import InputError
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, jobs, scheduler, source, opts, out):
+          no_shuffled, importance, jobs, scheduler, source, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -54,7 +57,10 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     TransformerLens's previous-token, duplicate-token and induction scores
     (the last two on sentences whose tokens repeat). Beside each, the same statistic under
     baselines: uniform attention, the sentences shuffled, and random projections; a
-    statistic a baseline equals (within 0.005 or 1%) is marked. Out: a record per head (JSON
+    statistic a baseline equals (within 0.005 or 1%) is marked. With --importance, each
+    head's importance (Michel et al. 2019): the mean over the sentences of the effect of
+    zeroing its output, on an encoder's mean-pooled last hidden states (their cosine
+    distance) or a decoder's next-piece loss (its rise). Out: a record per head (JSON
     Lines when piped), with the rows and tokens counted; --by word gives a record per word.
     Only running sums are kept, whatever the corpus's size.
 
@@ -64,6 +70,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --model minilm --png heads.png
       attncli stats --probe repeated --model minilm --json | jq -c '{layer, head, induction}'
       attncli stats corpus.txt --by word --json | head
+      attncli stats corpus.txt --model minilm --importance --jobs 2
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
     from attncli import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
@@ -75,6 +82,12 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if by == "word" and out.png:
         raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
                                "--html draw the words' tables)")
+    if importance and not source.model:
+        raise click.UsageError("--importance zeroes a trained model's heads in turn and runs the model on; it needs "
+                               "--model NAME|DIR")
+    if importance and by == "word":
+        raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
+                               "give one of them")
     vectors = source.load()
     if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
@@ -82,7 +95,8 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if not source.model:
         survey.check_attention(vectors, opts, random_seeds)
     job = survey.StatsJob(batch.Job.from_source(source, vectors, opts, dask=scheduler is not None), seed=shuffle_seed,
-                          shuffled=not no_shuffled, random_seeds=random_seeds, by_word=by == "word")
+                          shuffled=not no_shuffled, random_seeds=random_seeds, by_word=by == "word",
+                          importance=importance)
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:

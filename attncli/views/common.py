@@ -4,6 +4,7 @@ words, a model's markers."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -108,3 +109,10 @@ def markers(doc: dict) -> list[str]:
     """A model's own markers among a document's tokens, as its tokenizer names them, once
     each: [CLS] and [SEP] for BERT's, <s> and </s> for RoBERTa's, none for GPT-2's."""
     return list(dict.fromkeys(t for t, special in zip(doc["tokens"], doc["special"]) if special))
+
+
+def decimals(values) -> int:
+    """The decimals that write the largest magnitude among `values` with three significant
+    digits, two at least (0.0948 and 0.0011: four; 1.04: two); two where all are 0 or none."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    return max(2, 2 - math.floor(math.log10(max(finite)))) if finite else 2

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import left_out, listed, top_line
+from attncli.views.common import decimals, left_out, listed, top_line
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -33,7 +33,10 @@ def document_row(row: dict) -> Text:
 # what the stats table shows of each record: (key, heading), and the baselines' marks
 STATS_COLUMNS = (("entropy", "entr"), ("distance", "dist"), ("self", "self"), ("previous", "prev"),
                  ("next", "next"), ("first", "first"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punct"),
-                 ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"))
+                 ("previous_token", "prevT"), ("duplicate_token", "dupT"), ("induction", "indT"),
+                 ("importance", "imp"))
+# the columns no baseline has (stats.ADDED's), each written with the decimals its numbers need
+OWN_COLUMNS = ("importance",)
 
 
 SHARES = ("self", "previous", "next", "first", "cls", "sep", "punct")
@@ -51,7 +54,7 @@ def stats_columns(records: list[dict], markers: list[str] | None = None) -> list
     a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
     [CLS], [SEP] and punctuation only where there are some. The table and the PNG show the same."""
     def values(key: str) -> list:
-        return [r[key] for r in records] + [b[key] for r in records for b in r["baselines"].values()]
+        return [r[key] for r in records] + [b.get(key) for r in records for b in r["baselines"].values()]
 
     def seen(key: str) -> bool:
         if key not in records[0]:
@@ -75,7 +78,13 @@ def marks_legend(baselines) -> str:
     return listed([f"{BASELINE_MARKS[b]} {BASELINE_NAMES[b]}" for b in baselines])
 
 
-def _stats_legend(columns: list[tuple[str, str]]) -> str:
+def places(records: list[dict], key: str) -> int:
+    """The decimals a column is written with: two, or as many as its numbers need (an
+    importance of 0.0019: four, views.common.decimals)."""
+    return decimals([r[key] for r in records]) if key in OWN_COLUMNS else 2
+
+
+def _stats_legend(columns: list[tuple[str, str]], importance_of: str | None = None) -> str:
     """What the headings of `columns` mean, naming only those."""
     headings = dict(columns)
     said = {"entropy": "entr: entropy of a row (nats)", "distance": "dist: distance attended (positions)"}
@@ -89,6 +98,9 @@ def _stats_legend(columns: list[tuple[str, str]]) -> str:
     if detectors:
         parts.append(f"{listed([h for h, _ in detectors])}: TransformerLens's "
                      f"{listed([n for _, n in detectors])} score{'s' if len(detectors) > 1 else ''}")
+    if "importance" in headings:
+        parts.append(f"{headings['importance']}: a head's importance, the mean over the sentences of its ablation "
+                     f"effect ({importance_of}, the model with the head zeroed against the whole model)")
     return "; ".join(parts)
 
 
@@ -111,22 +123,26 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     table.add_column("head", no_wrap=True)
     for _, heading in columns:  # a model's marker is text from its tokenizer: never markup
         table.add_column(Text(heading), justify="right", no_wrap=True)
+    decimals = {key: places(records, key) for key, _ in columns}
     for r in records:
         cells = [Text(f"{r['layer']}.{r['head']}")]
         for key, _ in columns:
-            marks = baseline_marks(r["like_baseline"][key])
+            marks = baseline_marks(r["like_baseline"].get(key, []))
             marks = "~" if compact and marks else marks
             value = r[key]
-            cells.append(Text("-" if value is None else f"{value:.2f}", style="dim" if marks else "")
+            cells.append(Text("-" if value is None else f"{value:.{decimals[key]}f}", style="dim" if marks else "")
                          + Text(marks.ljust(pad), style="dim"))
         table.add_row(*cells)
     for name in first["baselines"]:
         cells = [Text(name[:8], style="italic")]
         for key, _ in columns:
+            if key in OWN_COLUMNS:  # no baseline of its own
+                cells.append(Text(""))
+                continue
             values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
             cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
         table.add_row(*cells)
-    notes = Text(f"{_stats_legend(columns)}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
+    notes = Text(f"{_stats_legend(columns, doc.get('importance_of'))}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
                  f"{marks_legend(first['baselines'])}"
                  + (" (~: to one of them; a wider terminal says which)" if compact else "")
                  + "; the baseline rows: their mean over the heads.", style="dim")

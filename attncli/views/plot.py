@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
-from attncli.views.common import layer_title, marked_heads
+from attncli.views.common import decimals, layer_title, marked_heads
 from attncli.visible import count
 
 
@@ -166,11 +166,15 @@ def _contributions(plt, docs: list[dict]):
 def _heads(plt, docs: list[dict]):
     """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
     the largest weight), the heads that put more than half on [CLS] and [SEP], or on a
-    decoder's first piece, marked * (marked_heads)."""
+    decoder's first piece, marked * (marked_heads); with --ablate, below each sentence's,
+    its heads' ablation effects as one layers x heads heatmap, the largest marked *."""
     rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
+    ablated = [doc for doc in docs if "ablation" in doc]
     H = len(docs[0]["weights"][0])
     top = max(float(np.max(doc["weights"])) for doc in docs)
-    fig, axes = plt.subplots(len(rows), H, figsize=(1.3 * H + 1.0, 1.3 * len(rows) + 1.2), squeeze=False)
+    heights = [1.0] * len(rows) + [0.25 * len(doc["ablation"]) + 0.6 for doc in ablated]
+    fig, axes = plt.subplots(len(heights), H, figsize=(1.3 * H + 1.0, 1.3 * sum(heights) + 1.2), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     for r, (doc, l) in enumerate(rows):
         shares, _ = marked_heads(doc)
         for h in range(H):
@@ -181,6 +185,10 @@ def _heads(plt, docs: list[dict]):
             mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
             number = (doc.get("layer") or l + 1, doc.get("head") or h + 1)  # from 1, as --layer and --head
             ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=7, parse_math=False)
+    for r, doc in enumerate(ablated, start=len(rows)):
+        for ax in axes[r]:
+            ax.remove()
+        _ablation(fig.add_subplot(axes[0, 0].get_gridspec()[r, :]), doc, len(docs) > 1)
     shares, sink = marked_heads(docs[0])
     fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
                  + (f"\n* more than half the weight on {sink}" if shares else ""),
@@ -188,10 +196,29 @@ def _heads(plt, docs: list[dict]):
     return fig
 
 
+def _ablation(ax, doc: dict, named: bool) -> None:
+    """A heads document's ablation effects (L x H of the heads shown) as a heatmap, each
+    cell's number written in, the largest marked *; `named`: the sentence in the title."""
+    E = np.array(doc["ablation"], dtype=float)  # (L, H)
+    layers = [doc["layer"]] if doc.get("layer") else range(1, len(E) + 1)
+    heads = [doc["head"]] if doc.get("head") else range(1, E.shape[1] + 1)
+    ax.imshow(E, cmap="viridis", aspect="auto")
+    top = np.unravel_index(int(np.argmax(E)), E.shape)
+    places, low, span = decimals(E.flat), float(E.min()), float(np.ptp(E)) or 1.0
+    for (l, h), value in np.ndenumerate(E):  # black on viridis' bright yellow end, white on the rest
+        ax.text(h, l, ("*" if (l, h) == top else "") + f"{value:.{places}f}", ha="center", va="center", fontsize=6,
+                color="black" if (value - low) / span > 0.7 else "white", parse_math=False)
+    ax.set_xticks(range(len(heads)), [f"H{n}" for n in heads], fontsize=6)
+    ax.set_yticks(range(len(layers)), [f"L{n}" for n in layers], fontsize=6)
+    subject = textwrap.shorten(doc["sentence"], 60) + ": " if named else ""
+    ax.set_title(textwrap.fill(f"{subject}ablation, each head zeroed in turn: {doc['ablation_of']} (* the largest)",
+                               110), fontsize=7, parse_math=False)
+
+
 def _stats(plt, doc: dict):
     """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
     by the baselines it equals as the table marks it."""
-    from attncli.views.corpus import baseline_marks, marks_legend, stats_columns  # rich, at the views' top
+    from attncli.views.corpus import baseline_marks, marks_legend, places, stats_columns  # rich, at the views' top
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
@@ -208,12 +235,14 @@ def _stats(plt, doc: dict):
             if r[key] is not None:
                 grid[r["layer"] - 1, r["head"] - 1] = r[key]
         ax.imshow(grid, cmap="viridis", aspect="auto")
+        decimals = places(records, key)
         for r in records:
             if r[key] is not None:
-                mark = baseline_marks(r["like_baseline"][key])  # the table's marks
-                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.2f}{mark}", ha="center", va="center", fontsize=5,
-                        color="white", parse_math=False)
-        ax.set_title(heading, fontsize=8, parse_math=False)
+                mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
+                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.{decimals}f}{mark}", ha="center", va="center",
+                        fontsize=5, color="white", parse_math=False)
+        ax.set_title(heading if key != "importance" else f"{heading}: {doc['importance_of']}", fontsize=8,
+                     parse_math=False, wrap=True)
         ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)
         ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=5)
         ax.set_xlabel("head", fontsize=6)

@@ -441,20 +441,36 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     its token at the left and the columns' positions on top; else two rows of cells to a
     line (the upper half block in the first row's colour on the second's) or, without
     colour, a shade a cell. A head that puts more than half its attention on an encoder's
-    [CLS] and [SEP], or on a decoder's first piece, is marked * (marked_heads)."""
+    [CLS] and [SEP], or on a decoder's first piece, is marked * (marked_heads). With
+    --ablate, the heads' ablation effects below, as a layers x heads grid (_ablation)."""
     W = np.array(doc["weights"], dtype=float)  # (L, H, T, T): the layers and heads shown
-    L, H, T, _ = W.shape
-    layers = [doc["layer"]] if doc.get("layer") else range(1, L + 1)  # their numbers, from 1
-    heads = [doc["head"]] if doc.get("head") else range(1, H + 1)
-    scale = heatmap.sequential(1.0, color_system)
-    shares, sink = marked_heads(doc)
+    T = W.shape[2]
     parts: list[RenderableType] = [describe(doc)]
     if "kv_heads" in doc.get("model", {}):
         parts.append(Text(_sharing(doc["model"]), style="dim"))
     if T + 4 > width:
         parts.append(Text(f"{T} tokens are too many for a picture of each head in {width} columns; "
                           "--format json holds every weight", style="dim"))
-        return Group(*parts)
+    else:
+        parts += _pictures(doc, W, width, color_system)
+    if "ablation" in doc:
+        parts += _ablation(doc, width, color_system)
+    return Group(*parts)
+
+
+def _shown(doc: dict, L: int, H: int) -> tuple[list[int], list[int]]:
+    """The numbers (from 1) of the layers and heads a heads document shows."""
+    return ([doc["layer"]] if doc.get("layer") else list(range(1, L + 1)),
+            [doc["head"]] if doc.get("head") else list(range(1, H + 1)))
+
+
+def _pictures(doc: dict, W: np.ndarray, width: int, color_system: str | None) -> list[RenderableType]:
+    """Each head's picture, a layer at a time, and how to read them."""
+    L, H, T, _ = W.shape
+    layers, heads = _shown(doc, L, H)
+    scale = heatmap.sequential(1.0, color_system)
+    shares, sink = marked_heads(doc)
+    parts: list[RenderableType] = []
     labels = [Text(f"{i} {t}") for i, t in enumerate(doc["tokens"])]
     label_width = min(max(label.cell_len for label in labels), 16)
     across = (width - label_width - 1 + 2) // (T + 2)  # labelled pictures a line, two spaces apart
@@ -472,7 +488,39 @@ def heads_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "
                       f"weight 0 to 1 (the largest here {W.max():.2f})"
                       + (f"; * more than half on {sink}" if shares else ""), style="dim"))
-    return Group(*parts)
+    return parts
+
+
+def _ablation(doc: dict, width: int, color_system: str | None) -> list[RenderableType]:
+    """The heads' ablation effects (Michel et al. 2019) as a layers x heads grid, a cell a
+    head's number on the colour of its step (heatmap's scales: sequential from 0, or
+    diverging around 0 where an effect is below 0, as a decoder's loss can fall), the
+    largest marked *; as many heads a line as the width holds."""
+    E = np.array(doc["ablation"], dtype=float)  # (L, H) of the heads shown
+    layers, heads = _shown(doc, *E.shape)
+    low, high = float(E.min()), float(E.max())
+    numbers = heatmap.Numbers.for_scores(E)
+    scale = (heatmap.diverging(low, high, color_system) if low < 0 else heatmap.sequential(high, color_system))
+    top = np.unravel_index(int(np.argmax(E)), E.shape)
+    label = max(len(f"layer {n}") for n in layers)
+    column = max(numbers.width + 1, max(len(f"h{n}") for n in heads)) + 1  # "*" and a gap before the number
+    across = max(1, (width - label) // column)
+    lines = [Text("ablation: each head's output zeroed in turn, the model run on from there", style="bold")]
+    for first in range(0, len(heads), across):
+        shown = range(first, min(first + across, len(heads)))
+        lines.append(Text(" " * label + "".join(f"h{heads[h]}".rjust(column) for h in shown), style="bold"))
+        for l, number in enumerate(layers):
+            line = Text()
+            line.append(f"layer {number}".ljust(label), style="bold")
+            for h in shown:
+                cell = ("*" if (l, h) == top else "") + numbers.text(E[l, h])
+                line.append(cell.rjust(column), style=None if scale is None else scale.style(scale.step(E[l, h])))
+            lines.append(line)
+    legend = heatmap.legend(scale, numbers, "Δ", low, high)
+    lines.append(Text(f"Δ: {doc['ablation_of']}, the model with the head zeroed against the whole model; "
+                      f"{numbers.reading('Δ', high)}; * the largest, layer {layers[top[0]]} head {heads[top[1]]} "
+                      f"({E[top]:.3g})", style="dim"))
+    return lines + ([legend] if legend is not None else [])
 
 
 def _sharing(m: dict) -> str:
