@@ -97,6 +97,9 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
     if erasure == "remove" and len(s.ids) < 2:
         raise InputError("the sentence has one word piece: removing it leaves nothing to run; give a longer one")
     replace, piece = replacement(model) if erasure == "mask" else (None, None)
+    T = len(s.ids)
+    limits.require(8 * T * T * config.hidden, f"the last hidden states of {T:,} runs without a token each, over "
+                   f"{T:,} word pieces", "give a shorter sentence")  # leave_one_out's (T, T', D)
     doc = {"erasure": erasure}
     if piece is not None:
         doc["replaced_by"] = piece
