@@ -148,16 +148,22 @@ class Trained:
         """The sentence's word pieces and the model's forward pass over them, refused before
         it starts when the pass and the T x T numbers a document lists (`listed` a cell)
         cannot fit in memory."""
-        if not sentence.strip():
-            raise InputError("the sentence is empty; give some words")
-        pieces = self.model.encode(sentence)
+        pieces = self.pieces(sentence)
         config, T = self.model.config, len(pieces.ids)
-        if T == 0:  # a tokenizer whose normalizer leaves nothing of the text, and that adds no marker
-            raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
         family = self.model.family
         limits.require(family.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
         return pieces, family.forward(pieces.ids, self.model.weights, config, keep=keep)
+
+    def pieces(self, sentence: str):
+        """The sentence's word pieces (models.files.Pieces), refused when there are none or
+        more than the model reads."""
+        if not sentence.strip():
+            raise InputError("the sentence is empty; give some words")
+        pieces = self.model.encode(sentence)
+        if len(pieces.ids) == 0:  # a tokenizer whose normalizer leaves nothing of the text, and that adds no marker
+            raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
+        return pieces
 
     def attend(self, sentence: str, *, listed: int = 0) -> Attention:
         """The sentence through the model, and layer `layer`'s attention as an Attention."""
@@ -190,15 +196,20 @@ class Trained:
         """What a model adds to a document's keys; its key/value heads where its query heads
         share them, d_head where it is not d_model / heads, and a decoder's mask in
         place of --mask's."""
+        doc = {"model": self.about(), "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+               "offsets": [list(o) for o in att.pieces.offsets]}
+        return doc if att.mask is None else {**mask_keys(att.mask), **doc}
+
+    def about(self) -> dict:
+        """The document's `model`: its name, layers, heads and size; its key/value heads where
+        its query heads share them, and d_head where it is not d_model / heads."""
         c = self.model.config
         model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
         if c.key_heads != c.heads:
             model["kv_heads"] = c.key_heads
         if c.d_head * c.heads != c.hidden:
             model["d_head"] = c.d_head
-        doc = {"model": model, "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
-               "offsets": [list(o) for o in att.pieces.offsets]}
-        return doc if att.mask is None else {**mask_keys(att.mask), **doc}
+        return model
 
     def predict(self, att: Attention, k: int) -> list[dict]:
         """A decoder's k likeliest next pieces after the sentence, likeliest first: the softmax

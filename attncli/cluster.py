@@ -1,8 +1,9 @@
-"""The Dask path that `batch --scheduler` and `stats --scheduler` share: a client of the
-scheduler, reached within a time-out whatever answers at its address (not a scheduler,
-a worker, TLS asked for, no worker at all); each task a chunk of lines, whose worker
-loads the vectors or model once, after checking that its files are the ones the client
-read; and the runs, batch's in input order and stats' partials as they finish, ended in
+"""The Dask path that `batch --scheduler`, `stats --scheduler` and `faithfulness
+--scheduler` share: a client of the scheduler, reached within a time-out whatever answers
+at its address (not a scheduler, a worker, TLS asked for, no worker at all); each task a
+chunk of lines, whose worker loads the vectors or model once, after checking that its
+files are the ones the client read; and the runs, batch's in input order and the
+partials of stats and faithfulness as they finish, ended in
 one line when a task fails, the scheduler is lost, or the cluster is left without a
 worker. Only the chunk's text goes to a worker, and its results or sums come back.
 
@@ -18,11 +19,10 @@ import itertools
 import re
 import time
 
-from attncli import batch, limits, reading, stats
+from attncli import batch, limits, reading
 from attncli.analyze import Trained
 from attncli.errors import AttncliError, InputError
 from attncli.load import load_vectors
-from attncli.survey import StatsJob, chunk_partial
 
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
 
@@ -68,10 +68,11 @@ def _when(ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9:09d}"
 
 
-def dask_chunk(chunk: list[tuple], job: StatsJob) -> stats.Partial:
+def dask_chunk(chunk: list[tuple], job):
     """A Dask task: the worker loads the vectors (or model) once, from the path all workers
-    see, and sums its chunk. Only the chunk's text comes in and the sums go out."""
-    return chunk_partial(chunk, _worker_vectors(job.load), job)
+    see, and sums its chunk (job.partial: a survey.StatsJob's, a faithfulness.Job's). Only
+    the chunk's text comes in and the sums go out."""
+    return job.partial(chunk, _worker_vectors(job.load))
 
 
 def _load(job: batch.Job):
@@ -257,7 +258,7 @@ def run_dask_in_order(chunks, job: batch.Job, address: str):
                 yield oldest()
 
 
-def run_dask(chunks, job: StatsJob, address: str, timeout: float = 10.0):
+def run_dask(chunks, job, address: str, timeout: float = 10.0):
     """Each chunk's partial from the cluster at `address`, as they finish, with at most 4
     chunks a worker in flight. A worker lost mid-run has its tasks run again elsewhere
     (Dask's own rescheduling, and 2 retries); a task that fails ends the run."""

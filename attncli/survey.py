@@ -1,7 +1,9 @@
 """A corpus's sentences through attention, into stats.py's sums, and stats' summary of
 them: in this process, or in N worker processes (as batch); on a Dask cluster, cluster.py
 runs the same chunk_partial in each task. Each chunk of lines gives a Partial, and the
-partials are merged as they come: the order does not matter (stats.py).
+partials are merged as they come: the order does not matter (stats.py). The running of
+chunks (run, summarise, cluster.run_dask) serves any job with a partial(chunk, vectors)
+and an empty() partial, whose partials merge(): faithfulness.py's too.
 
 Baselines, computed beside the heads on the same sentences (Wiegreffe & Pinter 2019 ask
 for them before reading meaning into attention):
@@ -36,6 +38,15 @@ class StatsJob:
     random_seeds: int = 3
     by_word: bool = False
     importance: bool = False  # each head's ablation effect too (a model's): mixing.ablation
+
+    def partial(self, chunk: list[tuple], vectors) -> stats.Partial:
+        """A chunk's partial: what run and cluster.run_dask call for any job of a survey."""
+        return chunk_partial(chunk, vectors, self)
+
+    @staticmethod
+    def empty() -> stats.Partial:
+        """The partial of no line, which summarise merges the others into."""
+        return stats.Partial()
 
 
 def sentence_arrays(text: str, vectors, opts: Options):
@@ -138,28 +149,28 @@ def repeated(vocabulary: list[str], count: int, length: int, seed: int):
 
 # --- one process, or N of them, as batch runs them ------------------------------------------
 
-def _chunk(chunk: list[tuple]) -> stats.Partial:
+def _chunk(chunk: list[tuple]):
     """In a worker that batch._start set up: the chunk's partial, or the reason it could not load."""
     if batch._failed is not None:
         raise InputError(batch._failed)
-    return chunk_partial(chunk, batch._vectors, _stats_job)
+    return _job.partial(chunk, batch._vectors)
 
 
-_stats_job: StatsJob | None = None
+_job = None  # in a worker: the job it serves (a StatsJob, a faithfulness.Job)
 
 
-def _start(job: StatsJob, worker: bool = False) -> None:
-    global _stats_job
-    _stats_job = job
+def _start(job, worker: bool = False) -> None:
+    global _job
+    _job = job
     batch._start(job.load, worker)
 
 
 def run(chunks, job: StatsJob, jobs: int = 1, vectors=None):
-    """Each chunk's partial, as it is done; with jobs > 1, at most 2 jobs chunks at a time
-    are read ahead, so the corpus is never held whole."""
+    """Each chunk's partial (job.partial), as it is done; with jobs > 1, at most 2 jobs
+    chunks at a time are read ahead, so the corpus is never held whole."""
     if jobs == 1:
         for chunk in chunks:
-            yield chunk_partial(chunk, vectors, job)
+            yield job.partial(chunk, vectors)
         return
     yield from workers.in_order(_chunk, chunks, _start, job, jobs)
 
@@ -188,11 +199,12 @@ def vocabulary(vectors, most: int = 10_000) -> list[str]:
     return out
 
 
-def summarise(parts, progress=lambda total: None) -> stats.Partial:
+def summarise(parts, progress=lambda total: None, total=None):
     """The sums of a corpus from its chunks' partials `parts` (run's, in this process or in
-    workers, or cluster.run_dask's), each merged as it comes, and progress(total) told. The
-    workers end before this returns or raises."""
-    total = stats.Partial()
+    workers, or cluster.run_dask's), each merged as it comes into `total` (by default
+    stats' empty Partial; a job's empty()), and progress(total) told. The workers end
+    before this returns or raises."""
+    total = stats.Partial() if total is None else total
     with contextlib.closing(parts):
         for part in parts:
             total.merge(part)

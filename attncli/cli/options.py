@@ -289,15 +289,17 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     return opts, said
 
 
-def model_options(f=None, *, head: bool | str = True, every: bool = False):
+def model_options(f=None, *, head: bool | str = True, every: bool = False, layer: bool = True):
     """--model / --layer / --head, placed just below vectors_options, added to its Source
     (`every`: a command that shows every layer and head unless --layer and --head choose;
-    `head` a string: --head's help, where the command says what one head is of its own)."""
+    `head` a string: --head's help, where the command says what one head is of its own);
+    a command of a model only takes them without vectors_options, and gets a Source of
+    its own (`layer` False: no --layer, for a command that measures every layer)."""
     if f is None:
-        return functools.partial(model_options, head=head, every=every)
+        return functools.partial(model_options, head=head, every=every, layer=layer)
 
     @functools.wraps(f)
-    def wrapper(*args, source, model, layer, revision, head=None, **kwargs):
+    def wrapper(*args, model, revision, source=Source(), layer=None, head=None, **kwargs):
         if model is None:
             unused = next((name for name, value in (("--layer", layer), ("--head", head), ("--revision", revision))
                            if value is not None), None)
@@ -328,10 +330,11 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False):
         option("model", "--revision", metavar="REV",
                help="With --model NAME from the Hugging Face cache: the branch, tag or commit to read. "
                     "Default: main."),
-        option("model", "--layer", type=click.IntRange(min=1), metavar="L",
-               help="With --model: the layer whose attention to show, from 1. Default: "
-                    + ("every layer." if every else "the last.")),
     ]
+    if layer:
+        options.append(option("model", "--layer", type=click.IntRange(min=1), metavar="L",
+                              help="With --model: the layer whose attention to show, from 1. Default: "
+                                   + ("every layer." if every else "the last.")))
     if head:
         options.append(option("model", "--head", type=click.IntRange(min=1), metavar="H",
                               help=head if isinstance(head, str) else "With --model: the head to show, from 1"
