@@ -42,7 +42,8 @@ FILE_PLACES = [
     "attncli scores --vectors ", "attncli scores --vectors glo", "attncli vectors info --vectors ",
     "attncli scores --qkv pro", "attncli rnn --weights ", "attncli scores --file ", "attncli qkv init -o ",
     "attncli qkv init --output ", "attncli batch ", "attncli batch corp", "attncli vectors convert ",
-    "attncli scores --svg ", "attncli scores --html ", "attncli scores --png ",
+    "attncli scores --svg ", "attncli scores --html ", "attncli scores --png ", "attncli faithfulness corp",
+    "attncli faithfulness --model ", "attncli faithfulness --png ",
 ]
 
 

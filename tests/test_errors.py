@@ -50,6 +50,7 @@ def make_files(folder: Path) -> None:
         "huge.txt": b"1000000000000 300\ncat 1 0\n",
         "latin1.txt": b"caf\xe9 au lait\n",
         "nowords.txt": b"zzqx qqzz\n!!!\n",
+        "one.txt": b"the\n",  # one word piece of tiny-gpt2's
         "corrupt.gz": b"\x1f\x8b\x08\x00" + b"garbage" * 10,
         "model.kv": pickle.dumps({"a": 1}, protocol=4),
         "notnpz.npz": b"hello",

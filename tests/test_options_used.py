@@ -78,6 +78,8 @@ def test_the_commands_take_what_they_use():
                                             "--oov"}
     for name in ("scores", "context", "compare", "batch", "contributions"):
         assert set(options_of(name)) == set(CHANGES), name
+    # a model's own attention and word pieces; its --seed seeds its random baseline and bootstrap
+    assert options_of("faithfulness") == ["--seed"]
 
 
 @pytest.mark.parametrize("option", ["--qkv", "--heads", "--mask", "--scale", "--temperature", "--keep-punct", "--oov"])

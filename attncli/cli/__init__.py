@@ -132,8 +132,8 @@ def _stopping():
 LAZY = {
     "scores": "scores", "context": "sentence", "compare": "sentence", "neighbors": "sentence",
     "explain": "sentence", "heads": "sentence", "batch": "corpus", "vectors": "vectors",
-    "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "explore": "explore",
-    "contributions": "contributions",
+    "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "faithfulness": "faithfulness",
+    "explore": "explore", "contributions": "contributions",
 }
 
 

@@ -179,3 +179,110 @@ def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
         parts.append(Text("received: Σ_i α_ij, the heads' mean over the word's occurrences; uniform: what "
                           "uniform attention gives it; ratio: received / uniform", style="dim"))
     return Group(*parts)
+
+
+# faithfulness: a row a method, a column a layer and one rolled out
+
+BEST_MARK = "*"  # beside the best method's mean in each column
+
+
+def interval_cell(c: dict, *, with_interval: bool = True) -> str:
+    """"0.42 [0.39, 0.45]": a column's mean rho and its interval; "-" where no sentence gave one."""
+    if c["rho"] is None:
+        return "-"
+    return f"{c['rho']:.2f} [{c['low']:.2f}, {c['high']:.2f}]" if with_interval else f"{c['rho']:.2f}"
+
+
+def column_keys(records: list[dict]) -> list[int | None]:
+    """The columns of a faithfulness table: each layer (from 1), then None, rolled out."""
+    return [l["layer"] for l in records[0]["layers"]] + [None]
+
+
+def column_cell(record: dict, key: int | None) -> dict | None:
+    """A record's cell of the column `key` (None: rolled out); None where it has none (the
+    baseline's layers)."""
+    if key is None:
+        return record["rolled"]
+    return next((l for l in record["layers"] if l["layer"] == key), None)
+
+
+def best_methods(records: list[dict]) -> dict[int | None, set[str]]:
+    """Each column's best methods, those of the highest mean rho (the baseline never among
+    them), by column_keys."""
+    out = {}
+    for key in column_keys(records):
+        means = {r["method"]: column_cell(r, key)["rho"] for r in records if not r["baseline"]}
+        top = max((m for m in means.values() if m is not None), default=None)
+        out[key] = {method for method, m in means.items() if top is not None and m == top}
+    return out
+
+
+def faithfulness_cells(records: list[dict], with_interval: bool = True) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """The headings of the columns (each layer's, then rolled out) and, for each record, its
+    cells as the table and the PNG write them, each with whether it is its column's best."""
+    keys = column_keys(records)
+    top = best_methods(records)
+    headings = [f"layer {l}" for l in keys[:-1]] + ["rolled out"]
+    rows = []
+    for r in records:
+        cells = []
+        for key in keys:
+            c = column_cell(r, key)
+            cells.append(("-" if c is None else interval_cell(c, with_interval=with_interval), r["method"] in top[key]))
+        rows.append(cells)
+    return headings, rows
+
+
+def _aligned(headings: list[str], rows: list[list[tuple[str, bool]]]) -> tuple[list[str], list[list[str]]]:
+    """Headings and cells padded to their column's width, the numbers' ends in line and the
+    best's mark after its number (rich strips the trailing space a right-justified cell
+    would need)."""
+    widths = [max(len(h), 1 + max(len(cells[k][0]) for cells in rows)) for k, h in enumerate(headings)]
+    return ([h.rjust(w) for h, w in zip(headings, widths)],
+            [[text.rjust(w - 1) + (BEST_MARK if top else "") for (text, top), w in zip(cells, widths)]
+             for cells in rows])
+
+
+def faithfulness_legend(doc: dict) -> str:
+    """What the numbers are, said below the table and the picture."""
+    row = "its rows' mean over the tokens" if doc["output_row"] == "mean" else "its last row, the piece predicted next"
+    return (f"ρ: Spearman's rank correlation, sentence by sentence, between each method's attribution of the "
+            f"output ({row}) and {doc['reference']}'s effect of each token on it ({doc['effect']}, the token "
+            f"left out); the mean over the sentences [its {doc['level']:.0%} percentile bootstrap interval, "
+            f"{doc['resamples']:,} resamples, seed {doc['seed']}]; {BEST_MARK} the best method of its column. "
+            "rolled out: over every layer (raw's is Abnar & Zuidema's rollout); random: a uniform random "
+            "attribution a sentence, the baseline.")
+
+
+def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """A row a method, the random baseline last; a column a layer and one rolled out, each
+    cell the mean rho and its interval (only the mean where the width has no room for
+    them), the best method of each column bold and marked."""
+    records = doc["records"]
+    model = doc["model"]["name"]
+    head = Text(f"{doc['corpus']}: {doc['sentences']:,} sentences ({model}): each method's agreement with "
+                f"{doc['reference']}", style="bold")
+    method_width = max(len(r["method"]) for r in records)
+    headings, rows = _aligned(*faithfulness_cells(records))
+    compact = method_width + sum(len(h) + 2 for h in headings) > width
+    if compact:
+        headings, rows = _aligned(*faithfulness_cells(records, with_interval=False))
+    best = [[top for _, top in cells] for cells in faithfulness_cells(records, with_interval=False)[1]]
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    table.add_column("method", no_wrap=True)
+    for heading in headings:
+        table.add_column(heading, no_wrap=True)
+    for r, cells, marks in zip(records, rows, best):
+        baseline = r["baseline"]
+        table.add_row(Text(r["method"], style="italic" if baseline else ""),
+                      *(Text(c, style="italic" if baseline else "bold" if top else "") for c, top in zip(cells, marks)))
+    notes = Text(faithfulness_legend(doc), style="dim")
+    if compact:
+        notes.append(" The 95% intervals need a wider terminal; the JSON holds them.", style="dim")
+    undefined = max(c["undefined"] for r in records for c in (*r["layers"], r["rolled"]))
+    if undefined:
+        notes.append(f" A sentence whose ρ is undefined (an attribution or effects that are constant) is left out of "
+                     f"that column: at most {undefined:,} in one column here.", style="dim")
+    if doc["skipped"]:
+        notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
+    return Group(head, table, notes)

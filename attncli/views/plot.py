@@ -102,6 +102,8 @@ def figure(plt, docs: list[dict]):
         return _stats(plt, docs[0])
     if docs and docs[0]["command"] == "contributions":
         return _contributions(plt, docs)
+    if docs and docs[0]["command"] == "faithfulness":
+        return _faithfulness(plt, docs[0])
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -250,4 +252,33 @@ def _stats(plt, doc: dict):
     fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); as good as "
                                f"equal to a baseline: {marks_legend(records[0]['baselines'])}", 100),
                  fontsize=8, parse_math=False)
+    return fig
+
+
+def _faithfulness(plt, doc: dict):
+    """`faithfulness`: the table as a heatmap, a row a method and a column a layer and one
+    rolled out, coloured by the mean rho from -1 to 1, each cell's mean and interval written
+    in and the best of each column marked as the table marks it."""
+    from attncli.views.corpus import BEST_MARK, column_cell, column_keys, faithfulness_cells, faithfulness_legend
+
+    records = doc["records"]
+    keys = column_keys(records)
+    headings, rows = faithfulness_cells(records)
+    grid = np.array([[np.nan if (c := column_cell(r, key)) is None or c["rho"] is None else c["rho"] for key in keys]
+                     for r in records])  # (methods, columns)
+    fig, ax = plt.subplots(figsize=(1.45 * len(keys) + 2.2, 0.55 * len(records) + 2.4))
+    image = ax.imshow(grid, cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto")
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02).set_label("mean ρ", fontsize=8)
+    for i, cells in enumerate(rows):
+        for j, (text, top) in enumerate(cells):
+            mean, _, interval = text.partition(" ")
+            dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6
+            ax.text(j, i, f"{mean}{BEST_MARK if top else ''}\n{interval}".strip(), ha="center", va="center",
+                    fontsize=7, fontweight="bold" if top else "normal", color="white" if dark else "black",
+                    parse_math=False)
+    ax.set_xticks(range(len(keys)), headings, fontsize=8)
+    ax.set_yticks(range(len(records)), [r["method"] for r in records], fontsize=8, parse_math=False)
+    fig.suptitle(textwrap.fill(f"attncli faithfulness: {doc['corpus']} ({doc['model']['name']}), "
+                               f"{doc['sentences']:,} sentences", 100), fontsize=9, parse_math=False)
+    ax.set_title(textwrap.fill(faithfulness_legend(doc), 130), fontsize=6, parse_math=False)
     return fig
