@@ -459,6 +459,7 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
     "heads of a decoder": ["heads", SENTENCE, "--model", "{gpt2}"],
     "explain of a decoder": ["explain", SENTENCE, "--model", "{gpt2}", "--token", "orange"],
     "stats of a decoder": ["stats", "{tmp}/corpus.txt", "--model", "{gpt2}"],
+    "faithfulness of a decoder": ["faithfulness", "{tmp}/corpus.txt", "--model", "{gpt2}"],
     "rnn": ["rnn", SENTENCE], "stats": ["stats", "{tmp}/corpus.txt"], "stats --by word": ["stats", "{tmp}/corpus.txt", "--by", "word"],
     "train": ["train", "{tmp}/corpus.txt", "-o", "{tmp}/p.npz", *PROBE], "qkv init": ["qkv", "init", "-o", "{tmp}/q.npz"],
     "vectors info": ["vectors", "info"], "vectors list": ["vectors", "list"], "vectors clear": ["vectors", "clear", "--yes"],
