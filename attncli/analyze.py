@@ -492,16 +492,14 @@ def words_doc(doc: dict, sentence: str, att: Attention, opts: Options) -> dict:
 
 
 def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *,
-              layer: int | None = None, head: int | None = None, ablate: bool = False) -> dict:
+              layer: int | None = None, head: int | None = None) -> dict:
     """The `heads` document: the weights (L, H, T, T) of every layer's every head at a glance
     (one layer over word vectors, its --heads heads), or of the one `layer` and/or the one
     `head` (from 1) a model's --layer and --head choose, which "layer" and "head" say (null:
     every one); with a model, what share of each head's attention goes to its markers ([CLS]
     and [SEP]), where an encoder's head with nothing to do puts it, and with a decoder the
     share on its first piece, the attention sink of Xiao et al. (2023), where a decoder's does.
-    `ablate`: each of those heads' ablation effect too (Michel et al. 2019, mixing.ablation)."""
-    if ablate and not isinstance(vectors, Trained):
-        raise OptionError("ablation zeroes a trained model's heads in turn and runs the model on; give a model")
+    (mixing.heads_doc adds each head's ablation effect.)"""
     H = vectors.model.config.heads if isinstance(vectors, Trained) else opts.heads
     L = vectors.model.config.layers if isinstance(vectors, Trained) else 1
     att = attend(sentence, vectors, opts, listed=(1 if layer else L) * (1 if head else H))
@@ -518,12 +516,6 @@ def heads_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options
         doc["special_share"] = layers[..., special].sum(axis=-1).mean(axis=-1).tolist()  # (L, H)
         if vectors.model.causal:
             doc["first_share"] = layers[..., 0].mean(axis=-1).tolist()  # (L, H)
-    if ablate:
-        from attncli import mixing  # which builds on this module
-
-        s = mixing.model_pass(vectors, np.asarray(att.pieces.ids))
-        effects, what = mixing.ablation(vectors, s, layer=layer, head=head)  # (L, H) of the heads shown
-        doc.update(ablation=effects.tolist(), ablation_of=what)
     return doc
 
 

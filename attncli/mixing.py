@@ -277,3 +277,17 @@ def agreement(trained: Trained, ids: np.ndarray, *, seed: int = 0, methods=COMPA
     rng = np.random.default_rng([seed, *map(int, ids)])
     out["random"] = {"layers": [], "rolled": contributions.spearman(rng.random(len(ids)), loo)}
     return out
+
+
+def heads_doc(sentence: str, vectors, opts: Options = Options(), *, layer: int | None = None,
+              head: int | None = None, ablate: bool = False) -> dict:
+    """analyze.heads_doc, and with `ablate` each of the heads shown's ablation effect
+    (Michel et al. 2019, ablation): "ablation" (L, H) and "ablation_of"."""
+    if ablate and not isinstance(vectors, Trained):
+        raise OptionError("ablation zeroes a trained model's heads in turn and runs the model on; give a model")
+    doc = analyze.heads_doc(sentence, vectors, opts, layer=layer, head=head)
+    if ablate:
+        s = model_pass(vectors, np.asarray(vectors.model.encode(sentence).ids))
+        effects, what = ablation(vectors, s, layer=layer, head=head)  # (L, H) of the heads shown
+        doc.update(ablation=effects.tolist(), ablation_of=what)
+    return doc

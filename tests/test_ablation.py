@@ -182,7 +182,7 @@ def test_ablate_needs_a_model():
     fails(run("heads", "the cat", "--ablate"), "--ablate", "needs --model", code=2)
     fails(run("heads", "the cat", "--ablate", "--qkv", "random", "--heads", "2"), "--ablate", "needs --model", code=2)
     from attncli import Options, load_vectors
-    from attncli.analyze import heads_doc
+    from attncli.mixing import heads_doc
     from attncli.errors import OptionError
 
     with pytest.raises(OptionError, match="a trained model's heads"):

@@ -67,7 +67,7 @@ def test_a_file_named_like_a_word_of_qkv_is_read(tmp_path, monkeypatch):
     (["batch", "--window", "3"], "scores", "attncli batch reads its input as [FILE], or from standard input"),
     (["neighbors", "orange", "--raw"], "scores, not of neighbors", "attncli neighbors reads its input as WORD"),
     (["vectors", "list", "--raw"], "scores, not of list", None),
-    (["vectors", "info", "--jobs", "2"], "batch, stats", None),
+    (["vectors", "info", "--jobs", "2"], "batch, faithfulness, stats", None),
     (["stats", "--neighbors", "3"], "batch, compare, context, neighbors, not of stats",
      "attncli stats reads its input as [CORPUS], or from standard input when that is left out (attncli stats ... < FILE)"),
 ])

@@ -238,5 +238,9 @@ def heads(sentence, ablate, source, opts, out):
     note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else heads_shown(vectors, opts))}, out,
                     "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
-    docs = compute_all(sentences, lambda text: heads_doc(text, vectors, opts, layer=layer, head=head, ablate=ablate))
+    from attncli import mixing  # the measures of context mixing: only heads --ablate needs them
+
+    make = mixing.heads_doc if ablate else heads_doc
+    docs = compute_all(sentences, lambda text: make(text, vectors, opts, layer=layer, head=head,
+                                                    **({"ablate": True} if ablate else {})))
     emit(docs, out, "heads_view")

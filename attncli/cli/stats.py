@@ -75,19 +75,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     """
     from attncli import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
-    if probe is not None and corpus is not None:
-        raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
-    if scheduler is not None and jobs > 1:
-        raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
-    if by == "word" and out.png:
-        raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
-                               "--html draw the words' tables)")
-    if importance and not source.model:
-        raise click.UsageError("--importance zeroes a trained model's heads in turn and runs the model on; it needs "
-                               "--model NAME|DIR")
-    if importance and by == "word":
-        raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
-                               "give one of them")
+    _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model)
     vectors = source.load()
     if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
@@ -114,6 +102,23 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
     emit([summary], out, "stats_view", json_docs=summary["records"])
+
+
+def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importance: bool, model) -> None:
+    """The options that cannot go together, refused before anything is loaded."""
+    if probe is not None and corpus is not None:
+        raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
+    if scheduler is not None and jobs > 1:
+        raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
+    if by == "word" and png:
+        raise click.UsageError("--png draws each head's statistics as a grid; --by word has none (its --svg and "
+                               "--html draw the words' tables)")
+    if importance and not model:
+        raise click.UsageError("--importance zeroes a trained model's heads in turn and runs the model on; it needs "
+                               "--model NAME|DIR")
+    if importance and by == "word":
+        raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
+                               "give one of them")
 
 
 def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, field_name: str, jobs: int):

@@ -259,6 +259,7 @@ def _faithfulness(plt, doc: dict):
     """`faithfulness`: the table as a heatmap, a row a method and a column a layer and one
     rolled out, coloured by the mean rho from -1 to 1, each cell's mean and interval written
     in and the best of each column marked as the table marks it."""
+    # the table's cells, as the terminal's: views.corpus is imported only where this figure is drawn
     from attncli.views.corpus import BEST_MARK, column_cell, column_keys, faithfulness_cells, faithfulness_legend
 
     records = doc["records"]
