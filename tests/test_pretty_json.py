@@ -67,3 +67,9 @@ def test_one_line_json_is_the_same_doubles_and_never_nan():
         to_json({"scale": math.nan, "head": None})  # a NaN that orjson would write as a key's null
     assert json.loads(to_json({"path": "a\udcffb"})) == {"path": "a\udcffb"}
     assert to_json({"w": "caf\u00e9"}, ascii_only=True) == '{"w":"caf\\u00e9"}'
+
+
+def test_delete_is_written_as_an_escape_though_it_is_ascii():
+    """DEL (0x7f) is an ASCII character a terminal acts on: it is escaped as the others are."""
+    assert to_json({"\x7f": "a\x7fb"}) == '{"\\u007f":"a\\u007fb"}'
+    assert pretty_json({"\x7f": None}) == '{"\\u007f": null}'

@@ -29,7 +29,7 @@ JSON_UNSAFE = re.compile(
 
 def json_safe(line: str) -> str:
     """A line of JSON with every JSON_UNSAFE character inside it written as an escape."""
-    if line.isascii():
+    if line.isascii() and "\x7f" not in line:  # DEL is ASCII, and unsafe
         return line
     return JSON_UNSAFE.sub(lambda m: "".join(f"\\u{u:04x}" for u in _utf16(m.group())), line)
 
