@@ -19,11 +19,14 @@ keys and values shared by groups of query heads (share_heads).
 
 Dimensions: T tokens, d the size of a word vector, d_k of a query/key/value, H heads.
 Every function takes a leading (H,) axis too. Arrays are float64, so the numbers carry no
-rounding beyond that of the float32 vectors they start from.
+rounding beyond that of the float32 vectors they start from; a corpus run may ask for
+float32 instead, the precision torch runs a model in (`with precision("float32"):`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 
 import numpy as np
@@ -36,6 +39,38 @@ class ScaleError(AttncliError):
     """The scale and temperature make the scaled scores overflow to infinity."""
 
 
+# The precision Steps I-III and the models' forward passes compute in: float64, unless a
+# corpus run asks for float32 (`--precision float32`), about twice as fast a product and
+# what torch computes in (benchmarks/README.md gives both, and the one's error against the
+# other). A context variable rather than an argument: it is a property of the whole run,
+# as numpy's errstate is, and threads through every function below without each caller
+# passing it on.
+PRECISIONS = ("float64", "float32")
+_PRECISION = contextvars.ContextVar("attncli_precision", default=np.dtype(np.float64))
+
+
+@contextlib.contextmanager
+def precision(name: str):
+    """Compute in `name` (one of PRECISIONS) inside the block, float64 again after it."""
+    if name not in PRECISIONS:
+        raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    token = _PRECISION.set(np.dtype(name))
+    try:
+        yield
+    finally:
+        _PRECISION.reset(token)
+
+
+def working() -> np.dtype:
+    """The dtype the arithmetic is in: float64, or float32 inside precision("float32")."""
+    return _PRECISION.get()
+
+
+def floating(M) -> np.ndarray:
+    """M in the working precision (a copy only where its dtype is another)."""
+    return np.asarray(M, dtype=_PRECISION.get())
+
+
 def _overflow(scale: float, temperature: float) -> ScaleError:
     return ScaleError(f"scale {scale:g} / temperature {temperature:g} makes the scaled scores overflow; "
                       "use a smaller scale (--scale) or a larger temperature (--temperature)")
@@ -43,7 +78,7 @@ def _overflow(scale: float, temperature: float) -> ScaleError:
 
 def project(X: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """One role of every token: Q = X W_Q (+ b_Q), and likewise K and V."""
-    X, W = np.asarray(X, dtype=np.float64), np.asarray(W, dtype=np.float64)
+    X, W = floating(X), floating(W)
     with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
         if X.ndim > 2 and W.ndim == 2:  # a batch (..., T, d): one product of all its rows, not one a sentence
             P = (X.reshape(-1, X.shape[-1]) @ W).reshape(*X.shape[:-1], W.shape[1])  # (..., T, d_k)
@@ -71,8 +106,8 @@ def merge_heads(Z: np.ndarray) -> np.ndarray:
 def scores(Q: np.ndarray, K: np.ndarray | None = None) -> np.ndarray:
     """Step I: omega_ij = q_i . k_j, every query against every key; with K left out, K = Q
     (the raw vectors: omega_ij = x_i . x_j)."""
-    Q = np.asarray(Q, dtype=np.float64)  # (T, d_k)
-    K = Q if K is None else np.asarray(K, dtype=np.float64)  # (T, d_k)
+    Q = floating(Q)  # (T, d_k)
+    K = Q if K is None else floating(K)  # (T, d_k)
     with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
         return Q @ np.swapaxes(K, -1, -2)  # (T, T)
 
@@ -143,7 +178,7 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
 def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Step III: z_i = sum_j alpha_ij v_j, each token's weighted sum of every token's value."""
     with np.errstate(over="ignore", invalid="ignore"):  # the caller checks for overflow
-        return alpha @ np.asarray(V, dtype=np.float64)  # (T, T) @ (T, d_k) -> (T, d_k)
+        return alpha @ floating(V)  # (T, T) @ (T, d_k) -> (T, d_k)
 
 
 def multi_head(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,
@@ -228,7 +263,7 @@ def rope_angles(positions: np.ndarray, inv_freq: np.ndarray) -> tuple[np.ndarray
     feature i and at feature i + d/2, as rotate pairs them. (T,), (d/2,) -> (T, d) twice"""
     angles = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]  # (T, d/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (T, d)
-    return np.cos(angles), np.sin(angles)
+    return floating(np.cos(angles)), floating(np.sin(angles))  # in float64, then the working precision
 
 
 def rotate_half(X: np.ndarray) -> np.ndarray:
@@ -245,7 +280,7 @@ def rotate(M: np.ndarray, heads: int, cos: np.ndarray, sin: np.ndarray) -> np.nd
     x cos + rotate_half(x) sin, with cos and sin (T, d) from rope_angles. A rotation keeps
     every head's norm, and q_m . k_n after it depends on m - n alone: the scores see where
     two tokens are from each other, not where they are. -> (..., T, heads * d)"""
-    Mh = split_heads(np.asarray(M, dtype=np.float64), heads)  # (..., H, T, d)
+    Mh = split_heads(floating(M), heads)  # (..., H, T, d)
     return merge_heads(Mh * cos + rotate_half(Mh) * sin)  # (..., T, H * d)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import batch, contributions, mixing, train
+from attncli import attention, batch, contributions, mixing, train
 from attncli.analyze import Trained
 from attncli.errors import AttncliError, InputError
 
@@ -87,14 +87,16 @@ class Partial:
 
 @dataclass(frozen=True)
 class Job:
-    """What every chunk needs: the model (batch.Job: its path, as workers load it) and the
-    seed of the random attribution."""
+    """What every chunk needs: the model (batch.Job: its path, as workers load it), the
+    seed of the random attribution and the precision of the forward passes."""
 
     load: batch.Job = field(default_factory=batch.Job)
     seed: int = 0
+    precision: str = "float64"  # one of attention.PRECISIONS
 
     def partial(self, chunk: list[tuple], trained: Trained) -> Partial:
-        return chunk_partial(chunk, trained, self)
+        with attention.precision(self.precision):
+            return chunk_partial(chunk, trained, self)
 
     @staticmethod
     def empty() -> Partial:
@@ -135,9 +137,11 @@ def cell(rhos: np.ndarray, resamples: int, seed: int) -> dict:
             "undefined": len(rhos) - defined}
 
 
-def summary(total: Partial, name: str, trained: Trained, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+def summary(total: Partial, name: str, trained: Trained, *, resamples: int = RESAMPLES, seed: int = 0,
+            precision: str = "float64") -> dict:
     """faithfulness's document of the corpus `name`: what every record shares (the corpus,
-    the lines read and skipped, the model, the reference and how the rows are read) and,
+    the lines read and skipped, the model and the precision it ran in, the reference and
+    how the rows are read) and,
     under `records`, a record per method, the random attribution last. A corpus of no
     sentence, or none that could be read, is an error."""
     if total.lines == 0:
@@ -149,7 +153,7 @@ def summary(total: Partial, name: str, trained: Trained, *, resamples: int = RES
     causal = trained.model.causal
     cells = {column: cell(rhos[:, k], resamples, seed) for k, column in enumerate(columns(trained.model.config.layers))}
     shared = {"corpus": name, "lines": total.lines, "skipped": total.skipped, "sentences": len(rhos),
-              "model": trained.about(), "reference": REFERENCE, "effect": EFFECTS[causal],
+              "model": trained.about(), "precision": precision, "reference": REFERENCE, "effect": EFFECTS[causal],
               "output_row": OUTPUT_ROWS[causal], "resamples": resamples, "seed": seed, "level": LEVEL}
     records = [{"command": "faithfulness", "method": method, "baseline": method == BASELINE,
                 "layers": [{"layer": l, **c} for (m, l), c in cells.items() if m == method and l is not None],

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import batch, limits, mixing, stats, workers
+from attncli import attention, batch, limits, mixing, stats, workers
 from attncli.analyze import Options, Trained, attend
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
@@ -38,10 +38,12 @@ class StatsJob:
     random_seeds: int = 3
     by_word: bool = False
     importance: bool = False  # each head's ablation effect too (a model's): mixing.ablation
+    precision: str = "float64"  # a model's forward passes: one of attention.PRECISIONS
 
     def partial(self, chunk: list[tuple], vectors) -> stats.Partial:
         """A chunk's partial: what run and cluster.run_dask call for any job of a survey."""
-        return chunk_partial(chunk, vectors, self)
+        with attention.precision(self.precision):
+            return chunk_partial(chunk, vectors, self)
 
     @staticmethod
     def empty() -> stats.Partial:
@@ -212,9 +214,9 @@ def summarise(parts, progress=lambda total: None, total=None):
     return total
 
 
-def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
+def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = "float64") -> dict:
     """stats' document of the corpus `name`: a record per head (or per word, `by` "word"),
-    with the lines read and skipped. A corpus of no sentence, or none that could be read,
+    with the lines read and skipped (and a model's precision). A corpus of no sentence, or none that could be read,
     is an error."""
     if total.lines == 0:
         raise InputError(f"{name} holds no sentence (it is empty or blank)")
@@ -226,7 +228,7 @@ def summary(total: stats.Partial, name: str, by: str, vectors) -> dict:
     ablated = "importance" in total.heads.sums  # what it is, for the table (a record holds the number only)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
             "model": vectors.name if model else None, "vectors": None if model else vectors.name,
-            **({"markers": _markers(vectors)} if model else {}),
+            **({"markers": _markers(vectors), "precision": precision} if model else {}),
             **({"importance_of": mixing.ABLATION_OF[bool(vectors.model.causal)]} if ablated else {}),
             "records": records}
 

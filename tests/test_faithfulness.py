@@ -112,6 +112,23 @@ def test_the_interval_is_the_bootstrap_of_the_sentences_rhos_and_its_seed_gives_
     assert random["rolled"]["rho"] != docs[-1]["rolled"]["rho"]
 
 
+def test_float32_gives_the_agreement_computed_in_float32_and_says_so(corpus):
+    from attncli import attention
+
+    docs = records(run("faithfulness", corpus, "--model", GPT2, "--json", "--precision", "float32"))
+    with attention.precision("float32"):
+        agreed, _ = direct(GPT2, LINES)
+    for d in docs:
+        assert d["precision"] == "float32"
+        for cell in d["layers"]:
+            check_cell(cell, agreed[d["method"]]["layers"][:, cell["layer"] - 1])
+        check_cell(d["rolled"], agreed[d["method"]]["rolled"])
+    assert records(run("faithfulness", corpus, "--model", GPT2, "--json"))[0]["precision"] == "float64"
+    table = run("faithfulness", corpus, "--model", GPT2, "--precision", "float32", "--format", "table",
+                env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "7 sentences (tiny-gpt2, float32)" in table.stdout
+
+
 def test_bootstrap_resamples_drawn_in_blocks_are_those_drawn_at_once(monkeypatch):
     from attncli import contributions
 

@@ -9,7 +9,7 @@ import click
 from attncli import reading
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (TextParam, complete_path, model_options, output_options, output_path,
-                                 scheduler_address)
+                                 precision_option, scheduler_address)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
 
@@ -29,11 +29,12 @@ from attncli.cli.sections import Command, option
               callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'attncli[dask]'.")
 @model_options(head=False, layer=False)
+@precision_option
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw the table as a picture: mean rho per method and column, the intervals written in "
              "(needs matplotlib: pip install 'attncli[plot]').")
 @output_options
-def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, scheduler, source, out):
+def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, scheduler, source, precision, out):
     """How faithful each measure of context mixing is to the model: over CORPUS (or standard
     input), one sentence a line, each method's agreement with leave-one-out, Spearman's rho
     per sentence between the method's attribution of the sentence's output (the mean of its
@@ -53,6 +54,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
     Examples:
       attncli faithfulness corpus.txt --model minilm
       attncli faithfulness corpus.txt --model minilm --jobs 2 --png faithfulness.png
+      attncli faithfulness corpus.txt --model minilm --jobs 2 --precision float32
       attncli faithfulness corpus.txt --model gpt2 --json | jq -c '{method, rolled}'
       attncli faithfulness corpus.txt --model minilm --scheduler tcp://10.0.0.5:8786
     """
@@ -66,7 +68,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     trained = source.load()
     job = faith.Job(batch.Job.from_source(source, trained, Options(), dask=scheduler is not None),
-                    seed=seed_number)
+                    seed=seed_number, precision=precision)
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if corpus in (None, "-"):
@@ -80,7 +82,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
         with progress("lines", streaming=False) as update:
             total = survey.summarise(parts, lambda t: update(t.lines, None, f"{t.sentences:,} sentences"),
                                      job.empty())
-    summary = faith.summary(total, name, trained, resamples=resamples, seed=seed_number)
+    summary = faith.summary(total, name, trained, resamples=resamples, seed=seed_number, precision=precision)
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli import cache, projections
+from attncli import attention, cache, projections
 from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
@@ -524,6 +524,14 @@ class TextParam(click.ParamType):
 
 
 sentence_argument = click.argument("sentence", required=False, type=TextParam("the sentence"))
+
+
+# --precision of the commands that run a model over a corpus (stats, faithfulness): float64
+# by default, as every one-sentence command computes; float32 about twice as fast
+precision_option = click.option(
+    "--precision", type=click.Choice(attention.PRECISIONS), default="float64", show_default=True,
+    help="With --model: the precision of its forward passes. float32 (torch's) is about twice as fast; its numbers "
+         "differ from float64's in the 6th or 7th digit (benchmarks/README.md).")
 
 
 def scheduler_address(ctx, param, value):

@@ -8,7 +8,7 @@ import os
 import click
 from attncli import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, scheduler_address, vectors_options)
+                                 output_path, precision_option, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command, option
@@ -43,12 +43,13 @@ from attncli.errors import InputError
               help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'attncli[dask]'.")
 @vectors_options
 @model_options(head=False)
+@precision_option
 @attention_options(top=False)
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, importance, jobs, scheduler, source, opts, out):
+          no_shuffled, importance, jobs, scheduler, source, precision, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -71,11 +72,12 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats --probe repeated --model minilm --json | jq -c '{layer, head, induction}'
       attncli stats corpus.txt --by word --json | head
       attncli stats corpus.txt --model minilm --importance --jobs 2
+      attncli stats corpus.txt --model minilm --no-shuffled --precision float32
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
     from attncli import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
-    _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model)
+    _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model, precision)
     vectors = source.load()
     if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
@@ -84,7 +86,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
         survey.check_attention(vectors, opts, random_seeds)
     job = survey.StatsJob(batch.Job.from_source(source, vectors, opts, dask=scheduler is not None), seed=shuffle_seed,
                           shuffled=not no_shuffled, random_seeds=random_seeds, by_word=by == "word",
-                          importance=importance)
+                          importance=importance, precision=precision)
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if probe is not None:
@@ -97,14 +99,15 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
                  else survey.run(chunks, job, jobs, vectors))
         with progress("lines", streaming=False) as update:
             total = survey.summarise(parts, lambda t: update(t.lines, None, f"{t.lines - t.skipped:,} sentences"))
-    summary = survey.summary(total, name, by, vectors)
+    summary = survey.summary(total, name, by, vectors, precision)
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
     emit([summary], out, "stats_view", json_docs=summary["records"])
 
 
-def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importance: bool, model) -> None:
+def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importance: bool, model,
+                     precision: str) -> None:
     """The options that cannot go together, refused before anything is loaded."""
     if probe is not None and corpus is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
@@ -116,6 +119,9 @@ def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importan
     if importance and not model:
         raise click.UsageError("--importance zeroes a trained model's heads in turn and runs the model on; it needs "
                                "--model NAME|DIR")
+    if precision != "float64" and not model:
+        raise click.UsageError("--precision sets a trained model's forward passes; give --model NAME|DIR, or leave "
+                               "it out over word vectors")
     if importance and by == "word":
         raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
                                "give one of them")

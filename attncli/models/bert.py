@@ -181,7 +181,7 @@ def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:
 def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
     """X_0: each piece's word embedding, plus its position's, plus token type 0's (where the
     model has token types); normalised."""
-    E = (weights["embeddings.word_embeddings.weight"][ids].astype(np.float64)  # (T, D)
+    E = (attention.floating(weights["embeddings.word_embeddings.weight"][ids])  # (T, D)
          + weights["embeddings.position_embeddings.weight"][positions(ids, config)])  # (T, D)
     if config.type_vocab_size:
         E += weights["embeddings.token_type_embeddings.weight"][0]  # (D,)
@@ -214,7 +214,7 @@ def passed_on(V: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarra
     """What each head of layer l passes on for each token, f^h(x_j) = v^h_j W_O^h: its value
     through the head's rows of the output projection, so that the attention's output is
     sum_h sum_j alpha^h_ij f^h(x_j) + b_O. V (T, D) -> (H, T, D)."""
-    W_O = weights[f"encoder.layer.{l}.attention.output.dense.weight"].T.astype(np.float64)  # (D, D)
+    W_O = attention.floating(weights[f"encoder.layer.{l}.attention.output.dense.weight"].T)  # (D, D)
     Vh = attention.split_heads(V, config.heads)  # (H, T, d_head)
     W_Oh = W_O.reshape(config.heads, config.d_head, config.hidden)  # (H, d_head, D)
     with np.errstate(all="ignore"):  # checked just below
@@ -251,7 +251,7 @@ def block(X: np.ndarray, weights: dict, l: int, config: Config) -> layers.Block:
     norms = tuple(layers.Norm.of(M, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
                   for M, name in ((Y, f"{p}.attention.output.LayerNorm"), (S, f"{p}.output.LayerNorm")))
     return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
-                        weights[f"{p}.attention.output.dense.bias"].astype(np.float64), X, Y, norms, out,
+                        attention.floating(weights[f"{p}.attention.output.dense.bias"]), X, Y, norms, out,
                         lambda Y: after_attention(Y, weights, l, config)[-1])
 
 

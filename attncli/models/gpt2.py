@@ -126,7 +126,7 @@ def read_tokenizer(where: Path, config: Config):
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
     """X_0: each piece's word embedding plus its position's (no norm: each block norms its input)."""
-    return weights["wte.weight"][ids].astype(np.float64) + weights["wpe.weight"][:ids.shape[-1]]  # (..., T, D)
+    return attention.floating(weights["wte.weight"][ids]) + weights["wpe.weight"][:ids.shape[-1]]  # (..., T, D)
 
 
 def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
@@ -169,7 +169,7 @@ def passed_on(V: np.ndarray, weights: dict, l: int, config: Config) -> np.ndarra
     """What each head of layer l passes on for each token, f^h(x_j) = v^h_j W_O^h: its value
     through the head's rows of c_proj, so that the attention's output is
     sum_h sum_j alpha^h_ij f^h(x_j) + b_O. V (T, D) -> (H, T, D)."""
-    W_O = weights[f"h.{l}.attn.c_proj.weight"].astype(np.float64)  # (D, D), stored (in, out)
+    W_O = attention.floating(weights[f"h.{l}.attn.c_proj.weight"])  # (D, D), stored (in, out)
     Vh = attention.split_heads(V, config.heads)  # (H, T, d_head)
     W_Oh = W_O.reshape(config.heads, config.d_head, config.hidden)  # (H, d_head, D)
     with np.errstate(all="ignore"):  # checked just below
@@ -208,7 +208,7 @@ def block(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarr
     steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked)
     Y = X + steps["A"]  # (T, D)
     return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
-                        weights[f"h.{l}.attn.c_proj.bias"].astype(np.float64), X, Y, (),
+                        attention.floating(weights[f"h.{l}.attn.c_proj.bias"]), X, Y, (),
                         after_attention(Y, weights, l, config),
                         lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 

@@ -4,8 +4,9 @@ and SiLU, and the check that the numbers stay within float64. A family (bert.py,
 puts them together in its own order around attention.py's attention.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
-transpose, (in, out). Arithmetic is float64 throughout, and a pass whose numbers leave its
-range (finite weights of 1e300, say) is refused where they do, never shown.
+transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus run asks for
+it: attention.precision), and a pass whose numbers leave its range (finite weights of
+1e300, say) is refused where they do, never shown.
 """
 
 from __future__ import annotations
@@ -150,12 +151,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def _blockwise(f, x: np.ndarray) -> np.ndarray:
-    """f of x's elements, BLOCK of them at a time, in float64 and x's shape."""
-    flat = np.asarray(x, dtype=np.float64).reshape(-1)  # (N,)
-    out = np.empty(np.shape(x))
+    """f of x's elements, BLOCK of them at a time, computed in float64 (a block widened from
+    float32 in the cache costs next to nothing), in x's shape and the working precision."""
+    flat = np.asarray(x).reshape(-1)  # (N,)
+    out = np.empty(np.shape(x), dtype=attention.working())
     flat_out = out.reshape(-1)  # (N,), a view: out is C-contiguous
     for start in range(0, flat.size, BLOCK):
-        flat_out[start:start + BLOCK] = f(flat[start:start + BLOCK])
+        flat_out[start:start + BLOCK] = f(np.asarray(flat[start:start + BLOCK], dtype=np.float64))
     return out
 
 
@@ -178,14 +180,15 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
     """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)), erf() above, a block of
     numbers at a time; or its tanh approximation."""
     if activation == "gelu_tanh":
-        return 0.5 * X * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (X + 0.044715 * X**3)))
+        # X * X * X: numpy's X**3 calls pow() element by element, several times slower
+        return 0.5 * X * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (X + 0.044715 * (X * X * X))))
     return _blockwise(_gelu, X)
 
 
 def finite(M: np.ndarray, what: str) -> np.ndarray:
     """M, when every number of it is finite."""
     if not np.isfinite(M).all():
-        raise ModelError(f"{what} leave float64's range (they overflow to infinity or NaN): the model's weights, "
+        raise ModelError(f"{what} leave {attention.working().name}'s range (they overflow to infinity or NaN): the model's weights, "
                          "though finite, are far larger than a trained model's; its model.safetensors is damaged or "
                          "not a trained model's")
     return M
@@ -209,7 +212,8 @@ def silu(X: np.ndarray) -> np.ndarray:
 def dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
     """X W + b of the Linear layer `name`: attention.project, with W the stored weight
     transposed, and b where the layer has one (a Llama's layers have none)."""
-    return attention.project(X, weights[f"{name}.weight"].T, weights.get(f"{name}.bias"))
+    b = weights.get(f"{name}.bias")
+    return attention.project(X, weights[f"{name}.weight"].T, None if b is None else attention.floating(b))
 
 
 def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
@@ -222,7 +226,8 @@ def every_layer(X: np.ndarray, config: Config, layer, keep: tuple[int, ...]) -> 
     (L, H, T, T) arrays a layer at a time (stacking lists at the end would hold every layer's
     weights twice), and the steps of the layers in `keep` (indices from 0) kept."""
     L, (T, D) = config.layers, X.shape
-    states, alphas, kept = np.empty((L + 1, T, D)), np.empty((L, config.heads, T, T)), {}
+    dtype = attention.working()
+    states, alphas, kept = np.empty((L + 1, T, D), dtype), np.empty((L, config.heads, T, T), dtype), {}
     states[0] = X
     for l in range(L):
         X, steps = layer(X, l)

@@ -310,7 +310,7 @@ def passed_on(V: np.ndarray, weights: dict, l: int, config: LlamaConfig) -> np.n
     so that the attention's output is sum_h sum_j alpha^h_ij f^h(x_j) (+ b_O).
     V (T, H d_head) -> (H, T, D)."""
     H, d = config.heads, config.d_head
-    W_O = weights[f"layers.{l}.self_attn.o_proj.weight"].T.astype(np.float64)  # (H d, D)
+    W_O = attention.floating(weights[f"layers.{l}.self_attn.o_proj.weight"].T)  # (H d, D)
     with np.errstate(all="ignore"):  # checked just below
         F = attention.split_heads(V, H) @ W_O.reshape(H, d, config.hidden)  # (H, T, d) @ (H, d, D)
         return finite(F, f"layer {l + 1}'s values through its output projection")  # (H, T, D)
@@ -354,7 +354,7 @@ def block(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple
     Y = X + steps["A"]  # (T, D)
     bias = weights.get(f"layers.{l}.self_attn.o_proj.bias")
     return layers.Block(steps["weights"], passed_on(steps["V"], weights, l, config),
-                        np.zeros(config.hidden) if bias is None else bias.astype(np.float64), X, Y, (),
+                        np.zeros(config.hidden) if bias is None else attention.floating(bias), X, Y, (),
                         after_attention(Y, weights, l, config),
                         lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
@@ -382,7 +382,7 @@ def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[
 
 def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
     rope, hidden = _positions(len(ids), config)
-    X = weights["embed_tokens.weight"][ids].astype(np.float64)  # (T, D): finite, as every weight read
+    X = attention.floating(weights["embed_tokens.weight"][ids])  # (T, D): finite, as every weight read
     run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), keep)
     # transformers' last state: after the final norm
     run.hidden[-1] = rms_norm(run.hidden[-1], weights["norm.weight"], config.norm_eps)
@@ -401,7 +401,7 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     rows = max(1, (1 << 24) // (8 * D))  # 16 MB of the head at a time
     with np.errstate(all="ignore"):  # checked just below
         for start in range(0, V, rows):
-            out[:, start:start + rows] = X @ W[start:start + rows].T.astype(np.float64)  # (T, D) @ (D, rows)
+            out[:, start:start + rows] = X @ attention.floating(W[start:start + rows].T)  # (T, D) @ (D, rows)
     return finite(out, "the logits")
 
 
@@ -414,7 +414,7 @@ def blocks(ids: np.ndarray, weights: dict, config: LlamaConfig) -> list[layers.B
     """Every layer over the word pieces `ids` (T,), each as block() gives it."""
     with np.errstate(all="ignore"):
         (rope, hidden), out = _positions(len(ids), config), []
-        X = weights["embed_tokens.weight"][np.asarray(ids)].astype(np.float64)  # (T, D)
+        X = attention.floating(weights["embed_tokens.weight"][np.asarray(ids)])  # (T, D)
         for l in range(config.layers):
             out.append(block(X, weights, l, config, rope, hidden))
             X = finite(out[-1].output, f"the hidden states after layer {l + 1}")  # (T, D)
@@ -433,4 +433,4 @@ def run_from(X: np.ndarray, start: int, weights: dict, config: LlamaConfig) -> n
 
 def embedded(ids: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     """X_0 of a batch of inputs `ids` (B, T) of one length: (B, T, D)."""
-    return weights["embed_tokens.weight"][np.asarray(ids)].astype(np.float64)
+    return attention.floating(weights["embed_tokens.weight"][np.asarray(ids)])

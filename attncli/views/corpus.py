@@ -114,6 +114,8 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     columns = stats_columns(records, doc.get("markers"))
     first = records[0]
     source = doc["model"] or doc["vectors"]
+    if doc.get("precision", "float64") != "float64":  # a model run in float32 says so
+        source += f", {doc['precision']}"
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
                 style="bold")
     letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
@@ -260,6 +262,8 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
     them), the best method of each column bold and marked."""
     records = doc["records"]
     model = doc["model"]["name"]
+    if doc["precision"] != "float64":
+        model += f", {doc['precision']}"
     head = Text(f"{doc['corpus']}: {doc['sentences']:,} sentences ({model}): each method's agreement with "
                 f"{doc['reference']}", style="bold")
     method_width = max(len(r["method"]) for r in records)

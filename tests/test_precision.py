@@ -1,0 +1,100 @@
+"""attention.precision: float64 everywhere by default, float32 inside the block that asks
+for it (a corpus run's --precision float32), each family's forward pass in it within
+float32's rounding of the float64 pass, GELU's float32 the float64 one rounded, and stats'
+--precision against the float64 run and refused without a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli import attention
+from attncli.errors import OptionError
+from attncli.models import layers
+from clirunner import fails, ok, run
+
+MODELS = Path(__file__).parent / "data" / "models"
+FAMILIES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama",
+            "tiny-mistral", "tiny-qwen2"]
+
+
+def test_float64_unless_a_block_asks_for_float32_and_again_after_it():
+    assert attention.working() == np.float64
+    with attention.precision("float32"):
+        assert attention.working() == np.float32
+        Q = np.arange(12.0).reshape(3, 4) / 7  # float64 in, float32 out
+        omega, alpha, Z = attention.multi_head(Q, Q, Q, 2, 0.5)
+        assert omega.dtype == alpha.dtype == Z.dtype == np.float32
+    assert attention.working() == np.float64
+    with pytest.raises(RuntimeError), attention.precision("float32"):
+        raise RuntimeError
+    assert attention.working() == np.float64 and attention.multi_head(Q, Q, Q, 2, 0.5)[1].dtype == np.float64
+    with pytest.raises(OptionError, match="precision must be one of float64, float32, got 'float16'"):
+        with attention.precision("float16"):
+            pass
+
+
+def test_float32_steps_are_float64_s_rounded():
+    rng = np.random.default_rng(3)
+    Q, K, V = (rng.normal(size=(7, 8)) for _ in range(3))
+    omega, alpha, Z = attention.multi_head(Q, K, V, 2, 0.25)
+    with attention.precision("float32"):
+        omega32, alpha32, Z32 = attention.multi_head(Q, K, V, 2, 0.25)
+    eps = np.finfo(np.float32).eps
+    assert np.abs(omega32 - omega).max() <= 16 * eps * np.abs(omega).max()
+    assert np.abs(alpha32 - alpha).max() <= 16 * eps
+    assert np.abs(Z32 - Z).max() <= 16 * eps * np.abs(V).max()
+
+
+def test_gelu_in_float32_is_the_float64_gelu_rounded():
+    X = np.linspace(-8, 8, 100_001)
+    exact = layers.gelu(X)
+    with attention.precision("float32"):
+        narrow = layers.gelu(X.astype(np.float32))
+        tanh = layers.gelu(X.astype(np.float32), "gelu_tanh")
+    assert narrow.dtype == tanh.dtype == np.float32
+    np.testing.assert_array_equal(narrow, layers.gelu(X.astype(np.float32)).astype(np.float32))
+    assert np.abs(narrow - exact).max() <= 8 * np.finfo(np.float32).eps  # |gelu| <= 8 here, widened inputs
+    assert np.abs(tanh - layers.gelu(X, "gelu_tanh")).max() <= 8 * 8 * np.finfo(np.float32).eps
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_each_family_s_pass_in_float32_is_within_its_rounding_of_float64(name):
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from attncli import models
+
+    model = models.load_model(str(MODELS / name))
+    ids = model.encode("The earth is like an orange, and the bank of the river is green").ids
+    wide = model.family.forward(ids, model.weights, model.config, keep=(0,))
+    with attention.precision("float32"):
+        narrow = model.family.forward(ids, model.weights, model.config, keep=(0,))
+    assert narrow.hidden.dtype == narrow.weights.dtype == narrow.steps[0]["Q"].dtype == np.float32
+    assert wide.hidden.dtype == np.float64
+    scale = np.abs(wide.hidden).max(axis=-1, keepdims=True)  # (L + 1, T, 1)
+    assert (np.abs(narrow.hidden - wide.hidden) <= 1e-5 * scale).all()
+    assert np.abs(narrow.weights - wide.weights).max() <= 1e-5
+
+
+def test_stats_in_float32_within_float32_s_rounding_and_says_so(tmp_path):
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("The earth is like an orange\nI sat on the bank of the river\nThe bank raised rates\n",
+                      encoding="utf-8")
+    model = str(MODELS / "tiny-bert")
+    wide = ok(run("stats", corpus, "--model", model, "--json", "--no-shuffled"))
+    narrow = ok(run("stats", corpus, "--model", model, "--json", "--no-shuffled", "--precision", "float32"))
+    assert len(wide) == len(narrow) > 1
+    for a, b in zip(wide, narrow):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            if isinstance(value, float):
+                assert b[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+            else:
+                assert b[key] == value, key
+    table = run("stats", corpus, "--model", model, "--precision", "float32", "--format", "table",
+                env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "24 tokens (tiny-bert, float32)" in table.stdout
+    fails(run("stats", corpus, "--precision", "float32"), code=2, *["--precision sets a trained model's forward passes; give --model NAME|DIR, or leave it out over word vectors"])
