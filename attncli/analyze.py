@@ -167,8 +167,33 @@ class Trained:
 
     def attend(self, sentence: str, *, listed: int = 0) -> Attention:
         """The sentence through the model, and layer `layer`'s attention as an Attention."""
+        pieces, run = self.run(sentence, keep=(self.layer - 1,), listed=listed)
+        return self._attention(pieces, run)
+
+    def attend_many(self, sentences: list[str]):
+        """(k, sentences[k] as attend() gives it, with no document listing its cells, or the
+        AttncliError that refuses it) for each sentence, the refused first, then the others
+        a batch at a time as the model runs over them (layers.forward_many): a corpus's
+        lines, whose passes one at a time would leave a short sentence's products too small
+        to keep the BLAS busy. Only a batch's passes are held while the caller reads them."""
+        from attncli.models import layers  # here: the model path is imported only with --model
+
+        found = []
+        for k, sentence in enumerate(sentences):
+            try:
+                found.append((k, self.pieces(sentence)))
+            except AttncliError as e:
+                yield k, e
+        config = self.model.config
+        pad = getattr(config, "padding_idx", None) or 0  # RoBERTa's padding piece, its positions' own; else any
+        for b, run in layers.forward_many(self.model.family, [pieces.ids for _, pieces in found],
+                                          self.model.weights, config, pad=pad, keep=(self.layer - 1,)):
+            k, pieces = found[b]
+            yield k, run if isinstance(run, AttncliError) else self._attention(pieces, run)
+
+    def _attention(self, pieces, run) -> Attention:
+        """Layer `layer`'s attention in the forward pass `run` over `pieces`, as an Attention."""
         config, l = self.model.config, self.layer - 1
-        pieces, run = self.run(sentence, keep=(l,), listed=listed)
         steps = run.steps[l]
         proj = Projections(kind="model", path=self.model.name, **self.projections(l))
         embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}

@@ -128,6 +128,14 @@ def self_mask(T: int) -> np.ndarray:
     return np.eye(T, dtype=bool)  # (T, T)
 
 
+def padding_mask(lengths: np.ndarray, T: int) -> np.ndarray:
+    """True where a key is padding: for a batch of sentences of `lengths` (B,) padded on the
+    right to T, key j of sentence b is hidden from every head and query when j >= its
+    length, so that a sentence's real rows are its own attention alone. (B, 1, 1, T),
+    against scores (B, H, T, T)."""
+    return (np.arange(T) >= np.asarray(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, T)
+
+
 def mask(kind: str, T: int) -> np.ndarray:
     """True where token i may not attend to token j, by the masks `kind` names: "none",
     "causal", "self", or both joined by "+" (T, T)."""

@@ -51,9 +51,10 @@ class StatsJob:
         return stats.Partial()
 
 
-def sentence_arrays(text: str, vectors, opts: Options):
-    """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence."""
-    att = attend(text, vectors, opts)
+def sentence_arrays(text: str, vectors, opts: Options, att=None):
+    """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence, from
+    its Attention `att` where it was made already (Trained.attend_many's)."""
+    att = attend(text, vectors, opts) if att is None else att
     T = len(att.tokens)
     cls = sep = np.zeros(T, dtype=bool)
     if att.layers is not None:  # a model: every layer; an encoder's pieces with [CLS] first and [SEP]s
@@ -82,37 +83,69 @@ def shuffle(text: str, seed: int, line: int) -> str:
     return " ".join(words[i] for i in order)
 
 
+def _observed(arrays) -> tuple[stats.Observation, stats.Observation]:
+    """A sentence's observation, and the same sentence's under uniform attention."""
+    return _sums(arrays), _sums((stats.uniform(arrays[1]), *arrays[1:]))
+
+
+def model_sums(chunk: list[tuple], vectors: Trained, job: StatsJob) -> dict:
+    """A model's observations of each line of the chunk (_observed's) and of its words
+    shuffled, or the error that refuses the line, by (line number, shuffled): the model run
+    over them in batches of similar lengths (Trained.attend_many), each batch's arrays let
+    go once summed."""
+    lines = [(number, text) for number, text, error in chunk if error is None]
+    keys, texts = [(number, False) for number, _ in lines], [text for _, text in lines]
+    if job.shuffled:
+        keys += [(number, True) for number, _ in lines]
+        texts += [shuffle(text, job.seed, number) for number, text in lines]
+    out = {}
+    for k, att in vectors.attend_many(texts):
+        out[keys[k]] = att if isinstance(att, AttncliError) else _observed(sentence_arrays(texts[k], vectors,
+                                                                                            job.load.opts, att))
+    return out
+
+
 def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
     """The sums of a chunk of (line number, text, error), with the baselines'; a line with an
-    error, or one attention cannot take (no word with a vector, say), is counted as skipped."""
+    error, or one attention cannot take (no word with a vector, say), is counted as skipped.
+    A model's lines run in batches first (model_sums), word vectors' a line at a time."""
     opts = job.load.opts
     out = stats.Partial(words=stats.WordSums() if job.by_word else None)
     seen: dict[str | None, list[stats.Observation]] = {None: [], "uniform": [], "shuffled": [], "random": []}
+    summed = model_sums(chunk, vectors, job) if isinstance(vectors, Trained) else None
     for number, text, error in chunk:
         out.lines += 1
         try:
             if error is not None:
                 raise InputError(error)
-            arrays = sentence_arrays(text, vectors, opts)
+            if summed is not None:
+                observed = summed[(number, False)]
+                if isinstance(observed, AttncliError):
+                    raise observed
+            else:
+                arrays = sentence_arrays(text, vectors, opts)
+                observed = _observed(arrays)
             effects = importance(vectors, text) if job.importance else None
         except AttncliError as e:
             out.skipped += 1
             if out.first_skip is None:
                 out.first_skip = (number, str(e))
             continue
-        seen[None].append(_sums(arrays))
+        seen[None].append(observed[0])
         if effects is not None:
             seen[None][-1].sums["importance"] = effects
-        alpha, allowed, tokens = arrays[:3]
-        seen["uniform"].append(_sums((stats.uniform(allowed), *arrays[1:])))
+        seen["uniform"].append(observed[1])
+        if summed is not None:  # a model: its shuffled line run with the others; no word table, no random baseline
+            if job.shuffled:  # the same pieces, so the same errors if any: none here
+                seen["shuffled"].append(summed[(number, True)][0])
+            continue
         if out.words is not None:
-            out.words.observe(tokens, alpha, allowed)
+            out.words.observe(arrays[2], arrays[0], arrays[1])
         if job.shuffled:  # the same words, so the same errors if any: none here
             seen["shuffled"].append(_sums(sentence_arrays(shuffle(text, job.seed, number), vectors, opts)))
-        if not isinstance(vectors, Trained):
-            for seed in range(job.random_seeds):
-                random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
-                seen["random"].append(_sums(sentence_arrays(text, vectors, random)))
+        for seed in range(job.random_seeds):
+            random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
+            seen["random"].append(_sums(sentence_arrays(text, vectors, random)))
     for name, observed in seen.items():
         out.add(name, observed)
     return out

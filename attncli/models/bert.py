@@ -188,15 +188,16 @@ def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
     return norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
 
 
-def attend(X: np.ndarray, weights: dict, l: int, config: Config) -> dict[str, np.ndarray]:
+def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
     scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head), and side
-    by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D)."""
+    by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D).
+    `masked`: a padded batch's padding keys (attention.padding_mask), or None."""
     p = f"encoder.layer.{l}.attention"
     Q = dense(X, weights, f"{p}.self.query")  # (T, D)
     K = dense(X, weights, f"{p}.self.key")  # (T, D)
     V = dense(X, weights, f"{p}.self.value")  # (T, D)
-    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head),
+    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
                                            check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
     A = dense(Z, weights, f"{p}.output.dense")  # (T, D)
     return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),
@@ -235,9 +236,10 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> tup
     return X1, S, norm(S, weights, f"encoder.layer.{l}.output.LayerNorm", config)  # (..., T, D)
 
 
-def layer(X: np.ndarray, weights: dict, l: int, config: Config) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """X_l from X_{l-1}, and the steps of its attention."""
-    steps = attend(X, weights, l, config)
+def layer(X: np.ndarray, weights: dict, l: int, config: Config,
+          masked: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, and the steps of its attention (over the keys `masked` leaves)."""
+    steps = attend(X, weights, l, config, masked)
     return after_attention(X + steps["A"], weights, l, config)[-1], steps  # (T, D)
 
 
@@ -265,17 +267,22 @@ def pass_bytes(T: int, config: Config) -> int:
     return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
 
 
-def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
+def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),
+            lengths: np.ndarray | None = None) -> Pass:
     """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
-    in `keep` (indices from 0). Numbers that overflow are refused after the embeddings, at
-    each layer's scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    in `keep` (indices from 0); or over a batch (B, T) of sentences padded on the right, of
+    `lengths` (B,), their padding keys masked (layers.forward_many). Numbers that overflow
+    are refused after the embeddings, at each layer's scores and at each layer's output
+    (ModelError), and numpy says nothing of them."""
     with np.errstate(all="ignore"):
-        return _forward(np.asarray(ids), weights, config, keep)
+        return _forward(np.asarray(ids), weights, config, keep, lengths)
 
 
-def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
-    X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
-    return every_layer(X, config, lambda X, l: layer(X, weights, l, config), keep)  # (L + 1, T, D), (L, H, T, T)
+def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...], lengths) -> Pass:
+    X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
+    masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
+    # (L + 1, [B,] T, D), (L, [B,] H, T, T)
+    return every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
 
 
 def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:

@@ -77,8 +77,9 @@ def as_bert(weights: dict) -> dict:
     return {_renamed(name, BERTS, "transformer.layer.", "encoder.layer."): W for name, W in weights.items()}
 
 
-def forward(ids: np.ndarray, weights: dict, config: bert.BertConfig, *, keep: tuple[int, ...] = ()) -> Pass:
-    return bert.forward(ids, as_bert(weights), config, keep=keep)
+def forward(ids: np.ndarray, weights: dict, config: bert.BertConfig, *, keep: tuple[int, ...] = (),
+            lengths: np.ndarray | None = None) -> Pass:
+    return bert.forward(ids, as_bert(weights), config, keep=keep, lengths=lengths)
 
 
 def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

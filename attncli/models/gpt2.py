@@ -238,8 +238,11 @@ def pass_bytes(T: int, config: Config) -> int:
     return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
 
 
-def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = ()) -> Pass:
-    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
+def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),
+            lengths: np.ndarray | None = None) -> Pass:
+    """Every layer over the word pieces `ids` (T,), or a batch (B, T) of sentences padded on
+    the right (their `lengths` need no mask of their own: the causal mask hides every later
+    piece, the padding among them), keeping the attention steps of the layers
     in `keep` (indices from 0); the last hidden states are after the final norm, as
     transformers gives them. Numbers that overflow are refused after the embeddings, at
     each layer's scores and at each layer's output (ModelError), and numpy says nothing of them."""
@@ -249,7 +252,7 @@ def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, 
 
 def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
     X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
-    masked = mask(len(ids), config)  # (T, T)
+    masked = mask(ids.shape[-1], config)  # (T, T)
     run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
     # transformers' last state: after the final norm
     run.hidden[-1] = finite(norm(run.hidden[-1], weights, "ln_f", config), "the hidden states after the final norm")

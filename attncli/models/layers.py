@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
-from attncli import attention
-from attncli.errors import ModelError
+from attncli import attention, limits
+from attncli.errors import AttncliError, ModelError
 
 
 @dataclass(frozen=True)
@@ -221,13 +221,15 @@ def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
 
 
 def every_layer(X: np.ndarray, config: Config, layer, keep: tuple[int, ...]) -> "Pass":
-    """X_0 (T, D) through every layer, layer(X, l) -> (X_l, its attention's steps): each
-    layer's hidden states, checked to be finite, and weights filled into the (L + 1, T, D) and
-    (L, H, T, T) arrays a layer at a time (stacking lists at the end would hold every layer's
-    weights twice), and the steps of the layers in `keep` (indices from 0) kept."""
-    L, (T, D) = config.layers, X.shape
+    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l) -> (X_l, its
+    attention's steps): each layer's hidden states, checked to be finite, and weights filled
+    into the (L + 1, [B,] T, D) and (L, [B,] H, T, T) arrays a layer at a time (stacking lists
+    at the end would hold every layer's weights twice), and the steps of the layers in `keep`
+    (indices from 0) kept."""
+    L, (*lead, T, D) = config.layers, X.shape
     dtype = attention.working()
-    states, alphas, kept = np.empty((L + 1, T, D), dtype), np.empty((L, config.heads, T, T), dtype), {}
+    states = np.empty((L + 1, *lead, T, D), dtype)
+    alphas, kept = np.empty((L, *lead, config.heads, T, T), dtype), {}
     states[0] = X
     for l in range(L):
         X, steps = layer(X, l)
@@ -247,6 +249,76 @@ class Pass:
     hidden: np.ndarray  # (L + 1, T, D): X_0 .. X_L
     weights: np.ndarray  # (L, H, T, T): alpha of every layer and head
     steps: dict[int, dict[str, np.ndarray]]  # layer index (from 0) -> its attention's steps
+
+    def cut(self, b: int, n: int) -> "Pass":
+        """Sentence b's own pass out of a batch's, its first n pieces: what forward gives
+        that sentence alone (its steps' T axes cut as each step holds them)."""
+        return Pass(self.hidden[:, b, :n], self.weights[:, b, :, :n, :n],
+                    {l: {name: _cut_step(name, M[b], n) for name, M in steps.items()}
+                     for l, steps in self.steps.items()})
+
+
+def _cut_step(name: str, M: np.ndarray, n: int) -> np.ndarray:
+    """A step of one sentence of a batch, cut to its n pieces: scores and weights (H, T, T),
+    Z (H, T, d_head), and Q, K, V, context and A (T, ...)."""
+    if name in ("scores", "weights"):
+        return M[:, :n, :n]
+    return M[:, :n] if name == "Z" else M[:n]
+
+
+# At most this many sentences a batch, and no more than BATCH_BYTES of their pass: one
+# product per layer for all of them, where one a sentence leaves a short sentence's products
+# too small to keep the BLAS busy (benchmarks/README.md), and memory held to a few batches'
+BATCH = 16
+BATCH_BYTES = 1 << 28
+
+
+def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *, pad: int = 0,
+                 keep: tuple[int, ...] = (), batch: int = BATCH) -> Iterator[tuple[int, "Pass | AttncliError"]]:
+    """(b, the pass of ids[b] (T_b,), or the AttncliError that refuses it) for each sentence,
+    its pass as family.forward gives it alone, computed in batches: the sentences sorted by length (stably), up to `batch` of
+    them at a time (fewer where their pass would pass BATCH_BYTES), padded on the right with
+    the piece `pad` to the longest of them, run as one (B, T) input whose padding keys the
+    attention masks (family.forward's `lengths`), and each cut out again (Pass.cut); a batch
+    refused runs again a sentence at a time. Given a batch at a time, in that order, so that only a batch is held. The batches depend only
+    on the sentences, so the numbers do too; they equal the sentences' own passes up to the
+    order the products add in (1e-15 relative: tests/test_batched.py)."""
+    order = sorted(range(len(ids)), key=lambda b: len(ids[b]))
+    start = 0
+    while start < len(order):
+        end = start + 1  # the longest of a group is its last: the group grows while its pass fits
+        while (end < len(order) and end - start < batch
+               and (end + 1 - start) * family.pass_bytes(len(ids[order[end]]), config) <= BATCH_BYTES):
+            end += 1
+        group, start = order[start:end], end
+        try:
+            runs = list(_batch([ids[b] for b in group], family, weights, config, pad, keep))
+        except AttncliError:  # the batch refused (memory, or a number overflowing in one of its sentences):
+            runs = [_alone(ids[b], family, weights, config, keep) for b in group]  # only the one at fault is
+        yield from zip(group, runs)
+
+
+def _batch(ids: list[np.ndarray], family, weights: dict, config: Config, pad: int, keep: tuple[int, ...]):
+    """The passes of sentences `ids`, as one padded batch."""
+    lengths = np.array([len(i) for i in ids])  # (B,)
+    limits.require(len(ids) * family.pass_bytes(int(lengths.max()), config),
+                   f"the forward pass over {len(ids)} sentences of up to {lengths.max():,} word pieces",
+                   "give shorter sentences")
+    padded = np.full((len(ids), lengths.max()), pad, dtype=np.int64)  # (B, T)
+    for row, i in enumerate(ids):
+        padded[row, :len(i)] = i
+    run = family.forward(padded, weights, config, keep=keep, lengths=lengths)
+    return (run.cut(row, n) for row, n in enumerate(lengths))
+
+
+def _alone(ids: np.ndarray, family, weights: dict, config: Config, keep: tuple[int, ...]):
+    """A sentence's pass on its own, or the AttncliError that refuses it."""
+    try:
+        limits.require(family.pass_bytes(len(ids), config), f"the forward pass over {len(ids):,} word pieces",
+                       "give a shorter sentence")
+        return family.forward(ids, weights, config, keep=keep)
+    except AttncliError as e:
+        return e
 
 
 # A layer in the parts the measures of context mixing take apart (contributions.py): each

@@ -372,17 +372,20 @@ def pass_bytes(T: int, config: LlamaConfig) -> int:
                  + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T)
 
 
-def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[int, ...] = ()) -> Pass:
-    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
-    in `keep` (indices from 0). Numbers that overflow are refused at each layer's norms and
+def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[int, ...] = (),
+            lengths: np.ndarray | None = None) -> Pass:
+    """Every layer over the word pieces `ids` (T,), or a batch (B, T) of sentences padded on
+    the right (their `lengths` need no mask of their own: the causal mask, and a window
+    within it, hide every later piece, the padding among them), keeping the attention steps
+    of the layers in `keep` (indices from 0). Numbers that overflow are refused at each layer's norms and
     scores and at each layer's output (ModelError), and numpy says nothing of them."""
     with np.errstate(all="ignore"):
         return _forward(np.asarray(ids), weights, config, keep)
 
 
 def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
-    rope, hidden = _positions(len(ids), config)
-    X = attention.floating(weights["embed_tokens.weight"][ids])  # (T, D): finite, as every weight read
+    rope, hidden = _positions(ids.shape[-1], config)
+    X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
     run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), keep)
     # transformers' last state: after the final norm
     run.hidden[-1] = rms_norm(run.hidden[-1], weights["norm.weight"], config.norm_eps)
