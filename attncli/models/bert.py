@@ -188,7 +188,8 @@ def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
     return norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
 
 
-def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def attend(X: np.ndarray, weights: dict, l: int, config: Config,
+           masked: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
     scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head), and side
     by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D).
@@ -197,7 +198,8 @@ def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndar
     Q = dense(X, weights, f"{p}.self.query")  # (T, D)
     K = dense(X, weights, f"{p}.self.key")  # (T, D)
     V = dense(X, weights, f"{p}.self.value")  # (T, D)
-    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
+    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head),
+                                           mask=masked,
                                            check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
     A = dense(Z, weights, f"{p}.output.dense")  # (T, D)
     return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),

@@ -188,8 +188,8 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
 def finite(M: np.ndarray, what: str) -> np.ndarray:
     """M, when every number of it is finite."""
     if not np.isfinite(M).all():
-        raise ModelError(f"{what} leave {attention.working().name}'s range (they overflow to infinity or NaN): the model's weights, "
-                         "though finite, are far larger than a trained model's; its model.safetensors is damaged or "
+        raise ModelError(f"{what} leave {attention.working().name}'s range (they overflow to infinity or NaN): "
+                         "the model's weights, though finite, are far larger than a trained model's; its model.safetensors is damaged or "
                          "not a trained model's")
     return M
 
@@ -274,15 +274,17 @@ BATCH_BYTES = 1 << 28
 
 
 def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *, pad: int = 0,
-                 keep: tuple[int, ...] = (), batch: int = BATCH) -> Iterator[tuple[int, "Pass | AttncliError"]]:
+                 keep: tuple[int, ...] = (), batch: int | None = None) -> Iterator[tuple[int, "Pass | AttncliError"]]:
     """(b, the pass of ids[b] (T_b,), or the AttncliError that refuses it) for each sentence,
-    its pass as family.forward gives it alone, computed in batches: the sentences sorted by length (stably), up to `batch` of
-    them at a time (fewer where their pass would pass BATCH_BYTES), padded on the right with
-    the piece `pad` to the longest of them, run as one (B, T) input whose padding keys the
-    attention masks (family.forward's `lengths`), and each cut out again (Pass.cut); a batch
-    refused runs again a sentence at a time. Given a batch at a time, in that order, so that only a batch is held. The batches depend only
-    on the sentences, so the numbers do too; they equal the sentences' own passes up to the
-    order the products add in (1e-15 relative: tests/test_batched.py)."""
+    its pass as family.forward gives it alone, computed in batches: the sentences sorted by
+    length (stably), up to `batch` of them at a time (BATCH by default; fewer where their
+    pass would pass BATCH_BYTES), padded on the right with the piece `pad` to the longest of
+    them, run as one (B, T) input whose padding keys the attention masks (family.forward's
+    `lengths`), and each cut out again (Pass.cut); a batch refused runs again a sentence at
+    a time. Given a batch at a time, in that order, so that only a batch is held. The
+    batches depend only on the sentences, so the numbers do too; they equal the sentences'
+    own passes up to the order the products add in (tests/test_batched.py: within 1e-12)."""
+    batch = BATCH if batch is None else batch
     order = sorted(range(len(ids)), key=lambda b: len(ids[b]))
     start = 0
     while start < len(order):
