@@ -15,9 +15,10 @@ from attncli.version import __version__  # noqa: E402
 from attncli.analyze import Attention, Options, attend, context_doc, scores_doc  # noqa: E402
 from attncli.errors import AttncliError, InputError, OptionError, TokenError, VectorsError  # noqa: E402
 from attncli.load import load_vectors  # noqa: E402
+from attncli.notebook import Page, show  # noqa: E402
 from attncli.vectors import Vectors  # noqa: E402
 
 __all__ = [
-    "Attention", "AttncliError", "InputError", "OptionError", "Options", "TokenError", "Vectors", "VectorsError",
-    "__version__", "attend", "context_doc", "load_vectors", "scores_doc",
+    "Attention", "AttncliError", "InputError", "OptionError", "Options", "Page", "TokenError", "Vectors", "VectorsError",
+    "__version__", "attend", "context_doc", "load_vectors", "scores_doc", "show",
 ]

@@ -116,3 +116,6 @@ def vectors2_path(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("vectors") / "tiny2.txt"
     path.write_text(VECTORS2, encoding="utf-8")
     return path
+
+
+from browser import browser, open_page  # noqa: E402, F401: the fixtures of the page's tests in a real browser

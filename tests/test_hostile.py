@@ -83,8 +83,10 @@ def no_links_or_handlers(svg: str, page: str) -> None:
             assert not name.lower().startswith("on") and "href" not in name.lower(), name
     parser = _Tags()
     parser.feed(page)
+    scripts = [attrs for tag, attrs in parser.tags if tag == "script"]  # the page's own two: its data, its code
+    assert scripts == [[("type", "application/json"), ("id", "attncli-data")], []], scripts
     for tag, attrs in parser.tags:
-        assert tag not in ("a", "script", "iframe", "img"), tag
+        assert tag not in ("a", "iframe", "img", "object", "embed", "link"), tag
         for name, _ in attrs:
             assert not name.lower().startswith("on") and name.lower() not in ("href", "src"), name
 

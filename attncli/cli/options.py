@@ -495,7 +495,10 @@ def output_options(f):
         option("output", "--svg", type=click.Path(), callback=output_path("svg", (".svg",)),
                      metavar="FILE.svg", help="Also write the table view, as a terminal shows it, to an SVG picture."),
         option("output", "--html", type=click.Path(), callback=output_path("html", (".html", ".htm")),
-                     metavar="FILE.html", help="Also write the table view to an HTML page."),
+                     metavar="FILE.html",
+                     help="Also write an interactive page, one file that works offline: the head view, heatmap, "
+                          "model view (heads), sentences side by side (compare), matrices by layer (contributions) "
+                          "and heads' statistics (stats), above the table view."),
     ]
     return with_options(wrapper, options)
 

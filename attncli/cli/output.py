@@ -266,24 +266,18 @@ def _draw(docs: list[dict], out: Output, view: str, view_args: dict) -> None:
     shown = visible_all(docs)
 
     def paint(console) -> None:
-        for k, doc in enumerate(shown):
-            if len(docs) > 1:
-                console.rule(doc.get("sentence", ""))
-            colours = None if console.no_color else console.color_system  # the view picks its colours for it
-            console.print(draw(doc, width=console.width, color_system=colours, **view_args))
-            if k < len(docs) - 1:
-                console.print()
+        export.paint(console, shown, draw, view_args)
 
     screen = make_console(sys.stdout, out) if out.fmt == "table" else None
     if out.svg or out.html:
-        picture = make_console(io.StringIO(), width=screen.width if screen is not None else 100, force_terminal=True,
-                               color_system="truecolor", no_color=False, record=True)  # NO_COLOR is the terminal's
+        picture = export.recording(screen.width if screen is not None else 100)  # NO_COLOR is the terminal's
         paint(picture)
         title = f"attncli {docs[0].get('command', '')}".strip() if docs else "attncli"
         if out.svg:
             write_whole(out.svg, lambda f: f.write(export.svg(picture, title).encode("utf-8")))
         if out.html:
-            write_whole(out.html, lambda f: f.write(export.html(picture, export.picture_title(shown)).encode("utf-8")))
+            page = export.html(picture, export.picture_title(shown), shown)
+            write_whole(out.html, lambda f: f.write(page.encode("utf-8")))
     if screen is None:
         return
     if out.pager and sys.stdout.isatty():  # drawn whole first, to see whether it fits

@@ -60,25 +60,8 @@ SVG_FORMAT = """\
 """ % {"fonts": FONTS, "size": SVG_FONT_SIZE}
 
 
-HTML_FORMAT = """\
-<!DOCTYPE html>
-<html>
-<head>
-<meta charset="UTF-8">
-<title></title>
-<style>
-{stylesheet}
-body {{
-    color: {foreground};
-    background-color: {background};
-}}
-</style>
-</head>
-<body>
-    <pre style="font-family: %(fonts)s; line-height: normal"><code style="font-family: inherit">{code}</code></pre>
-</body>
-</html>
-""" % {"fonts": FONTS}
+# rich's recording as the page's table view: its stylesheet, then its code (escaped by rich)
+_PARTS = "{stylesheet}\n#table pre.terminal {{ color: {foreground}; background: {background}; }}\0{code}"
 
 
 # rich writes a run of text with its leading spaces as no-break spaces, which librsvg (and
@@ -101,12 +84,34 @@ def svg(console: Console, title: str) -> str:
     return _LEADING_SPACES.sub(shift, picture)
 
 
-def html(console: Console, title: str) -> str:
-    """What `console` recorded, as an HTML page in the fonts the machine has, called `title`."""
-    from html import escape
+def html(console: Console, title: str, docs: list[dict]) -> str:
+    """The interactive page (views/page.py) of `docs`, called `title`, with what `console`
+    recorded as its table view."""
+    from attncli.views import page
 
-    named = escape(title).replace("{", "{{").replace("}", "}}")  # the page is a str.format template
-    return console.export_html(clear=False, code_format=HTML_FORMAT.replace("<title>", f"<title>{named}", 1))
+    style, code = console.export_html(clear=False, code_format=_PARTS).split("\0", 1)
+    return page.page(docs, title, style, code)
+
+
+def recording(width: int = 100) -> Console:
+    """A console that records what is drawn on it for the pictures: in full colour, whatever
+    the terminal, and reading no text as markup or emoji codes, as every view is drawn."""
+    import io
+
+    return Console(file=io.StringIO(), width=width, force_terminal=True, color_system="truecolor", no_color=False,
+                   record=True, markup=False, emoji=False, highlight=False)
+
+
+def paint(console: Console, docs: list[dict], draw, view_args: dict) -> None:
+    """Draw each of `docs` (their text made visible) on `console` with the view `draw`, a
+    rule with its sentence between documents."""
+    for k, doc in enumerate(docs):
+        if len(docs) > 1:
+            console.rule(doc.get("sentence", ""))
+        colours = None if console.no_color else console.color_system  # the view picks its colours for it
+        console.print(draw(doc, width=console.width, color_system=colours, **view_args))
+        if k < len(docs) - 1:
+            console.print()
 
 
 def picture_title(docs: list[dict]) -> str:

