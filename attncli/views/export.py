@@ -95,10 +95,12 @@ def html(console: Console, title: str, docs: list[dict]) -> str:
 
 def recording(width: int = 100) -> Console:
     """A console that records what is drawn on it for the pictures: in full colour, whatever
-    the terminal, and reading no text as markup or emoji codes, as every view is drawn."""
+    the terminal, and reading no text as markup or emoji codes, as every view is drawn; in a
+    notebook too, where rich would show it in the notebook instead (force_jupyter)."""
     import io
 
-    return Console(file=io.StringIO(), width=width, force_terminal=True, color_system="truecolor", no_color=False,
+    return Console(file=io.StringIO(), width=width, force_terminal=True, force_jupyter=False, color_system="truecolor",
+                   no_color=False,
                    record=True, markup=False, emoji=False, highlight=False)
 
 

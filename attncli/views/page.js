@@ -16,6 +16,7 @@ const ROW = 16; // px: a token's line in the head view
 const BUCKETS = 24; // opacities the head view's lines are drawn in, a path each
 const TOP = 5;
 const OVERVIEW_LEAST = 0.01; // the least weight the head view draws a line for with no token focused
+const LINE_BUDGET = 6000; // and the most lines it draws then, the heaviest
 
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
@@ -172,24 +173,41 @@ class HeadView {
     const ctx = this.ctx, T = this.tokens.length, x0 = 4, x1 = this.width - 4;
     ctx.clearRect(0, 0, this.width, this.height);
     ctx.lineWidth = 1;
-    // every line of a token focused; of all of them, those of 1% or more (OVERVIEW_LEAST): a
-    // weight under it is drawn at under 2% opacity, and 512 tokens have 262,144 lines a head
+    // every line of a token focused; of all of them, those of 1% or more (OVERVIEW_LEAST), a
+    // weight under it being drawn at under 2% opacity, and of those the LINE_BUDGET heaviest:
+    // 512 tokens have 262,144 lines a head, and a line's cost is its length in pixels
     const least = only === null ? OVERVIEW_LEAST : 0.5 / BUCKETS / 8;
-    for (const head of this.heads) {
+    const rows = only === null || side === 1 ? [...Array(T).keys()] : [only];
+    const found = this.heads.map((head) => {
+      const lines = [];
+      for (const i of rows) {
+        const row = head.W[i];
+        const [from, to] = only !== null && side === 1 ? [only, only + 1] : [0, T];
+        for (let j = from; j < to; j++) if (row[j] >= least) lines.push(i, j, row[j]);
+      }
+      return lines;
+    });
+    let cutoff = least;
+    const count = found.reduce((n, lines) => n + lines.length / 3, 0);
+    if (only === null && count > LINE_BUDGET) {
+      const weights = new Float64Array(count);
+      let k = 0;
+      for (const lines of found) for (let n = 2; n < lines.length; n += 3) weights[k++] = lines[n];
+      weights.sort();
+      cutoff = weights[count - LINE_BUDGET];
+    }
+    this.canvas.dataset.least = String(cutoff); // the least weight drawn
+    this.heads.forEach((head, k) => {
       const paths = Array.from({length: BUCKETS}, () => new Path2D());
       const used = new Uint8Array(BUCKETS);
-      const rows = only === null || side === 1 ? [...Array(T).keys()] : [only];
-      for (const i of rows) {
-        const row = head.W[i], yi = i * ROW + ROW / 2;
-        const columns = only !== null && side === 1 ? [only] : null;
-        for (let j = columns ? only : 0; j < (columns ? only + 1 : T); j++) {
-          const w = row[j];
-          if (!(w >= least)) continue;
-          const b = Math.min(BUCKETS - 1, Math.floor(w * BUCKETS));
-          paths[b].moveTo(x0, yi);
-          paths[b].lineTo(x1, j * ROW + ROW / 2);
-          used[b] = 1;
-        }
+      const lines = found[k];
+      for (let n = 0; n < lines.length; n += 3) {
+        const w = lines[n + 2];
+        if (w < cutoff) continue;
+        const b = Math.min(BUCKETS - 1, Math.floor(w * BUCKETS));
+        paths[b].moveTo(x0, lines[n] * ROW + ROW / 2);
+        paths[b].lineTo(x1, lines[n + 1] * ROW + ROW / 2);
+        used[b] = 1;
       }
       ctx.strokeStyle = head.colour;
       for (let b = 0; b < BUCKETS; b++) {
@@ -197,7 +215,7 @@ class HeadView {
         ctx.globalAlpha = Math.min(1, (b + 0.5) / BUCKETS * 1.2 + 0.04);
         ctx.stroke(paths[b]);
       }
-    }
+    });
     ctx.globalAlpha = 1;
   }
 
@@ -580,6 +598,8 @@ function main() {
   window.attncliFirstDraw = performance.now() - start; // the views drawn, from the script's start
   window.attncliReady = performance.now(); // and from the navigation's start: the HTML and JSON read too
   document.body.dataset.ready = "true";
+  // the first frame painted: the callback of the frame after it
+  requestAnimationFrame(() => requestAnimationFrame(() => { window.attncliPainted = performance.now(); }));
 }
 
 main();
