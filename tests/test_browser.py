@@ -195,6 +195,32 @@ def test_contributions_page_layers_and_methods(tmp_path, open_page):
     opened.only_itself_requested()
 
 
+def test_contributions_page_of_several_methods_chooses_among_them(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "m.html", "contributions", ORANGE, "--method", "raw", "--method", "norm"))
+    docs = opened.data()["docs"]
+    assert [d["method"] for d in docs] == ["raw", "norm"]
+    assert "raw, layer 1" in point_at_cell(opened, 0, 1, 4)
+    opened.page.select_option(".view .controls select >> nth=0", "1")
+    tip = point_at_cell(opened, 0, 1, 4)
+    assert "norm, layer 1" in tip and f"c_ij = {four(docs[1]['contributions'][0][1][4])}" in tip
+    opened.only_itself_requested()
+
+
+def test_a_page_of_512_tokens_draws_and_answers_a_hover(tmp_path, open_page):
+    from attncli.load import load_vectors
+
+    vectors = load_vectors()
+    words = [w for w in (vectors.vocab.word(i) for i in range(100, 3000)) if w.isalpha()][:512]
+    opened = open_page(made(tmp_path, "long.html", "scores", " ".join(words)))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    assert len(doc["tokens"]) == 512 and page.locator(".column.left button").count() == 512
+    page.locator(".column.left button").nth(300).hover()
+    assert shown_top(page, "head 1") == top5(doc["weights"][300])
+    assert page.evaluate("window.attncliFirstDraw") > 0
+    opened.only_itself_requested()
+
+
 @needs_minilm
 def test_contributions_page_of_a_model_chooses_a_layer(tmp_path, open_page):
     opened = open_page(made(tmp_path, "m.html", "contributions", ORANGE, "--model", "minilm", "--method", "alti"))

@@ -21,8 +21,10 @@ HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure
 
 @click.command(cls=Command, short_help="how much each token's representation is made of each other token's")
 @sentence_argument
-@click.option("--method", type=click.Choice(measures.METHODS), default="raw", show_default=True, metavar="METHOD",
-              help="The measure: raw (the attention weights), rollout (raw rolled out), norm (the size of what j "
+@click.option("--method", "methods", type=click.Choice(measures.METHODS), multiple=True, default=["raw"],
+              show_default=True, metavar="METHOD",
+              help="The measure (given several times, a document of each, sentence by sentence, and the --html "
+                   "page's choice among them): raw (the attention weights), rollout (raw rolled out), norm (the size of what j "
                    "sends i, ||a_ij f(x_j)||), norm-res (with the residual), norm-res-ln (and the first layer norm), "
                    "globenc (and the second), alti, value-zeroing, or leave-one-out (the model run again without "
                    "each token). Over word vectors: " + ", ".join(mixing.ON_VECTORS) + ".")
@@ -39,7 +41,7 @@ HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure
 @png_option
 @fields_option(CONTRIBUTIONS_FIELDS)
 @output_options
-def contributions(sentence, method, rolled, erasure, source, opts, out):
+def contributions(sentence, methods, rolled, erasure, source, opts, out):
     """How much each token's representation is made of each other token's, in SENTENCE: a
     T x T matrix at each layer (or at the one --layer), row i the receiving token, by the
     --method chosen; under each, every token's top contributors and its context-mixing
@@ -56,32 +58,40 @@ def contributions(sentence, method, rolled, erasure, source, opts, out):
       attncli contributions "The earth is like an orange" --model minilm --method globenc --no-rollout
       attncli contributions "The earth is like an orange" --model minilm --method leave-one-out --erasure mask
       attncli contributions "The earth is like an orange" --method norm --json | jq '.mixing_ratio_mean'
+      attncli contributions "The earth is like an orange" --model minilm --method raw --method alti --html m.html
     """
-    _check(method, rolled, erasure, source)
+    methods = tuple(dict.fromkeys(methods))  # each once, in the order given
+    _check(methods, rolled, erasure, source)
     sentences = read_sentences(sentence)
     try:
         vectors = source.load()
     except OptionError as e:  # --layer or --head beyond the model's: the command line's mistake
         raise click.UsageError(str(e)) from None
-    shown = 1 if source.layer or method == "leave-one-out" or not source.model else vectors.model.config.layers
+    shown = sum(1 if source.layer or method == "leave-one-out" or not source.model else vectors.model.config.layers
+                for method in methods)
     note_large_json(sentences, vectors, opts, {"contributions": shown}, out,
                     "--layer L shows one layer, and --fields leaves keys out (--fields tokens,top,mixing_ratio "
                     "writes no matrix)" if source.model else "--fields leaves keys out (--fields "
                     "tokens,top,mixing_ratio writes no matrix)")
-    docs = compute_all(sentences, lambda text: mixing.contributions_doc(
+    docs = compute_all(sentences, lambda text: [mixing.contributions_doc(
         text, vectors, opts, method=method, layer=source.layer, head=source.head, rolled=rolled,
-        erasure=erasure or "remove"))
+        erasure=erasure or "remove") for method in methods])
     emit(docs, out, "contributions_view")
 
 
-def _check(method: str, rolled: bool | None, erasure: str | None, source) -> None:
+def _check(methods: tuple[str, ...], rolled: bool | None, erasure: str | None, source) -> None:
     """The options that do not go together, refused before anything is read or loaded."""
-    problem = mixing.method_problem(method, source.model is not None, source.head)
-    if problem:
-        raise click.UsageError(problem)
-    if erasure is not None and method != "leave-one-out":
+    for method in methods:
+        problem = mixing.method_problem(method, source.model is not None, source.head)
+        if problem:
+            raise click.UsageError(problem)
+        _check_one(method, rolled, source)
+    if erasure is not None and "leave-one-out" not in methods:
         raise click.UsageError(f"--erasure chooses how leave-one-out takes a token away; it goes with --method "
-                               f"leave-one-out, not {method}")
+                               f"leave-one-out, not {' and '.join(methods)}")
+
+
+def _check_one(method: str, rolled: bool | None, source) -> None:
     if method == "leave-one-out" and source.layer is not None:
         raise click.UsageError("leave-one-out measures the whole model, not a layer: leave --layer out")
     if method == "leave-one-out" and rolled is not None:

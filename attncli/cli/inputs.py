@@ -82,13 +82,16 @@ def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cell
 
 
 def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]:
-    """Every document before any output, so a bad sentence leaves stdout untouched."""
+    """Every document before any output, so a bad sentence leaves stdout untouched;
+    make_doc(text) gives a sentence's document, or a list of its documents (each of
+    contributions' methods), one note a sentence for the words it lacks."""
     docs = []
     for line, text in sentences:
         try:
-            doc = make_doc(text)
+            made = make_doc(text)
         except AttncliError as e:
             raise type(e)(f"line {line:,}: {e}" if line else str(e)) from None
+        doc = made[0] if isinstance(made, list) else made
         missing = list(dict.fromkeys(doc["oov"]))
         if missing:  # one line a sentence, however many words it lacks
             where = f"line {line:,}: " if line else ""
@@ -96,5 +99,5 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]
             named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")
             note = f"{where}no vector for {named} in {doc['vectors']['name']}; {done}"
             click.echo(f"attncli: note: {one_line(note)}", err=True)
-        docs.append(doc)
+        docs.extend(made if isinstance(made, list) else [made])
     return docs
