@@ -33,15 +33,15 @@ class Page:
         self.docs = [docs] if isinstance(docs, dict) else list(docs)
         if not self.docs or not all(isinstance(d, dict) for d in self.docs):
             raise InputError("a page needs one or more documents (the dicts attncli's functions give)")
-        from attncli.views import export
+        from attncli.views import export  # rich, at the views' top: attncli's import need not pay it
 
         self.title = title or export.picture_title(self.docs)
 
     def to_html(self) -> str:
         """The page, a whole HTML document that loads nothing."""
-        from attncli import views
-        from attncli.views import export, page
-        from attncli.visible import visible_all
+        from attncli import views  # rich, as above
+        from attncli.views import export, page  # and the page's
+        from attncli.visible import visible_all  # unicodedata, for the text from outside
 
         shown = visible_all(self.docs)
         view = TABLE_VIEWS.get(shown[0].get("command"))
@@ -60,7 +60,7 @@ class Page:
             raise InputError(f"{path}: a page's file name ends in .html or .htm")
         if path.exists() and not _is_page(path):
             raise InputError(f"{path} exists and is not a page attncli wrote; give a new path")
-        import tempfile
+        import tempfile  # shutil and random with it: only a save needs them
 
         text = self.to_html().encode("utf-8")
         fd, tmp = tempfile.mkstemp(prefix=".attncli-", suffix=".html.part", dir=path.parent)
@@ -74,7 +74,7 @@ class Page:
         return path
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from html import escape  # only a notebook's display needs it
 
         return (f'<iframe sandbox="allow-scripts" title="{escape(self.title, quote=True)}" '
                 f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #ccc" '
@@ -103,15 +103,15 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
     default with a model: the model view and the head view), "scores" (the default over
     word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
     or "contributions" (with `method`). layer and head as --layer and --head."""
-    from attncli import analyze, mixing
-    from attncli.load import load_vectors
+    from attncli import analyze, mixing  # numpy and the math: `import attncli` loads analyze already, mixing not
+    from attncli.load import load_vectors  # the vectors' files and cache
 
     view = view or ("heads" if model else "scores")
     if view not in SHOWN:
         raise OptionError(f"view must be one of {', '.join(map(repr, SHOWN))}, got {view!r}")
     opts = options or analyze.Options()
     if model is not None:
-        from attncli import models
+        from attncli import models  # the model's code, and tokenizers within: the model extra's
 
         trained = models.load_model(model)
         source = analyze.Trained(trained, trained.config.layers if layer is None else layer, head)

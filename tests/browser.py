@@ -68,7 +68,9 @@ class Opened:
         assert self.errors == [], self.errors
 
 
-@pytest.fixture(scope="session")
+# a module's: Playwright's sync API holds an event loop in this thread while it runs, and the
+# tests after the browser's (Dask's, textual's) must find none
+@pytest.fixture(scope="module")
 def browser():
     why = unavailable()
     if why:

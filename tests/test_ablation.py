@@ -152,8 +152,10 @@ def test_heads_run_in_batches_memory_holds_give_the_same_effects():
     one_by_one = contributions.head_ablation(s.blocks, run_from, effect, batch_bytes=lambda B, T: B << 28)
     assert whole.shape == (2, 4)
     np.testing.assert_allclose(one_by_one, whole, rtol=1e-12, atol=0)
-    np.testing.assert_array_equal(contributions.head_ablation(s.blocks, run_from, effect, layers=[1], heads=[3, 0]),
-                                  whole[[1]][:, [3, 0]])
+    # a batch of two heads against one of four: the same up to the order the BLAS adds in,
+    # which on some processors depends on the batch's size
+    np.testing.assert_allclose(contributions.head_ablation(s.blocks, run_from, effect, layers=[1], heads=[3, 0]),
+                               whole[[1]][:, [3, 0]], rtol=1e-12, atol=0)
 
 
 def test_layer_and_head_choose_the_cells_the_grid_shows():

@@ -96,7 +96,8 @@ def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
 
 
 VIEW_MODULES = ["attncli.views", *(f"attncli.views.{name}" for name in (
-    "common", "corpus", "export", "heatmap", "json", "mixing", "plot", "progress", "sentence", "training", "vectors"))]
+    "common", "corpus", "export", "heatmap", "json", "mixing", "page", "plot", "progress", "sentence", "training",
+    "vectors"))]
 
 
 def test_the_views_import_only_what_a_view_needs():

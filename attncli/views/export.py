@@ -87,7 +87,7 @@ def svg(console: Console, title: str) -> str:
 def html(console: Console, title: str, docs: list[dict]) -> str:
     """The interactive page (views/page.py) of `docs`, called `title`, with what `console`
     recorded as its table view."""
-    from attncli.views import page
+    from attncli.views import page  # its script and style, read from the package: --html's only
 
     style, code = console.export_html(clear=False, code_format=_PARTS).split("\0", 1)
     return page.page(docs, title, style, code)
