@@ -153,9 +153,19 @@ def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
     assert shown_top(page, "head 5") == top5(W[2, 4, 1].tolist())
     # another layer: every head of it
     page.select_option(".view .controls select", "5")
-    assert sum(i.is_checked() for i in page.locator(".toggles input").all()) == 12
+    assert [i.get_attribute("data-head") for i in page.locator(".toggles input").all() if i.is_checked()] == \
+        [f"head {h}" for h in range(1, 13)]
     page.locator(".column.left button").nth(3).hover()
     assert shown_top(page, "head 12") == top5(W[5, 11, 3].tolist())
+    # the mean over the layer's heads, one more choice
+    mean = page.locator('.toggles input[data-head="mean"]')
+    assert not mean.is_checked()
+    mean.check()
+    page.locator(".column.left button").nth(3).hover()
+    got = shown_top(page, "mean")
+    want = top5(W[5, :, 3].mean(axis=0).tolist())
+    assert [j for j, _ in got] == [j for j, _ in want]
+    np.testing.assert_allclose([w for _, w in got], [w for _, w in want], rtol=1e-12)
     opened.only_itself_requested()
 
 

@@ -394,8 +394,18 @@ function headsView(app, doc) {
   s1.appendChild(controls);
   const view = new HeadView(null, doc.tokens, doc.special);
   let layer = 0;
-  const headsAt = (l) => doc.weights[l].map((W, h) => ({name: `head ${firstHead + h}`,
-    colour: COLOURS[(firstHead + h - 1) % COLOURS.length], W}));
+  const means = [];
+  const meanAt = (l) => { // the layer's mean over its heads, as the terminal's mean is: made once, when asked for
+    if (!means[l]) means[l] = doc.weights[l][0].map((row, i) => row.map((_, j) =>
+      doc.weights[l].reduce((sum, W) => sum + W[i][j], 0) / doc.weights[l].length));
+    return means[l];
+  };
+  const headsAt = (l) => {
+    const heads = doc.weights[l].map((W, h) => ({name: `head ${firstHead + h}`,
+      colour: COLOURS[(firstHead + h - 1) % COLOURS.length], W}));
+    if (heads.length > 1) heads.push({name: "mean", colour: "#000000", get W() { return meanAt(l); }});
+    return heads;
+  };
   let toggles = null;
   const toggleBox = el("div", {});
   s1.appendChild(toggleBox);
