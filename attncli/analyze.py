@@ -170,18 +170,24 @@ class Trained:
         pieces, run = self.run(sentence, keep=(self.layer - 1,), listed=listed)
         return self._attention(pieces, run)
 
-    def attend_many(self, sentences: list[str]):
-        """(k, sentences[k] as attend() gives it, with no document listing its cells, or the
-        AttncliError that refuses it) for each sentence, the refused first, then the others
-        a batch at a time as the model runs over them (layers.forward_many): a corpus's
-        lines, whose passes one at a time would leave a short sentence's products too small
-        to keep the BLAS busy. Only a batch's passes are held while the caller reads them."""
+    def attend_many(self, sentences: list[str], *, listed: int = 0):
+        """(k, sentences[k] as attend() gives it, or the AttncliError that refuses it) for
+        each sentence, the refused first, then the others a batch at a time as the model
+        runs over them (layers.forward_many): a corpus's lines, whose passes one at a time
+        would leave a short sentence's products too small to keep the BLAS busy. Only a
+        batch's passes are held while the caller reads them. `listed`: as attend()'s, the
+        numbers a document lists a cell, checked against memory for each sentence."""
         from attncli.models import layers  # here: the model path is imported only with --model
 
         found = []
         for k, sentence in enumerate(sentences):
             try:
-                found.append((k, self.pieces(sentence)))
+                pieces = self.pieces(sentence)
+                T = len(pieces.ids)
+                if listed:
+                    limits.require(T * T * cell_bytes(self.model.config.heads, listed),
+                                   f"the document of {T:,} word pieces", "give a shorter sentence")
+                found.append((k, pieces))
             except AttncliError as e:
                 yield k, e
         config = self.model.config
@@ -394,14 +400,21 @@ def _tops(att: Attention, weights: np.ndarray, opts: Options) -> list[list[dict]
     return [[{"token": tokens[j], "index": j, "weight": w} for j, w in zip(row, ws)] for row, ws in zip(rows, values)]
 
 
+def scores_listed(opts: Options, more: bool = False) -> int:
+    """The numbers a scores document lists a cell of its T x T matrices (the memory check's)."""
+    return 2 + 2 * opts.heads + (2 if more else 0)
+
+
 def scores_doc(sentence: str, vectors: Vectors | Trained, opts: Options = Options(), *, rollout: bool = False,
-               norms: bool = False, words: bool = False, predict: int = 0) -> dict:
+               norms: bool = False, words: bool = False, predict: int = 0, att: Attention | None = None) -> dict:
     """The `scores` document: the whole T x T scores and weights and each token's top
     attended, for every head under `heads` and, at the top, their mean (with one head, its own).
     `rollout` adds the attention rollout up to the layer shown; `norms` what each token
     sends each other, ||alpha_ij f(x_j)|| (attention.rollout, attention.weighted_norms);
-    `predict`, a decoder's likeliest next pieces, that many (_predicted)."""
-    att = attend(sentence, vectors, opts, listed=2 + 2 * opts.heads + (2 if rollout or norms else 0))
+    `predict`, a decoder's likeliest next pieces, that many (_predicted). `att`: the
+    sentence's Attention where it was computed already (Trained.attend_many's, a batch's)."""
+    if att is None:
+        att = attend(sentence, vectors, opts, listed=scores_listed(opts, rollout or norms))
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
     if att.heads == 1 and att.shown is None:  # the mean of one head is that head, to the bit: its lists serve twice

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from attncli import limits, reading
-from attncli.analyze import Options, Trained, context_doc, scores_doc
+from attncli.analyze import Options, Trained, context_doc, scores_doc, scores_listed
 from attncli.errors import AttncliError
 from attncli.load import load_vectors
 from attncli.workers import in_order, worker_signals
@@ -243,7 +243,22 @@ def _start(job: Job, worker: bool = False) -> None:
 
 
 def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
-    return [one_line(item, _vectors, _job, _failed) for item in chunk]
+    done = batched(chunk, _vectors, _job, _failed)
+    return [one_line(item, _vectors, _job, _failed, done.get(item[0])) for item in chunk]
+
+
+def batched(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> dict:
+    """{line number: its Attention} of a chunk's lines, where a model runs over them in
+    batches (Trained.attend_many) for their scores documents; a line it refuses is left out,
+    to be refused again alone, in the words of the one-sentence path. Over word vectors,
+    with a token to follow, or a run that failed: none. The batches are the chunk's, the same
+    whatever the number of workers, and so are the numbers."""
+    if not isinstance(vectors, Trained) or failed is not None or job.token is not None or job.index is not None \
+            or job.all_contexts:
+        return {}
+    lines = [(number, text) for number, text, error in chunk if error is None]
+    done = vectors.attend_many([text for _, text in lines], listed=scores_listed(job.opts))
+    return {lines[k][0]: att for k, att in done if not isinstance(att, AttncliError)}
 
 
 def _encoded(chunk: list[tuple[int, str | None, str | None]]) -> Encoded:
@@ -271,11 +286,11 @@ def only(doc: dict, fields: tuple[str, ...] | None) -> dict:
     return doc if fields is None else {k: v for k, v in doc.items() if k in fields}
 
 
-def encoded_line(item, vectors, job: Job, failed: str | None = None) -> tuple[bool, str]:
+def encoded_line(item, vectors, job: Job, failed: str | None = None, att=None) -> tuple[bool, str]:
     """(whether the line failed, its result as a line of JSON): where the work is done, so
     that a parent process has only to write it."""
 
-    result = one_line(item, vectors, job, failed)
+    result = one_line(item, vectors, job, failed, att)
     error = "error" in result
     if not error and job.fields is not None:
         result = only(result, ("line", *job.fields))
@@ -293,21 +308,24 @@ class Encoded(NamedTuple):
 
 def encoded_chunk(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> Encoded:
     """A chunk of items' results, as JSON Lines."""
-    lines = [encoded_line(item, vectors, job, failed) for item in chunk]
+    done = batched(chunk, vectors, job, failed)
+    lines = [encoded_line(item, vectors, job, failed, done.get(item[0])) for item in chunk]
     text = "".join(line + "\n" for _, line in lines)
     return Encoded(sum(error for error, _ in lines), len(lines), chunk[-1][0],
                    text.encode("utf-8"))  # json_safe escaped every surrogate
 
 
-def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None) -> dict:
-    """A line's result: its document with `line`, or {"line", "error"}."""
+def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed: str | None = None,
+             att=None) -> dict:
+    """A line's result: its document with `line`, or {"line", "error"}; `att`, its
+    Attention where a batch computed it (batched)."""
     number, text, error = item
     if error is None and failed is not None:
         error = failed
     if error is None:
         try:
             if job.token is None and job.index is None and not job.all_contexts:
-                doc = scores_doc(text, vectors, job.opts)
+                doc = scores_doc(text, vectors, job.opts, att=att)
             else:
                 doc = context_doc(text, vectors, job.opts, token=job.token, index=job.index,
                                   all_contexts=job.all_contexts, neighbors=job.neighbors)

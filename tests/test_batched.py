@@ -4,6 +4,7 @@ again a sentence at a time; stats over a model the same as one sentence at a tim
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,37 @@ def _leaves(doc):
             yield from _leaves(item)
     else:
         yield doc
+
+
+def test_batch_over_a_model_in_batches_is_each_line_alone_and_the_same_bytes_for_any_jobs(tmp_path, monkeypatch):
+    """batch --model runs a chunk's lines in batches: each document equals scores_doc's of
+    the line alone within 1e-12 relative, a line the model refuses is refused in the words of
+    the one-sentence path, and --jobs 2 writes the bytes --jobs 1 does."""
+    from attncli.analyze import Options, Trained, scores_doc
+    from attncli.models import layers
+
+    corpus = tmp_path / "c.txt"
+    too_long = " ".join(["word"] * 600)  # past the tiny models' positions
+    corpus.write_text("\n".join(SENTENCES + ["", too_long] + SENTENCES[::-1]) + "\n", encoding="utf-8")
+    for name in ("tiny-bert", "tiny-llama"):
+        model = str(MODELS / name)
+        one = run("batch", corpus, "--model", model)
+        two = run("batch", corpus, "--model", model, "--jobs", "2")
+        assert two.stdout == one.stdout and two.exit_code == one.exit_code
+        docs = [json.loads(line) for line in one.stdout.splitlines()]
+        assert sum("error" in doc for doc in docs) >= 1 and len(docs) > len(SENTENCES)
+        trained = load(name)
+        monkeypatch.setattr(layers, "BATCH", 1)  # the one-sentence path
+        single_run = run("batch", corpus, "--model", model)
+        monkeypatch.undo()
+        assert single_run.exit_code == one.exit_code
+        alone = [json.loads(line) for line in single_run.stdout.splitlines()]
+        assert len(alone) == len(docs)
+        for doc, single in zip(docs, alone):
+            if "error" in single:
+                assert doc == single
+                continue
+            reference = scores_doc(doc["sentence"], Trained(trained, trained.config.layers), Options())
+            for got in (doc, single):
+                for key in ("scores", "weights"):
+                    assert close(np.asarray(got[key]), np.asarray(reference[key]))
