@@ -54,6 +54,7 @@ MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
 TOKENIZERS = {"llama": ("Llama", tokenizer.LLAMA), "mistral": ("Mistral", tokenizer.LLAMA),
               "qwen2": ("Qwen2", tokenizer.GPT2)}
 CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
+LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.read_weights lays out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read. Positions cost nothing until a
 # sentence has them (RoPE is computed for the T pieces there are), so their bound is loose.
