@@ -171,6 +171,28 @@ def erf(x: np.ndarray) -> np.ndarray:
     return _blockwise(_erf, x)
 
 
+# In float32 (attention.precision("float32"), the corpus commands' --precision), erf is the
+# float32 rational approximation of Eigen's erf and XLA's (MaterializeErfApproximationF32):
+# x P(x^2) / Q(x^2) over x clamped to [-4, 4], its polynomials' highest power first,
+# computed in float32 in a few whole-array steps; within 4.2e-7 of erf (tests/test_layers.py),
+# where Cody's ranges above cost a float32 pass of MiniLM's over 37 pieces a third of its time
+_ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+            -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+            -1.42647390514189e-02)
+
+
+def erf_float32(x: np.ndarray) -> np.ndarray:
+    """erf of every element of x, in float32, within 4.2e-7 (7 float32 ulps near 3.3, and
+    a few elsewhere); NaN gives NaN."""
+    x = np.clip(np.asarray(x, dtype=np.float32), np.float32(-4), np.float32(4))
+    z = x * x
+    p, q = _horner(z, tuple(np.float32(c) for c in _ERF32_P)), _horner(z, tuple(np.float32(c) for c in _ERF32_Q))
+    p *= x
+    p /= q
+    return p
+
+
 def _gelu(X: np.ndarray) -> np.ndarray:
     """Exact GELU of X (N,)."""
     return 0.5 * X * (1.0 + _erf(X / np.sqrt(2.0)))  # (N,)
@@ -178,10 +200,17 @@ def _gelu(X: np.ndarray) -> np.ndarray:
 
 def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
     """GELU(x) = x Phi(x): exactly, 0.5 x (1 + erf(x / sqrt 2)), erf() above, a block of
-    numbers at a time; or its tanh approximation."""
+    numbers at a time (in float32, erf_float32 over the whole array); or its tanh
+    approximation."""
     if activation == "gelu_tanh":
         # X * X * X: numpy's X**3 calls pow() element by element, several times slower
         return 0.5 * X * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (X + 0.044715 * (X * X * X))))
+    if attention.working() == np.float32:
+        E = erf_float32(X * np.float32(1 / math.sqrt(2.0)))
+        E += 1
+        E *= X
+        E *= np.float32(0.5)
+        return E
     return _blockwise(_gelu, X)
 
 
