@@ -49,8 +49,7 @@ class Page:
             return page.page(shown, self.title)
         console = export.recording(100)
         export.paint(console, shown, views.view(view), {})
-        style, code = console.export_html(clear=False, code_format=export._PARTS).split("\0", 1)
-        return page.page(shown, self.title, style, code)
+        return export.html(console, self.title, shown)  # the page --html writes
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the page to `path` (.html or .htm), whole or not at all: a new file, or one

@@ -174,8 +174,9 @@ def erf(x: np.ndarray) -> np.ndarray:
 # In float32 (attention.precision("float32"), the corpus commands' --precision), erf is the
 # float32 rational approximation of Eigen's erf and XLA's (MaterializeErfApproximationF32):
 # x P(x^2) / Q(x^2) over x clamped to [-4, 4], its polynomials' highest power first,
-# computed in float32 in a few whole-array steps; within 4.2e-7 of erf (tests/test_layers.py),
-# where Cody's ranges above cost a float32 pass of MiniLM's over 37 pieces a third of its time
+# computed in float32 in a few whole-array steps (four float32 arrays of X's size, within the
+# ten float64 ones pass_bytes counts); within 4.2e-7 of erf (tests/test_precision.py), where
+# Cody's ranges above cost a float32 pass of MiniLM's over 37 pieces a third of its time
 _ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
             -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
 _ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,

@@ -67,8 +67,9 @@ def _rounded_array(a: np.ndarray) -> list:
 
 
 def rounded(value):
-    """A document with each float to SIGNIFICANT digits; ints, bools, strings and None as
-    they are. A list of numbers (any depth, rectangular) goes through numpy at once."""
+    """A document with each matrix's floats to DECIMALS places and every other float to
+    SIGNIFICANT digits; ints, bools, strings and None as they are. A list of numbers (any
+    depth, rectangular) goes through numpy at once."""
     if isinstance(value, dict):
         return {key: rounded(v) for key, v in value.items()}
     if isinstance(value, float):
