@@ -1,7 +1,8 @@
 """attncli's numpy forward pass against transformers + torch, side by side in one run: MiniLM's
 pass warm over a 37-piece sentence and a 504-piece input (in float64 and float32), `attncli
 stats --model minilm` over 1,000 sentences against torch's passes over the same sentences
-at each batch size, and whole processes against `python -c "import numpy"`.
+at each batch size, `batch --model minilm` in batches against one line at a time, and whole
+processes against `python -c "import numpy"`.
 
     python benchmarks/forward.py --torch-python /path/to/python/with/torch [--runs 7]
 
@@ -158,13 +159,47 @@ def part_processes(runs: int) -> None:
         print(f"| `{name}` | {s:.3f} | {s / floor:.2f} |")
 
 
+def part_batch(count: int, rounds: int) -> None:
+    """`batch --model minilm`'s work in this process, its chunks' lines run in batches of
+    BATCH against one at a time (BATCH = 1, the one-sentence path), alternating; and how far
+    the two paths' documents are apart."""
+    import numpy as np
+
+    from attncli import batch
+    from attncli.analyze import Trained
+    from attncli.models import layers, load_model
+
+    items = [(k + 1, text, None) for k, text in enumerate(sentences(count))]
+    model, job = Trained(load_model("minilm"), 6), batch.Job(model="minilm", layer=6)
+    times: dict = {}
+    docs: dict = {}
+    batched = layers.BATCH
+    for _ in range(rounds):
+        for size in (1, batched):
+            layers.BATCH = size
+            start = time.perf_counter()
+            out = [batch.encoded_chunk(chunk, model, job).data for chunk in batch.chunks_of(items)]
+            times.setdefault(size, []).append(time.perf_counter() - start)
+            docs[size] = [json.loads(line) for data in out for line in data.decode().splitlines()]
+    layers.BATCH = batched
+    worst = max(np.abs(np.subtract(a[key], b[key])).max() / np.abs(b[key]).max()
+                for a, b in zip(docs[batched], docs[1]) for key in ("scores", "weights"))
+    print(f"\n### batch --model minilm, {count:,} sentences in this process ({rounds} rounds, medians, one thread)\n")
+    print("| lines run | lines/s |")
+    print("| --- | ---: |")
+    for size in (1, batched):
+        print(f"| {'one at a time' if size == 1 else f'in batches of {size}'} | "
+              f"{count / statistics.median(times[size]):.1f} |")
+    print(f"\nthe documents of the two paths differ by {worst:.1e} at most, relative to each matrix's largest number")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--torch-python", required=True, help="a Python with torch and transformers installed")
     parser.add_argument("--runs", type=int, default=7, help="runs of each whole process and each warm pass")
     parser.add_argument("--corpus-runs", type=int, default=3, help="runs of each corpus figure")
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--parts", default="warm,corpus,processes")
+    parser.add_argument("--parts", default="warm,corpus,batch,processes")
     args = parser.parse_args()
     parts = args.parts.split(",")
     load = os.getloadavg()[0]
@@ -176,6 +211,8 @@ def main() -> None:
             corpus = Path(tmp) / "lee-sentences.txt"
             corpus.write_text("\n".join(sentences(args.sentences)) + "\n", encoding="utf-8")
             part_corpus(args.torch_python, corpus, args.sentences, args.corpus_runs)
+    if "batch" in parts:
+        part_batch(300, 3)
     if "processes" in parts:
         part_processes(args.runs)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
