@@ -9,7 +9,6 @@ more start-up time than the whole of the rest of a run, for a dozen regular expr
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
 
 # (pattern, replacement) applied in order; afterwards, splitting on white space gives tokens.
@@ -89,7 +88,16 @@ def is_punctuation(token: str) -> bool:
     trained on its tokens `` is a quote mark."""
     if token[:1].isalnum():  # a letter or a digit first (L*, N*): the common case, answered at once
         return False
+    if token.isascii():  # most tokens: answered without importing unicodedata's tables at start-up
+        return bool(token) and all(c in _ASCII_PUNCTUATION for c in token)
+    import unicodedata
+
     return bool(token) and all(unicodedata.category(c).startswith("P") or c == "`" for c in token)
+
+
+# The ASCII characters of the categories P* (tests/test_tokenize.py holds them against
+# unicodedata), and the grave accent.
+_ASCII_PUNCTUATION = frozenset("!\"#%&'()*,-./:;?@[\\]_{}`")
 
 
 # One character for one: the replacements of _RULES that keep a text's length, so that a

@@ -11,8 +11,6 @@ string literal (\\x1b, \\u202e); JSON keeps the text exact, escaped by JSON itse
 
 from __future__ import annotations
 
-import unicodedata
-
 # Kept as they are: ordinary spaces of other scripts (Zs) and private-use characters (Co).
 # Every other character str.isprintable() refuses is written out: controls (Cc), format
 # characters such as bidi overrides and zero-width joiners (Cf), lone surrogates (Cs),
@@ -32,6 +30,8 @@ def visible(text: str) -> str:
     """`text` with every control or format character written out as an escape."""
     if text.isprintable():
         return text
+    import unicodedata  # here, where a character is not printable: its tables are a tenth of a short run's start-up
+
     return "".join(c if c.isprintable() or unicodedata.category(c) in _KEPT else _escape(c) for c in text)
 
 

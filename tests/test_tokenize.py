@@ -112,3 +112,16 @@ def test_the_treebank_opening_quote_is_punctuation():
 
     assert is_punctuation("``") and is_punctuation("''") and is_punctuation("`")
     assert not is_punctuation("^") and not is_punctuation("`a")
+
+
+def test_the_ascii_shortcut_is_unicodes_punctuation():
+    """is_punctuation answers ASCII tokens from a set of its own, not unicodedata: every ASCII
+    character and pair of characters gets the answer unicodedata's categories give."""
+    import unicodedata
+
+    def by_category(token):
+        return all(unicodedata.category(c).startswith("P") or c == "`" for c in token)
+
+    chars = [chr(n) for n in range(128)]
+    for token in chars + [a + b for a in chars for b in chars]:
+        assert is_punctuation(token) is (by_category(token) and not token[:1].isalnum()), repr(token)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import functools
 import math
 import os
@@ -73,6 +72,8 @@ def qkv_value(words: tuple[str, ...]):
     def check(ctx, param, value):
         if value in ("identity", "random") or os.sep in value or Path(value).suffix or os.path.lexists(value):
             return value  # a path: its reader says what is wrong with it
+        import difflib  # only for this message: not every run's start-up
+
         near = difflib.get_close_matches(value.lower(), words, n=1)
         meant = f" (did you mean {near[0]}?)" if near else ""
         raise click.BadParameter(f"{value!r} names no file, and is not {' or '.join(words)}{meant}; give "

@@ -9,9 +9,6 @@ more than click of a command line it cannot parse. Every command of attncli is o
 
 from __future__ import annotations
 
-import difflib
-import shlex
-
 import click
 from attncli.cli.output import show
 
@@ -74,6 +71,8 @@ def _help(ctx, param, value):
 
 def no_such_command(name: str, group: click.Group, ctx: click.Context) -> click.UsageError:
     """'No such command', with the group's commands nearest `name`, as click suggests options."""
+    import difflib  # difflib and shlex only for these messages: not every run's start-up
+
     near = difflib.get_close_matches(name, group.list_commands(ctx), n=3)
     hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
     return click.UsageError(f"No such command {name!r}.{hint}", ctx)
@@ -116,6 +115,8 @@ def _quote_hint(ctx: click.Context, extra: list[str]) -> str:
     given = next((p for p in ctx.command.params if p.name == "sentence"), None)
     if not isinstance(first, str) or given is None:
         return '; quote a sentence to give it as one argument: "The earth is like an orange"'
+    import shlex
+
     quoted = shlex.quote(" ".join([first, *extra]))
     where = quoted if isinstance(given, click.Argument) else f"... {given.opts[0]} {quoted}"
     return f"; quote a sentence to give it as one argument: {ctx.command_path} {where}"
