@@ -361,7 +361,8 @@ def test_a_tensor_cut_short_by_its_file(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
-def test_a_tensor_is_read_into_its_own_memory_alone(tmp_path, dtype):
+@pytest.mark.parametrize("fortran", [False, True])
+def test_a_tensor_is_read_into_its_own_memory_alone(tmp_path, dtype, fortran):
     """read_weights asks for the memory of the tensors as they are held (a BF16 one widened to
     float32): reading one takes that and a chunk, never its file's bytes and a widened copy
     beside it (a BF16 embedding of 512 MB took 2.5 GB at its peak, where 1 GB was asked for)."""
@@ -380,12 +381,41 @@ def test_a_tensor_is_read_into_its_own_memory_alone(tmp_path, dtype):
     with open(path, "rb") as f:
         tracemalloc.start()
         try:
-            tensor = files._tensor(f, start, entry, path, "t")
+            tensor = files._tensor(f, start, entry, path, "t", fortran=fortran)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
     assert tensor.shape == (count // 64, 64) and not tensor.any()
     assert peak <= tensor.nbytes + 3 * files.READ_CHUNK  # a chunk of bytes, its isfinite, and room
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64"])
+@pytest.mark.parametrize("fortran", [False, True])
+def test_a_tensor_read_in_chunks_is_the_files_numbers(tmp_path, dtype, fortran):
+    """_tensor's chunks (a megabyte of numbers, or of whole rows where a Linear layer is laid
+    out in Fortran order) give the numbers the file holds, as numpy reads them whole, in the
+    layout asked for: rows of 1,001 numbers, so that chunks end inside no row but at no power of two."""
+    from attncli.models import files
+
+    rng = np.random.default_rng(0)
+    layout, held = files.DTYPES[dtype]
+    shape = [700, 1001]
+    if dtype == "BF16":  # the upper halves of float32 numbers
+        numbers = rng.standard_normal(shape).astype(np.float32)
+        stored = (numbers.view(np.uint32) >> 16).astype("<u2")
+        expected = (stored.astype(np.uint32) << 16).view(np.float32)
+    else:
+        stored = rng.standard_normal(shape).astype(layout)
+        expected = stored.astype(held)
+    path = tmp_path / "t.safetensors"
+    header = json.dumps({"t": {"dtype": dtype, "shape": shape, "data_offsets": [0, stored.nbytes]}})
+    path.write_bytes(len(header).to_bytes(8, "little") + header.encode() + stored.tobytes())
+    (_, start, entry), = files.read_headers([path]).values()
+    with open(path, "rb") as f:
+        tensor = files._tensor(f, start, entry, path, "t", fortran=fortran)
+    assert tensor.dtype == held and tensor.shape == tuple(shape)
+    assert tensor.flags.f_contiguous if fortran else tensor.flags.c_contiguous
+    np.testing.assert_array_equal(tensor, expected)
 
 
 def test_gpt2_by_its_name_from_the_cache():

@@ -421,44 +421,61 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
     for path, names in by_file.items():
         with reading.open_regular(path, "--model") as f:
             for name, stored in names:
-                weights[name] = _tensor(f, tensors[stored][1], tensors[stored][2], path, stored)
-                if getattr(family, "LINEAR_LAYOUT", False) and weights[name].ndim == 2 and "embed" not in name:
-                    # a Linear layer's (out, in), laid out as its transpose (in, out) is in C order:
-                    # the products X W read it so, a third faster for MiniLM's (37 rows) than through
-                    # a transposed view; the same shape and numbers, for every other reader
-                    weights[name] = np.asfortranarray(weights[name])
+                entry = tensors[stored][2]
+                # a Linear layer's (out, in), laid out as its transpose (in, out) is in C order:
+                # the products X W read it so, a third faster for MiniLM's (37 rows) than through
+                # a transposed view; the same shape and numbers, for every other reader
+                linear = getattr(family, "LINEAR_LAYOUT", False) and len(entry["shape"]) == 2 and "embed" not in name
+                weights[name] = _tensor(f, tensors[stored][1], entry, path, stored, fortran=linear)
     return weights
 
 
 READ_CHUNK = 1 << 20  # bytes of a tensor read, widened and checked at a time
 
 
-def _tensor(f, start: int, entry: dict, path: Path, name: str) -> np.ndarray:
+def _tensor(f, start: int, entry: dict, path: Path, name: str, *, fortran: bool = False) -> np.ndarray:
     """One tensor of an open safetensors file, read at its checked offsets into an array of
     the dtype it is held in (BF16 widened to float32, exactly), a megabyte at a time, each
     checked to hold only finite numbers: the tensor and a chunk beside it, what _wanted
-    counted, never its bytes and a copy or a widened copy beside them."""
+    counted, never its bytes and a copy or a widened copy beside them. `fortran` lays a
+    matrix out in Fortran order, each chunk of its rows written there as it is read.
+
+    Numbers stored as they are held (F32, F64, F16 on a little-endian machine) are read
+    straight into the tensor; the others through one chunk's buffer."""
     layout, dtype = DTYPES[entry["dtype"]]
-    tensor = np.empty(math.prod(entry["shape"]), dtype=dtype)
+    shape = entry["shape"]
+    tensor = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
     itemsize = np.dtype(layout).itemsize
-    step = READ_CHUNK // itemsize  # numbers a read
+    width = max(1, shape[1]) if fortran else 1  # numbers a chunk is a whole multiple of: a row, laid out by rows
+    step = max(1, READ_CHUNK // itemsize // width) * width  # numbers a read
+    as_held = np.dtype(layout) == tensor.dtype and not fortran  # bytes read into the tensor itself
+    buffer = None if as_held else np.empty(min(step, tensor.size), dtype=layout)
+    flat = tensor.reshape(-1) if not fortran else None  # a view: the tensor is C-ordered
     f.seek(start + entry["data_offsets"][0])
     for i in range(0, tensor.size, step):
         n = min(step, tensor.size - i)
-        data = f.read(n * itemsize)
-        if len(data) != n * itemsize:
+        chunk = flat[i:i + n] if as_held else buffer[:n]
+        if f.readinto(memoryview(chunk).cast("B")) != n * itemsize:
             raise ModelError(f"{path}: ends inside the tensor {name}; the file was cut short: download it again")
-        raw = np.frombuffer(data, dtype=layout)
-        if entry["dtype"] == "BF16":  # the float32 whose upper half it is, shifted in place
-            bits = tensor.view(np.uint32)[i:i + n]
-            bits[:] = raw
-            bits <<= 16
-        else:
-            tensor[i:i + n] = raw  # in native byte order
-        if not np.isfinite(tensor[i:i + n]).all():
+        # the numbers read: n // width rows of the Fortran-ordered (out, in), or a run of the C-ordered one
+        part = tensor[i // width:(i + n) // width] if fortran else flat[i:i + n]
+        if not as_held:
+            _widen(chunk.reshape(part.shape), part, entry["dtype"])
+        if not np.isfinite(part).all():
             raise ModelError(f"{path}: the tensor {name} holds NaN or infinite values; the model's file is "
                              "damaged: download it again")
-    return tensor.reshape(entry["shape"])
+    return tensor
+
+
+def _widen(raw: np.ndarray, out: np.ndarray, stored: str) -> None:
+    """Write `raw`, numbers as the file holds them, into `out` (the tensor's part, the same
+    shape): BF16 as the float32 whose upper half it is, the others in native byte order."""
+    if stored == "BF16":  # in place: no widened copy beside the chunk
+        bits = out.view(np.uint32)
+        bits[...] = raw
+        bits <<= 16
+    else:
+        out[...] = raw
 
 
 def tokenizer_file(where: Path) -> Path:
