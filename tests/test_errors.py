@@ -98,6 +98,11 @@ MODELS = {
     "deepheader": ("json", lambda m: (m / "model.safetensors").write_bytes(struct.pack("<Q", 100_000)
                                                                             + b"[" * 100_100)),
     "badmetadata": ("json", lambda m: _header(m, lambda h: h.update(__metadata__={"format": ["pt"]}))),
+    # every tensor at the data's first bytes, each within the file and of its shape's size
+    "overlapping": ("json", lambda m: _header(m, lambda h: h.update(
+        {n: {**e, "data_offsets": [0, e["data_offsets"][1] - e["data_offsets"][0]]} for n, e in h.items()}))),
+    "notensors": ("json", lambda m: (m / "model.safetensors").write_bytes(struct.pack("<Q", 1002) + b"{}"
+                                                                          + b" " * 1000)),
     "hugevocab": ("vocab", lambda m: os.truncate(m / "vocab.txt", 300_000_000)),  # sparse: no disk
     "bigid": ("json", lambda m: _tokenizer(m, lambda t: t["model"]["vocab"].update(orange=5000))),
     "longvocab": ("vocab", lambda m: (m / "vocab.txt").open("a").write("zebra\n" * 5)),

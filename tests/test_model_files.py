@@ -293,6 +293,74 @@ def test_a_header_number_that_is_not_whole(tmp_path, key, change):
                                "tensor's (dtype, shape, data_offsets)")
 
 
+@pytest.mark.parametrize("header", [b"{}", b"{}" + b" " * 1_000_000, b'{"__metadata__": {"format": "pt"}}'])
+def test_a_header_without_tensors_names_the_file_and_the_tensor(tmp_path, header):
+    """safetensors takes a file of no tensors (a header of {} and no data, blanks after it as
+    padding): its model lacks every tensor, the first of them named in one line."""
+    folder = write_model(tmp_path / "m")
+    write_header(folder / "model.safetensors", header, b"")
+    assert refused(folder) == ("model.safetensors: lacks the tensor embeddings.word_embeddings.weight, which "
+                               "a 2-layer model needs")
+
+
+def shifted(header: dict, name: str, by: int) -> dict:
+    """The header with the tensor `name`'s two offsets moved by `by` bytes."""
+    header[name]["data_offsets"] = [o + by for o in header[name]["data_offsets"]]
+    return header
+
+
+def by_offset(header: dict) -> list[str]:
+    return sorted((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"])
+
+
+@pytest.mark.parametrize("edit,message", [
+    # the second tensor reads the first's bytes as well as its own place's: a header safetensors refuses
+    (lambda h: shifted(h, by_offset(h)[1], -4), "overlap the tensor before them"),
+    # every tensor reads the same bytes, the first's (one shape each, so the sizes hold)
+    (lambda h: {n: {**e, "data_offsets": [0, e["data_offsets"][1] - e["data_offsets"][0]]} for n, e in h.items()},
+     "overlap the tensor before them"),
+    (lambda h: shifted(h, by_offset(h)[0], 4), "leave bytes 0 to 4 unread"),
+])
+def test_tensors_whose_bytes_overlap_or_leave_a_gap(tmp_path, edit, message):
+    """A header whose offsets are each within the file but not one after another, as the
+    format requires and the safetensors library checks: refused, naming the tensor."""
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    size = max(e["data_offsets"][1] for e in header.values())
+    header = edit(header)
+    write_header(folder / "model.safetensors", json.dumps(header).encode(), data[:size] + bytes(8))
+    line = refused(folder)
+    assert line.startswith("model.safetensors: the header puts '") and message in line, line
+    assert line.endswith("in a safetensors file each tensor's bytes follow the one before: download the file again")
+
+
+def test_data_past_the_last_tensor(tmp_path):
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    write_header(folder / "model.safetensors", json.dumps(header).encode(), data + bytes(12))
+    assert refused(folder) == (f"model.safetensors: the header's tensors end at byte {len(data):,} of the file's "
+                               f"{len(data) + 12:,} bytes of data; in a safetensors file they cover the data exactly: "
+                               "download the file again")
+
+
+def test_the_safetensors_library_refuses_what_attncli_refuses(tmp_path):
+    """The rules held are the library's own: it refuses each header above too."""
+    from safetensors.numpy import load_file
+
+    folder = write_model(tmp_path / "m")
+    header, data = split_file(folder / "model.safetensors")
+    for name, edit in (("overlap", lambda h: shifted(h, by_offset(h)[1], -4)),
+                       ("gap", lambda h: shifted(h, by_offset(h)[0], 4))):
+        path = tmp_path / f"{name}.safetensors"
+        write_header(path, json.dumps(edit(json.loads(json.dumps(header)))).encode(), data + bytes(8))
+        with pytest.raises(Exception, match="invalid offset"):
+            load_file(path)
+    path = tmp_path / "tail.safetensors"
+    write_header(path, json.dumps(header).encode(), data + bytes(12))
+    with pytest.raises(Exception, match="not fully covered"):
+        load_file(path)
+
+
 @pytest.mark.parametrize("metadata", [None, {}, {"format": "pt"}])
 def test_metadata_that_safetensors_takes(tmp_path, metadata):
     folder = write_model(tmp_path / "m")

@@ -332,7 +332,26 @@ def read_header(path: Path) -> tuple[dict, int]:
         if not 0 <= begin <= end <= data_size or (itemsize and end - begin != math.prod(entry["shape"]) * itemsize):
             raise ModelError(f"{path}: the header puts {name!r} at bytes {begin:,} to {end:,}, which do not hold its "
                              f"shape {entry['shape']} within the file's {data_size:,} bytes of data")
+    _check_layout(header, data_size, path)
     return header, 8 + n
+
+
+def _check_layout(header: dict, data_size: int, path: Path) -> None:
+    """The tensors' bytes one after another, in the order of their offsets, from the data's
+    first byte to its last: no two tensors reading the same bytes, no bytes between them or
+    after the last, as safetensors' own reader requires (its Metadata::validate; attncli
+    reads the file itself, so it holds the same rules)."""
+    at = 0
+    for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
+        begin, end = entry["data_offsets"]
+        if begin != at:
+            what = "overlap the tensor before them" if begin < at else f"leave bytes {at:,} to {begin:,} unread"
+            raise ModelError(f"{path}: the header puts {name!r} at bytes {begin:,} to {end:,}, which {what}; in a "
+                             "safetensors file each tensor's bytes follow the one before: download the file again")
+        at = end
+    if at != data_size:
+        raise ModelError(f"{path}: the header's tensors end at byte {at:,} of the file's {data_size:,} bytes of data; "
+                         "in a safetensors file they cover the data exactly: download the file again")
 
 
 def _whole(n) -> bool:
@@ -380,15 +399,15 @@ def read_headers(paths: list[Path]) -> dict[str, tuple[Path, int, dict]]:
     return tensors
 
 
-def _wanted(tensors: dict, config: Config, family) -> tuple[dict[str, str], int]:
+def _wanted(tensors: dict, paths: list[Path], config: Config, family) -> tuple[dict[str, str], int]:
     """The tensors the forward pass reads (the family's expected_shapes), each checked for
-    dtype and shape against config.json: their names -> their names in the files (the
-    family's stored_name), and the bytes they take once read."""
+    dtype and shape against config.json: their names -> their names in the files `paths`
+    (the family's stored_name), and the bytes they take once read."""
     wanted, total = {}, 0
     for name, shape in family.expected_shapes(config).items():
         stored = family.stored_name(name, tensors)
         if stored is None:
-            raise ModelError(f"{_where(tensors)}: lacks the tensor {name}, which a {config.layers}-layer model needs")
+            raise ModelError(f"{_where(paths)}: lacks the tensor {name}, which a {config.layers}-layer model needs")
         path, _, entry = tensors[stored]
         if entry["dtype"] not in DTYPES:
             raise ModelError(f"{path}: {stored} is {entry['dtype']}; attncli reads {', '.join(DTYPES)} tensors")
@@ -399,9 +418,9 @@ def _wanted(tensors: dict, config: Config, family) -> tuple[dict[str, str], int]
     return wanted, total
 
 
-def _where(tensors: dict) -> str:
-    files = sorted({str(path) for path, _, _ in tensors.values()})
-    return files[0] if len(files) == 1 else f"{Path(files[0]).parent} (its {len(files)} safetensors files)"
+def _where(paths: list[Path]) -> str:
+    """The weights' file, or their folder and how many files they are."""
+    return str(paths[0]) if len(paths) == 1 else f"{paths[0].parent} (its {len(paths)} safetensors files)"
 
 
 def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
@@ -411,8 +430,9 @@ def read_weights(where: Path, config: Config, family) -> dict[str, np.ndarray]:
     The numbers are read here from the offsets the checked header gives, rather than by
     the safetensors library: its numpy reader has no bfloat16, the dtype of most Llama-family
     checkpoints, and the format is the header and the tensors' bytes, little-endian."""
-    tensors = read_headers(weight_files(where))
-    wanted, total = _wanted(tensors, config, family)
+    paths = weight_files(where)
+    tensors = read_headers(paths)
+    wanted, total = _wanted(tensors, paths, config, family)
     limits.require(total, f"the weights of {where.name}", "give a smaller model")
     by_file = {}  # each file's tensors, read while it alone is open: a model of 191 shards takes one descriptor
     for name, stored in wanted.items():
