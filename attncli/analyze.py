@@ -232,10 +232,13 @@ class Trained:
         return doc if att.mask is None else {**mask_keys(att.mask), **doc}
 
     def about(self) -> dict:
-        """The document's `model`: its name, layers, heads and size; its key/value heads where
-        its query heads share them, and d_head where it is not d_model / heads."""
+        """The document's `model`: its name, layers, heads and size; the commit of a model from
+        the Hugging Face cache; its key/value heads where its query heads share them, and
+        d_head where it is not d_model / heads."""
         c = self.model.config
         model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
+        if self.model.revision is not None:  # the cache's snapshot that ran: what --revision pins
+            model["revision"] = self.model.revision
         if c.key_heads != c.heads:
             model["kv_heads"] = c.key_heads
         if c.d_head * c.heads != c.hidden:

