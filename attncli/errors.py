@@ -32,6 +32,13 @@ class WorkerLost(AttncliError):
     a person): its share of the work will never come, so the run stops there."""
 
 
+class OutputError(AttncliError):
+    """Something the run writes cannot be written: standard output (a full disk, a closed
+    descriptor), or a file it was asked to write (-o, --svg, --html, --png, --export): a
+    full disk, no permission, a folder or device in its place. An error (exit status 1),
+    not a usage error: the command line was fine, the place to write is not."""
+
+
 class OptionError(AttncliError, ValueError):
     """A parameter given to the library out of its range or of the wrong kind (an Options field,
     an argument of attncli.attention): the message names the parameter and what it takes."""

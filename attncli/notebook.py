@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from attncli.errors import InputError, OptionError
+from attncli.visible import visible
 
 # the view each kind of document is drawn with in the table view (views.VIEWS's names)
 TABLE_VIEWS = {"scores": "scores_view", "heads": "heads_view", "context": "context_view", "compare": "compare_view",
@@ -35,7 +36,7 @@ class Page:
             raise InputError("a page needs one or more documents (the dicts attncli's functions give)")
         from attncli.views import export  # rich, at the views' top: attncli's import need not pay it
 
-        self.title = title or export.picture_title(self.docs)
+        self.title = visible(title or export.picture_title(self.docs))  # as --html's page is called
 
     def to_html(self) -> str:
         """The page, a whole HTML document that loads nothing."""
@@ -59,17 +60,10 @@ class Page:
             raise InputError(f"{path}: a page's file name ends in .html or .htm")
         if path.exists() and not _is_page(path):
             raise InputError(f"{path} exists and is not a page attncli wrote; give a new path")
-        import tempfile  # shutil and random with it: only a save needs them
+        from attncli.writing import write_whole  # the one writer of --html's pages too
 
         text = self.to_html().encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=".attncli-", suffix=".html.part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_whole(path, lambda f: f.write(text))
         return path
 
     def _repr_html_(self) -> str:

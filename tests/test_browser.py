@@ -331,3 +331,21 @@ def test_the_notebook_frame_shows_the_page_sandboxed(tmp_path, open_page):
                               "catch (e) { return 'kept apart'; } })()") == "kept apart"
     assert opened.page.locator("#own").text_content() == "notebook"
     assert opened.errors == []
+
+
+def test_the_notebook_page_of_a_sentence_with_format_characters_shows_them_written_out(tmp_path, open_page):
+    """The frame's title attribute, the page's window title and its heading: the bidi
+    override and the separators written out, as --html writes them, never acting on the text."""
+    import attncli
+
+    shown = attncli.show("The earth\u202e is like\u2028 an\u2029 orange")
+    holder = tmp_path / "notebook.html"
+    holder.write_text("<!DOCTYPE html><html><body>" + shown._repr_html_() + "</body></html>", encoding="utf-8")
+    opened = open_page(holder, ready=False)
+    (frame,) = [f for f in opened.page.frames if f != opened.page.main_frame]
+    frame.wait_for_selector("body[data-ready=true]")
+    written = "attncli scores: The earth\\u202e is like\\u2028 an\\u2029 orange"
+    assert opened.page.locator("iframe").get_attribute("title") == written
+    assert frame.evaluate("document.title") == written
+    assert frame.locator("h1").text_content() == written
+    assert opened.errors == []

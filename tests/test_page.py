@@ -9,7 +9,9 @@ import importlib.util
 import hashlib
 import json
 import math
+import os
 import re
+import stat
 from html.parser import HTMLParser
 
 import numpy as np
@@ -124,6 +126,52 @@ def test_show_gives_a_page_that_displays_in_a_sandboxed_iframe_and_saves(tmp_pat
     with pytest.raises(attncli.InputError, match=".html"):
         shown.save(tmp_path / "p.txt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.html", "p.html"]
+
+
+FORMATTED = "The earth\u202e is like\u2028 an\u2029 orange"  # a bidi override, a line and a paragraph separator
+
+
+def titles(html: str) -> list[str]:
+    """What a page is called where a reader sees it: its <title> (unescaped) and the title in
+    its JSON, which the script sets as the <h1>."""
+    from html import unescape
+
+    return [unescape(re.search(r"<title>(.*?)</title>", html, re.S).group(1)), page.data_of(html)["title"]]
+
+
+def test_every_path_to_a_page_writes_outside_text_out_the_same_way(tmp_path):
+    """--html, attncli.show's page, its save and its frame: the sentence's format characters
+    written out (\u202e), never raw in a title, a heading or an attribute, and the same title
+    whichever path made the page."""
+    run("scores", FORMATTED, "--html", tmp_path / "cli.html", "--json")
+    shown = attncli.show(FORMATTED)
+    pages = [(tmp_path / "cli.html").read_text(encoding="utf-8"), shown.to_html(),
+             shown.save(tmp_path / "saved.html").read_text(encoding="utf-8"),
+             attncli.Page(shown.docs, title=FORMATTED).to_html()]
+    frame_title = re.match(r'<iframe sandbox="allow-scripts" title="([^"]*)"', shown._repr_html_()).group(1)
+    for html in pages:
+        for title in titles(html):
+            assert title.endswith("The earth\\u202e is like\\u2028 an\\u2029 orange"), title
+            assert not set(title) & {"\u202e", "\u2028", "\u2029"}
+    assert titles(pages[0]) == titles(pages[1]) == titles(pages[2])
+    assert frame_title == "attncli scores: The earth\\u202e is like\\u2028 an\\u2029 orange"
+    assert page.data_of(pages[1])["docs"][0]["sentence"] == "The earth\\u202e is like\\u2028 an\\u2029 orange"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_saved_page_has_the_mode_open_gives_as_html_does(tmp_path, umask):
+    """One writer for every page: 0666 less the umask, for a new file and for one replaced."""
+    before = os.umask(umask)
+    try:
+        run("scores", "The earth is like an orange", "--html", tmp_path / "cli.html", "--json")
+        saved = attncli.show("The earth is like an orange").save(tmp_path / "saved.html")
+        saved.chmod(0o640)
+        attncli.show("The earth is like an orange").save(saved)
+    finally:
+        os.umask(before)
+    for path in (tmp_path / "cli.html", saved):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.html", "saved.html"]  # no temporary file left
 
 
 def test_show_refuses_a_view_it_does_not_have():

@@ -19,9 +19,9 @@ from enum import IntEnum
 
 import click
 from attncli.version import __version__
-from attncli.cli.output import OutputError, cwd_hint, fail, silence_stdout, to_terminal
+from attncli.cli.output import cwd_hint, fail, silence_stdout, to_terminal
 from attncli.cli.sections import Command, Group, no_such_command, show_help
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, OutputError
 from attncli.views.json import utf8
 
 

@@ -9,9 +9,10 @@ import click
 from attncli.cli import ExitStatus, Terminated, ending_signals
 from attncli.cli.options import (TextParam, attention_options, model_options, output_path, refuse_overwriting_inputs,
                                  vectors_options)
-from attncli.cli.output import say_now, write_whole
+from attncli.cli.output import say_now
 from attncli.cli.sections import Command
 from attncli.errors import InputError
+from attncli.writing import write_whole
 
 
 @click.command(cls=Command, short_help="move through a sentence's attention with the keyboard")

@@ -17,10 +17,10 @@ from pathlib import Path
 import click
 from attncli import attention, cache, projections
 from attncli.analyze import Options, Trained, settled_note
-from attncli.cli.output import Output, OutputError, bar_console, quiet_dask, say_later, unwritable, warn
+from attncli.cli.output import Output, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.entry import bundled_prefix
-from attncli.errors import AttncliError, InputError, OptionError
+from attncli.errors import AttncliError, InputError, OptionError, OutputError
 from attncli.load import load_vectors
 from attncli.projections import MOST_D_K
 from attncli.vectors import Vectors

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli.errors import AttncliError
+from attncli.errors import OutputError
+from attncli.writing import not_replaceable, write_whole
 from attncli.views.json import pretty_json, utf8, write_json
 from attncli.views.progress import fitted_bar
 from attncli.visible import visible, visible_all
@@ -30,12 +31,6 @@ def one_line(message: str, most: int = 1200) -> str:
 def fail(message: str) -> None:
     click.echo(f"attncli: error: {one_line(message)}", err=True)
 
-
-class OutputError(AttncliError):
-    """Something the run writes cannot be written: standard output (a full disk, a closed
-    descriptor), or a file it was asked to write (-o, --svg, --html, --png, --export): a
-    full disk, no permission, a folder or device in its place. An error (exit status 1),
-    not a usage error: the command line was fine, the place to write is not."""
 
 
 @contextlib.contextmanager
@@ -325,28 +320,6 @@ class _Size:
     height: int
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def not_replaceable(path: Path) -> str | None:
-    """Why attncli will not replace `path`: only a regular file (or nothing) may be replaced,
-    never a device, FIFO, socket or directory, even with --force."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"cannot be written: {e.strerror or e}"
-    if stat.S_ISDIR(st.st_mode):
-        return "is a directory"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file (a device, FIFO or socket), which attncli never replaces"
-    return None
-
-
 def unwritable(path: Path) -> str | None:
     """Why `path` cannot be written now, said after its name ("is a directory"), or None:
     checked before any work, so that a run does not compute for minutes and then fail."""
@@ -361,34 +334,6 @@ def unwritable(path: Path) -> str | None:
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         return "cannot be written: permission denied"
     return None
-
-
-def write_whole(path: Path, write) -> None:
-    """write(binary file) into a temporary file beside `path` (beside its target, when it is
-    a symlink, so the link stays), then rename it into place: the file is written whole or
-    not at all. Any failure (a full disk, a file-size limit, no permission) is an
-    OutputError, the temporary file removed."""
-    import tempfile
-
-    target = Path(os.path.realpath(path))
-    problem = not_replaceable(target)
-    if problem:
-        raise OutputError(f"{path} {problem}; give another path")
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=".attncli-", suffix=".tmp", dir=target.parent)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot be written: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.chmod(temporary, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
-        os.replace(temporary, target)
-    except OSError as e:
-        Path(temporary).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot be written: {e.strerror or e}") from None
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def same_terminal(one, other) -> bool:

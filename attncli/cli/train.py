@@ -12,9 +12,10 @@ from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
                                  vectors_options)
-from attncli.cli.output import emit, progress, warn, write_whole
+from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command
 from attncli.errors import InputError
+from attncli.writing import write_whole
 from attncli.projections import OBJECTIVES
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",

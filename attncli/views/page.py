@@ -30,6 +30,8 @@ from importlib import resources
 
 import numpy as np
 
+from attncli.visible import visible
+
 SIGNIFICANT = 6  # digits of a number in the page's JSON that is not in a matrix
 DECIMALS = 4  # places of a matrix's numbers: the page shows them to four (num() in page.js)
 
@@ -138,8 +140,11 @@ style-src {style_hash}; img-src data:; base-uri 'none'; form-action 'none'">
 
 def page(docs: list[dict], title: str, table_style: str = "", table_code: str = "") -> str:
     """The page of `docs` (the JSON documents of one run, their text already made visible),
-    called `title`, with the table view a terminal shows: `table_style` and `table_code`,
-    rich's recording as HTML (its stylesheet, and its escaped code)."""
+    called `title` (made visible here, whoever made it: it goes to the window's title, the
+    page's heading and a notebook frame's title), with the table view a terminal shows:
+    `table_style` and `table_code`, rich's recording as HTML (its stylesheet, and its escaped
+    code)."""
+    title = visible(title)
     payload = {"title": title, "colours": list(HEAD_COLOURS), "docs": rounded(_untopped(docs))}
     style = _asset("page.css") + "\n" + table_style
     script = _asset("page.js")
