@@ -15,6 +15,8 @@ or written.
        a window (or with one as wide), against hours of T x T work: refused before the stream
     9. a file is read to its end, whatever its size said (/proc files say 0), to the same cap
    10. a model's tokenizer.json or vocab.txt is held to the memory its parse takes before it is read
+   11. a long text's word pieces are counted a chunk at a time, and the text refused once they pass
+       the model's positions, before the tokenizer is given it whole (and its memory checked)
 
 Numbers are checked against the whole-matrix path (attention.scores, weights, context,
 top_attended) and against the stream as it was before the band (full rows, then masked),
@@ -1306,3 +1308,109 @@ def test_a_tokenizer_file_larger_than_memory_can_parse_in_1_gb(tmp_path, name):
     result = limited_run("scores", "the earth", "--model", folder, address_space=1 << 30)
     assert_one_error(result, f"{path} ({limits.size(size)}, 64 times that once parsed) needs about "
                              f"{limits.size(64 * size)} of memory, and ", "is available; give the model's own file")
+
+
+# --------------------------------------------------------------------------- 11. a long text through a model's tokenizer
+
+MODELS = Path(__file__).parent / "data" / "models"
+# one model of each kind of tokenizer: WordPiece, byte-level BPE, SentencePiece's BPE, Unigram
+TOKENIZER_KINDS = ("tiny-bert", "tiny-gpt2", "tiny-llama", "tiny-xlm-roberta")
+
+
+def prose(n: int, seed: int = 0) -> str:
+    """About `n` characters of words, punctuation, digits, accents and runs of white space."""
+    rng = np.random.default_rng(seed)
+    words = ["the", "earth", "is", "like", "an", "orange", "naïve", "café", "über", "日本語", "42,",
+             "(river)", "don't", "bank", "Ğ", "\t", "  ", "\n"]
+    out, size = [], 0
+    while size < n:
+        w = words[rng.integers(len(words))]
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)
+
+
+class Recording:
+    """A model's tokenizer that remembers the length of each text it was given."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.lengths = tokenizer, []
+
+    def encode(self, text, **kw):
+        self.lengths.append(len(text))
+        return self.tokenizer.encode(text, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_KINDS)
+def test_a_chunk_at_a_time_counts_the_pieces_of_the_whole_within_the_slack(name):
+    """The chunks' pieces, cut where white space begins, are the text's within CUT_SLACK a cut:
+    what makes a refusal from them never one of a text the model could read."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from attncli import models
+
+    model = models.load_model(str(MODELS / name))
+    for seed in range(3):
+        text = prose(5 * files.CHUNK + 123, seed)
+        whole = len(model.tokenizer.encode(text, add_special_tokens=False).ids)
+        start, counted, cuts = 0, 0, 0
+        while start < len(text):
+            end = files._cut(text, start)
+            counted += len(model.tokenizer.encode(text[start:end], add_special_tokens=False).ids)
+            cuts, start = cuts + (end < len(text)), end
+        assert cuts >= 4 and abs(counted - whole) <= files.CUT_SLACK * cuts, (counted, whole, cuts)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_KINDS)
+def test_a_long_text_is_refused_before_the_tokenizer_sees_it_whole(name):
+    """A line of 2 million characters: refused once its first chunk holds more pieces than the
+    model's positions, the tokenizer never given more than a chunk of it."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from attncli import models
+    from attncli.errors import ModelError
+
+    model = models.load_model(str(MODELS / name))
+    model.tokenizer = Recording(model.tokenizer)
+    most, _ = model.config.length_limit()
+    with pytest.raises(ModelError, match=rf"^the sentence is more than {most:,} word pieces long \(its first "
+                                         rf"[\d,]+ characters of 2,000,000 hold [\d,]+\), and {name} reads at most"):
+        model.encode(prose(2_000_100)[:2_000_000])
+    assert max(model.tokenizer.lengths) <= files.CHUNK and len(model.tokenizer.lengths) <= 2
+
+
+def test_a_long_text_the_model_can_read_gives_the_pieces_it_gave_whole():
+    """Blanks beyond a chunk, then a sentence: counted a chunk at a time, found within the
+    positions, then tokenized whole, the same pieces as the tokenizer gives."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from attncli import models
+
+    model = models.load_model(str(MODELS / "tiny-bert"))
+    text = " " * (3 * files.CHUNK) + "the earth is like an orange"
+    assert list(model.encode(text).ids) == model.tokenizer.encode(text).ids
+
+
+def test_a_long_text_whose_tokenizing_memory_cannot_hold_is_refused_first(monkeypatch):
+    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    from attncli import models
+
+    model = models.load_model(str(MODELS / "tiny-bert"))
+    model.tokenizer = Recording(model.tokenizer)
+    monkeypatch.setattr(limits, "available", lambda: 10 * files.CHUNK * files.TOKENIZED)
+    text = " " * (20 * files.CHUNK)  # WordPiece gives blanks no piece: the whole is what is refused
+    with pytest.raises(limits.ResourceError, match=f"^tokenizing a text of {len(text):,} characters needs about"):
+        model.encode(text)
+    assert max(model.tokenizer.lengths) <= files.CHUNK
+
+
+def test_a_corpus_line_too_long_is_skipped_with_its_number_before_it_is_tokenized(tmp_path):
+    """stats and faithfulness: the long line skipped, saying which, the others read."""
+    lines = tmp_path / "corpus.txt"
+    long = prose(400_000).replace("\n", " ")
+    lines.write_text(f"the earth is like an orange\n{long}\nthe bank of the river\n", encoding="utf-8")
+    for command in (("stats", lines), ("faithfulness", lines)):
+        result = run(*command, "--model", MODELS / "tiny-bert", "--json")
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.startswith("attncli: warning: 1 of 3 lines skipped (line 2: the sentence is more than "
+                                        "64 word pieces long (its first 65,534 characters of 400,000 hold "), result.stderr

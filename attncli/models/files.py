@@ -88,6 +88,29 @@ class Pieces:
     texts: list[str | None]
 
 
+# A long text's pieces are counted a chunk at a time before it is tokenized whole (Model.
+# within_positions). Tokenizing takes, at the peak, 90 to 650 bytes a character (measured
+# with tokenizers 0.23 on 2 million characters: prose, one long word, and CJK, which a
+# byte-level BPE writes in three pieces a character; about 200 bytes a piece and 90 a
+# character): TOKENIZED bounds it, for the memory checks.
+CHUNK = 1 << 16  # characters
+TOKENIZED = 1024  # bytes a character can take while it is tokenized
+CUT_SLACK = 8  # pieces a cut between two chunks can add
+
+
+def _cut(text: str, start: int) -> int:
+    """Where a chunk of `text` from `start` ends: at the first white space of a run of it
+    before CHUNK characters on (searched back over 4,096 at most), or CHUNK characters on
+    where there is none there."""
+    end = start + CHUNK
+    if end >= len(text):
+        return len(text)
+    for i in range(end, max(start + CHUNK // 2, end - 4096), -1):
+        if text[i].isspace() and not text[i - 1].isspace():
+            return i
+    return end
+
+
 def piece_texts(text: str, offsets: list[tuple[int, int]], special: list[bool]) -> list[str | None]:
     """Each piece's text in `text`, without white space at its ends (a byte-level BPE's
     "Ġearth" whose offsets hold the space before it: "earth"). None for a marker, for a
@@ -120,10 +143,15 @@ class Model:
 
     def encode(self, text: str) -> Pieces:
         """The word pieces of `text`, with its markers first and last; refused beyond the
-        model's positions."""
+        model's positions, a long text before it is tokenized whole (within_positions), and
+        one whose tokenizing memory cannot hold."""
+        most, why = self.config.length_limit()
+        if len(text) > CHUNK:
+            self.within_positions(text, most, why)
+        limits.require(len(text) * TOKENIZED, f"tokenizing a text of {len(text):,} characters",
+                       "give a shorter one (attncli scores --file streams a long text over word vectors)")
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
-        most, why = self.config.length_limit()
         if T > most:
             raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
                              "give a shorter one")
@@ -135,6 +163,28 @@ class Model:
                   for t, i in zip(encoding.tokens, encoding.ids)]
         return Pieces(np.array(encoding.ids, dtype=np.int64), pieces, offsets, special,
                       piece_texts(text, offsets, special))
+
+    def within_positions(self, text: str, most: int, why: str) -> None:
+        """Refuse a long `text` that holds more than `most` word pieces once it has been seen to,
+        tokenizing it a chunk of about CHUNK characters at a time (each checked against memory),
+        rather than whole: a line of 50 MB would take gigabytes and a minute to tokenize only to
+        be refused. Chunks end where white space begins, which every tokenizer attncli reads
+        splits at (pieces never span it), so that the chunks' pieces are the text's but for a
+        few at each cut (a space a normalizer prepends, a word cut where a chunk holds no white
+        space): CUT_SLACK each, taken off the count before it is held against `most`."""
+        counted, start, cuts = 0, 0, 0
+        while start < len(text):
+            end = _cut(text, start)
+            chunk = text[start:end]
+            limits.require(len(chunk) * TOKENIZED, f"tokenizing {len(chunk):,} characters of a text",
+                           "give a shorter one")
+            counted += len(self.tokenizer.encode(chunk, add_special_tokens=False).ids)
+            cuts += end < len(text)
+            start = end
+            if counted - CUT_SLACK * cuts > most:
+                raise ModelError(f"the sentence is more than {most:,} word pieces long (its first {start:,} "
+                                 f"characters of {len(text):,} hold {counted:,}), and {self.name} reads at most "
+                                 f"{most:,}{why}; give a shorter one")
 
     def piece(self, i: int) -> str | None:
         """The piece of id `i`, as the tokenizer names it; None for an id it gives no piece (an
