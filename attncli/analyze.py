@@ -253,7 +253,7 @@ class Trained:
         family, config = self.model.family, self.model.config
         z = family.logits(att.hidden[-1][-1:], self.model.weights, config)[0]  # (V,)
         p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
-        top = np.argsort(-z, kind="stable")[:k]  # ties: the smaller id first
+        top = attention.ranked(z)[:k]  # ties: the smaller id first
         return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),
                  "logprob": float(logp[i])} for i in top]
 

@@ -311,6 +311,29 @@ def window_mask(T: int, window: int) -> np.ndarray:
     return distance > window
 
 
+# Weights within TIE of each other (relative) are equal, and equal weights go by position,
+# on every machine: a mathematically tied pair (the same word twice) comes out a few ulps
+# apart, in an order that depends on how the processor's BLAS summed it (AVX2 against
+# AVX-512 kernels). One tolerance for every path, so that a document's stream, in float32,
+# ranks as the sentence path does in float64: float32's weights are good to about 1e-6.
+TIE = 1e-5
+
+
+def ranked(values: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
+    """Indices along the last axis of `values` (..., n), largest first, values within TIE of
+    their neighbour in that order taken as equal and put in the order of their `positions`
+    (..., n) (None: their indices), smallest first. NaN ranks last."""
+    values = np.asarray(values)
+    positions = np.broadcast_to(np.arange(values.shape[-1]), values.shape) if positions is None else positions
+    order = np.lexsort((positions, -values), axis=-1)  # (..., n): by value, then position
+    v = np.take_along_axis(values, order, axis=-1)  # (..., n), descending
+    with np.errstate(invalid="ignore"):  # -inf - -inf: masked cells, one group
+        apart = (v[..., :-1] - v[..., 1:]) > TIE * np.maximum(np.abs(v[..., :-1]), np.abs(v[..., 1:]))  # (..., n-1)
+    group = np.concatenate([np.zeros(v.shape[:-1] + (1,), dtype=np.int64), np.cumsum(apart, axis=-1)], axis=-1)
+    by_position = np.lexsort((np.take_along_axis(positions, order, axis=-1), group), axis=-1)  # (..., n)
+    return np.take_along_axis(order, by_position, axis=-1)
+
+
 def stream(X: np.ndarray, scale: float, temperature: float, k: int, *, causal: bool = False,
            window: int | None = None, include_self: bool = False, block: int = 256, exclude_self: bool = False):
     """Steps I-III for a long sequence, a block of rows at a time, so the T x T matrix never
@@ -463,35 +486,37 @@ ROUNDS = 16  # the largest k _top_k finds by rounds of argmax
 
 
 def _top_k(E: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's k largest entries >= 0, largest first and, among equals, the earlier
-    position first (as top_attended); a row with fewer fills the rest with -1. E is
+    """Each row's k largest entries >= 0, largest first and, among equals (within TIE), the
+    earlier position first (as top_attended); a row with fewer fills the rest with -1. E is
     overwritten.
 
-    For a small k, k rounds of argmax, each taking every row's largest (its first place
-    among equals, as the order wants) and putting -inf there: a pass of SIMD comparisons
-    a round, 40 times faster than argpartition on 256 x 16,000. For a larger k,
-    argpartition finds k of them but picks any of the values tied at the k-th place; the
-    few rows where an unpicked entry ties with the k-th are done again, exactly.
+    For a small k, k rounds of argmax, each taking every row's largest and putting -inf
+    there: a pass of SIMD comparisons a round, 40 times faster than argpartition on 256 x
+    16,000. For a larger k, argpartition. Either may pick any of the entries tied at the
+    k-th place: the k picked are ranked, and the few rows where an entry left out ties with
+    the k-th are ranked again whole, exactly as top_attended ranks them.
     """
     b, T = E.shape
+    rows = np.arange(b)
     if k <= ROUNDS:
-        rows = np.arange(b)
         top, w = np.empty((b, k), dtype=np.int64), np.empty((b, k), dtype=E.dtype)  # (b, k)
         for t in range(k):
             top[:, t] = E.argmax(axis=1)
             w[:, t] = E[rows, top[:, t]]
             E[rows, top[:, t]] = -np.inf
-        return top, np.where(w >= 0, w, -1.0)
-    top = np.argpartition(E, T - k, axis=1)[:, T - k:]  # (b, k), unordered
-    w = np.take_along_axis(E, top, axis=1)  # (b, k)
-    kth = w.min(axis=1)  # (b,)
-    tied = (np.count_nonzero(E == kth[:, None], axis=1) > np.count_nonzero(w == kth[:, None], axis=1)) & (kth >= 0)
-    order = np.lexsort((top, -w), axis=1)  # largest first, then earlier position
+    else:
+        top = np.argpartition(E, T - k, axis=1)[:, T - k:]  # (b, k), unordered
+        w = np.take_along_axis(E, top, axis=1)  # (b, k)
+        E[rows[:, None], top] = -np.inf  # E holds what was left out
+    order = ranked(w, top)  # (b, k)
     top, w = np.take_along_axis(top, order, axis=1), np.take_along_axis(w, order, axis=1)
-    for r in np.flatnonzero(tied):
-        c = np.flatnonzero(E[r] >= kth[r])  # every candidate, in position order
-        c = c[np.argsort(-E[r, c], kind="stable")][:k]  # by weight, ties kept in position order
-        top[r], w[r] = c, E[r, c]
+    kth = w.min(axis=1)  # (b,)
+    near = kth - TIE * np.abs(kth)  # (b,): where ranked's groups part
+    for r in np.flatnonzero((kth >= 0) & (E >= near[:, None]).any(axis=1)):
+        row = E[r].copy()  # (T,)
+        row[top[r]] = w[r]  # the whole row again
+        top[r] = ranked(row)[:k]
+        w[r] = row[top[r]]
     return top, np.where(w >= 0, w, -1.0)
 
 
@@ -506,13 +531,14 @@ def init_projections(d: int, d_k: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def top_attended(alpha_i: np.ndarray, k: int, exclude: int | None = None, masked: np.ndarray | None = None) -> list[int]:
-    """The positions of the k largest weights of one row, largest first (ties: earlier first).
+    """The positions of the k largest weights of one row, largest first (ties, within TIE:
+    earlier first).
 
     `exclude` leaves one position out, usually the token's own: with raw vectors as
     queries and keys, x_i . x_i = |x_i|^2 makes a token attend mostly to itself. Masked
     positions (weight 0 by construction) are left out too.
     """
-    order = np.argsort(-alpha_i, kind="stable")  # (T,)
+    order = ranked(alpha_i)  # (T,)
     kept = (int(j) for j in order if j != exclude and (masked is None or not masked[j]))
     return list(itertools.islice(kept, k))  # stops at k: a long row is not walked in Python
 
@@ -523,7 +549,7 @@ def top_attended_rows(alpha: np.ndarray, k: int, include_self: bool = False,
     `include_self`: the positions and their weights, row by row. The same lists as T calls
     of top_attended, from one sort of the whole matrix (each row sorted alone, as there)."""
     T = alpha.shape[-1]
-    order = np.argsort(-alpha, axis=-1, kind="stable")  # (T, T)
+    order = ranked(alpha)  # (T, T)
     hidden = np.zeros((T, T), dtype=bool) if mask is None else np.array(mask, dtype=bool)  # (T, T)
     if not include_self:
         np.fill_diagonal(hidden, True)

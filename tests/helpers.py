@@ -70,9 +70,26 @@ def close(got, want, rtol=1e-12, atol=1e-14):
     np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=rtol, atol=atol)
 
 
+def by_rule(row) -> list[int]:
+    """A row's positions ranked as the tool ranks weights, by a loop independent of
+    attention.ranked: largest first, and values within attention.TIE of their neighbour in
+    that order (relative) a tie, taken in position order."""
+    from attncli.attention import TIE
+
+    row = [float(v) for v in row]
+    order = sorted(range(len(row)), key=lambda j: (-row[j], j))
+    group, groups = 0, {}
+    for before, j in zip([None, *order], order):
+        if before is not None and row[before] - row[j] > TIE * max(abs(row[before]), abs(row[j])):
+            group += 1
+        groups[j] = group
+    return sorted(order, key=lambda j: (groups[j], j))
+
+
 def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
-    """Largest first, ties to the earlier position; own position and masked ones left out."""
-    order = sorted(range(len(weights_row)), key=lambda j: (-weights_row[j], j))
+    """Largest first, ties (within attention.TIE) to the earlier position; own position and
+    masked ones left out."""
+    order = by_rule(weights_row)
     keep = [j for j in order if (include_self or j != i) and (masked_row is None or not masked_row[j])]
     return keep[:k]
 

@@ -7,6 +7,7 @@ import pytest
 
 from attncli import attention
 from attncli.attention import ScaleError
+from helpers import by_rule
 
 
 def loop_attention(X, scale, temperature):
@@ -88,10 +89,10 @@ def test_overflowing_scale_is_refused():
 
 
 def by_sorting(row, k, exclude, masked):
-    """A row's top k as the definition says: positions ranked by (-weight, position), the
-    excluded and masked ones left out; independent of top_attended's numpy sort."""
-    ranked = sorted(range(len(row)), key=lambda j: (-row[j], j))
-    return [j for j in ranked if j != exclude and (masked is None or not masked[j])][:k]
+    """A row's top k as the definition says: positions ranked by weight, ties (within
+    attention.TIE) by position, the excluded and masked ones left out; independent of
+    top_attended's numpy sort (helpers.by_rule)."""
+    return [j for j in by_rule(row) if j != exclude and (masked is None or not masked[j])][:k]
 
 
 @pytest.mark.parametrize("T", [1, 2, 5, 17])
@@ -313,3 +314,30 @@ def test_norms_over_several_heads_are_of_each_tokens_part_of_the_merged_context(
     np.testing.assert_allclose(doc["norms"], expected, rtol=1e-12)
     F = attention.in_own_columns(att.V, 2)
     np.testing.assert_allclose(np.einsum("hij,hjd->id", att.weights, F), att.context, rtol=1e-12, atol=1e-15)
+
+
+def test_weights_a_few_ulps_apart_are_a_tie_in_position_order_on_any_processor():
+    """The same word twice gets one weight mathematically, and two a few ulps apart in an
+    order a processor's BLAS decides: whichever way round, they rank by position. Weights
+    further apart than TIE rank by size."""
+    w = 0.08269079992154103
+    for up in (1, -1, 4, -4):
+        row = np.array([0.1, w, 0.3, np.nextafter(w, w + up) if abs(up) == 1 else w + up * 2.2e-16 * w, 0.2])
+        assert attention.top_attended(row, 5) == [2, 4, 0, 1, 3]
+        assert attention.ranked(row).tolist() == [2, 4, 0, 1, 3] == by_rule(row)
+    row32 = np.array([0.5, 0.9066915512084961, 0.906691312789917], dtype=np.float32)  # float32 neighbours
+    assert attention.ranked(row32).tolist() == [1, 2, 0]
+    apart = np.array([0.4, 0.4 * (1 + 3 * attention.TIE)])
+    assert attention.ranked(apart).tolist() == [1, 0] == by_rule(apart)
+
+
+@pytest.mark.parametrize("k", [2, attention.ROUNDS + 2])
+def test_the_stream_ranks_near_ties_as_the_whole_row_does(k):
+    """_top_k picks k of a row by exact values; a tie straddling its k-th place, or inside
+    its k, is ranked again as top_attended ranks the whole row."""
+    rng = np.random.default_rng(k)
+    base = rng.random((40, 60)).astype(np.float32)
+    base[:, 30:] = base[:, :30] * (1 + rng.choice([-2, -1, 0, 1, 2], size=(40, 30)) * 1e-7)  # pairs within ulps
+    top, w = attention._top_k(base.copy(), k)
+    for r in range(len(base)):
+        assert top[r].tolist() == attention.top_attended(base[r], k) == by_rule(base[r])[:k]

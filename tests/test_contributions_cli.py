@@ -21,7 +21,7 @@ import pytest
 from attncli import contributions, mixing
 from attncli.analyze import Options, Trained, attend
 from clirunner import fails, ok, one, run
-from helpers import ENTRY_POINT, SENTENCE, process_env
+from helpers import ENTRY_POINT, SENTENCE, by_rule, process_env
 
 pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
 
@@ -76,7 +76,7 @@ def check_rows(doc: dict) -> None:
     for M, tops, ratios, mean in zip(C, doc["top"], doc["mixing_ratio"], doc["mixing_ratio_mean"]):
         for i, (top, r) in enumerate(zip(tops, ratios)):
             allowed = [j for j in range(T) if j != i and not (causal and j > i)]
-            want = sorted(allowed, key=lambda j: (-M[i, j], j))[:3]
+            want = [j for j in by_rule(M[i]) if j in allowed][:3]
             assert [t["index"] for t in top] == want
             assert [t["contribution"] for t in top] == [M[i, j] for j in want]
             assert [t["token"] for t in top] == [doc["tokens"][j] for j in want]
@@ -259,7 +259,7 @@ def test_top_k_and_include_self(minilm):
     M = np.array(doc["contributions"][0])
     assert doc["include_self"] is True
     for i, top in enumerate(doc["top"][0]):
-        assert [t["index"] for t in top] == sorted(range(len(M)), key=lambda j: (-M[i, j], j))[:5]
+        assert [t["index"] for t in top] == by_rule(M[i])[:5]
 
 
 def test_fields_keep_the_keys_asked_for(minilm):

@@ -12,6 +12,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attncli import attention
 from attncli.views import heatmap
 from attncli.views.common import (cosine_text, left_out, listed, marked_heads, markers, masked_cells, repeated,
                                    top_line, weight_bar)
@@ -176,7 +177,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
             ranked.add_column(name, justify=justify)
         masked = masked_cells(doc, len(doc["tokens"]))[i]
-        order = np.argsort(-np.array(doc["weights"]), kind="stable")
+        order = attention.ranked(np.array(doc["weights"]))  # ties by position, as the top lists
         for j in order:
             w = doc["weights"][j]
             shown = ("masked", "") if masked[j] else (f"{w:.3f}", weight_bar(w))
