@@ -121,7 +121,7 @@ def connect(address: str, timeout: float = 10.0):
     try:
         from distributed import Client
     except ImportError:
-        raise InputError("--scheduler needs Dask: pip install 'attncli[dask]'") from None
+        raise InputError("--scheduler needs Dask: pip install 'dask[distributed]'") from None
     _identify(address, _connection_args(address), timeout)
     try:
         client = Client(address, timeout=timeout, set_as_default=False)

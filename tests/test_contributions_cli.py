@@ -23,7 +23,7 @@ from attncli.analyze import Options, Trained, attend
 from clirunner import fails, ok, one, run
 from helpers import ENTRY_POINT, SENTENCE, by_rule, process_env
 
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 TINY_GPT2 = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 ALL = contributions.METHODS

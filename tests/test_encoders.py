@@ -20,8 +20,8 @@ from attncli import limits, models
 from attncli.errors import ModelError
 from attncli.models import bert, distilbert, tokenizer
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from clirunner import fails, one, run  # noqa: E402

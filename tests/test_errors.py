@@ -227,7 +227,7 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     if not MODEL_EXTRA and any(f"--model {name}" in example
                                 for name in (*MODELS, *LLAMA_MODELS, *TOKENIZER_MODELS, "nanweights", "hugeweights",
                                              "tiny-gpt2", "inversegpt2")):
-        pytest.skip("the model extra: pip install 'attncli[model]'")
+        pytest.skip("the model extra: pip install '.[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:
         env = {k: v for k, v in os.environ.items() if k not in ("ATTNCLI_VECTORS", "PYTHONWARNINGS")}

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("textual", reason="the explore extra: pip install 'attncli[explore]'")
+pytest.importorskip("textual", reason="the explore extra: pip install '.[explore]'")
 from attncli.analyze import Options, scores_doc  # noqa: E402
 from attncli.load import load_vectors  # noqa: E402
 import ptys  # noqa: E402
@@ -455,7 +455,7 @@ def test_without_textual_explore_says_what_to_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "attncli.explore", None)  # as if textual were not installed
     monkeypatch.delattr(attncli, "explore", raising=False)
-    fails(run("explore", SENTENCE), "explore needs textual: pip install 'attncli[explore]'")
+    fails(run("explore", SENTENCE), "explore needs textual: pip install textual")
 
 
 def test_the_mask_key_skips_what_a_one_token_sentence_cannot_take():

@@ -15,7 +15,7 @@ import pytest
 import manual
 from clirunner import fails, ok, one_warning, run
 
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 GPT2 = str(Path(__file__).parent / "data" / "models" / "tiny-gpt2")
 MODELS = {"minilm": "minilm", "tiny-gpt2": GPT2}

@@ -18,8 +18,8 @@ from attncli import attention, models
 from attncli.errors import ModelError
 from attncli.models import files, gpt2
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 TINY = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 

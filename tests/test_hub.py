@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("huggingface_hub", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("huggingface_hub", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, ok, one, run  # noqa: E402
 from hubcache import hub_cache, put  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402

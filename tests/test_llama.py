@@ -18,8 +18,8 @@ from attncli.errors import ModelError
 from attncli.models import llama
 from clirunner import ok, run
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from tinyllama import LLAMA, MISTRAL, loop_forward, tiny_weights, write_model  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "models"

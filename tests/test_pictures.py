@@ -194,13 +194,13 @@ def test_png_without_matplotlib(tmp_path, monkeypatch, fmt):
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("attncli: error: ")
-    assert "matplotlib" in lines[0] and "attncli[plot]" in lines[0]
+    assert "matplotlib" in lines[0] and "pip install matplotlib" in lines[0]
     assert list(tmp_path.iterdir()) == []  # no picture, no temporary file
 
 
 def test_png_without_matplotlib_writes_nothing_to_stdout(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    fails(run("scores", FRUIT, "--png", tmp_path / "w.png", "--json"), "attncli[plot]")
+    fails(run("scores", FRUIT, "--png", tmp_path / "w.png", "--json"), "pip install matplotlib")
 
 
 # --------------------------------------------------------------------------- picture paths

@@ -76,7 +76,7 @@ def test_gelu_in_float32_is_within_its_rounding_of_the_float64_gelu():
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_each_family_s_pass_in_float32_is_within_its_rounding_of_float64(name):
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     from attncli import models
 
     model = models.load_model(str(MODELS / name))
@@ -92,7 +92,7 @@ def test_each_family_s_pass_in_float32_is_within_its_rounding_of_float64(name):
 
 
 def test_stats_in_float32_within_float32_s_rounding_and_says_so(tmp_path):
-    pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
     corpus = tmp_path / "c.txt"
     corpus.write_text("The earth is like an orange\nI sat on the bank of the river\nThe bank raised rates\n",
                       encoding="utf-8")

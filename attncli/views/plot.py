@@ -1,4 +1,5 @@
-"""Heatmap pictures with matplotlib, an optional extra: pip install 'attncli[plot]'.
+"""Heatmap pictures with matplotlib, an optional extra: pip install matplotlib
+(in attncli's clone, pip install '.[plot]').
 
 One figure per run: a heatmap of the weights per sentence (per head, for explain), the
 tokens as tick labels, a colour bar, and a title naming the vectors and the options. The
@@ -32,7 +33,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise PlotError("--png needs matplotlib, an optional extra: pip install 'attncli[plot]'") from None
+        raise PlotError("--png needs matplotlib, an optional extra: pip install matplotlib") from None
     matplotlib.use("Agg")  # no screen needed
     import matplotlib.pyplot as plt
 
