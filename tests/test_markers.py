@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
-from clirunner import fails, one, run  # noqa: E402
+from clirunner import fails, ok, one, run  # noqa: E402
 from marker_variants import BACKEND, FORWARD, VARIANTS, make, template  # noqa: E402
 
-from attncli import models  # noqa: E402
+from attncli import attention, models  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 RECORDED = json.loads((DATA / "markers.json").read_text(encoding="utf-8"))
@@ -94,6 +94,19 @@ def test_a_bos_the_family_lacks_is_the_first_position(folders):
     np.testing.assert_allclose(doc["special_share"], alphas[..., 0].mean(axis=-1), atol=1e-5)
 
 
+def test_predict_reads_the_last_piece_before_a_marker_after(folders):
+    """Llama with </s> after the sentence: the next pieces are those after the sentence's last
+    piece (its logits, transformers'), not after </s>."""
+    logits = FORWARDS["llama-eos_logits"]  # (T, V)
+    assert FORWARDS["llama-eos_ids"][-1] == 2  # </s>
+    z = logits[-2].astype(np.float64)
+    doc = one(run("scores", SENTENCES[0], "--model", folders["llama-eos"], "--predict", "3", "--json"))
+    expected = np.argsort(-z, kind="stable")[:3]
+    assert [e["id"] for e in doc["predict"]] == expected.tolist()
+    np.testing.assert_allclose([e["logprob"] for e in doc["predict"]], attention.log_softmax(z)[expected], atol=1e-4)
+    assert expected.tolist() != np.argsort(-logits[-1], kind="stable")[:3].tolist()  # after </s>, others
+
+
 # --- what the files contradict themselves on
 
 
@@ -157,3 +170,45 @@ def test_the_file_is_read_where_another_class_reads_it(tmp_path):
     doc = one(run("scores", "the earth", "--model", folder, "--json"))
     assert doc["tokens"] == ["the", "earth", "[SEP]"] and doc["special"] == [False, False, True]
 
+
+# --- what follows the markers placed
+
+
+def test_a_marker_after_changes_nothing_a_decoder_predicts_from_the_sentence(folders):
+    """A decoder reads no later piece: with </s> after the sentence, leave-one-out's next
+    piece (transformers' likeliest at the sentence's last piece), its falls and every head's
+    ablation effect (the loss over the sentence's own pieces) are those of the sentence
+    without it; erasing </s> moves nothing."""
+    from attncli import mixing
+    from attncli.analyze import Trained
+
+    plain, ended = (Trained(models.load_model(str(f)), 2) for f in (DATA / "models" / "tiny-llama", folders["llama-eos"]))
+    a, b = (mixing.model_pass(t, t.model.encode(SENTENCES[0])) for t in (plain, ended))
+    assert b.ids.tolist() == [*a.ids.tolist(), 2] and b.last == a.last == len(a.ids) - 1
+    z = FORWARDS["llama-eos_logits"][b.last].astype(np.float64)  # transformers', at "▁orange"
+    erased = [mixing.erase(t, s) for t, s in ((plain, a), (ended, b))]
+    assert erased[1]["sentence_effect_of"]["id"] == erased[0]["sentence_effect_of"]["id"] == int(np.argmax(z))
+    assert abs(erased[1]["sentence_effect_of"]["logprob"] - attention.log_softmax(z).max()) < 1e-4
+    np.testing.assert_allclose(erased[1]["sentence_effect"][:-1], erased[0]["sentence_effect"], rtol=0, atol=1e-12)
+    assert abs(erased[1]["sentence_effect"][-1]) < 1e-12
+    np.testing.assert_allclose(mixing.ablation(ended, b)[0], mixing.ablation(plain, a)[0], rtol=0, atol=1e-12)
+
+
+def test_an_encoder_without_markers_marks_no_head(folders):
+    heads = run("heads", SENTENCES[0], "--model", folders["bert-backend-without-markers"], "--format", "table",
+                "--no-color")
+    assert heads.exit_code == 0, heads.stderr
+    assert "more than half on" not in heads.stdout and "own marker" not in heads.stdout
+
+
+def test_stats_heads_a_lone_marker_as_the_tokenizer_names_it(folders, tmp_path):
+    """RoBERTa's template without </s>: the marker first is <s>, summed under cls and headed
+    <s>; there is no sep column, no marker being after the sentence."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The earth is like an orange\nI sat on the bank of the river\n")
+    folder = folders["roberta-backend-without-eos"]
+    records = ok(run("stats", corpus, "--model", folder, "--json"))
+    assert all(r["cls"] > 0 and r["sep"] == 0 for r in records)
+    table = run("stats", corpus, "--model", folder, "--format", "table", env={"COLUMNS": "120"})
+    heading = next(line.split() for line in table.stdout.splitlines() if line.startswith("head "))
+    assert "<s>" in heading and "[CLS]" not in heading and "[SEP]" not in heading and "</s>" not in heading
