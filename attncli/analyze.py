@@ -120,10 +120,11 @@ class Trained:
     """A trained model in place of word vectors (--model), and which of its attentions to
     show: layer `layer` (from 1), head `head` (from 1; None, their mean, as with --heads).
     Its tokens are the model's word pieces, with the markers its tokenizer adds (an
-    encoder's [CLS] and [SEP], a decoder's <s> or none); Steps I-III are the layer's own,
-    computed by attention.py inside its family's forward pass (models/). A
-    decoder's attention is masked as its family's mask(T, config) says (causal, and within
-    a window where the model has one), and its logits give the next piece (predict)."""
+    encoder's [CLS] and [SEP], a decoder's <s> or none, as its files say); Steps I-III
+    are the layer's own, computed by attention.py inside its family's forward pass
+    (models/). A decoder's attention is masked as its family's mask(T, config) says
+    (causal, and within a window where the model has one), and its logits give the next
+    piece (predict)."""
 
     model: object  # models.files.Model
     layer: int
@@ -247,11 +248,13 @@ class Trained:
 
     def predict(self, att: Attention, k: int) -> list[dict]:
         """A decoder's k likeliest next pieces after the sentence, likeliest first: the softmax
-        of the logits at its last piece, from that piece's final (normed) hidden state."""
+        of the logits at its last piece (before a marker its tokenizer puts after it), from
+        that piece's final (normed) hidden state."""
         if not self.model.causal:
             raise OptionError(f"{self.model.name} is an encoder: it predicts no next piece")
         family, config = self.model.family, self.model.config
-        z = family.logits(att.hidden[-1][-1:], self.model.weights, config)[0]  # (V,)
+        last = att.pieces.last
+        z = family.logits(att.hidden[-1][last:last + 1], self.model.weights, config)[0]  # (V,)
         p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
         top = attention.ranked(z)[:k]  # ties: the smaller id first
         return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),

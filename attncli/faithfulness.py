@@ -114,7 +114,7 @@ def chunk_partial(chunk: list[tuple], trained: Trained, job: Job) -> Partial:
         try:
             if error is not None:
                 raise InputError(error)
-            agreed = mixing.agreement(trained, trained.pieces(text).ids, seed=job.seed)
+            agreed = mixing.agreement(trained, trained.pieces(text), seed=job.seed)
         except AttncliError as e:
             out.skipped += 1
             if out.first_skip is None:

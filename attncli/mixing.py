@@ -15,6 +15,7 @@ import numpy as np
 from attncli import analyze, attention, contributions, limits
 from attncli.analyze import Options, Trained
 from attncli.errors import InputError, OptionError
+from attncli.models.files import Pieces
 from attncli.models.layers import Block
 
 ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # the methods word vectors have: no residual, no norm
@@ -47,19 +48,23 @@ class Sentence:
     """A sentence through a trained model, in the parts the measures take apart."""
 
     ids: np.ndarray  # (T,)
+    special: np.ndarray  # (T,): True at the markers its tokenizer put around it
+    last: int  # its last piece, before the markers after it (files.Pieces.last): where a decoder predicts the next
     blocks: list[Block]  # one a layer
     final: np.ndarray  # (T, D): the last hidden states, as shown (a decoder's after its final norm)
 
 
-def model_pass(trained: Trained, ids: np.ndarray) -> Sentence:
-    """The word pieces `ids` through every layer, each kept in its parts (refused before it
-    starts when they cannot fit in memory: a layer's parts hold its (H, T, D) values passed on)."""
+def model_pass(trained: Trained, pieces: Pieces) -> Sentence:
+    """The word pieces of a sentence (files.Pieces) through every layer, each kept in its
+    parts (refused before it starts when they cannot fit in memory: a layer's parts hold its
+    (H, T, D) values passed on)."""
     model, config = trained.model, trained.model.config
+    ids = np.asarray(pieces.ids)
     T, L, H, D = len(ids), config.layers, config.heads, config.hidden
     limits.require(model.family.pass_bytes(T, config) + 8 * L * (H * T * D + H * T * T + 4 * T * D),
                    f"the parts of {model.name}'s layers over {T:,} word pieces", "give a shorter sentence")
     blocks = model.family.blocks(ids, model.weights, config)
-    return Sentence(ids, blocks, blocks[-1].rest(blocks[-1].total))
+    return Sentence(ids, np.array(pieces.special, dtype=bool), pieces.last, blocks, blocks[-1].rest(blocks[-1].total))
 
 
 def vector_block(att: analyze.Attention) -> Block:
@@ -89,7 +94,7 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
     and on the sentence's, with what the sentence's effect is (contributions.leave_one_out).
     A decoder's sentence effect is the fall in the log-probability of the piece it
     predicts next after the whole sentence, each erased input predicting it from its own
-    last piece."""
+    last piece of the sentence (before a marker after it)."""
     model, config = trained.model, trained.model.config
     family, w = model.family, model.weights
     if erasure not in ERASURES:
@@ -120,16 +125,21 @@ def erase(trained: Trained, s: Sentence, erasure: str = "remove") -> dict:
 
 def _next_piece_fall(trained: Trained, s: Sentence):
     """A decoder's sentence effect: what it predicts next after the whole sentence (its
-    likeliest piece and that piece's log-probability), and the fall in that log-probability
-    for each erased input (B, T', D) -> (B,), each predicting from its own last piece."""
+    likeliest piece and that piece's log-probability, at its last piece s.last), and the
+    fall in that log-probability for each erased input j (T, T', D) -> (T,), each predicting
+    from its own last piece of the sentence: one place sooner where a piece up to it was
+    removed."""
     model, config = trained.model, trained.model.config
     family, w = model.family, model.weights
-    z = family.logits(s.final[-1:], w, config)[0]  # (V,)
+    z = family.logits(s.final[s.last:s.last + 1], w, config)[0]  # (V,)
     nxt = int(np.argmax(z))
     full = float(attention.log_softmax(z)[nxt])
 
     def fall(inputs, outs):
-        return np.array([full - attention.log_softmax(family.logits(o[-1:], w, config)[0])[nxt] for o in outs])
+        removed = inputs.shape[1] < len(s.ids)
+        at = [max(s.last - (removed and j <= s.last), 0) for j in range(len(outs))]
+        return np.array([full - attention.log_softmax(family.logits(o[i:i + 1], w, config)[0])[nxt]
+                         for o, i in zip(outs, at)])
 
     return {"next": model.piece(nxt), "id": nxt, "logprob": full}, fall
 
@@ -149,7 +159,7 @@ def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | 
     if not isinstance(vectors, Trained):
         C = contributions.layer_matrices(method, [vector_block(att)], shown, rolled)
         return att, C, {}
-    s = model_pass(vectors, np.asarray(att.pieces.ids))
+    s = model_pass(vectors, att.pieces)
     if method == "leave-one-out":
         doc = erase(vectors, s, erasure)
         return att, doc.pop("matrix")[None], {**doc, "sentence_effect": doc["sentence_effect"].tolist()}
@@ -224,13 +234,13 @@ def ablation(trained: Trained, s: Sentence, *, layer: int | None = None,
     model, config = trained.model, trained.model.config
     family, w = model.family, model.weights
     if model.causal:
-        if len(s.ids) < 2:
+        if not (~s.special[1:]).any():
             raise InputError("a decoder's loss needs a next piece to predict: the sentence has one word piece; "
                              "give a longer one")
-        base = _loss(family, w, config, s.final, s.ids)
+        base = _loss(family, w, config, s.final, s.ids, s.special)
 
         def effect(F):
-            return np.array([_loss(family, w, config, f, s.ids) - base for f in F])
+            return np.array([_loss(family, w, config, f, s.ids, s.special) - base for f in F])
     else:
         pooled = contributions.pooled(s.final)
 
@@ -242,10 +252,11 @@ def ablation(trained: Trained, s: Sentence, *, layer: int | None = None,
     return effects, ABLATION_OF[bool(model.causal)]
 
 
-def _loss(family, w, config, final: np.ndarray, ids: np.ndarray) -> float:
-    """The mean cross-entropy of each next piece of the sentence, -log p(ids[t + 1] | ..t)."""
+def _loss(family, w, config, final: np.ndarray, ids: np.ndarray, special: np.ndarray) -> float:
+    """The mean cross-entropy of each next piece of the sentence, -log p(ids[t + 1] | ..t),
+    over the pieces of the sentence: a marker its tokenizer puts after it is never one."""
     logp = attention.log_softmax(family.logits(final[:-1], w, config))  # (T - 1, V)
-    return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
+    return float(-logp[np.arange(len(ids) - 1), ids[1:]][~special[1:]].mean())
 
 
 # Faithfulness: each method's agreement with leave-one-out on one sentence
@@ -254,26 +265,28 @@ def _loss(family, w, config, final: np.ndarray, ids: np.ndarray) -> float:
 COMPARED = tuple(m for m in contributions.METHODS if m not in ("rollout", "leave-one-out"))
 
 
-def output_row(C: np.ndarray, causal: bool) -> np.ndarray:
+def output_row(C: np.ndarray, causal: bool, last: int) -> np.ndarray:
     """A matrix's attribution of the sentence's output to each token (..., T): the mean of
-    its rows (an encoder's mean-pooled output), or its last row (a decoder's next piece)."""
-    return C[..., -1, :] if causal else C.mean(axis=-2)
+    its rows (an encoder's mean-pooled output), or the row of the sentence's last piece
+    `last` (a decoder's next piece)."""
+    return C[..., last, :] if causal else C.mean(axis=-2)
 
 
-def agreement(trained: Trained, ids: np.ndarray, *, seed: int = 0, methods=COMPARED) -> dict:
+def agreement(trained: Trained, pieces: Pieces, *, seed: int = 0, methods=COMPARED) -> dict:
     """Spearman's rho between each method's attribution of the output (each layer's, and the
-    last layer's rolled out) and the leave-one-out effects on the sentence, and a random
-    attribution's (uniform numbers drawn from `seed` and the sentence's ids, so the same
-    sentence always draws the same)."""
-    s = model_pass(trained, ids)
+    last layer's rolled out) and the leave-one-out effects on the sentence (its files.Pieces),
+    and a random attribution's (uniform numbers drawn from `seed` and the sentence's ids, so
+    the same sentence always draws the same)."""
+    s = model_pass(trained, pieces)
+    ids = s.ids
     loo = erase(trained, s)["sentence_effect"]  # (T,)
     causal = trained.model.causal
     out = {}
     for method in methods:
         per_layer = contributions.layer_matrices(method, s.blocks, rolled=False)  # (L, T, T)
         rolled = contributions.roll_out(method, per_layer)[-1]  # (T, T)
-        out[method] = {"layers": [contributions.spearman(output_row(M, causal), loo) for M in per_layer],
-                       "rolled": contributions.spearman(output_row(rolled, causal), loo)}
+        out[method] = {"layers": [contributions.spearman(output_row(M, causal, s.last), loo) for M in per_layer],
+                       "rolled": contributions.spearman(output_row(rolled, causal, s.last), loo)}
     rng = np.random.default_rng([seed, *map(int, ids)])
     out["random"] = {"layers": [], "rolled": contributions.spearman(rng.random(len(ids)), loo)}
     return out
@@ -287,7 +300,7 @@ def heads_doc(sentence: str, vectors, opts: Options = Options(), *, layer: int |
         raise OptionError("ablation zeroes a trained model's heads in turn and runs the model on; give a model")
     doc = analyze.heads_doc(sentence, vectors, opts, layer=layer, head=head)
     if ablate:
-        s = model_pass(vectors, np.asarray(vectors.model.encode(sentence).ids))
+        s = model_pass(vectors, vectors.model.encode(sentence))
         effects, what = ablation(vectors, s, layer=layer, head=head)  # (L, H) of the heads shown
         doc.update(ablation=effects.tolist(), ablation_of=what)
     return doc

@@ -57,7 +57,7 @@ def sentence_arrays(text: str, vectors, opts: Options, att=None):
     att = attend(text, vectors, opts) if att is None else att
     T = len(att.tokens)
     cls = sep = np.zeros(T, dtype=bool)
-    if att.layers is not None:  # a model: every layer; an encoder's pieces with [CLS] first and [SEP]s
+    if att.layers is not None:  # a model: every layer; an encoder's markers, [CLS] first and [SEP] after, where put
         alpha = att.layers
         if not vectors.model.causal:  # a decoder's marker (Llama's <s>) is no [CLS]: its share is under first
             special = np.array(att.pieces.special, dtype=bool)
@@ -153,7 +153,7 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
 
 def importance(trained: Trained, text: str) -> np.ndarray:
     """Every head's ablation effect (L, H) on the sentence (mixing.ablation's)."""
-    return mixing.ablation(trained, mixing.model_pass(trained, np.asarray(trained.model.encode(text).ids)))[0]
+    return mixing.ablation(trained, mixing.model_pass(trained, trained.model.encode(text)))[0]
 
 
 def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS", jobs: int = 1):
@@ -266,8 +266,14 @@ def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = 
             "records": records}
 
 
-def _markers(trained) -> list[str]:
-    """The markers a model's tokenizer puts around a sentence, as it names them: [CLS] and
-    [SEP] for BERT's, <s> and </s> for RoBERTa's, <s> for Llama's, none for GPT-2's."""
+def _markers(trained) -> dict[str, str | None]:
+    """The markers an encoder's `cls` and `sep` columns sum over (sentence_arrays), as its
+    tokenizer names them: the one first, and the last one after the sentence, or None
+    where it puts none there ({"cls": "[CLS]", "sep": "[SEP]"} for BERT's, <s> and </s>
+    for RoBERTa's); a decoder's are none (its first position is under first)."""
     pieces = trained.model.encode("a")
-    return [p for p, special in zip(pieces.pieces, pieces.special) if special]
+    if trained.model.causal:
+        return {"cls": None, "sep": None}
+    special, names = pieces.special, pieces.pieces
+    return {"cls": names[0] if special[0] else None,
+            "sep": names[-1] if special[-1] and len(special) > 1 else None}

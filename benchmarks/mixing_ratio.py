@@ -67,7 +67,7 @@ def main() -> None:
     start = time.perf_counter()
     corpus = sentences(args.sentences)
     for n, text in enumerate(corpus, 1):
-        s = mixing.model_pass(trained, model.encode(text).ids)
+        s = mixing.model_pass(trained, model.encode(text))
         for block in s.blocks:
             for k, r in paper_ratios(block).items():
                 sums[k].append(r)

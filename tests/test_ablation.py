@@ -139,7 +139,7 @@ def test_heads_run_in_batches_memory_holds_give_the_same_effects():
     from attncli.analyze import Trained
 
     model = models.load_model(TINY_LLAMA)
-    s = mixing.model_pass(Trained(model, 1), np.asarray(model.encode(SENTENCES[0]).ids))
+    s = mixing.model_pass(Trained(model, 1), model.encode(SENTENCES[0]))
     w, c = model.weights, model.config
 
     def run_from(X, l):

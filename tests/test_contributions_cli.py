@@ -62,7 +62,7 @@ def as_json(doc: dict) -> dict:
 
 
 def parts(trained: Trained, sentence: str = SENTENCE) -> mixing.Sentence:
-    return mixing.model_pass(trained, np.array(trained.model.encode(sentence).ids))
+    return mixing.model_pass(trained, trained.model.encode(sentence))
 
 
 def check_rows(doc: dict) -> None:

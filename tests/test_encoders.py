@@ -266,9 +266,9 @@ PRECOMPILED = {"type": "Sequence", "normalizers": [{"type": "Precompiled", "prec
      "its dropout is 0.1, which splits a word at random; give the model's own tokenizer, whose dropout is null"),
     ("tiny-roberta", lambda t: t["model"].update(unk_token="<nope>"),
      "its unknown token '<nope>' is not in its vocabulary"),
-    ("tiny-roberta", lambda t: t["post_processor"].update(cls=["</s>", 2]),
-     "its post_processor puts ['</s>', '</s>'] around a sentence, where RoBERTa's puts two markers of its own, <s> "
-     "before and </s> after; give the model's own tokenizer"),
+    ("tiny-roberta", lambda t: t["post_processor"].update(cls=["<s>", 7]),
+     "its post_processor puts '<s>' (id 7) around a sentence, and its vocabulary and added tokens give it the id 0; "
+     "give the model's own tokenizer"),
     ("tiny-xlm-roberta", lambda t: t["post_processor"].update(single=[{"Sequence": {"id": "A", "type_id": 0}}] * 2),
      "its post_processor's template for a sentence holds the sequences ['A', 'A'], where XLM-RoBERTa's holds ['A']"),
     ("tiny-xlm-roberta", lambda t: t["model"]["vocab"].append(["zebra", -3.0]),
@@ -393,10 +393,12 @@ def test_words_are_the_sentences_words_never_pieces(name):
 
 
 def test_words_of_pieces_whose_offsets_hold_their_space(tmp_path):
-    """A byte-level BPE with trim_offsets false gives "Ġearth" the span " earth", and a run of
-    spaces a "Ġ" of its own: the words are still the sentence's, without their spaces."""
+    """A byte-level BPE with trim_offsets false (RobertaTokenizer's, as tokenizer_config.json
+    says) gives "Ġearth" the span " earth", and a run of spaces a "Ġ" of its own: the words
+    are still the sentence's, without their spaces."""
     folder = _tokenizer("tiny-roberta", tmp_path, lambda t: (t["post_processor"].update(trim_offsets=False),
                                                              t["pre_tokenizer"].update(trim_offsets=False)))
+    edit_json(folder / "tokenizer_config.json", lambda s: s.update(trim_offsets=False))
     sentence = "The earth  is like an orange"
     pieces = one(run("scores", sentence, "--model", folder, "--json"))
     assert pieces["tokens"][2:5] == ["Ġearth", "Ġ", "Ġis"]

@@ -131,10 +131,10 @@ TOKENIZER_MODELS = {
     "prefixbpe": ("tiny-gpt2", lambda t: t["model"].update(continuing_subword_prefix="##")),
     "nobytes": ("tiny-llama", lambda t: t["model"]["vocab"].pop("<0xC3>")),
     "nanscore": ("tiny-xlm-roberta", lambda t: t["model"]["vocab"][4].__setitem__(1, float("nan"))),
-    "gpt2bos": ("tiny-gpt2", lambda t: t.update(post_processor={
+    "wrongbos": ("tiny-gpt2", lambda t: t.update(post_processor={
         "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
                                                  {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
-        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [500], "tokens": ["<|endoftext|>"]}}})),
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [5], "tokens": ["<|endoftext|>"]}}})),
 }
 
 

@@ -52,7 +52,7 @@ def direct(model: str, lines: list[str], seed: int = 0) -> tuple[dict, int]:
 
     loaded = models.load_model(model)
     trained = Trained(loaded, loaded.config.layers)
-    agreed = [mixing.agreement(trained, loaded.encode(line).ids, seed=seed) for line in lines if line.strip()]
+    agreed = [mixing.agreement(trained, loaded.encode(line), seed=seed) for line in lines if line.strip()]
     return ({m: {"layers": np.array([a[m]["layers"] for a in agreed]), "rolled": np.array([a[m]["rolled"] for a in agreed])}
              for m in agreed[0]}, loaded.config.layers)
 

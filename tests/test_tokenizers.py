@@ -25,6 +25,7 @@ import pytest
 
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, run  # noqa: E402
+from marker_variants import template  # noqa: E402
 
 from attncli import limits, models  # noqa: E402
 from attncli.analyze import word_groups  # noqa: E402
@@ -33,15 +34,15 @@ from attncli.models import files, tokenizer  # noqa: E402
 from attncli.models.layers import Config  # noqa: E402
 
 MODELS = Path(__file__).parent / "data" / "models"
-# each reference model: its family's name, the kinds of its tokenizers, their markers
+# each reference model: its family's name, the kinds of its tokenizers, the class that reads them
 FAMILIES = {
-    "tiny-distilbert": ("DistilBERT", ("WordPiece",), tokenizer.BERT),
-    "tiny-roberta": ("RoBERTa", ("BPE",), tokenizer.ROBERTA),
-    "tiny-xlm-roberta": ("XLM-RoBERTa", ("Unigram",), tokenizer.ROBERTA),
-    "tiny-gpt2": ("GPT-2", ("BPE",), tokenizer.GPT2),
-    "tiny-llama": ("Llama", ("BPE",), tokenizer.LLAMA),
-    "tiny-qwen2": ("Qwen2", ("BPE",), tokenizer.GPT2),
-    "tiny-mistral": ("Mistral", ("BPE",), tokenizer.LLAMA),
+    "tiny-distilbert": ("DistilBERT", ("WordPiece",), tokenizer.Auto("BertTokenizer")),
+    "tiny-roberta": ("RoBERTa", ("BPE",), tokenizer.Auto("RobertaTokenizer")),
+    "tiny-xlm-roberta": ("XLM-RoBERTa", ("Unigram",), tokenizer.Auto("XLMRobertaTokenizer")),
+    "tiny-gpt2": ("GPT-2", ("BPE",), tokenizer.Auto("GPT2Tokenizer")),
+    "tiny-llama": ("Llama", ("BPE",), tokenizer.Auto(None)),
+    "tiny-qwen2": ("Qwen2", ("BPE",), tokenizer.Auto("Qwen2Tokenizer", overrules=True)),
+    "tiny-mistral": ("Mistral", ("BPE",), tokenizer.Auto("TokenizersBackend")),
 }
 
 
@@ -53,8 +54,8 @@ def config(where: Path) -> Config:
 
 
 def read(where: Path, name: str | None = None):
-    family, kinds, markers = FAMILIES[name or where.name]
-    return tokenizer.read(where, config(where), family=family, kinds=kinds, markers=markers)
+    family, kinds, auto = FAMILIES[name or where.name]
+    return tokenizer.read(where, config(where), family=family, kinds=kinds, auto=auto)
 
 
 def encode(where: Path, text: str, name: str | None = None) -> files.Pieces:
@@ -147,14 +148,6 @@ def split(regex: str, byte_level: bool = True) -> dict:
     return {"type": "Sequence", "pretokenizers": steps}
 
 
-def template(*single: str, pieces: dict[str, int]) -> dict:
-    """A TemplateProcessing that puts the markers `single` names around $A."""
-    items = [{"Sequence": {"id": "A", "type_id": 0}} if s == "$A" else {"SpecialToken": {"id": s, "type_id": 0}}
-             for s in single]
-    return {"type": "TemplateProcessing", "single": items, "pair": [],
-            "special_tokens": {m: {"id": m, "ids": [i], "tokens": [m]} for m, i in pieces.items()}}
-
-
 LLAMA2 = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
                                                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
 BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
@@ -165,7 +158,7 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": Fal
     ("tiny-gpt2", pipeline(pre_tokenizer=split(GPT2_REGEX)), []),
     # Llama 3's: cl100k's Split, then a BOS by a ByteLevel and a template in a Sequence
     ("tiny-qwen2", pipeline(pre_tokenizer=split(CL100K), post_processor={"type": "Sequence", "processors": [
-        BYTE_LEVEL, template("<|endoftext|>", "$A", pieces={"<|endoftext|>": 500})]}), [500]),
+        BYTE_LEVEL, template("<|endoftext|>", "$A", ids={"<|endoftext|>": 500})]}), [500]),
     # Llama 2's and Mistral 7B's: no pre-tokenizer, a normalizer that prepends ▁ and replaces spaces
     ("tiny-llama", pipeline(normalizer=LLAMA2, pre_tokenizer=None), []),
 ])
@@ -290,41 +283,18 @@ HOSTILE = {
         "tiny-xlm-roberta", model(byte_fallback=True), None,
         f"its vocab lacks 256 of the 256 byte pieces that byte_fallback writes a character in (the first '<0x00>'), "
         f"{DROPPED}"),
-    "a marker GPT-2 does not put": (
-        "tiny-gpt2", pipeline(post_processor=template("<|endoftext|>", "$A", pieces={"<|endoftext|>": 500})), None,
-        "its post_processor puts ['<|endoftext|>'] around a sentence, where GPT-2's puts none; give the model's own "
-        "tokenizer"),
-    "a marker after Llama's": (
-        "tiny-llama", pipeline(post_processor=template("<s>", "$A", "</s>", pieces={"<s>": 1, "</s>": 2})), None,
-        "its post_processor puts ['<s>', '</s>'] around a sentence, where Llama's puts one marker of its own, <s> "
-        "before and none after; give the model's own tokenizer"),
-    "no BOS": ("tiny-mistral", pipeline(post_processor=template("$A", pieces={})), None,
-               "its post_processor puts [] around a sentence, where Mistral's puts one marker of its own, <s> before and "
-               "none after; give the model's own tokenizer"),
-    "RoBERTa's markers swapped": (
-        "tiny-roberta", pipeline(post_processor={"type": "RobertaProcessing", "sep": ["<s>", 0], "cls": ["</s>", 2],
-                                                 "trim_offsets": True, "add_prefix_space": False}), None,
-        "its post_processor puts ['</s>', '<s>'] around a sentence, where RoBERTa's puts two markers of its own, <s> "
-        "before and </s> after; give the model's own tokenizer"),
+    "a marker its vocabulary numbers otherwise": (
+        "tiny-gpt2", pipeline(post_processor=template("<|endoftext|>", "$A", ids={"<|endoftext|>": 5})), None,
+        "its post_processor puts '<|endoftext|>' (id 5) around a sentence, and its vocabulary and added tokens give it "
+        "the id 500; give the model's own tokenizer"),
+    "a marker its vocabulary lacks": (
+        "tiny-llama", pipeline(post_processor=template("<bos>", "$A", ids={"<bos>": 1})), None,
+        "its post_processor puts '<bos>' (id 1) around a sentence, and its vocabulary and added tokens do not hold "
+        "it; give the model's own tokenizer"),
     "a template naming a marker it lacks": (
-        "tiny-xlm-roberta", pipeline(post_processor=template("<s>", "$A", "</s>", pieces={"<s>": 0})), None,
+        "tiny-xlm-roberta", pipeline(post_processor=template("<s>", "$A", "</s>", ids={"<s>": 0})), None,
         "its post_processor's template names the marker '</s>', which its special_tokens lack; give the model's own "
         "tokenizer"),
-    # tokenizer_config.json, which names and turns on the markers
-    "a BOS the config turns off": ("tiny-llama", None, lambda s: s.update(add_bos_token=False),
-                                   "its post_processor puts ['<s>'] around a sentence, where Llama's, by its "
-                                   "tokenizer_config.json, puts none; give the model's own tokenizer"),
-    "a BOS the config turns on": ("tiny-gpt2", None, lambda s: s.update(add_bos_token=True),
-                                  "its post_processor puts [] around a sentence, where GPT-2's, by its "
-                                  "tokenizer_config.json, puts one marker of its own, <|endoftext|> before and none "
-                                  "after; give the model's own tokenizer"),
-    "a BOS of another name": ("tiny-llama", None, lambda s: s.update(bos_token="<|begin_of_text|>"),
-                              "its post_processor puts ['<s>'] around a sentence, where Llama's, by its "
-                              "tokenizer_config.json, puts one marker of its own, <|begin_of_text|> before and none "
-                              "after; give the model's own tokenizer"),
-    "a BOS named null": ("tiny-llama", None, lambda s: s.update(bos_token=None),
-                         "its post_processor puts ['<s>'] around a sentence, where Llama's, by its "
-                         "tokenizer_config.json, puts none; give the model's own tokenizer"),
 }
 CONFIG_REFUSED = {  # a tokenizer_config.json's text, and the refusal
     "a flag that is not true or false": ("tiny-llama", '{"add_bos_token": "yes"}',
@@ -352,11 +322,13 @@ def test_a_hostile_tokenizer_is_refused_before_tokenizers_reads_it(tmp_path, cas
 # them (load_model reads the tokenizer before any weight).
 BPE_FAMILY = types.SimpleNamespace(
     MODEL_TYPES=("test-bpe",), CAUSAL=True, read_config=lambda raw, path: config(path.parent),
-    read_tokenizer=lambda where, c: tokenizer.read(where, c, family="GPT-2", kinds=("BPE",), markers=tokenizer.GPT2))
+    read_tokenizer=lambda where, c: tokenizer.read(where, c, family="GPT-2", kinds=("BPE",),
+                                                   auto=tokenizer.Auto("GPT2Tokenizer")))
 
 
 @pytest.mark.parametrize("case", ["split regex", "merge of a piece it lacks", "dropout", "a byte-level piece missing",
-                                  "a BPE id past the table", "a marker GPT-2 does not put", "a BOS the config turns on"])
+                                  "a BPE id past the table", "a marker its vocabulary numbers otherwise",
+                                  "a marker its vocabulary lacks"])
 def test_through_the_cli_one_line(tmp_path, monkeypatch, case):
     """As a family calls it from load_model: exit 1 and the one line, nothing else."""
     name, change, settings, message = HOSTILE[case]
@@ -436,16 +408,19 @@ def test_tokenizer_configs_that_agree(tmp_path, name, settings):
     assert encode(where, "the earth").pieces[:1] == (["<s>"] if name == "tiny-llama" else ["the"])
 
 
-def test_without_a_tokenizer_config_the_familys_own(tmp_path):
+def test_without_a_tokenizer_config_the_model_types_own_class(tmp_path):
+    """The class transformers gives the model type reads the folder (as run with transformers
+    5.24.0): a Llama's tokenizer.json puts its markers, none where it has no post_processor;
+    BertTokenizer puts [CLS] and [SEP] whatever DistilBERT's template puts."""
     where = copy(tmp_path, "tiny-llama")
     (where / "tokenizer_config.json").unlink()
     assert encode(where, "the earth").pieces == ["<s>", "▁the", "▁earth"]
     edit = json.loads((where / "tokenizer.json").read_text())
-    edit["post_processor"] = None
-    (where / "tokenizer.json").write_text(json.dumps(edit))
-    with pytest.raises(ModelError, match=r"puts \[\] around a sentence, where Llama's puts one marker of its own, "
-                                         r"<s> before and none after; give"):
-        read(where)
+    (where / "tokenizer.json").write_text(json.dumps({**edit, "post_processor": None}))
+    assert encode(where, "the earth").pieces == ["▁the", "▁earth"]
+    where = copy(tmp_path, "tiny-distilbert", pipeline(post_processor=template("$A", "[SEP]", ids={"[SEP]": 3})))
+    (where / "tokenizer_config.json").unlink()
+    assert encode(where, "the earth").pieces == ["[CLS]", "the", "earth", "[SEP]"]
 
 
 def test_a_family_without_wordpiece_needs_tokenizer_json(tmp_path):

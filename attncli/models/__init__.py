@@ -3,7 +3,7 @@
 files.py finds a model's folder and reads its files, each checked before it is read:
 config.json, the safetensors weights; tokenizer.py reads every family's tokenizer
 (tokenizer.json or vocab.txt, and tokenizer_config.json), each family calling its
-read(where, config, family=, kinds=, markers=) with its own. layers.py holds the pieces a
+read(where, config, family=, kinds=, auto=) with its own. layers.py holds the pieces a
 forward pass is made of (a linear layer, layer norm, GELU, the overflow check) and the
 sizes (Config). A family (bert.py: BERT, MiniLM, RoBERTa, XLM-RoBERTa; distilbert.py:
 DistilBERT, bert.py's pass under its own names; gpt2.py: GPT-2; llama.py: Llama, Mistral,

@@ -1,7 +1,7 @@
 """A trained BERT-family encoder's forward pass in numpy, its attention computed by attention.py.
 
 Devlin et al., "BERT" (2018), on the Transformer of Vaswani et al. (2017). For word pieces
-w_1 .. w_T (with [CLS] first and [SEP] last):
+w_1 .. w_T (with the markers its tokenizer puts, [CLS] first and [SEP] last):
 
     X_0 = LayerNorm(E_word[w] + E_position[p] + E_type[0])
 
@@ -29,9 +29,9 @@ Dimensions: T word pieces, D the hidden size, H heads of d_head = D / H, F the f
 size, L layers; the pieces (dense, norm, gelu) are layers.py's.
 
 Its files: config.json's keys, the tensors' names (with or without "bert." or "roberta.",
-LayerNorm's under their old names gamma and beta too), and a tokenizer that puts two
-markers of its own around a sentence, read and checked by tokenizer.py: BERT's WordPiece,
-RoBERTa's byte-level BPE or XLM-RoBERTa's Unigram.
+LayerNorm's under their old names gamma and beta too), and a tokenizer, read and checked
+by tokenizer.py, with the markers transformers' class for it puts around a sentence:
+BERT's WordPiece, RoBERTa's byte-level BPE or XLM-RoBERTa's Unigram.
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_
 SIZES = {"layers": "num_hidden_layers", "heads": "num_attention_heads", "hidden": "hidden_size",
          "intermediate": "intermediate_size", "max_positions": "max_position_embeddings", "vocab_size": "vocab_size"}
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-# Each model type's name, the kinds of model its tokenizer.json is, and the markers it puts
-# around a sentence
-TOKENIZERS = {"bert": ("BERT", ("WordPiece",), tokenizer.BERT),
-              "distilbert": ("DistilBERT", ("WordPiece",), tokenizer.BERT),
-              "roberta": ("RoBERTa", ("BPE",), tokenizer.ROBERTA),
-              "xlm-roberta": ("XLM-RoBERTa", ("Unigram",), tokenizer.ROBERTA)}
+# Each model type's name, the kinds of model its tokenizer.json is, and the transformers class
+# that reads it where tokenizer_config.json names none (whose markers it puts: tokenizer.OWN)
+TOKENIZERS = {"bert": ("BERT", ("WordPiece",), tokenizer.Auto("BertTokenizer")),
+              "distilbert": ("DistilBERT", ("WordPiece",), tokenizer.Auto("BertTokenizer")),
+              "roberta": ("RoBERTa", ("BPE",), tokenizer.Auto("RobertaTokenizer")),
+              "xlm-roberta": ("XLM-RoBERTa", ("Unigram",), tokenizer.Auto("XLMRobertaTokenizer"))}
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,12 @@ def stored_name(name: str, header: dict) -> str | None:
 
 def read_tokenizer(where: Path, config: BertConfig):
     """Its tokenizer, checked by tokenizer.read: BERT's and DistilBERT's WordPiece (tokenizer.json,
-    or vocab.txt lower-casing), RoBERTa's byte-level BPE, XLM-RoBERTa's Unigram, each putting
-    two markers of its own around a sentence ([CLS] and [SEP], <s> and </s>)."""
-    family, kinds, markers = TOKENIZERS[config.model_type]
-    return tokenizer.read(where, config, family=family, kinds=kinds, markers=markers)
+    or vocab.txt lower-casing), RoBERTa's byte-level BPE, XLM-RoBERTa's Unigram, with the
+    markers transformers puts around a sentence: its class's own ([CLS] and [SEP], <s> and
+    </s>, as tokenizer_config.json names them), or where tokenizer_config.json names another
+    class, tokenizer.json's."""
+    family, kinds, auto = TOKENIZERS[config.model_type]
+    return tokenizer.read(where, config, family=family, kinds=kinds, auto=auto)
 
 
 def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:

@@ -78,14 +78,22 @@ FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (
 @dataclass(frozen=True)
 class Pieces:
     """A text as the model reads it: word-piece ids (T,), the pieces, each piece's character
-    span (start, end) in the text ((0, 0) for its markers, [CLS] and [SEP] or <s> and </s>),
-    whether it is a marker, and the text it stands for (texts)."""
+    span (start, end) in the text ((0, 0) for the markers its tokenizer puts around it, as
+    [CLS] and [SEP], <s> and </s>, or none), whether it is a marker, and the text it stands
+    for (texts)."""
 
     ids: np.ndarray
     pieces: list[str]
     offsets: list[tuple[int, int]]
     special: list[bool]
     texts: list[str | None]
+
+    @property
+    def last(self) -> int:
+        """The sentence's last piece, before the markers after it (a Llama's </s>, where its
+        tokenizer puts one): where a decoder predicts what follows the sentence. Where every
+        piece is a marker, the first."""
+        return max((i for i, marker in enumerate(self.special) if not marker), default=0)
 
 
 # A long text's pieces are counted a chunk at a time before it is tokenized whole (Model.
@@ -142,9 +150,9 @@ class Model:
         return self.family.CAUSAL
 
     def encode(self, text: str) -> Pieces:
-        """The word pieces of `text`, with its markers first and last; refused beyond the
-        model's positions, a long text before it is tokenized whole (within_positions), and
-        one whose tokenizing memory cannot hold."""
+        """The word pieces of `text`, with the markers its tokenizer puts around it; refused
+        beyond the model's positions, a long text before it is tokenized whole
+        (within_positions), and one whose tokenizing memory cannot hold."""
         most, why = self.config.length_limit()
         if len(text) > CHUNK:
             self.within_positions(text, most, why)

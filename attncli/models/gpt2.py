@@ -2,7 +2,7 @@
 
 Radford et al., "Language Models are Unsupervised Multitask Learners" (2019), on the
 Transformer decoder of Vaswani et al. (2017), with the layer norm moved to each block's
-input. For word pieces w_1 .. w_T (no marker added: the sentence's own pieces):
+input. For word pieces w_1 .. w_T (the sentence's own, with a marker where its tokenizer puts one):
 
     X_0 = E_word[w] + E_position[0 .. T-1]
 
@@ -120,8 +120,9 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: Config):
-    """GPT-2's byte-level BPE, which puts no marker around a sentence, checked by tokenizer.read."""
-    return tokenizer.read(where, config, family="GPT-2", kinds=("BPE",), markers=tokenizer.GPT2)
+    """GPT-2's byte-level BPE, checked by tokenizer.read, with the markers its post_processor
+    puts around a sentence (GPT-2's none; a fine-tune's may put <|endoftext|> first)."""
+    return tokenizer.read(where, config, family="GPT-2", kinds=("BPE",), auto=tokenizer.Auto("GPT2Tokenizer"))
 
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:

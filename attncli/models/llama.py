@@ -50,9 +50,13 @@ from attncli.models.layers import Config, Pass, dense, every_layer, finite, rms_
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
-# Each model type's name and the markers its tokenizer puts around a sentence
-TOKENIZERS = {"llama": ("Llama", tokenizer.LLAMA), "mistral": ("Mistral", tokenizer.LLAMA),
-              "qwen2": ("Qwen2", tokenizer.GPT2)}
+# Each model type's name and the transformers class that reads its tokenizer where
+# tokenizer_config.json names none: for Llama none (TokenizersBackend), for Mistral
+# TokenizersBackend whatever it names (mistral_common not installed), for Qwen2 Qwen2Tokenizer
+# whatever it names (DeepSeek-R1-Distill-Qwen's names LlamaTokenizerFast). Each puts the
+# markers tokenizer.json's post_processor puts.
+TOKENIZERS = {"llama": ("Llama", tokenizer.Auto(None)), "mistral": ("Mistral", tokenizer.Auto("TokenizersBackend")),
+              "qwen2": ("Qwen2", tokenizer.Auto("Qwen2Tokenizer", overrules=True))}
 CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
 LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.read_weights lays out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
@@ -249,11 +253,12 @@ def stored_name(name: str, header: dict) -> str | None:
 
 
 def read_tokenizer(where: Path, config: LlamaConfig):
-    """Its tokenizer.json, checked by tokenizer.read: Llama's and Mistral's put a BOS before a
-    sentence (SentencePiece's BPE with byte fallback, or Llama 3's byte-level one), Qwen2's
-    byte-level BPE none."""
-    family, markers = TOKENIZERS[config.model_type]
-    return tokenizer.read(where, config, family=family, kinds=("BPE",), markers=markers)
+    """Its tokenizer.json, checked by tokenizer.read: SentencePiece's BPE with byte fallback
+    (Llama 2's, Mistral's) or a byte-level one (Llama 3's, Qwen2's), with the markers its
+    post_processor puts around a sentence (Llama's and Mistral's a BOS before it, Qwen2's
+    none, a fine-tune's its own)."""
+    family, auto = TOKENIZERS[config.model_type]
+    return tokenizer.read(where, config, family=family, kinds=("BPE",), auto=auto)
 
 
 def frequencies(config: LlamaConfig) -> np.ndarray:

@@ -1,8 +1,9 @@
 """A model's tokenizer, whatever its family: tokenizer.json (or BERT's vocab.txt) and
 tokenizer_config.json, checked before the tokenizers library reads them, then read by it.
 
-A family says what is its own (read's arguments): the kinds of model its tokenizers are
-and the markers they put around a sentence. The kinds:
+A family says what is its own (read's arguments): the kinds of model its tokenizers are,
+and the transformers class that reads them where tokenizer_config.json names none. The
+kinds:
 
     WordPiece  BERT, DistilBERT: "##" before a piece that goes on a word, [UNK] for a word
                it cannot split; tokenizer.json, or vocab.txt read as a lower-casing BERT's
@@ -32,8 +33,19 @@ What each check keeps out, as tokenizers meets it (measured with tokenizers 0.23
     - a Unigram score that is not a number, ids past the embedding table, and a parse
       larger than memory (Unigram's trie: TRIE_NODE bytes a node)
 
-and its post-processor must put the family's markers around a sentence: those
-tokenizer_config.json names and turns on (add_bos_token), else the family's own.
+and the markers its post-processor puts around a sentence are each a token of its
+vocabulary or added tokens, under that token's id.
+
+The markers a sentence gets are those transformers 5.24.0's AutoTokenizer gives it for the
+same folder (markers says how it decides them): tokenizer.json's post_processor as it is,
+none where it has none, except that a BERT's, a RoBERTa's and an XLM-RoBERTa's class puts
+its own two, named by tokenizer_config.json (cls_token and sep_token, or bos_token and
+eos_token), over the file's. A family's usual markers are no rule: a Qwen2 whose
+tokenizer.json puts a BOS first is read with it, a Llama whose tokenizer.json puts none
+without one. What the files contradict themselves on is refused: a marker the vocabulary
+lacks or numbers otherwise, a template naming a marker it does not define, an
+add_bos_token or add_eos_token that is not true or false, a marker tokenizer_config.json
+names that the tokenizer does not hold.
 """
 
 from __future__ import annotations
@@ -96,36 +108,49 @@ PARTS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_pr
 
 
 @dataclass(frozen=True)
-class Marker:
-    """A marker a family's tokenizer may put on one side of a sentence ([CLS] before it,
-    </s> after it): where tokenizer_config.json names it and turns it on, and the family's
-    own name for it and whether it is there where tokenizer_config.json does not say."""
+class Auto:
+    """The transformers tokenizer class that AutoTokenizer reads a model type's folder with
+    where its tokenizer_config.json names none (TOKENIZER_MAPPING_NAMES; None: it maps the
+    type to none, and reads the folder with TokenizersBackend), and whether it takes that
+    class over the one tokenizer_config.json names (MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS)."""
 
-    keys: tuple[str, ...]  # tokenizer_config.json's keys that name it, the first given used
-    shown: str  # its name in a message, where tokenizer_config.json names none
-    flag: str | None = None  # tokenizer_config.json's key that turns it on or off, or None: always on
-    default: bool = True
+    registered: str | None
+    overrules: bool = False
 
 
 @dataclass(frozen=True)
-class Markers:
-    before: Marker
-    after: Marker
+class Own:
+    """The markers a transformers tokenizer class puts around every sentence itself, over
+    whatever tokenizer.json's post_processor says: tokenizer_config.json's keys that name the
+    marker before the sentence and the one after it, each with the class's default name."""
+
+    before: tuple[str, str]
+    after: tuple[str, str]
+    roberta: bool = False  # a RobertaProcessing, as tokenizer_config.json's trim_offsets and add_prefix_space say
 
 
-BERT = Markers(Marker(("cls_token",), "[CLS]"), Marker(("sep_token",), "[SEP]"))  # BERT, DistilBERT
-ROBERTA = Markers(Marker(("cls_token", "bos_token"), "<s>"), Marker(("sep_token", "eos_token"), "</s>"))  # and XLM-R
-LLAMA = Markers(Marker(("bos_token",), "<s>", "add_bos_token", True),  # Llama, Mistral: a BOS before
-                Marker(("eos_token",), "</s>", "add_eos_token", False))
-GPT2 = Markers(Marker(("bos_token",), "<|endoftext|>", "add_bos_token", False),  # GPT-2, Qwen2: none
-               Marker(("eos_token",), "<|endoftext|>", "add_eos_token", False))
+_BERT = Own(("cls_token", "[CLS]"), ("sep_token", "[SEP]"))
+_ROBERTA = Own(("cls_token", "<s>"), ("sep_token", "</s>"), roberta=True)
+# The classes that put their own markers, by the names tokenizer_config.json gives them
+# (transformers 5.24.0 resolves Electra's, MobileBERT's and LXMERT's to BertTokenizer, BART's,
+# LED's and MVP's to RobertaTokenizer); every other class (GPT2Tokenizer, Qwen2Tokenizer,
+# LlamaTokenizer, TokenizersBackend and PreTrainedTokenizerFast among them) takes
+# tokenizer.json's post_processor as it is, and a sentence alone where it has none.
+OWN = {**dict.fromkeys(("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "MobileBertTokenizer",
+                        "LxmertTokenizer"), _BERT),
+       **dict.fromkeys(("RobertaTokenizer", "BartTokenizer", "LEDTokenizer", "MvpTokenizer"), _ROBERTA),
+       "XLMRobertaTokenizer": Own(("bos_token", "<s>"), ("eos_token", "</s>"))}
+FLAGS = ("add_bos_token", "add_eos_token")
+# tokenizer_config.json's keys that name a special token (transformers' SPECIAL_TOKENS_ATTRIBUTES)
+TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
-def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], markers: Markers):
+def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], auto: Auto):
     """The tokenizer of the model in `where`, a tokenizers.Tokenizer, padding and truncation
     off: a sentence is read whole, or refused when too long. `family` names the family in
     messages ("BERT"), `kinds` are the models its tokenizers are ("WordPiece", "BPE",
-    "Unigram"), `markers` what they put around a sentence (BERT, ROBERTA, LLAMA, GPT2).
+    "Unigram"), `auto` the transformers class that reads them where tokenizer_config.json
+    names none; the markers it puts around a sentence are those transformers puts (markers).
 
     Every id it can give has a row of the embedding table: its vocabulary's, checked in
     the file before tokenizers reads it, then its added tokens' and its markers'."""
@@ -142,10 +167,10 @@ def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], ma
         _check_lines(data, path, config)
         data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
     tokenizer, probe = _load(tokenizers, data, path)
-    before, after = _placed(probe)
     added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
-    files.within(path, [*added, *before, *after], config)
-    _check_markers(before, after, path, family, markers, settings)
+    files.within(path, added, config)
+    _check_placed(tokenizer, probe, path, config)
+    markers(tokenizer, settings, auto, where)
     return tokenizer
 
 
@@ -189,52 +214,103 @@ def read_settings(where: Path) -> dict:
 # --- the markers
 
 
-def _wanted(marker: Marker, settings: dict, path: Path) -> tuple[bool, str | None]:
-    """Whether `marker` is there, and its name where tokenizer_config.json gives one."""
-    on = settings.get(marker.flag, marker.default) if marker.flag else True
-    if not isinstance(on, bool):
-        raise ModelError(f"{path.parent / 'tokenizer_config.json'}: its {marker.flag} is {on!r}; it must be true or "
-                         "false")
-    key = next((k for k in marker.keys if k in settings), None)
-    if key is None:
-        return on, None
-    name = settings[key]
-    name = name.get("content") if isinstance(name, dict) else name  # an AddedToken's fields, in older files
-    if name is not None and not isinstance(name, str):
-        raise ModelError(f"{path.parent / 'tokenizer_config.json'}: its {key} is {settings[key]!r}; a token is "
-                         "named by a string")
-    return on and name is not None, name  # a marker named null is none
+def markers(tokenizer, settings: dict, auto: Auto, where: Path) -> None:
+    """Put on `tokenizer` the markers transformers 5.24.0's AutoTokenizer puts around a
+    sentence for the folder `where`, whose tokenizer_config.json is `settings`.
 
-
-def _changed(marker: Marker, wanted: tuple[bool, str | None]) -> bool:
-    """Whether tokenizer_config.json makes `marker` other than the family's own."""
-    on, name = wanted
-    return on != (marker.default if marker.flag else True) or (on and name not in (None, marker.shown))
-
-
-def _fits(side: list, on: bool, name: str | None) -> bool:
-    """Whether one side's markers are the one wanted (`name`, or any where None), or none."""
-    return len(side) == on and (not side or name is None or side[0][0] == name)
-
-
-def _check_markers(before, after, path: Path, family: str, markers: Markers, settings: dict) -> None:
-    """The markers placed around a sentence, (piece, id) each, against those the family
-    puts, as tokenizer_config.json names them and turns them on; two are distinct."""
-    wanted = _wanted(markers.before, settings, path), _wanted(markers.after, settings, path)
-    (on_before, name_before), (on_after, name_after) = wanted
-    fits = (_fits(before, on_before, name_before) and _fits(after, on_after, name_after)
-            and not (before and after and before[0][1] == after[0][1]))
-    if fits:
+    What transformers does (read in its source and run on every family's tiny model): it
+    reads the folder with one class (tokenizer_class), which takes tokenizer.json's
+    post_processor as it is, a sentence alone where it is null or absent; BertTokenizer,
+    RobertaTokenizer and XLMRobertaTokenizer then put their own markers, whatever the file's
+    (OWN). tokenizer_config.json's add_bos_token and add_eos_token change nothing: where the
+    folder has a tokenizer.json they are dropped before the class sees them, and where it
+    has a vocab.txt, BertTokenizer's own markers replace the template they make. So a Qwen2
+    whose tokenizer.json puts a BOS first has one (DeepSeek-R1-Distill-Qwen's), a Llama
+    whose tokenizer.json puts none has none, and a BERT's template is BertTokenizer's."""
+    path = where / "tokenizer_config.json"
+    for flag in FLAGS:  # read by no class, yet a file's own: a flag is true or false
+        if flag in settings:
+            _flag(settings, flag, False, path)
+    for key in TOKEN_KEYS:
+        _named(settings, key, None, path)
+    name = tokenizer_class(settings, auto, path)
+    own = OWN.get(name)
+    if own is None:
         return
-    b, a = name_before or markers.before.shown, name_after or markers.after.shown
-    puts = {(True, True): f"two markers of its own, {b} before and {a} after",
-            (True, False): f"one marker of its own, {b} before and none after",
-            (False, True): f"one marker of its own, {a} after and none before",
-            (False, False): "none"}[on_before, on_after]
-    changed = any(_changed(marker, w) for marker, w in zip((markers.before, markers.after), wanted))
-    says = ", by its tokenizer_config.json," if changed else ""
-    raise ModelError(f"{path}: its post_processor puts {[piece for piece, _ in before + after]} around a sentence, "
-                     f"where {family}'s{says} puts {puts}; give the model's own tokenizer")
+    before, after = (_marker(tokenizer, settings, key, default, path, name) for key, default in (own.before,
+                                                                                                 own.after))
+    from tokenizers import processors  # the model extra's, which read has found
+
+    if own.roberta:
+        trim, prefix = (_flag(settings, key, default, path) for key, default in (("trim_offsets", True),
+                                                                                 ("add_prefix_space", False)))
+        tokenizer.post_processor = processors.RobertaProcessing(after, before, trim_offsets=trim,
+                                                                add_prefix_space=prefix)
+    else:
+        tokenizer.post_processor = processors.TemplateProcessing(single=[before[0], "$A", after[0]],
+                                                                 special_tokens=[before, after])
+
+
+def tokenizer_class(settings: dict, auto: Auto, path: Path) -> str:
+    """The transformers class AutoTokenizer reads the folder with, its name without "Fast"
+    (BertTokenizerFast is BertTokenizer): the one tokenizer_config.json names, unless the
+    model type's own overrules it (Qwen2's), or the type's own is TokenizersBackend
+    (Mistral's, where mistral_common is not installed), which reads any folder. A Llama's
+    LlamaTokenizer read over a byte-level tokenizer.json is TokenizersBackend to transformers:
+    the same markers, the file's."""
+    declared = settings.get("tokenizer_class")
+    if declared is not None and not isinstance(declared, str):
+        raise ModelError(f"{path}: its tokenizer_class is {declared!r}; a class is named by a string")
+    declared = declared.removesuffix("Fast") if declared else None
+    if declared is None or declared == auto.registered or auto.overrules:
+        return auto.registered or "TokenizersBackend"
+    return "TokenizersBackend" if auto.registered == "TokenizersBackend" else declared
+
+
+def _marker(tokenizer, settings: dict, key: str, default: str, path: Path, name: str) -> tuple[str, int]:
+    """(piece, id) of the marker tokenizer_config.json's `key` names (else `default`), which
+    the class `name` puts around every sentence."""
+    piece = _named(settings, key, default, path)
+    i = tokenizer.token_to_id(piece)
+    if i is None:  # transformers would add it as a new piece: an id whose row the model never learned as it
+        raise ModelError(f"{path}: its {key} {piece!r} is not in the tokenizer's vocabulary or among its added "
+                         f"tokens, and transformers' {name} puts it around every sentence; give the model's own "
+                         "tokenizer_config.json")
+    if ":" in piece or piece.startswith("$"):  # a template reads "a:1" as a piece of type 1, "$B" as a sentence
+        raise ModelError(f"{path}: its {key} {piece!r} holds a ':' or begins with a '$', as no marker of a template "
+                         "may; give the model's own tokenizer_config.json")
+    return piece, i
+
+
+def _named(settings: dict, key: str, default: str | None, path: Path) -> str | None:
+    """The token tokenizer_config.json's `key` names (an AddedToken's content, in older
+    files), or `default` where it names none."""
+    name = settings.get(key)
+    name = name.get("content") if isinstance(name, dict) else name
+    if name is not None and not isinstance(name, str):
+        raise ModelError(f"{path}: its {key} is {settings[key]!r}; a token is named by a string")
+    return default if name is None else name
+
+
+def _flag(settings: dict, key: str, default: bool, path: Path) -> bool:
+    on = settings.get(key, default)
+    if not isinstance(on, bool):  # transformers stops at it too (RobertaProcessing takes a bool)
+        raise ModelError(f"{path}: its {key} is {on!r}; it must be true or false")
+    return on
+
+
+def _check_placed(tokenizer, probe, path: Path, config: Config) -> None:
+    """The markers tokenizer.json's post_processor places: each within the embedding table,
+    and a token of the tokenizer under that id (a marker the vocabulary gives another id,
+    or does not hold, is a file at odds with itself)."""
+    before, after = _placed(probe)
+    files.within(path, before + after, config)
+    for piece, i in before + after:
+        held = tokenizer.token_to_id(piece)
+        if held != i:
+            holds = "do not hold it" if held is None else f"give it the id {held:,}"
+            raise ModelError(f"{path}: its post_processor puts {piece!r} (id {i:,}) around a sentence, and its "
+                             f"vocabulary and added tokens {holds}; give the model's own tokenizer")
 
 
 # --- tokenizer.json

@@ -69,7 +69,9 @@ def marked_heads(doc: dict) -> tuple[list[list[float]] | None, str]:
     if "first_share" in doc:
         return doc["first_share"], "the first position (the attention sink)"
     shares = doc.get("special_share")  # over word vectors none: no head is marked
-    return shares, "" if shares is None else listed(markers(doc))
+    if shares is None or not markers(doc):  # nor where a tokenizer put no marker around the sentence
+        return None, ""
+    return shares, listed(markers(doc))
 
 
 def weight_bar(weight: float, width: int = 30) -> str:
@@ -109,6 +111,13 @@ def markers(doc: dict) -> list[str]:
     """A model's own markers among a document's tokens, as its tokenizer names them, once
     each: [CLS] and [SEP] for BERT's, <s> and </s> for RoBERTa's, none for GPT-2's."""
     return list(dict.fromkeys(t for t, special in zip(doc["tokens"], doc["special"]) if special))
+
+
+def last_piece(doc: dict) -> int:
+    """Where a decoder's next pieces are read: the last token that is no marker (a marker
+    after the sentence, as a Llama's </s>, is not read), or 0 where each is one; the rule
+    of the Pieces the document was made from (files.Pieces.last)."""
+    return max((i for i, special in enumerate(doc["special"]) if not special), default=0)
 
 
 def decimals(values) -> int:

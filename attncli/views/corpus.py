@@ -49,10 +49,12 @@ BASELINE_MARKS = {"uniform": "*", "shuffled": "†", "random": "‡"}
 BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "random projections"}
 
 
-def stats_columns(records: list[dict], markers: list[str] | None = None) -> list[tuple[str, str]]:
+def stats_columns(records: list[dict], markers: dict | None = None) -> list[tuple[str, str]]:
     """The (key, heading) of STATS_COLUMNS a corpus has numbers for: the first position with
     a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
-    [CLS], [SEP] and punctuation only where there are some. The table and the PNG show the same."""
+    [CLS], [SEP] and punctuation only where there are some, the markers headed as the
+    model's tokenizer names them (`markers`, the document's: RoBERTa's <s> and </s>). The
+    table and the PNG show the same."""
     def values(key: str) -> list:
         return [r[key] for r in records] + [b.get(key) for r in records for b in r["baselines"].values()]
 
@@ -64,7 +66,7 @@ def stats_columns(records: list[dict], markers: list[str] | None = None) -> list
             return False
         return any(v is not None for v in values(key)) and (key not in ("cls", "sep", "punct") or any(values(key)))
 
-    names = {"cls": markers[0], "sep": markers[-1]} if markers and len(markers) == 2 else {}  # RoBERTa's <s>, </s>
+    names = {key: name for key, name in (markers or {}).items() if name}
     return [(k, names.get(k, h)) for k, h in STATS_COLUMNS if seen(k)]
 
 

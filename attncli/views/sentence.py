@@ -14,8 +14,8 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (cosine_text, left_out, listed, marked_heads, markers, masked_cells, repeated,
-                                   top_line, weight_bar)
+from attncli.views.common import (cosine_text, last_piece, left_out, listed, marked_heads, markers, masked_cells,
+                                   repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -80,7 +80,8 @@ def _predictions(doc: dict) -> list[RenderableType]:
                       f"{p['logprob']:.3f}")
     words = doc["vectors"]["words"]
     return [Text(), Text(f"the model's {len(doc['predict']):,} likeliest next pieces of {words:,}, after "
-                         f"{doc['tokens'][-1]!r} (the softmax of the logits at the last piece):", style="bold"), table]
+                         f"{doc['tokens'][last_piece(doc)]!r} (the softmax of the logits at the sentence's last piece):",
+                         style="bold"), table]
 
 
 def _grid_part(heat: Heatmap, M: np.ndarray, title: str | None = None) -> Group:
