@@ -41,7 +41,8 @@ def test_sample_output_is_real(page, command, shown, monkeypatch):
 
 
 def test_there_are_samples_of_the_commands():
-    assert {c.split()[0] for _, c, _ in SAMPLES} == {"scores", "context", "heads", "contributions", "faithfulness"}
+    assert {c.split()[0] for _, c, _ in SAMPLES} == {"scores", "context", "compare", "heads", "contributions",
+                                                     "faithfulness"}
 
 
 @pytest.mark.parametrize("page", manual.pages())
