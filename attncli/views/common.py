@@ -74,6 +74,13 @@ def marked_heads(doc: dict) -> tuple[list[list[float]] | None, str]:
     return shares, listed(markers(doc))
 
 
+def per_head(qkv: dict) -> str:
+    """What a head of several gets of d_k, said after it: " (25 a head)" for d_k = 50 over 2
+    heads; nothing for one head."""
+    heads = qkv.get("heads", 1)
+    return f" ({qkv['d_k'] // heads:,} a head)" if heads > 1 else ""
+
+
 def weight_bar(weight: float, width: int = 30) -> str:
     eighths = int(round(weight * width * 8))
     return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
-from attncli.views.common import decimals, layer_title, marked_heads
+from attncli.views.common import decimals, layer_title, marked_heads, per_head
 from attncli.visible import count
 
 
@@ -72,7 +72,8 @@ def _title(doc: dict, width: int) -> str:
     v, q = first["vectors"], first.get("qkv", {})
     options = f"scale {first['scale']:.4g}, temperature {first['temperature']:g}"
     if q and (q["kind"] != "identity" or q.get("heads", 1) > 1 or first.get("mask", "none") != "none"):
-        options += f", qkv {q['kind']} (d_k = {q['d_k']:,}), {count(q.get('heads', 1), 'head')}, mask {first.get('mask')}"
+        options += (f", qkv {q['kind']} (d_k = {q['d_k']:,}{per_head(q)}), {count(q.get('heads', 1), 'head')}, "
+                    f"mask {first.get('mask')}")
     subject = f"{doc['token']!r} in {len(doc['sentences']):,} sentences" if doc["command"] == "compare" else doc["sentence"]
     return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']:,}); {options}"
 

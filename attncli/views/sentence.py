@@ -15,7 +15,7 @@ from rich.text import Text
 from attncli import attention
 from attncli.views import heatmap
 from attncli.views.common import (cosine_text, last_piece, left_out, listed, marked_heads, markers, masked_cells,
-                                   repeated, top_line, weight_bar)
+                                   per_head, repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -32,7 +32,8 @@ def describe(doc: dict) -> Text:
     if q["kind"] != "identity" or doc["mask"] != "none" or q["heads"] > 1:
         source = {"random": f", seed {q.get('seed')}", "file": f" {q.get('path')}"}.get(q["kind"], "")
         values = f", d_v = {q['d_v']:,}" if "d_v" in q else ""
-        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']:,}{values}; {count(q['heads'], 'head')}; "
+        text.append(f"\nprojections {q['kind']}{source}, d_k = {q['d_k']:,}{per_head(q)}{values}; "
+                    f"{count(q['heads'], 'head')}; "
                     f"mask {doc['mask']}",
                     style="dim")
     if doc["oov"]:
