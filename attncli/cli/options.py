@@ -130,9 +130,13 @@ class Source:
         if not family.CAUSAL and self.mask is not None:
             raise click.UsageError(_MODEL_FIXES.format("--mask"))
         if not family.CAUSAL and self.predict:
+            from attncli.models import FAMILIES  # loaded already: its load is asking
+
+            decoders = [kind for kind, f in FAMILIES.items() if f.CAUSAL]
             raise click.UsageError(f"--predict gives the next pieces a decoder predicts, and {name} is an encoder "
                                    f"({family.MODEL_TYPES[0]}), which reads the sentence both ways and predicts "
-                                   "none; give a decoder with --model (a gpt2 model)")
+                                   f"none; give a decoder with --model (a model of type {', '.join(decoders[:-1])} "
+                                   f"or {decoders[-1]})")
 
     def vectors(self, **cache_options) -> Vectors:
         """The word vectors, even with --model (for what compares the two); cache_options:
