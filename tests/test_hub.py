@@ -476,3 +476,16 @@ def test_gpt2_by_its_name_from_the_cache():
     assert [p["id"] for p in doc["predict"]] == list(np.argsort(-logits, kind="stable")[:3])
     assert doc == scores(data / "tiny-gpt2", "--predict", "3") | {"model": doc["model"], "vectors": doc["vectors"],
                                                                    "qkv": doc["qkv"]}
+
+
+def test_a_name_the_cache_lacks_names_the_nearest_it_holds(bert_folder):
+    """orange-bert where the cache holds orangebert (as gpt-2 where it holds gpt2): the message
+    names it, before how to fetch the other."""
+    put("nearby/orangebert", bert_folder)
+    put("nearby/bert-tiny", bert_folder)
+    message = fails(run("scores", SENTENCE, "--model", "nearby/orange-bert", "--json"))
+    assert message == (f"attncli: error: --model nearby/orange-bert is not a folder, and the Hugging Face cache "
+                       f"({hub_cache()}) does not hold it; it holds nearby/orangebert, near that name; attncli "
+                       "downloads nothing: fetch it with: hf download nearby/orange-bert --include '*.json' "
+                       "'*.safetensors'")
+    assert "near that name" not in fails(run("scores", SENTENCE, "--model", "nearby/zzzzzz", "--json"))

@@ -247,8 +247,10 @@ def cached(repo: str, revision: str | None) -> Path:
     check_revision(revision)
     fetch = f"hf download {repo}{'' if revision is None else f' --revision {revision}'} --include '*.json' '*.safetensors'"
     at = "" if revision is None else f" at revision {revision!r}"
+    near = nearest_cached(repo, Path(constants.HF_HUB_CACHE)) if revision is None else []
+    held = f"; it holds {', '.join(near)}, near that name" if near else ""
     absent = ModelError(f"--model {repo} is not a folder, and the Hugging Face cache ({constants.HF_HUB_CACHE}) "
-                        f"does not hold it{at}; attncli downloads nothing: fetch it with: {fetch}")
+                        f"does not hold it{at}{held}; attncli downloads nothing: fetch it with: {fetch}")
     storage = Path(constants.HF_HUB_CACHE) / ("models--" + repo.replace("/", "--"))
     try:
         found = hub.snapshot_download(repo, revision=commit(storage, revision or "main", absent, fetch),
@@ -259,6 +261,22 @@ def cached(repo: str, revision: str | None) -> Path:
         raise ModelError(f"--model {repo}: the Hugging Face cache cannot be read ({' '.join(str(e).split())[:200]}); "
                          f"fetch the model again with: {fetch}") from None
     return inside_cache(Path(found), storage, fetch)
+
+
+def nearest_cached(repo: str, hub: Path, most: int = 3) -> list[str]:
+    """The names of the models in the Hugging Face cache `hub` whose own name (after the
+    organisation) is nearest `repo`'s, as difflib measures it (gpt2 for gpt-2; 0.75 at
+    least), nearest first; none where the cache cannot be listed."""
+    import difflib  # only a name the cache lacks needs it
+
+    try:
+        names = [entry.name[len("models--"):].replace("--", "/") for entry in os.scandir(hub)
+                 if entry.name.startswith("models--")]
+    except OSError:
+        return []
+    own = repo.rsplit("/", 1)[-1].lower()
+    ratios = {name: difflib.SequenceMatcher(None, own, name.rsplit("/", 1)[-1].lower()).ratio() for name in names}
+    return sorted((n for n in names if ratios[n] >= 0.75 and n != repo), key=lambda n: (-ratios[n], n))[:most]
 
 
 def check_revision(revision: str | None) -> None:
