@@ -332,3 +332,14 @@ def test_svg_borders_join_when_drawn_offline(tmp_path):
     background = np.median(image[top:bottom, int(x0 + 3 * cell):int(x0 + 5 * cell)])
     ink = columns > background + 60
     assert ink.all(axis=0).any(), "the border has gaps between lines"
+
+
+def test_several_sentences_on_a_terminal_name_each_once():
+    """A sentence a line of input: each table under a plain rule, its sentence named once, by
+    the table's own first line."""
+    result = run("scores", "--format", "table", "--no-color", input="The earth is like an orange\nthe cat sat\n",
+                 env={"COLUMNS": "60"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines.count("The earth is like an orange") == 1
+    assert lines.count("the cat sat") == 1 and set(lines[0]) == {"─"} and lines.count("─" * 60) == 2

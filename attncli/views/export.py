@@ -106,10 +106,10 @@ def recording(width: int = 100) -> Console:
 
 def paint(console: Console, docs: list[dict], draw, view_args: dict) -> None:
     """Draw each of `docs` (their text made visible) on `console` with the view `draw`, a
-    rule with its sentence between documents."""
+    rule before each of several (a plain one: each view's first line names its sentence)."""
     for k, doc in enumerate(docs):
         if len(docs) > 1:
-            console.rule(doc.get("sentence", ""))
+            console.rule()
         colours = None if console.no_color else console.color_system  # the view picks its colours for it
         console.print(draw(doc, width=console.width, color_system=colours, **view_args))
         if k < len(docs) - 1:
