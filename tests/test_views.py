@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -343,3 +344,17 @@ def test_several_sentences_on_a_terminal_name_each_once():
     lines = result.stdout.splitlines()
     assert lines.count("The earth is like an orange") == 1
     assert lines.count("the cat sat") == 1 and set(lines[0]) == {"─"} and lines.count("─" * 60) == 2
+
+
+@pytest.mark.parametrize("model,line", [
+    ("tiny-gpt2", "Ġ marks a piece that follows a space (byte-level BPE)"),
+    ("tiny-llama", "▁ marks a piece that follows a space (SentencePiece)"),
+    ("tiny-bert", "## marks a piece that goes on the one before it, in one word (WordPiece)")])
+def test_a_models_pieces_say_what_their_marks_mean(model, line):
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
+    folder = Path(__file__).parent / "data" / "models" / model
+    shown = run("scores", "The earth is like an orangey unbelievably", "--model", folder, "--format", "table",
+                "--no-color", env={"COLUMNS": "200"}).stdout.splitlines()
+    assert line in shown
+    plain = run("scores", "The earth is like an orange", "--format", "table", "--no-color").stdout
+    assert "marks a piece" not in plain

@@ -66,7 +66,24 @@ def _describe_model(doc: dict) -> Text:
     if doc["mask"] != "none":  # a decoder's own
         before = f"the {doc['window'] - 1:,} pieces" if "window" in doc else "the pieces"
         text.append(f"; mask {doc['mask']}: each piece attends to itself and {before} before it", style="dim")
+    notation = piece_notation(doc["tokens"], doc.get("special"))
+    if notation:
+        text.append(f"\n{notation}", style="dim")
     return text
+
+
+# How tokenizers write a word piece's place in its word, and what each mark says
+PIECE_MARKS = (("Ġ", "Ġ marks a piece that follows a space (byte-level BPE)"),
+               ("▁", "▁ marks a piece that follows a space (SentencePiece)"),
+               ("##", "## marks a piece that goes on the one before it, in one word (WordPiece)"))
+
+
+def piece_notation(tokens: list[str], special: list[bool] | None) -> str:
+    """A line saying what the marks of the pieces shown mean, for those that hold one (Ġ, ▁,
+    ##), or "" where none does."""
+    pieces = [t for t, marker in zip(tokens, special or [False] * len(tokens)) if not marker]
+    said = [meaning for mark, meaning in PIECE_MARKS if any(p.startswith(mark) and len(p) > len(mark) for p in pieces)]
+    return "; ".join(said)
 
 
 def _predictions(doc: dict) -> list[RenderableType]:
