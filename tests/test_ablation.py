@@ -330,6 +330,36 @@ def test_the_table_and_the_png_have_the_importance_column(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# --- effects that are undefined ------------------------------------------------------------------
+
+UNDEFINED_NOTE = ("the mean of the last hidden states, whole or with 8 heads zeroed, is the zero vector, so the cosine "
+                  "distance is undefined (null in JSON, a dash in a table)")
+
+
+@pytest.fixture(scope="module")
+def silent(tmp_path_factory) -> Path:
+    """tiny-bert whose last layer's output LayerNorm has weight and bias 0: every last hidden
+    state the zero vector, so that no cosine distance of their mean can be taken."""
+    from helpers import edited_model
+
+    return edited_model(MODELS / "tiny-bert", tmp_path_factory.mktemp("silent") / "m",
+                        lambda name, w: 0 * w if name.startswith("encoder.layer.1.output.LayerNorm") else None)
+
+
+def test_an_effect_on_the_zero_vector_is_null_never_0(silent):
+    result = run("heads", SENTENCES[0], "--model", silent, "--ablate", "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    doc = one(result)
+    assert doc["ablation"] == [[None] * 4] * 2
+    assert doc["notes"] == [UNDEFINED_NOTE]
+    table = run("heads", SENTENCES[0], "--model", silent, "--ablate", "--format", "table", env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.stderr
+    names, cells, under = grid(table.stdout)
+    assert names == ["h1", "h2", "h3", "h4"] and cells == {1: ["–"] * 4, 2: ["–"] * 4}
+    assert "* the largest" not in under and under.endswith(UNDEFINED_NOTE)
+    assert one(run("heads", SENTENCES[0], "--model", MODELS / "tiny-bert", "--ablate", "--json"))["notes"] == []
+
+
 # --- the manual -----------------------------------------------------------------------------------
 
 def written(claim: str, value: float) -> bool:

@@ -558,7 +558,7 @@ SCORES_FIELDS = COMMON_FIELDS + ("scores", "weights", "top", "include_self", "he
                                  "special_share")
 CONTRIBUTIONS_FIELDS = COMMON_FIELDS + ("method", "rollout", "layers", "contributions", "top", "mixing_ratio",
                                         "mixing_ratio_mean", "include_self", "erasure", "replaced_by",
-                                        "sentence_effect_of", "sentence_effect")
+                                        "sentence_effect_of", "sentence_effect", "notes")
 CONTEXT_FIELDS = COMMON_FIELDS + ("token", "index", "weights", "top", "include_self", "heads", "context", "neighbors",
                                   "token_neighbors", "contexts")
 
