@@ -133,7 +133,7 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
             continue
         seen[None].append(observed[0])
         if effects is not None:
-            seen[None][-1].sums["importance"] = effects
+            seen[None][-1].add("importance", effects)
         seen["uniform"].append(observed[1])
         if summed is not None:  # a model: its shuffled line run with the others; no word table, no random baseline
             if job.shuffled:  # the same pieces, so the same errors if any: none here

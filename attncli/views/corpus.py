@@ -52,13 +52,16 @@ BASELINE_NAMES = {"uniform": "uniform", "shuffled": "shuffled", "random": "rando
 def stats_columns(records: list[dict], markers: list[str] | None = None) -> list[tuple[str, str]]:
     """The (key, heading) of STATS_COLUMNS a corpus has numbers for: the first position with
     a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
-    [CLS], [SEP] and punctuation only where there are some. The table and the PNG show the same."""
+    [CLS], [SEP] and punctuation only where there are some; a head's own (importance) where
+    it was asked for, dashes and all. The table and the PNG show the same."""
     def values(key: str) -> list:
         return [r[key] for r in records] + [b.get(key) for r in records for b in r["baselines"].values()]
 
     def seen(key: str) -> bool:
         if key not in records[0]:
             return False
+        if key in OWN_COLUMNS:  # asked for: a column of dashes says that no sentence gave one
+            return True
         if key == "first" and all(a is not None and b is not None and abs(a - b) <= 1e-9
                                   for a, b in zip(values("first"), values("cls"))):
             return False

@@ -549,8 +549,9 @@ function contributionsView(app, docs) {
 }
 
 function statsView(app, records) {
-  const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" &&
-    !["layer", "head", "sentences", "tokens"].includes(k) && !k.startsWith("rows"));
+  const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" && // counts are no statistic
+    !["layer", "head", "sentences", "tokens", "importance_sentences"].includes(k) &&
+    !k.startsWith("rows"));
   const L = Math.max(...records.map((r) => r.layer)), H = Math.max(...records.map((r) => r.head));
   const s = section(app, "What each head does across the corpus", "Rows: layers; columns: heads.");
   const controls = el("div", {"class": "controls"});

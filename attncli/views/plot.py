@@ -244,10 +244,10 @@ def _stats(plt, doc: dict):
         ax.imshow(grid, cmap="viridis", aspect="auto")
         decimals = places(records, key)
         for r in records:
-            if r[key] is not None:
-                mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
-                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.{decimals}f}{mark}", ha="center", va="center",
-                        fontsize=5, color="white", parse_math=False)
+            mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
+            text = UNDEFINED if r[key] is None else f"{r[key]:.{decimals}f}{mark}"  # null: no number, no colour
+            ax.text(r["head"] - 1, r["layer"] - 1, text, ha="center", va="center", fontsize=5,
+                    color="black" if r[key] is None else "white", parse_math=False)
         ax.set_title(heading if key != "importance" else f"{heading}: {doc['importance_of']}", fontsize=8,
                      parse_math=False, wrap=True)
         ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)
