@@ -288,8 +288,9 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
         notes.append(" The 95% intervals need a wider terminal; the JSON holds them.", style="dim")
     undefined = max(c["undefined"] for r in records for c in (*r["layers"], r["rolled"]))
     if undefined:
-        notes.append(f" A sentence whose ρ is undefined (an attribution or effects that are constant) is left out of "
-                     f"that column: at most {undefined:,} in one column here.", style="dim")
+        notes.append(f" A sentence whose ρ is undefined (an attribution or effects that are constant, or that hold "
+                     f"a share that cannot be computed) is left out of that column: at most {undefined:,} in one "
+                     "column here.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
     return Group(head, table, notes)
