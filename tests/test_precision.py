@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attncli import attention
-from attncli.errors import OptionError
+from attncli.errors import ModelError, OptionError
 from attncli.models import layers
 from clirunner import fails, ok, run
 
@@ -111,3 +111,24 @@ def test_stats_in_float32_within_float32_s_rounding_and_says_so(tmp_path):
                 env={"COLUMNS": "200"})
     assert table.exit_code == 0 and "24 tokens (tiny-bert, float32)" in table.stdout
     fails(run("stats", corpus, "--precision", "float32"), code=2, *["--precision sets a trained model's forward passes; give --model NAME|DIR, or leave it out over word vectors"])
+
+
+# --- numbers that leave float32's range -------------------------------------------------------
+
+def test_a_layer_norm_whose_squares_overflow_is_refused_not_beta():
+    X = np.array([[1e30, -1e30, 2e30, 0.0]])
+    gamma, beta = np.ones(4), np.full(4, 0.5)
+    wide = layers.layer_norm(X, gamma, beta, 1e-12)  # float64 holds 1e60
+    np.testing.assert_allclose(wide, (X - X.mean()) / X.std() + 0.5, rtol=1e-12)
+    with attention.precision("float32"):
+        with pytest.raises(ModelError, match="the squares of the hidden states leave float32's range"):
+            layers.layer_norm(X.astype(np.float32), gamma, beta, 1e-12)  # was [[0.5, 0.5, 0.5, 0.5]]: beta
+    with pytest.raises(ModelError, match="the squares of the hidden states leave float64's range"):
+        layers.layer_norm(X * 1e150, gamma, beta, 1e-12)
+
+
+def test_silu_and_gelu_far_out_are_their_limits_not_an_overflow():
+    with attention.precision("float32"), np.errstate(over="raise"):
+        X = np.array([-1e4, -100.0, 100.0, 1e20], dtype=np.float32)
+        np.testing.assert_array_equal(layers.silu(X), [0.0, 0.0, 100.0, X[3]])
+        np.testing.assert_array_equal(layers.gelu(X, "gelu_tanh"), [0.0, 0.0, 100.0, X[3]])
