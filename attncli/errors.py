@@ -30,7 +30,8 @@ class ModelError(AttncliError):
 class RangeError(ModelError):
     """A model's numbers leave the range of the precision they are computed in (they overflow
     to infinity or NaN, or a square of them does): its weights, though finite, are far
-    larger than a trained model's."""
+    larger than a trained model's. In float32 a run may compute the same in float64
+    (attention.in_range)."""
 
 
 class WorkerLost(AttncliError):

@@ -216,7 +216,8 @@ class WordSums:
 @dataclass
 class Partial:
     """What a chunk of the corpus adds up to: the heads' sums, each baseline's, the words'
-    (with --by word), and the lines skipped (with the first one's reason)."""
+    (with --by word), the lines skipped (with the first one's reason), and the sentences a
+    float32 run computed in float64 instead."""
 
     heads: HeadSums | None = None
     baselines: dict[str, HeadSums] = field(default_factory=dict)
@@ -224,6 +225,7 @@ class Partial:
     lines: int = 0
     skipped: int = 0
     first_skip: tuple[int, str] | None = None
+    redone: int = 0
 
     def add(self, name: str | None, seen: list[Observation]) -> None:
         """Add sentences' sums to the heads' (name None) or to a baseline's."""
@@ -249,6 +251,7 @@ class Partial:
             self.words.merge(other.words)
         self.lines += other.lines
         self.skipped += other.skipped
+        self.redone += other.redone
         if other.first_skip is not None and (self.first_skip is None or other.first_skip[0] < self.first_skip[0]):
             self.first_skip = other.first_skip
 

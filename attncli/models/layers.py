@@ -8,7 +8,8 @@ transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus r
 it: attention.precision), and a pass whose numbers leave its range (finite weights of
 1e300, say) is refused where they do, never shown (RangeError): at every layer's output,
 scores and logits, and where a norm's squares overflow, which would leave a finite but
-wrong number (a row divided by an infinite root is 0).
+wrong number (a row divided by an infinite root is 0). A float32 pass so refused may run
+again in float64 (attention.in_range).
 """
 
 from __future__ import annotations
@@ -321,7 +322,7 @@ def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *
     pass would pass BATCH_BYTES), padded on the right with the piece `pad` to the longest of
     them, run as one (B, T) input whose padding keys the attention masks (family.forward's
     `lengths`), and each cut out again (Pass.cut); a batch refused runs again a sentence at
-    a time. Given a batch at a time, in that order, so that only a batch is held. The
+    a time (in float32, the one whose numbers leave its range in float64: _alone). Given a batch at a time, in that order, so that only a batch is held. The
     batches depend only on the sentences, so the numbers do too; they equal the sentences'
     own passes up to the order the products add in (tests/test_batched.py: within 1e-12)."""
     batch = BATCH if batch is None else batch
@@ -354,11 +355,13 @@ def _batch(ids: list[np.ndarray], family, weights: dict, config: Config, pad: in
 
 
 def _alone(ids: np.ndarray, family, weights: dict, config: Config, keep: tuple[int, ...]):
-    """A sentence's pass on its own, or the AttncliError that refuses it."""
+    """A sentence's pass on its own, or the AttncliError that refuses it; in float32, one
+    whose numbers leave float32's range is run in float64 (attention.in_range), its
+    arrays float64 to say so."""
     try:
         limits.require(family.pass_bytes(len(ids), config), f"the forward pass over {len(ids):,} word pieces",
                        "give a shorter sentence")
-        return family.forward(ids, weights, config, keep=keep)
+        return attention.in_range(lambda: family.forward(ids, weights, config, keep=keep))[0]
     except AttncliError as e:
         return e
 

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.views.common import decimals, left_out, listed, top_line
+from attncli.visible import count
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -107,6 +108,11 @@ def _stats_legend(columns: list[tuple[str, str]], importance_of: str | None = No
     return "; ".join(parts)
 
 
+def redone_text(redone: int) -> str:
+    """What a float32 run says of the sentences it computed in float64 instead, if any."""
+    return f"; {count(redone, 'sentence')} left its range, computed in float64" if redone else ""
+
+
 def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """A row per head, each statistic marked by the baselines it equals (* uniform, †
     shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
@@ -117,8 +123,8 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     columns = stats_columns(records, doc.get("markers"))
     first = records[0]
     source = doc["model"] or doc["vectors"]
-    if doc.get("precision", "float64") != "float64":  # a model run in float32 says so
-        source += f", {doc['precision']}"
+    if doc.get("precision", "float64") != "float64":  # a model run in float32 says so, and what it redid
+        source += f", {doc['precision']}" + redone_text(first.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
                 style="bold")
     letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
@@ -266,7 +272,7 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
     records = doc["records"]
     model = doc["model"]["name"]
     if doc["precision"] != "float64":
-        model += f", {doc['precision']}"
+        model += f", {doc['precision']}" + redone_text(doc.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {doc['sentences']:,} sentences ({model}): each method's agreement with "
                 f"{doc['reference']}", style="bold")
     method_width = max(len(r["method"]) for r in records)

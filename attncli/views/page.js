@@ -550,7 +550,7 @@ function contributionsView(app, docs) {
 
 function statsView(app, records) {
   const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" && // counts are no statistic
-    !["layer", "head", "sentences", "tokens", "importance_sentences"].includes(k) &&
+    !["layer", "head", "sentences", "tokens", "importance_sentences", "redone_in_float64"].includes(k) &&
     !k.startsWith("rows"));
   const L = Math.max(...records.map((r) => r.layer)), H = Math.max(...records.map((r) => r.head));
   const s = section(app, "What each head does across the corpus", "Rows: layers; columns: heads.");
