@@ -144,7 +144,8 @@ def edited_model(source: Path, folder: Path, change) -> Path:
     """A copy of the model folder `source` in `folder`, each tensor of its model.safetensors
     (an 8-byte little-endian header length, a JSON header, the data) replaced by
     change(name, array) where that gives an array (of the same shape; written in the
-    tensor's own dtype), else kept as it was."""
+    tensor's own dtype), else kept as it was; a tensor of another dtype than
+    SAFETENSORS_DTYPES' (I64 position ids, BF16) is kept as it is."""
     import json
     import shutil
     import struct
@@ -155,7 +156,7 @@ def edited_model(source: Path, folder: Path, change) -> Path:
     (n,) = struct.unpack("<Q", raw[:8])
     header, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
     for name, info in header.items():
-        if name == "__metadata__":
+        if name == "__metadata__" or info["dtype"] not in SAFETENSORS_DTYPES:
             continue
         start, end = info["data_offsets"]
         dtype = SAFETENSORS_DTYPES[info["dtype"]]
