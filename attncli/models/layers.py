@@ -322,9 +322,10 @@ def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *
     pass would pass BATCH_BYTES), padded on the right with the piece `pad` to the longest of
     them, run as one (B, T) input whose padding keys the attention masks (family.forward's
     `lengths`), and each cut out again (Pass.cut); a batch refused runs again a sentence at
-    a time (in float32, the one whose numbers leave its range in float64: _alone). Given a batch at a time, in that order, so that only a batch is held. The
-    batches depend only on the sentences, so the numbers do too; they equal the sentences'
-    own passes up to the order the products add in (tests/test_batched.py: within 1e-12)."""
+    a time (in float32, the one whose numbers leave its range in float64: _alone). Given a
+    batch at a time, in that order, so that only a batch is held. The batches depend only
+    on the sentences, so the numbers do too; they equal the sentences' own passes up to the
+    order the products add in (tests/test_batched.py: within 1e-12)."""
     batch = BATCH if batch is None else batch
     order = sorted(range(len(ids)), key=lambda b: len(ids[b]))
     start = 0

@@ -535,7 +535,8 @@ function contributionsView(app, docs) {
     const M = doc.contributions[layer];
     map.show(M, (i, j) => [`${doc.method}, layer ${doc.layers[layer]}${doc.rollout ? " (rolled out)" : ""}`,
       `row ${i} ${doc.tokens[i]}  <-  column ${j} ${doc.tokens[j]}`, `c_ij = ${num(M[i][j])}`,
-      `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`], M.some((r) => r.some((v) => v !== null && v < 0)));
+      `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`],
+    M.some((r) => r.some((v) => v !== null && v < 0)));
   };
   if (docs.length > 1) select(controls, "method", docs.map((d, k) => [k, d.method]), (v) => {
     doc = docs[Number(v)]; layer = Math.min(layer, doc.layers.length - 1); draw();
