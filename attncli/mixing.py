@@ -16,6 +16,7 @@ from attncli import analyze, attention, contributions, limits
 from attncli.analyze import Options, Trained
 from attncli.errors import InputError, OptionError
 from attncli.models.layers import Block
+from attncli.visible import listed
 
 ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # the methods word vectors have: no residual, no norm
 ERASURES = ("remove", "mask")
@@ -217,9 +218,11 @@ def undefined(method: str, blocks: list[Block], per_layer: np.ndarray, C: np.nda
 
 def erased_undefined(effect: np.ndarray, on_sentence: np.ndarray) -> list[tuple[int, str, np.ndarray]]:
     """Why leave-one-out's effects are undefined, as undefined() says it (its one layer, 1):
-    the rows whose state is the zero vector, and the tokens whose erasure leaves the
-    sentence's mean so."""
-    out = [(1, ZERO_STATE, np.isnan(effect).any(axis=-1)), (1, ZERO_MEAN, np.isnan(on_sentence))]
+    the rows whose state is the zero vector, those all 0 (their mixing ratio), and the
+    tokens whose erasure leaves the sentence's mean so."""
+    lost = np.isnan(effect).any(axis=-1)  # (T,)
+    out = [(1, ZERO_STATE, lost), (1, ZERO_ROW, ~lost & (effect == 0).all(axis=-1)),
+           (1, ZERO_MEAN, np.isnan(on_sentence))]
     return [(l, reason, rows) for l, reason, rows in out if rows.any()]
 
 
@@ -233,7 +236,7 @@ def notes(facts: list[tuple[int, str, np.ndarray]], tokens: list[str], shown: li
             layers.setdefault((reason, tuple(np.flatnonzero(rows).tolist())), []).append(l)
     out = []
     for (reason, rows), numbers in layers.items():
-        where = f"layer{'s' * (len(numbers) > 1)} {_listed(list(map(str, numbers)))}: " if trained else ""
+        where = f"layer{'s' * (len(numbers) > 1)} {listed(list(map(str, numbers)))}: " if trained else ""
         out.append(where + SAID[reason].format(tokens=_which(rows, tokens)))
     return out
 
@@ -244,11 +247,7 @@ def _which(rows: tuple[int, ...], tokens: list[str], most: int = 8) -> str:
         return "every token"
     named = [f"{tokens[i]!r} ({i})" for i in rows]
     more = len(named) - most
-    return _listed(named[:most] + ([f"{more:,} more"] if more > 0 else []))
-
-
-def _listed(items: list[str]) -> str:
-    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+    return listed(named[:most] + ([f"{more:,} more"] if more > 0 else []))
 
 
 def rolled_out(method: str, rolled: bool | None) -> bool:

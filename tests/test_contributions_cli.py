@@ -554,6 +554,13 @@ def test_what_a_zeroed_norm_leaves_defined_stays_a_number(zeroed):
     assert doc["contributions"] == [[[0.0] * T] * T] * 2 and doc["mixing_ratio"] == [[None] * T] * 2
     assert doc["notes"] == ["layers 1 and 2: the row of every token is all 0, so its mixing ratio cannot be computed "
                             "(null in JSON, a dash in a table)"]
+    # every token's last state is one vector (the zeroed norm gives 0, the layer after it its bias): erasing any
+    # changes nothing, a real 0, and only the mixing ratio of those rows is undefined
+    doc = cli_doc(SENTENCE, "--model", zeroed[0], "--method", "leave-one-out")
+    assert doc["contributions"] == [[[0.0] * T] * T] and doc["sentence_effect"] == [0.0] * T
+    assert doc["mixing_ratio"] == [[None] * T]
+    assert doc["notes"] == ["layer 2: the row of every token is all 0, so its mixing ratio cannot be computed (null "
+                            "in JSON, a dash in a table)"]
 
 
 def test_an_undefined_layer_propagates_through_the_rollout_and_no_further(zeroed):

@@ -7,8 +7,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import decimals, left_out, listed, top_line
-from attncli.visible import count
+from attncli.views.common import decimals, left_out, top_line
+from attncli.visible import count, listed
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:

@@ -13,10 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.views import heatmap
-from attncli.views.common import (UNDEFINED, cosine_text, left_out, listed, marked_heads, markers, masked_cells,
-                                   repeated, top_line, weight_bar)
+from attncli.views.common import (UNDEFINED, cosine_text, left_out, marked_heads, markers, masked_cells, repeated,
+                                   top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
-from attncli.visible import count
+from attncli.visible import count, listed
 
 
 def describe(doc: dict) -> Text:
