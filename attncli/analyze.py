@@ -644,7 +644,7 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
     }
 
 
-def listed(M: np.ndarray) -> list:
+def json_lists(M: np.ndarray) -> list:
     """M as (nested) lists of floats, None (JSON's null) where a number is undefined (NaN)."""
     M = np.asarray(M, dtype=np.float64)
     nan = np.isnan(M)
@@ -653,7 +653,7 @@ def listed(M: np.ndarray) -> list:
 
 def _cosine_lists(M: np.ndarray) -> list[list[float | None]]:
     """vectors.cosines of M's rows as lists, None (JSON's null) where a cosine is undefined."""
-    return listed(cosines(M))
+    return json_lists(cosines(M))
 
 
 def _undefined(noun: str, token: str, M: np.ndarray, after: str = "") -> list[str]:

@@ -154,7 +154,7 @@ def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | 
         if method == "leave-one-out":
             doc = erase(vectors, s, erasure)
             effect, on_sentence = doc.pop("matrix"), doc.pop("sentence_effect")
-            return (att, effect[None], {**doc, "sentence_effect": analyze.listed(on_sentence)},
+            return (att, effect[None], {**doc, "sentence_effect": analyze.json_lists(on_sentence)},
                     erased_undefined(effect, on_sentence))
         blocks = s.blocks
     else:
@@ -299,7 +299,7 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
     if trained:
         doc["layer"], doc["head"] = layer, head
     doc.update(method=method, rollout=rolled_out(method, rolled), layers=numbers,
-               contributions=analyze.listed(C), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
+               contributions=analyze.json_lists(C), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
                mixing_ratio=ratios, mixing_ratio_mean=means, include_self=opts.include_self, **extra,
                notes=notes(facts, att.tokens, numbers, trained))
     return doc
@@ -392,5 +392,5 @@ def heads_doc(sentence: str, vectors, opts: Options = Options(), *, layer: int |
         unknown = int(np.isnan(effects).sum())
         said = [f"the mean of the last hidden states, whole or with {'a head' if unknown == 1 else f'{unknown} heads'} "
                 "zeroed, is the zero vector, so the cosine distance is undefined (null in JSON, a dash in a table)"]
-        doc.update(ablation=analyze.listed(effects), ablation_of=what, notes=said if unknown else [])
+        doc.update(ablation=analyze.json_lists(effects), ablation_of=what, notes=said if unknown else [])
     return doc
