@@ -650,9 +650,16 @@ def _token_fields(att: Attention, vectors: Vectors, opts: Options, i: int, neigh
     }
 
 
+def json_lists(M: np.ndarray) -> list:
+    """M as (nested) lists of floats, None (JSON's null) where a number is undefined (NaN)."""
+    M = np.asarray(M, dtype=np.float64)
+    nan = np.isnan(M)
+    return M.tolist() if not nan.any() else np.where(nan, None, M.astype(object)).tolist()
+
+
 def _cosine_lists(M: np.ndarray) -> list[list[float | None]]:
     """vectors.cosines of M's rows as lists, None (JSON's null) where a cosine is undefined."""
-    return [[None if math.isnan(x) else x for x in row] for row in cosines(M).tolist()]
+    return json_lists(cosines(M))
 
 
 def _undefined(noun: str, token: str, M: np.ndarray, after: str = "") -> list[str]:

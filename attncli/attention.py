@@ -28,11 +28,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+from typing import Callable, TypeVar
 
 import numpy as np
 
 from attncli import limits
-from attncli.errors import AttncliError, OptionError, finite, positive, whole
+from attncli.errors import AttncliError, OptionError, RangeError, finite, positive, whole
+
+Result = TypeVar("Result")  # what in_range's run gives
 
 
 class ScaleError(AttncliError):
@@ -59,6 +62,23 @@ def precision(name: str):
         yield
     finally:
         _PRECISION.reset(token)
+
+
+def in_range(run: Callable[[], Result]) -> tuple[Result, bool]:
+    """run(), and whether it had to run again in float64. In float32, a number that leaves
+    float32's range where float64 may hold it (a finite weight of 1e30 squared) makes a
+    pass refuse it (models' RangeError) or, outside the passes' own checks, numpy flag an
+    overflow (made an error here: it would pass on as infinity, or as a finite but wrong
+    number); either runs run() again in float64, whose own refusal is then its error. In
+    float64, run() as it is. A corpus run redoes a sentence so, and counts it."""
+    if _PRECISION.get() != np.float32:
+        return run(), False
+    try:
+        with np.errstate(over="raise"):
+            return run(), False
+    except (RangeError, FloatingPointError):
+        with precision("float64"):
+            return run(), True
 
 
 def working() -> np.dtype:

@@ -37,6 +37,13 @@ normalised, as GlobEnc rolls them out (eq. 12), each R_l's rows normalised only 
 which leaves each row's proportions GlobEnc's. (ALTI's "norm" baseline rolls norm-res-ln
 out with each layer's rows normalised: rollout(C, identity=False).)
 
+A share that cannot be computed is NaN, never 0, which would read "no token contributes":
+a row with nothing to share out (a sum of 0, as ALTI's for an output that is the zero
+vector; normalised) and a cosine distance to the zero vector (cosine_distance); a rollout
+passes an undefined row on to every row that draws on it (rollout). undefined_rows says why
+a layer's rows are undefined, and what takes these numbers in leaves NaN out knowingly
+(mixing_ratio, spearman, bootstrap_mean).
+
 The context-mixing ratio of token i (Kobayashi et al. 2021, eq. 18) is how much of its
 representation comes from the other tokens: of the vectors each token j gives it, the norm
 of those of the others summed, against that and the norm of its own (mixing_ratio_of_sums);
@@ -63,6 +70,13 @@ ROLLED_BY_DEFAULT = ("rollout", "globenc", "alti")  # as the papers define them:
 WITHOUT_RESIDUAL = ("raw", "rollout", "norm")  # rolled out with the identity mixed in
 AS_THEY_ARE = ("norm-res", "norm-res-ln", "globenc")  # rolled out without normalising each layer (GlobEnc)
 PER_HEAD = ("raw", "rollout", "norm")  # defined for one head as well as for the layer
+SHARES = ("alti", "value-zeroing")  # each layer's rows normalised by the measure itself
+# why a row has no share to give (undefined_rows)
+ZERO_OUTPUT = "zero output"  # token i's output is the zero vector (ALTI's y_i, value zeroing's x~_i)
+NOTHING_NEARER = "nothing nearer"  # ALTI: no part is nearer y_i than ||y_i||_1, every score 0
+ZEROED_TO_ZERO = "zeroed to zero"  # value zeroing: zeroing some v_j makes x~_i the zero vector
+UNCHANGED = "unchanged"  # value zeroing: zeroing any v_j leaves x~_i's direction as it was
+NOTHING_GIVEN = "nothing given"  # a row of zeros: every part i receives is the zero vector
 BLOCK_ROWS = 1 << 22  # (rows, T, D) numbers made at a time by the (i, j) decompositions: 32 MB
 
 
@@ -158,7 +172,11 @@ def alti(block) -> np.ndarray:
     T_i(x_j) = g1_i(z_ij), each as close to the sublayer's output y_i (LN1(Y_i), or Y_i in
     a pre-LN model) as its Manhattan distance says, d_ij = ||y_i - T_i(x_j)||_1, and
 
-        c_ij = max(0, ||y_i||_1 - d_ij) / sum_k max(0, ||y_i||_1 - d_ik)."""
+        c_ij = max(0, ||y_i||_1 - d_ij) / sum_k max(0, ||y_i||_1 - d_ik).
+
+    Row i is undefined (NaN) where every max is 0, so that the quotient is 0 / 0: no part is
+    nearer y_i than its size, as when y_i is the zero vector (a layer norm of weight and
+    bias 0, a pruned or damaged checkpoint's)."""
     T, D = block.residual.shape
     _, y = decompose(block)  # (T, D)
     out = np.empty((T, T))
@@ -174,8 +192,18 @@ def value_zeroing(block, *, batch: int = 1 << 20) -> np.ndarray:
     each token j, the layer run again with v_j
     zeroed in every head, so that Y_i loses sum_h alpha^h_ij f^h(x_j) (f being linear in
     v_j) and the rest of the layer, feed-forward network and norms, gives x~_i^{-j}; the
-    score is the cosine distance 1 - cos(x~_i^{-j}, x~_i), rows normalised to sum to 1.
-    A batch of j at a time, so that at most `batch` numbers of (j, T, D) are made."""
+    score is the cosine distance 1 - cos(x~_i^{-j}, x~_i) (zeroing_distances), rows
+    normalised to sum to 1. Row i is undefined (NaN) where x~_i, or some x~_i^{-j}, is the
+    zero vector (a cosine with it is undefined: a lone token's output with its own value
+    zeroed, say), or where zeroing any v_j leaves x~_i's direction as it was (every
+    distance 0: nothing to share out). A batch of j at a time, so that at most `batch`
+    numbers of (j, T, D) are made."""
+    return normalised(zeroing_distances(block, batch=batch))
+
+
+def zeroing_distances(block, *, batch: int = 1 << 20) -> np.ndarray:
+    """Value zeroing's distances before its rows are normalised (T, T): row i, column j,
+    1 - cos(x~_i^{-j}, x~_i), NaN where either is the zero vector."""
     T, D = block.residual.shape
     original = block.rest(block.total)  # (T, D)
     out = np.empty((T, T))
@@ -185,25 +213,28 @@ def value_zeroing(block, *, batch: int = 1 << 20) -> np.ndarray:
         lost = np.einsum("hij,hjd->jid", block.weights[:, :, js], block.passed[:, js])  # (b, T, D)
         changed = block.rest(block.total[None] - lost)  # (b, T, D): row b is j = start + b zeroed
         out[:, js] = cosine_distance(changed, original[None]).T  # (T, b)
-    return normalised(out)
+    return out
 
 
 def cosine_distance(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """1 - cos(a, b) over the last axis (...,); 0 where either vector is 0. In float64
-    whatever the vectors' precision: float32's 1 - cos of two vectors a distance of 1e-6
-    apart would be 6% off (its spacing below 1 is 6e-8)."""
+    """1 - cos(a, b) over the last axis (...,); NaN where either vector is 0: the zero
+    vector has no direction, so its cosine is undefined, where 0 would read "unchanged". In
+    float64 whatever the vectors' precision: float32's 1 - cos of two vectors a distance of
+    1e-6 apart would be 6% off (its spacing below 1 is 6e-8)."""
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     na, nb = np.linalg.norm(A, axis=-1), np.linalg.norm(B, axis=-1)
     dot = (A * B).sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        cos = np.where((na > 0) & (nb > 0), dot / (na * nb), 1.0)
-    return np.clip(1.0 - cos, 0.0, 2.0)  # (...,): rounding may put |cos| a hair past 1
+        cos = np.where((na > 0) & (nb > 0), dot / (na * nb), np.nan)
+    return np.clip(1.0 - cos, 0.0, 2.0)  # (...,): rounding may put |cos| a hair past 1; NaN stays NaN
 
 
 def normalised(C: np.ndarray) -> np.ndarray:
-    """Each row divided by its sum (T, T); a row of zeros stays zeros."""
+    """Each row divided by its sum (..., T), its shares. A row with nothing to share out is
+    undefined, NaN through: one whose sum is 0 (every contribution 0) or unknown (it holds
+    a NaN)."""
     s = C.sum(axis=-1, keepdims=True)
-    return np.divide(C, s, out=np.zeros_like(C), where=s > 0)
+    return np.divide(C, s, out=np.full_like(C, np.nan), where=s > 0)  # NaN > 0 is False
 
 
 def rollout(C: np.ndarray, *, identity: bool, per_layer: bool = True) -> np.ndarray:
@@ -213,7 +244,13 @@ def rollout(C: np.ndarray, *, identity: bool, per_layer: bool = True) -> np.ndar
     (Abnar & Zuidema 2020; GlobEnc's eq. 16 for norms); without, C'_l is C_l as it is
     (GlobEnc's eq. 12), each R_l scaled by a number as it is made, to stay within float64's
     range, and its rows normalised at the end: each row is GlobEnc's up to a factor.
-    C (L, T, T) -> R (L, T, T), rows summing to 1 (a row of zeros stays zeros)."""
+    C (L, T, T) -> R (L, T, T), rows summing to 1.
+
+    An undefined row propagates: a row of C'_l that is (normalised's NaN: nothing to share
+    out at that layer) makes row i of R_l undefined, and so does a row k of R_{l-1} that is,
+    for every row i that draws on it (C'_l,ik != 0), what reaches i through k being
+    unknown; the other rows are the product's, exactly (through). Without `per_layer`, a
+    row of R_l that is all 0 (nothing reaches i) is undefined at the end."""
     L, T, _ = C.shape
     R = np.empty((L, T, T))
     for l in range(L):
@@ -221,16 +258,32 @@ def rollout(C: np.ndarray, *, identity: bool, per_layer: bool = True) -> np.ndar
             P = normalised(0.5 * normalised(C[l]) + 0.5 * np.eye(T)) if identity else normalised(C[l])  # (T, T)
         else:
             P = C[l]  # (T, T)
-        R[l] = P if l == 0 else P @ R[l - 1]  # (T, T)
+        R[l] = P if l == 0 else through(P, R[l - 1])  # (T, T)
         if not per_layer:
-            top = np.abs(R[l]).max()
+            seen = np.abs(R[l][np.isfinite(R[l])])
+            top = seen.max() if seen.size else 0.0
             R[l] /= top if top > 0 else 1.0  # a number for the whole matrix: the proportions stay
     return R if per_layer else normalised(R)  # (L, T, T)
 
 
+def through(P: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """P R (T, T), an undefined row (NaN) of either passed on: row i of the product is
+    undefined where P's row i holds a NaN, or where P_ik != 0 for a row k of R that holds
+    one; every other row is P R's, the undefined rows of R weighing 0 in it."""
+    lost = np.isnan(R).any(axis=-1)  # (T,)
+    unknown = np.isnan(P)  # (T, T)
+    if not lost.any() and not unknown.any():
+        return P @ R  # (T, T)
+    known = np.where(unknown, 0.0, P)  # (T, T)
+    out = known @ np.where(lost[:, None], 0.0, R)  # (T, T)
+    out[unknown.any(axis=-1) | ((known != 0) & lost).any(axis=-1)] = np.nan
+    return out
+
+
 def mixing_ratio(C: np.ndarray) -> np.ndarray:
     """The share of each row i of a matrix of contributions that comes from the other
-    tokens, sum_{j != i} c_ij / sum_j c_ij (..., T); NaN for a row of zeros. For raw
+    tokens, sum_{j != i} c_ij / sum_j c_ij (..., T); NaN for a row of zeros, or an
+    undefined one (a NaN in it). For raw
     attention it is Kobayashi et al. (2021)'s ATTN-W ratio, 1 - alpha_ii, and for
     0.5 alpha + 0.5 I their ATTNRES-W; for the norms theirs is mixing_ratio_of_sums."""
     total = C.sum(axis=-1)  # (..., T)
@@ -286,6 +339,29 @@ def layer_matrices(method: str, blocks: list, head: int | None = None, rolled: b
     return C
 
 
+def undefined_rows(method: str, block, M: np.ndarray) -> dict[str, np.ndarray]:
+    """Why rows of M (T, T), the method's matrix of `block`'s layer (layer_matrix's), have
+    no share to give once normalised (a sum of 0, or a NaN): each reason that holds, with
+    its rows (T,) bool. ALTI's and value zeroing's rows where the output is the zero vector
+    (ZERO_OUTPUT); ALTI's others (NOTHING_NEARER); value zeroing's where zeroing a value
+    makes the output the zero vector (ZEROED_TO_ZERO) or leaves it as it was (UNCHANGED);
+    any other method's, a row of zeros (NOTHING_GIVEN). Run only where M has such rows:
+    value zeroing's distances are computed again."""
+    undefined = ~(M.sum(axis=-1) > 0)  # (T,)
+    if not undefined.any():
+        return {}
+    if method == "alti":
+        zero = undefined & ~decompose(block)[1].any(axis=-1)  # (T,)
+        reasons = {ZERO_OUTPUT: zero, NOTHING_NEARER: undefined & ~zero}
+    elif method == "value-zeroing":
+        zero = undefined & ~block.rest(block.total).any(axis=-1)  # (T,)
+        lost = undefined & ~zero & np.isnan(zeroing_distances(block)).any(axis=-1)  # (T,)
+        reasons = {ZERO_OUTPUT: zero, ZEROED_TO_ZERO: lost, UNCHANGED: undefined & ~zero & ~lost}
+    else:
+        reasons = {NOTHING_GIVEN: undefined}
+    return {reason: rows for reason, rows in reasons.items() if rows.any()}
+
+
 def roll_out(method: str, C: np.ndarray) -> np.ndarray:
     """The method's layer matrices C (L, T, T) rolled out as its authors roll them out:
     with the identity mixed in for those that leave the residual out, each layer's rows
@@ -320,9 +396,10 @@ def leave_one_out(ids: np.ndarray, final: np.ndarray, run: Callable[[np.ndarray]
     """Leave-one-out (erasure): for each token j, the model run again over the input without
     it (or with it replaced by the piece `replace`), and the effect on each other token's
     last hidden state, the cosine distance (T, T) (row i, column j; the diagonal 0 where j is
-    removed, no representation of j being left), and on the sentence's (T,): by default
-    the cosine distance of the mean-pooled representations; sentence(ids', final') gives
-    a decoder's instead. `final` (T, D) is the whole input's last hidden states and
+    removed, no representation of j being left; NaN where a state, with or without j, is
+    the zero vector), and on the sentence's (T,): by default the cosine distance of the
+    mean-pooled representations (NaN likewise); sentence(ids', final') gives a decoder's
+    instead. `final` (T, D) is the whole input's last hidden states and
     run(ids (B, T')) -> (B, T', D) the model; batch_bytes(B, T') the memory of a run, so
     that the T inputs are run in batches memory can hold."""
     T = len(ids)
@@ -382,7 +459,11 @@ def head_ablation(blocks: list, run_from: Callable[[np.ndarray, int], np.ndarray
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rank correlation of two vectors: Pearson's over their ranks, ties given
-    the mean of the ranks they span; NaN where either is constant."""
+    the mean of the ranks they span; NaN where either is constant, or holds an undefined
+    value (a NaN, which has no rank: the correlation of what is known would be another
+    one's)."""
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("nan")
     ra, rb = _ranks(a), _ranks(b)
     ra, rb = ra - ra.mean(), rb - rb.mean()
     den = np.sqrt((ra * ra).sum() * (rb * rb).sum())

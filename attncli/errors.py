@@ -27,6 +27,13 @@ class ModelError(AttncliError):
     """A model that cannot be found, read, or run: the message says which file and what to do."""
 
 
+class RangeError(ModelError):
+    """A model's numbers leave the range of the precision they are computed in (they overflow
+    to infinity or NaN, or a square of them does): its weights, though finite, are far
+    larger than a trained model's. In float32 a run may compute the same in float64
+    (attention.in_range)."""
+
+
 class WorkerLost(AttncliError):
     """A worker process ended before it answered (killed by the out-of-memory killer, or by
     a person): its share of the work will never come, so the run stops there."""

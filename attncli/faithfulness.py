@@ -57,14 +57,15 @@ def row(agreed: dict, layers: int) -> np.ndarray:
 @dataclass
 class Partial:
     """What a chunk of the corpus gives: each sentence's row of rhos, by its line number
-    (a chunk's rows together, one array each), and the lines read and skipped (with the
-    first one's reason)."""
+    (a chunk's rows together, one array each), the lines read and skipped (with the first
+    one's reason), and the sentences a float32 run computed in float64 instead."""
 
     numbers: list[np.ndarray] = field(default_factory=list)  # each chunk's line numbers (n,)
     rhos: list[np.ndarray] = field(default_factory=list)  # their rows (n, K)
     lines: int = 0
     skipped: int = 0
     first_skip: tuple[int, str] | None = None
+    redone: int = 0  # sentences whose numbers left float32's range (attention.in_range)
 
     @property
     def sentences(self) -> int:
@@ -75,6 +76,7 @@ class Partial:
         self.rhos += other.rhos
         self.lines += other.lines
         self.skipped += other.skipped
+        self.redone += other.redone
         if other.first_skip is not None and (self.first_skip is None or other.first_skip[0] < self.first_skip[0]):
             self.first_skip = other.first_skip
 
@@ -106,7 +108,8 @@ class Job:
 @train.one_order  # one BLAS thread, in every process: the same sums, so the same numbers, whatever --jobs
 def chunk_partial(chunk: list[tuple], trained: Trained, job: Job) -> Partial:
     """The rows of a chunk of (line number, text, error); a line with an error, or one the
-    model cannot take (too long, no word piece), is counted as skipped."""
+    model cannot take (too long, no word piece), is counted as skipped; in float32, one
+    whose numbers leave its range is computed in float64 (attention.in_range) and counted."""
     out = Partial()
     numbers, rows = [], []
     for number, text, error in chunk:
@@ -114,7 +117,9 @@ def chunk_partial(chunk: list[tuple], trained: Trained, job: Job) -> Partial:
         try:
             if error is not None:
                 raise InputError(error)
-            agreed = mixing.agreement(trained, trained.pieces(text), seed=job.seed)
+            pieces = trained.pieces(text)
+            agreed, redone = attention.in_range(lambda: mixing.agreement(trained, pieces, seed=job.seed))
+            out.redone += redone
         except AttncliError as e:
             out.skipped += 1
             if out.first_skip is None:
@@ -140,8 +145,8 @@ def cell(rhos: np.ndarray, resamples: int, seed: int) -> dict:
 def summary(total: Partial, name: str, trained: Trained, *, resamples: int = RESAMPLES, seed: int = 0,
             precision: str = "float64") -> dict:
     """faithfulness's document of the corpus `name`: what every record shares (the corpus,
-    the lines read and skipped, the model and the precision it ran in, the reference and
-    how the rows are read) and,
+    the lines read and skipped, the model and the precision it ran in, in float32 with the
+    sentences computed in float64 instead, the reference and how the rows are read) and,
     under `records`, a record per method, the random attribution last. A corpus of no
     sentence, or none that could be read, is an error."""
     if total.lines == 0:
@@ -153,7 +158,9 @@ def summary(total: Partial, name: str, trained: Trained, *, resamples: int = RES
     causal = trained.model.causal
     cells = {column: cell(rhos[:, k], resamples, seed) for k, column in enumerate(columns(trained.model.config.layers))}
     shared = {"corpus": name, "lines": total.lines, "skipped": total.skipped, "sentences": len(rhos),
-              "model": trained.about(), "precision": precision, "reference": REFERENCE, "effect": EFFECTS[causal],
+              "model": trained.about(), "precision": precision,
+              **({"redone_in_float64": total.redone} if precision == "float32" else {}),
+              "reference": REFERENCE, "effect": EFFECTS[causal],
               "output_row": OUTPUT_ROWS[causal], "resamples": resamples, "seed": seed, "level": LEVEL}
     records = [{"command": "faithfulness", "method": method, "baseline": method == BASELINE,
                 "layers": [{"layer": l, **c} for (m, l), c in cells.items() if m == method and l is not None],

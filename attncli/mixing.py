@@ -17,6 +17,7 @@ from attncli.analyze import Options, Trained
 from attncli.errors import InputError, OptionError
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
+from attncli.visible import listed
 
 ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # the methods word vectors have: no residual, no norm
 ERASURES = ("remove", "mask")
@@ -145,25 +146,118 @@ def _next_piece_fall(trained: Trained, s: Sentence):
 
 
 def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | None = None,
-             rolled: bool | None = None, erasure: str = "remove") -> tuple[analyze.Attention, np.ndarray, dict]:
+             rolled: bool | None = None,
+             erasure: str = "remove") -> tuple[analyze.Attention, np.ndarray, dict, list[tuple[int, str, np.ndarray]]]:
     """The sentence's attention (for the document's common keys), the method's matrices
-    (L, T, T) (one for leave-one-out: its effects on the last layer's states), and what
-    the method adds to the document. `head` is from 1, as in every document (None: the
-    layer's whole measure, or the mean over its heads)."""
+    (L, T, T) (one for leave-one-out: its effects on the last layer's states), what the
+    method adds to the document, and why any of their numbers is undefined (undefined's).
+    `head` is from 1, as in every document (None: the layer's whole measure, or the mean
+    over its heads)."""
     check_method(method, vectors, head)
     H = analyze.heads_shown(vectors, opts)
     if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= H):
         raise OptionError(f"head must be from 1 to {H}, got {head!r}")
     shown = None if head is None else head - 1  # contributions.py counts heads from 0
     att = analyze.attend(sentence, vectors, opts, listed=2)
-    if not isinstance(vectors, Trained):
-        C = contributions.layer_matrices(method, [vector_block(att)], shown, rolled)
-        return att, C, {}
-    s = model_pass(vectors, att.pieces)
-    if method == "leave-one-out":
-        doc = erase(vectors, s, erasure)
-        return att, doc.pop("matrix")[None], {**doc, "sentence_effect": doc["sentence_effect"].tolist()}
-    return att, contributions.layer_matrices(method, s.blocks, shown, rolled), {}
+    if isinstance(vectors, Trained):
+        s = model_pass(vectors, att.pieces)
+        if method == "leave-one-out":
+            doc = erase(vectors, s, erasure)
+            effect, on_sentence = doc.pop("matrix"), doc.pop("sentence_effect")
+            return (att, effect[None], {**doc, "sentence_effect": analyze.json_lists(on_sentence)},
+                    erased_undefined(effect, on_sentence))
+        blocks = s.blocks
+    else:
+        blocks = [vector_block(att)]
+    per_layer = contributions.layer_matrices(method, blocks, shown, rolled=False)  # (L, T, T)
+    rolls = rolled_out(method, rolled)
+    C = contributions.roll_out(method, per_layer) if rolls else per_layer  # (L, T, T)
+    return att, C, {}, undefined(method, blocks, per_layer, C, rolls)
+
+
+# why a number of a contributions document is undefined, beside contributions.undefined_rows'
+PROPAGATED = "propagated"  # a rollout's row draws on a row an earlier layer leaves undefined
+NOTHING_REACHES = "nothing reaches"  # a rollout of sizes (GlobEnc's) whose row is all 0
+ZERO_ROW = "zero row"  # a matrix of sizes whose row is all 0: its mixing ratio is undefined
+ZERO_STATE = "zero state"  # leave-one-out: a last hidden state, with or without a token, is the zero vector
+ZERO_MEAN = "zero mean"  # leave-one-out: the sentence's mean last hidden state is, with or without a token
+# each reason as a note says it, of the tokens it holds (`tokens`: "every token", "'cat' (1)")
+SHARE = ", so no share of it can be computed (null in JSON, a dash in a table)"
+SAID = {
+    contributions.ZERO_OUTPUT: "the output of {tokens} is the zero vector" + SHARE,
+    contributions.NOTHING_NEARER: "no part of the output of {tokens} is nearer it than its size (every ALTI score 0)"
+                                  + SHARE,
+    contributions.ZEROED_TO_ZERO: "zeroing a token's value makes the output of {tokens} the zero vector" + SHARE,
+    contributions.UNCHANGED: "zeroing any token's value leaves the output of {tokens} as it was" + SHARE,
+    contributions.NOTHING_GIVEN: "the row of {tokens} is all 0 (every part it receives is the zero vector)" + SHARE,
+    PROPAGATED: "the rollout of {tokens} draws on a row an earlier layer leaves undefined" + SHARE,
+    NOTHING_REACHES: "the rolled-out row of {tokens} is all 0 (nothing reaches it through the layers)" + SHARE,
+    ZERO_ROW: "the row of {tokens} is all 0, so its mixing ratio cannot be computed (null in JSON, a dash in a "
+              "table)",
+    ZERO_STATE: "the last hidden state of {tokens}, with or without some token, is the zero vector, so its cosine "
+                "distance is undefined (null in JSON, a dash in a table)",
+    ZERO_MEAN: "the mean of the last hidden states, whole or without {tokens}, is the zero vector, so the effect on "
+               "the sentence is undefined (null in JSON, a dash in a table)",
+}
+
+
+def undefined(method: str, blocks: list[Block], per_layer: np.ndarray, C: np.ndarray,
+              rolled: bool) -> list[tuple[int, str, np.ndarray]]:
+    """Why rows of each layer's matrix C[l] (per_layer's, or its rollout) are undefined, or
+    (a matrix of sizes) all 0: (layer from 1, reason, rows (T,) bool), a layer's own reasons
+    (contributions.undefined_rows, of the rows a method or its rollout normalises) first,
+    then a rollout's rows that draw on an earlier layer's."""
+    out = []
+    for l, M in enumerate(C):
+        lost = np.isnan(M).any(axis=-1)  # (T,)
+        if lost.any():
+            said = np.zeros_like(lost)
+            if rolled or method in contributions.SHARES:
+                for reason, rows in contributions.undefined_rows(method, blocks[l], per_layer[l]).items():
+                    rows = rows & lost & ~said
+                    said |= rows
+                    out += [(l + 1, reason, rows)] if rows.any() else []
+            if (lost & ~said).any():
+                out.append((l + 1, NOTHING_REACHES if method in contributions.AS_THEY_ARE else PROPAGATED,
+                            lost & ~said))
+        zero = ~lost & (M == 0).all(axis=-1)  # (T,)
+        if zero.any():
+            out.append((l + 1, ZERO_ROW, zero))
+    return out
+
+
+def erased_undefined(effect: np.ndarray, on_sentence: np.ndarray) -> list[tuple[int, str, np.ndarray]]:
+    """Why leave-one-out's effects are undefined, as undefined() says it (its one layer, 1):
+    the rows whose state is the zero vector, those all 0 (their mixing ratio), and the
+    tokens whose erasure leaves the sentence's mean so."""
+    lost = np.isnan(effect).any(axis=-1)  # (T,)
+    out = [(1, ZERO_STATE, lost), (1, ZERO_ROW, ~lost & (effect == 0).all(axis=-1)),
+           (1, ZERO_MEAN, np.isnan(on_sentence))]
+    return [(l, reason, rows) for l, reason, rows in out if rows.any()]
+
+
+def notes(facts: list[tuple[int, str, np.ndarray]], tokens: list[str], shown: list[int], trained: bool) -> list[str]:
+    """The facts of the layers `shown` as notes, one a reason and the rows it holds, their
+    layers together: "layers 1 and 2: the output of every token is the zero vector, so
+    ..."; without the layer over word vectors, which have one."""
+    layers: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for l, reason, rows in facts:
+        if l in shown:
+            layers.setdefault((reason, tuple(np.flatnonzero(rows).tolist())), []).append(l)
+    out = []
+    for (reason, rows), numbers in layers.items():
+        where = f"layer{'s' * (len(numbers) > 1)} {listed(list(map(str, numbers)))}: " if trained else ""
+        out.append(where + SAID[reason].format(tokens=_which(rows, tokens)))
+    return out
+
+
+def _which(rows: tuple[int, ...], tokens: list[str], most: int = 8) -> str:
+    """"every token", or the tokens at `rows` with their positions: "'cat' (1) and 'dog' (3)"."""
+    if len(rows) == len(tokens) > 1:
+        return "every token"
+    named = [f"{tokens[i]!r} ({i})" for i in rows]
+    more = len(named) - most
+    return listed(named[:most] + ([f"{more:,} more"] if more > 0 else []))
 
 
 def rolled_out(method: str, rolled: bool | None) -> bool:
@@ -174,7 +268,10 @@ def rolled_out(method: str, rolled: bool | None) -> bool:
 
 
 def _tops(C: np.ndarray, tokens: list[str], opts: Options, masked) -> list[list[dict]]:
-    rows, values = attention.top_attended_rows(C, opts.top_k, opts.include_self, masked)
+    """Each row's top contributors, an undefined value (NaN) never among them."""
+    unknown = np.isnan(C)  # (T, T)
+    hidden = unknown if masked is None else unknown | masked
+    rows, values = attention.top_attended_rows(C, opts.top_k, opts.include_self, hidden if hidden.any() else masked)
     return [[{"token": tokens[j], "index": j, "contribution": c} for j, c in zip(row, cs)]
             for row, cs in zip(rows, values)]
 
@@ -200,9 +297,9 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
         raise OptionError("leave-one-out measures the whole model, not a layer: leave --layer out")
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= L):
         raise OptionError(f"layer must be from 1 to {L}, got {layer!r}")
-    att, C, extra = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
+    att, C, extra, facts = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
     if method == "leave-one-out":
-        numbers = [L]
+        numbers, facts = [L], [(L, reason, rows) for _, reason, rows in facts]
     elif layer is not None:
         C, numbers = C[layer - 1:layer], [layer]
     else:
@@ -212,8 +309,9 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
     if trained:
         doc["layer"], doc["head"] = layer, head
     doc.update(method=method, rollout=rolled_out(method, rolled), layers=numbers,
-               contributions=C.tolist(), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
-               mixing_ratio=ratios, mixing_ratio_mean=means, include_self=opts.include_self, **extra)
+               contributions=analyze.json_lists(C), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
+               mixing_ratio=ratios, mixing_ratio_mean=means, include_self=opts.include_self, **extra,
+               notes=notes(facts, att.tokens, numbers, trained))
     return doc
 
 
@@ -229,8 +327,9 @@ def ablation(trained: Trained, s: Sentence, *, layer: int | None = None,
              head: int | None = None) -> tuple[np.ndarray, str]:
     """Every head's ablation effect (L, H) on the sentence (contributions.head_ablation), or
     those of the one `layer` and/or the one `head` (from 1) only, and what the effect is
-    (ABLATION_OF): an encoder's the cosine distance of its mean-pooled representation, a
-    decoder's the rise in its mean next-piece loss over the sentence's own pieces."""
+    (ABLATION_OF): an encoder's the cosine distance of its mean-pooled representation (NaN
+    where that, whole or with the head zeroed, is the zero vector), a decoder's the rise in
+    its mean next-piece loss over the sentence's own pieces."""
     model, config = trained.model, trained.model.config
     family, w = model.family, model.weights
     if model.causal:
@@ -295,12 +394,16 @@ def agreement(trained: Trained, pieces: Pieces, *, seed: int = 0, methods=COMPAR
 def heads_doc(sentence: str, vectors, opts: Options = Options(), *, layer: int | None = None,
               head: int | None = None, ablate: bool = False) -> dict:
     """analyze.heads_doc, and with `ablate` each of the heads shown's ablation effect
-    (Michel et al. 2019, ablation): "ablation" (L, H) and "ablation_of"."""
+    (Michel et al. 2019, ablation): "ablation" (L, H; null where it is undefined),
+    "ablation_of", and "notes" saying why an effect is undefined."""
     if ablate and not isinstance(vectors, Trained):
         raise OptionError("ablation zeroes a trained model's heads in turn and runs the model on; give a model")
     doc = analyze.heads_doc(sentence, vectors, opts, layer=layer, head=head)
     if ablate:
         s = model_pass(vectors, vectors.model.encode(sentence))
         effects, what = ablation(vectors, s, layer=layer, head=head)  # (L, H) of the heads shown
-        doc.update(ablation=effects.tolist(), ablation_of=what)
+        unknown = int(np.isnan(effects).sum())
+        said = [f"the mean of the last hidden states, whole or with {'a head' if unknown == 1 else f'{unknown} heads'} "
+                "zeroed, is the zero vector, so the cosine distance is undefined (null in JSON, a dash in a table)"]
+        doc.update(ablation=analyze.json_lists(effects), ablation_of=what, notes=said if unknown else [])
     return doc

@@ -20,6 +20,9 @@ token j - 1 is token i and j - 1 < i); the last two over the sentences whose tok
 With a model (stats --importance), each head's importance too (Michel et al. 2019, "Are
 Sixteen Heads Really Better than One?"): the effect of zeroing its output on a sentence
 (mixing.ablation's), summed over the sentences and divided by them; no baseline has one.
+A sentence whose effect on a head is undefined (NaN: an encoder's cosine distance to a
+mean last hidden state that is the zero vector) is left out of that head's sum and count,
+never added as 0.
 
 Sums are compensated (Neumaier), so partial results merged in any order agree to well
 within 1e-12 of each other; only the sums are kept, whatever the corpus's size.
@@ -38,8 +41,9 @@ STATISTICS = {
     "induction": "rows_repeat",
 }
 COUNTS = ("sentences", "tokens", "rows", "rows_previous", "rows_next", "rows_repeat")
-# what a run may add beside STATISTICS, a head's own (no baseline has it), and its count
-ADDED = {"importance": "sentences"}
+# what a run may add beside STATISTICS, a head's own (no baseline has it), and its count:
+# the sentences that gave the head a value, head by head (Observation.add)
+ADDED = {"importance": "importance_sentences"}
 
 
 class Compensated:
@@ -89,19 +93,28 @@ class HeadSums:
     def add(self, seen: list[Observation]) -> None:
         """Sentences' sums, added together first (numpy's pairwise sum), then to the running
         ones: one compensated addition a chunk, not a sentence."""
-        for name in [*STATISTICS, *(n for n in ADDED if n in seen[0].sums)]:
+        added = [n for name, count in ADDED.items() if name in seen[0].sums for n in (name, count)]
+        for name in [*STATISTICS, *added]:
             self.sums.setdefault(name, Compensated(self.shape)).add(np.sum([o.sums[name] for o in seen], axis=0))
         for name in COUNTS:
             self.counts[name] += sum(o.counts[name] for o in seen)
 
     def means(self) -> dict[str, np.ndarray]:
-        """Each statistic's mean (L, H), and each of ADDED's there are; NaN where nothing was
-        counted (no repeated token, say)."""
+        """Each statistic's mean (L, H), and each of ADDED's there are (over the sentences
+        that gave the head one); NaN where nothing was counted (no repeated token, say)."""
         out = {}
-        for name, count in {**STATISTICS, **{n: c for n, c in ADDED.items() if n in self.sums}}.items():
+        for name, count in STATISTICS.items():
             n = self.counts[count]
             out[name] = self.sums[name].value / n if n else np.full(self.shape, np.nan)
+        for name, count in ADDED.items():
+            if name in self.sums:
+                n = self.sums[count].value  # (L, H)
+                out[name] = np.divide(self.sums[name].value, n, out=np.full(self.shape, np.nan), where=n > 0)
         return out
+
+    def counted(self, name: str) -> np.ndarray:
+        """The sentences each head's ADDED statistic `name` was taken over (L, H)."""
+        return np.rint(self.sums[ADDED[name]].value).astype(np.int64)
 
 
 def patterns(ids: np.ndarray) -> dict[str, np.ndarray]:
@@ -125,6 +138,13 @@ class Observation:
     @property
     def shape(self) -> tuple[int, int]:
         return self.sums["entropy"].shape
+
+    def add(self, name: str, values: np.ndarray) -> None:
+        """A head's own statistic of the sentence (L, H), one of ADDED, NaN where it is
+        undefined: summed where it is not, and those heads counted."""
+        known = np.isfinite(values)  # (L, H)
+        self.sums[name] = np.where(known, values, 0.0)
+        self.sums[ADDED[name]] = known.astype(np.float64)
 
 
 def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.ndarray,
@@ -196,7 +216,8 @@ class WordSums:
 @dataclass
 class Partial:
     """What a chunk of the corpus adds up to: the heads' sums, each baseline's, the words'
-    (with --by word), and the lines skipped (with the first one's reason)."""
+    (with --by word), the lines skipped (with the first one's reason), and the sentences a
+    float32 run computed in float64 instead."""
 
     heads: HeadSums | None = None
     baselines: dict[str, HeadSums] = field(default_factory=dict)
@@ -204,6 +225,7 @@ class Partial:
     lines: int = 0
     skipped: int = 0
     first_skip: tuple[int, str] | None = None
+    redone: int = 0
 
     def add(self, name: str | None, seen: list[Observation]) -> None:
         """Add sentences' sums to the heads' (name None) or to a baseline's."""
@@ -229,6 +251,7 @@ class Partial:
             self.words.merge(other.words)
         self.lines += other.lines
         self.skipped += other.skipped
+        self.redone += other.redone
         if other.first_skip is not None and (self.first_skip is None or other.first_skip[0] < self.first_skip[0]):
             self.first_skip = other.first_skip
 
@@ -256,7 +279,10 @@ def head_records(partial: Partial, *, model: bool = True) -> list[dict]:
         for h in range(H):
             record = {"layer": l + 1, "head": h + 1, **partial.heads.counts}
             record.update({name: _number(means[name][l, h]) for name in names})
-            record.update({name: _number(means[name][l, h]) for name in ADDED if name in means})
+            for name in ADDED:
+                if name in means:
+                    record[name] = _number(means[name][l, h])
+                    record[ADDED[name]] = int(partial.heads.counted(name)[l, h])
             record["baselines"] = {
                 name: {stat: _number(m[stat][min(l, m[stat].shape[0] - 1), min(h, m[stat].shape[1] - 1)])
                        for stat in names} for name, m in base.items()}

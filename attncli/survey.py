@@ -88,31 +88,37 @@ def _observed(arrays) -> tuple[stats.Observation, stats.Observation]:
     return _sums(arrays), _sums((stats.uniform(arrays[1]), *arrays[1:]))
 
 
-def model_sums(chunk: list[tuple], vectors: Trained, job: StatsJob) -> dict:
+def model_sums(chunk: list[tuple], vectors: Trained, job: StatsJob) -> tuple[dict, set[int]]:
     """A model's observations of each line of the chunk (_observed's) and of its words
     shuffled, or the error that refuses the line, by (line number, shuffled): the model run
     over them in batches of similar lengths (Trained.attend_many), each batch's arrays let
-    go once summed."""
+    go once summed; and the lines a float32 run computed in float64 instead (a pass whose
+    weights are float64 where the run's are float32: layers.forward_many's)."""
     lines = [(number, text) for number, text, error in chunk if error is None]
     keys, texts = [(number, False) for number, _ in lines], [text for _, text in lines]
     if job.shuffled:
         keys += [(number, True) for number, _ in lines]
         texts += [shuffle(text, job.seed, number) for number, text in lines]
-    out = {}
+    out, redone = {}, set()
     for k, att in vectors.attend_many(texts):
-        out[keys[k]] = att if isinstance(att, AttncliError) else _observed(sentence_arrays(texts[k], vectors,
-                                                                                            job.load.opts, att))
-    return out
+        if isinstance(att, AttncliError):
+            out[keys[k]] = att
+            continue
+        if att.layers.dtype != attention.working():
+            redone.add(keys[k][0])
+        out[keys[k]] = _observed(sentence_arrays(texts[k], vectors, job.load.opts, att))
+    return out, redone
 
 
 def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
     """The sums of a chunk of (line number, text, error), with the baselines'; a line with an
     error, or one attention cannot take (no word with a vector, say), is counted as skipped.
-    A model's lines run in batches first (model_sums), word vectors' a line at a time."""
+    A model's lines run in batches first (model_sums), word vectors' a line at a time; in
+    float32, a line whose numbers leave its range is computed in float64 and counted."""
     opts = job.load.opts
     out = stats.Partial(words=stats.WordSums() if job.by_word else None)
     seen: dict[str | None, list[stats.Observation]] = {None: [], "uniform": [], "shuffled": [], "random": []}
-    summed = model_sums(chunk, vectors, job) if isinstance(vectors, Trained) else None
+    summed, redone = model_sums(chunk, vectors, job) if isinstance(vectors, Trained) else (None, set())
     for number, text, error in chunk:
         out.lines += 1
         try:
@@ -125,15 +131,19 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
             else:
                 arrays = sentence_arrays(text, vectors, opts)
                 observed = _observed(arrays)
-            effects = importance(vectors, text) if job.importance else None
+            effects = None
+            if job.importance:
+                effects, again = attention.in_range(lambda: importance(vectors, text))
+                redone |= {number} if again else set()
         except AttncliError as e:
             out.skipped += 1
             if out.first_skip is None:
                 out.first_skip = (number, str(e))
             continue
+        out.redone += number in redone
         seen[None].append(observed[0])
         if effects is not None:
-            seen[None][-1].sums["importance"] = effects
+            seen[None][-1].add("importance", effects)
         seen["uniform"].append(observed[1])
         if summed is not None:  # a model: its shuffled line run with the others; no word table, no random baseline
             if job.shuffled:  # the same pieces, so the same errors if any: none here
@@ -249,8 +259,9 @@ def summarise(parts, progress=lambda total: None, total=None):
 
 def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = "float64") -> dict:
     """stats' document of the corpus `name`: a record per head (or per word, `by` "word"),
-    with the lines read and skipped (and a model's precision). A corpus of no sentence, or none that could be read,
-    is an error."""
+    with the lines read and skipped (and a model's precision; in float32, each record with
+    the sentences computed in float64 instead). A corpus of no sentence, or none that
+    could be read, is an error."""
     if total.lines == 0:
         raise InputError(f"{name} holds no sentence (it is empty or blank)")
     if total.heads is None:
@@ -258,6 +269,8 @@ def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = 
         raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
     model = isinstance(vectors, Trained)
     records = total.words.records() if by == "word" else stats.head_records(total, model=model)
+    if model and precision == "float32":
+        records = [{**r, "redone_in_float64": total.redone} for r in records]
     ablated = "importance" in total.heads.sums  # what it is, for the table (a record holds the number only)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
             "model": vectors.name if model else None, "vectors": None if model else vectors.name,

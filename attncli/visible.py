@@ -1,5 +1,5 @@
 """Text from outside made safe to show: control characters written out, never sent raw;
-and counts written for people.
+and counts and lists written for people.
 
 A sentence, a word of a vectors file, a file name or a JSON field can hold escape
 sequences (ESC ] 0 ; title BEL retitles a terminal, ESC c resets it, U+009B is an 8-bit
@@ -38,6 +38,11 @@ def visible(text: str) -> str:
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """A count for people: "1 head", "2 heads", "105,098 lines"."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def listed(items: list[str]) -> str:
+    """A list for people: "a, b and c"."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
 
 
 _NUMBERS = (float, int, bool)

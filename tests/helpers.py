@@ -154,6 +154,36 @@ def save_npz(path: Path, **arrays) -> Path:
     return path
 
 
+SAFETENSORS_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2"}
+
+
+def edited_model(source: Path, folder: Path, change) -> Path:
+    """A copy of the model folder `source` in `folder`, each tensor of its model.safetensors
+    (an 8-byte little-endian header length, a JSON header, the data) replaced by
+    change(name, array) where that gives an array (of the same shape; written in the
+    tensor's own dtype), else kept as it was; a tensor of another dtype than
+    SAFETENSORS_DTYPES' (I64 position ids, BF16) is kept as it is."""
+    import json
+    import shutil
+    import struct
+
+    shutil.copytree(source, folder)
+    path = folder / "model.safetensors"
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+    for name, info in header.items():
+        if name == "__metadata__" or info["dtype"] not in SAFETENSORS_DTYPES:
+            continue
+        start, end = info["data_offsets"]
+        dtype = SAFETENSORS_DTYPES[info["dtype"]]
+        new = change(name, np.frombuffer(bytes(data[start:end]), dtype=dtype).reshape(info["shape"]).copy())
+        if new is not None:
+            data[start:end] = np.asarray(new, dtype=dtype).reshape(info["shape"]).tobytes()
+    path.write_bytes(raw[:8 + n] + bytes(data))
+    return folder
+
+
 def temporaries(folder: Path) -> list[Path]:
     """The temporary folders attncli is writing (or left) in a cache dir."""
     return sorted(folder.glob(".tmp-*")) if folder.exists() else []

@@ -330,6 +330,76 @@ def test_the_table_and_the_png_have_the_importance_column(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# --- effects that are undefined ------------------------------------------------------------------
+
+UNDEFINED_NOTE = ("the mean of the last hidden states, whole or with 8 heads zeroed, is the zero vector, so the cosine "
+                  "distance is undefined (null in JSON, a dash in a table)")
+
+
+@pytest.fixture(scope="module")
+def silent(tmp_path_factory) -> Path:
+    """tiny-bert whose last layer's output LayerNorm has weight and bias 0: every last hidden
+    state the zero vector, so that no cosine distance of their mean can be taken."""
+    from helpers import edited_model
+
+    return edited_model(MODELS / "tiny-bert", tmp_path_factory.mktemp("silent") / "m",
+                        lambda name, w: 0 * w if name.startswith("encoder.layer.1.output.LayerNorm") else None)
+
+
+def test_an_effect_on_the_zero_vector_is_null_never_0(silent):
+    result = run("heads", SENTENCES[0], "--model", silent, "--ablate", "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    doc = one(result)
+    assert doc["ablation"] == [[None] * 4] * 2
+    assert doc["notes"] == [UNDEFINED_NOTE]
+    table = run("heads", SENTENCES[0], "--model", silent, "--ablate", "--format", "table", env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.stderr
+    names, cells, under = grid(table.stdout)
+    assert names == ["h1", "h2", "h3", "h4"] and cells == {1: ["–"] * 4, 2: ["–"] * 4}
+    assert "* the largest" not in under and under.endswith(UNDEFINED_NOTE)
+    assert one(run("heads", SENTENCES[0], "--model", MODELS / "tiny-bert", "--ablate", "--json"))["notes"] == []
+
+
+def test_stats_leaves_an_undefined_importance_out_of_its_mean(silent, tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(SENTENCES) + "\n")
+    docs = records(path, "--model", silent, "--importance", "--no-shuffled")
+    assert len(docs) == 8
+    for d in docs:
+        assert d["sentences"] == 3 and d["importance"] is None and d["importance_sentences"] == 0
+        assert d["entropy"] is not None  # the attention's own statistics are there
+    table = run("stats", path, "--model", silent, "--importance", "--no-shuffled", "--format", "table",
+                env={"COLUMNS": "160"})
+    rows = [line.split() for line in table.stdout.splitlines() if re.match(r"^\d\.\d ", line)]
+    assert len(rows) == 8 and all(row[-1] == "-" for row in rows)
+
+
+def test_a_head_s_mean_importance_counts_only_the_sentences_that_gave_one():
+    """Three sentences' effects on 1 x 2 heads, one undefined for head 1 and two for head 2:
+    each head's mean and count over its own, by hand."""
+    from attncli import stats
+
+    effects = [np.array([[0.5, np.nan]]), np.array([[np.nan, np.nan]]), np.array([[0.25, 0.125]])]
+    seen = []
+    for e in effects:
+        o = stats.observe(np.full((1, 2, 2, 2), 0.5), np.ones((2, 2), bool), np.arange(2), np.zeros(2, bool),
+                          np.zeros(2, bool), np.zeros(2, bool))
+        o.add("importance", e)
+        seen.append(o)
+    total = stats.Partial()
+    total.add(None, seen[:1])
+    other = stats.Partial()
+    other.add(None, seen[1:])
+    total.merge(other)
+    means = total.heads.means()
+    np.testing.assert_array_equal(means["importance"], [[0.375, 0.125]])
+    np.testing.assert_array_equal(total.heads.counted("importance"), [[2, 1]])
+    (h1, h2) = stats.head_records(total)
+    assert (h1["importance"], h1["importance_sentences"], h2["importance"], h2["importance_sentences"]) == \
+        (0.375, 2, 0.125, 1)
+    assert h1["sentences"] == 3
+
+
 # --- the manual -----------------------------------------------------------------------------------
 
 def written(claim: str, value: float) -> bool:

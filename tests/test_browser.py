@@ -219,6 +219,22 @@ def test_contributions_page_of_several_methods_chooses_among_them(tmp_path, open
     opened.only_itself_requested()
 
 
+def test_contributions_page_shows_an_undefined_share_grey_with_a_dash_and_says_why(tmp_path, open_page):
+    """One token's value zeroed leaves the zero vector: no share (null), never a colour of 0."""
+    opened = open_page(made(tmp_path, "u.html", "contributions", "cat", "--method", "value-zeroing"))
+    doc = opened.data()["docs"][0]
+    assert doc["contributions"] == [[[None]]] and len(doc["notes"]) == 1
+    tip = point_at_cell(opened, 0, 0, 0)
+    assert "c_ij = –" in tip and "mixing ratio of row 0 = –" in tip
+    rgb = opened.page.evaluate("""(() => {
+        const c = document.querySelector('.heatmap canvas');
+        return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1).data.slice(0, 3));
+    })()""")
+    assert rgb == [190, 190, 190]
+    assert opened.page.locator(".view .notes p.note").all_text_contents() == doc["notes"]
+    opened.only_itself_requested()
+
+
 def test_a_page_of_512_tokens_draws_and_answers_a_hover(tmp_path, open_page):
     from attncli.load import load_vectors
 

@@ -12,7 +12,9 @@ Then, numpy alone: the decomposition rebuilds the first norm's output exactly (1
 every tiny model and MiniLM; value zeroing equals zeroing a row of V and running the layer
 again with attncli's own steps; leave_one_out's batched runs equal one forward() per erased
 input; and mixing_ratio, rollout, normalised, spearman and bootstrap_mean against hand
-computations."""
+computations. A share that cannot be computed (a row with nothing to share, a cosine with
+the zero vector, a rollout drawing on either) is NaN, and undefined_rows says why: on
+tiny-bert with its attention-output norms zeroed and on one token's value."""
 
 from __future__ import annotations
 
@@ -350,9 +352,90 @@ def test_mixing_ratio_of_sums_is_of_the_summed_vectors_not_their_norms():
     assert math.isnan(attention_only[0])  # token 0 is given nothing at all
 
 
-def test_normalised_leaves_a_row_of_zeros():
-    out = C.normalised(np.array([[1.0, 3.0], [0.0, 0.0]]))
-    np.testing.assert_array_equal(out, [[0.25, 0.75], [0.0, 0.0]])
+def test_normalised_makes_a_row_with_nothing_to_share_undefined():
+    out = C.normalised(np.array([[1.0, 3.0], [0.0, 0.0], [np.nan, 2.0]]))
+    np.testing.assert_array_equal(out[0], [0.25, 0.75])
+    assert np.isnan(out[1:]).all()  # a sum of 0, and a sum unknown: no share of either
+
+
+def test_a_cosine_distance_to_the_zero_vector_is_undefined():
+    a, b = np.array([3.0, 4.0, 0.0]), np.array([4.0, 3.0, 5.0])
+    got = C.cosine_distance(np.stack([a, np.zeros(3), a]), np.stack([b, b, np.zeros(3)]))
+    assert got[0] == pytest.approx(1 - 24 / (5 * math.sqrt(50)), abs=1e-15)
+    assert np.isnan(got[1:]).all()
+    assert np.isnan(C.cosine_distance(np.zeros((2, 3)), np.zeros((2, 3)))).all()
+
+
+def test_an_undefined_row_propagates_through_a_rollout_to_the_rows_that_draw_on_it():
+    """Layer 1's row 2 has nothing to share (a row of zeros); layer 2's row 0 draws on it,
+    row 1 does not: row 1 is the product's, by hand, and rows 0 and 2 are undefined."""
+    C1 = np.array([[2.0, 2.0, 0.0], [1.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
+    C2 = np.array([[1.0, 1.0, 2.0], [4.0, 4.0, 0.0], [0.0, 1.0, 1.0]])
+    R = C.rollout(np.stack([C1, C2]), identity=False)
+    assert np.isnan(R[0, 2]).all() and not np.isnan(R[0, :2]).any()
+    np.testing.assert_array_equal(R[0, :2], [[0.5, 0.5, 0.0], [0.25, 0.75, 0.0]])
+    np.testing.assert_allclose(R[1, 1], [0.5 * 0.5 + 0.5 * 0.25, 0.5 * 0.5 + 0.5 * 0.75, 0.0], atol=1e-15)
+    assert np.isnan(R[1, 0]).all() and np.isnan(R[1, 2]).all()
+    # with the identity mixed in, every row draws on itself: layer 1's row 2 is lost at layer 2 too
+    mixed = C.rollout(np.stack([C1, C2]), identity=True)
+    assert np.isnan(mixed[:, 2]).all() and not np.isnan(mixed[0, :2]).any()
+    # as they are (GlobEnc's), sizes until the end: a row of zeros there is undefined, and a
+    # row that draws on it is a sum of sizes, the product's
+    plain = C.rollout(np.stack([C1, C2]), identity=False, per_layer=False)
+    product = C2 @ C1
+    np.testing.assert_allclose(plain[1], product / product.sum(axis=-1, keepdims=True), atol=1e-15)
+    assert np.isnan(plain[0, 2]).all() and not np.isnan(plain[0, :2]).any()
+    # and a whole layer undefined leaves every later row undefined, never 0
+    assert np.isnan(C.rollout(np.stack([np.zeros((3, 3)), C2]), identity=False)).all()
+
+
+def test_spearman_and_the_mixing_ratio_of_an_undefined_row_are_undefined():
+    assert math.isnan(C.spearman(np.array([1.0, np.nan, 3.0]), np.array([1.0, 2.0, 3.0])))
+    assert math.isnan(C.spearman(np.array([1.0, 2.0, 3.0]), np.array([np.nan, 2.0, 3.0])))
+    r = C.mixing_ratio(np.array([[0.5, 0.5], [np.nan, np.nan]]))
+    assert r[0] == 0.5 and math.isnan(r[1])
+
+
+def zero_norm_blocks(name: str = "tiny-bert"):
+    """tiny-bert's blocks with every attention-output LayerNorm's weight and bias 0 (a
+    pruned or damaged checkpoint): every y_i of ALTI is the zero vector, and every layer's
+    output one vector for every token, which zeroing a value cannot change."""
+    model = load(name)
+    weights = {k: (np.zeros_like(w) if "attention.output.LayerNorm" in k else w) for k, w in model.weights.items()}
+    return model.family.blocks(model.encode("The earth is like an orange").ids, weights, model.config)
+
+
+def test_alti_globenc_and_value_zeroing_of_a_zeroed_norm_are_undefined_and_say_why():
+    blocks = zero_norm_blocks()
+    T = blocks[0].residual.shape[0]
+    for b in blocks:
+        M = C.alti(b)
+        assert np.isnan(M).all()
+        reasons = C.undefined_rows("alti", b, M)
+        assert list(reasons) == [C.ZERO_OUTPUT] and reasons[C.ZERO_OUTPUT].all()
+        V = C.value_zeroing(b)
+        assert np.isnan(V).all()
+        np.testing.assert_array_equal(C.zeroing_distances(b), np.zeros((T, T)))  # the output never moves
+        reasons = C.undefined_rows("value-zeroing", b, V)
+        assert list(reasons) == [C.UNCHANGED] and reasons[C.UNCHANGED].all()
+        G = C.encoder_norms(b)
+        np.testing.assert_array_equal(G, np.zeros((T, T)))  # a size of 0: a number, not a share
+        assert list(C.undefined_rows("globenc", b, G)) == [C.NOTHING_GIVEN]
+    assert np.isnan(C.layer_matrices("globenc", blocks)).all()  # rolled out, its shares: none
+    assert np.isnan(C.layer_matrices("alti", blocks)).all()
+    assert not np.isnan(C.layer_matrices("rollout", blocks)).any()  # the weights still share their rows
+
+
+def test_a_lone_token_s_value_zeroed_leaves_the_zero_vector():
+    """One token over word vectors: its context vector is its own value, and without it the zero vector."""
+    from attncli.models.layers import Block
+
+    v = np.array([[1.0, -2.0, 0.5]])
+    b = Block(np.ones((1, 1, 1)), v[None], np.zeros(3), np.zeros((1, 3)), v, (), v, lambda Y: Y)
+    M = C.value_zeroing(b)
+    assert np.isnan(M).all()
+    assert list(C.undefined_rows("value-zeroing", b, M)) == [C.ZEROED_TO_ZERO]
+    assert C.undefined_rows("raw", b, C.weights_matrix(b)) == {}
 
 
 def test_rollout_by_hand():

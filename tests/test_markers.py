@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("safetensors", reason="the model extra: pip install 'attncli[model]'")
-pytest.importorskip("tokenizers", reason="the model extra: pip install 'attncli[model]'")
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, ok, one, run  # noqa: E402
 from marker_variants import BACKEND, FORWARD, VARIANTS, make, template  # noqa: E402
 

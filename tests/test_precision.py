@@ -1,7 +1,12 @@
 """attention.precision: float64 everywhere by default, float32 inside the block that asks
 for it (a corpus run's --precision float32), each family's forward pass in it within
 float32's rounding of the float64 pass, GELU's float32 the float64 one rounded, and stats'
---precision against the float64 run and refused without a model."""
+--precision against the float64 run and refused without a model. Then numbers that leave
+float32's range (word embeddings of 1e30, finite, whose squares are not): a layer norm that
+refuses them rather than give its bias, the sentence computed in float64 instead
+(attention.in_range, layers.forward_many's batches), stats and faithfulness giving a
+float64 run's numbers within 1e-12, counting and saying what they redid, and what float64
+cannot hold either refused as float64 refuses it."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import numpy as np
 import pytest
 
 from attncli import attention
-from attncli.errors import OptionError
+from attncli.errors import ModelError, OptionError
 from attncli.models import layers
 from clirunner import fails, ok, run
 
@@ -101,6 +106,7 @@ def test_stats_in_float32_within_float32_s_rounding_and_says_so(tmp_path):
     narrow = ok(run("stats", corpus, "--model", model, "--json", "--no-shuffled", "--precision", "float32"))
     assert len(wide) == len(narrow) > 1
     for a, b in zip(wide, narrow):
+        assert b.pop("redone_in_float64") == 0  # no number left float32's range
         assert a.keys() == b.keys()
         for key, value in a.items():
             if isinstance(value, float):
@@ -111,3 +117,158 @@ def test_stats_in_float32_within_float32_s_rounding_and_says_so(tmp_path):
                 env={"COLUMNS": "200"})
     assert table.exit_code == 0 and "24 tokens (tiny-bert, float32)" in table.stdout
     fails(run("stats", corpus, "--precision", "float32"), code=2, *["--precision sets a trained model's forward passes; give --model NAME|DIR, or leave it out over word vectors"])
+
+
+# --- numbers that leave float32's range: the sentence computed in float64 instead ---------------
+
+CORPUS = ["The earth is like an orange", "I sat on the bank of the river", "The bank raised rates"]
+REDONE_NOTE = ("attncli: note: {n} of 3 sentences left float32's range (their numbers overflow in it) and were "
+               "computed in float64 instead (redone_in_float64 in the JSON)\n")
+
+
+def scaled_embeddings(folder: Path, factor: float, rows=None) -> Path:
+    """tiny-bert with its word embeddings (those of `rows` only, if given) times `factor`:
+    finite in float32 (1e30 of them), their squares not."""
+    from helpers import edited_model
+
+    def change(name, w):
+        if name != "embeddings.word_embeddings.weight":
+            return None
+        w = w.astype(np.float64)
+        w[slice(None) if rows is None else rows] *= factor
+        return w
+
+    return edited_model(MODELS / "tiny-bert", folder, change)
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory) -> tuple[Path, Path, Path, Path]:
+    """tiny-bert's word embeddings x 1e30 (every sentence leaves float32's range), its
+    'orange' alone x 1e30 (the first line only), tinybert.py's x 1e200 (every sentence
+    leaves float64's too); and the corpus."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
+    from attncli import models
+    from tinybert import TINY, tiny_weights, write_model
+
+    root = tmp_path_factory.mktemp("huge")
+    corpus = root / "c.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    pieces = models.load_model(str(MODELS / "tiny-bert")).encode("orange")
+    orange = [i for i, p in zip(pieces.ids, pieces.pieces) if p == "orange"]
+    # tiny-bert's weights are F32, whose squares float64 holds: tinybert.py's written in F64, x 1e200
+    beyond = {k: w.astype(np.float64) * (1e200 if "word_embeddings" in k else 1) for k, w in tiny_weights(TINY).items()}
+    return (scaled_embeddings(root / "all", 1e30), scaled_embeddings(root / "orange", 1e30, orange),
+            write_model(root / "beyond", weights=beyond), corpus)
+
+
+def numbers_equal(a, b, tol: float = 1e-12) -> None:
+    """Two JSON values the same, their numbers within `tol` (relative, and absolute near 0)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            numbers_equal(a[k], b[k], tol)
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            numbers_equal(x, y, tol)
+    elif isinstance(a, float) and not isinstance(b, bool):
+        assert b == pytest.approx(a, rel=tol, abs=tol)
+    else:
+        assert a == b
+
+
+def test_a_layer_norm_whose_squares_overflow_is_refused_not_beta():
+    X = np.array([[1e30, -1e30, 2e30, 0.0]])
+    gamma, beta = np.ones(4), np.full(4, 0.5)
+    wide = layers.layer_norm(X, gamma, beta, 1e-12)  # float64 holds 1e60
+    np.testing.assert_allclose(wide, (X - X.mean()) / X.std() + 0.5, rtol=1e-12)
+    with attention.precision("float32"):
+        with pytest.raises(ModelError, match="the squares of the hidden states leave float32's range"):
+            layers.layer_norm(X.astype(np.float32), gamma, beta, 1e-12)  # was [[0.5, 0.5, 0.5, 0.5]]: beta
+    with pytest.raises(ModelError, match="the squares of the hidden states leave float64's range"):
+        layers.layer_norm(X * 1e150, gamma, beta, 1e-12)
+
+
+def test_silu_and_gelu_far_out_are_their_limits_not_an_overflow():
+    with attention.precision("float32"), np.errstate(over="raise"):
+        X = np.array([-1e4, -100.0, 100.0, 1e20], dtype=np.float32)
+        np.testing.assert_array_equal(layers.silu(X), [0.0, 0.0, 100.0, X[3]])
+        np.testing.assert_array_equal(layers.gelu(X, "gelu_tanh"), [0.0, 0.0, 100.0, X[3]])
+
+
+def test_in_range_redoes_in_float64_only_what_leaves_float32_s_range():
+    def pass_of(scale):
+        def norm():
+            dtype = attention.working()
+            return layers.layer_norm(np.array([[scale, -scale, 0.0]], dtype), np.ones(3, dtype), np.zeros(3, dtype),
+                                     1e-12)
+        return norm
+
+    with attention.precision("float32"):
+        plain, again = attention.in_range(pass_of(1.0))
+        assert plain.dtype == np.float32 and not again
+        wide, again = attention.in_range(pass_of(1e30))
+        assert wide.dtype == np.float64 and again
+        np.testing.assert_allclose(wide, [[np.sqrt(1.5), -np.sqrt(1.5), 0.0]], rtol=1e-12)
+        product, again = attention.in_range(lambda: attention.floating(1e30) * attention.floating(1e30))
+        assert again and product.dtype == np.float64  # numpy's overflow, made an error, and float64's product
+        assert product == pytest.approx(1e60, rel=1e-15)
+        assert attention.working() == np.float32  # float32 again after the redo
+    with pytest.raises(ModelError, match="float64's range"):  # float64 refuses too: its own error
+        with attention.precision("float32"):
+            attention.in_range(pass_of(1e200))
+    assert attention.in_range(pass_of(1e30))[1] is False  # in float64 nothing is redone
+
+
+def test_a_batch_redoes_in_float64_only_the_sentence_that_overflows(huge):
+    from attncli import models
+
+    model = models.load_model(str(huge[1]))  # 'orange' x 1e30
+    ids = [np.array(model.encode(line).ids) for line in CORPUS]
+    with attention.precision("float32"):
+        runs = dict(layers.forward_many(model.family, ids, model.weights, model.config))
+    assert [runs[b].hidden.dtype for b in range(3)] == [np.float64, np.float32, np.float32]
+    alone = model.family.forward(ids[0], model.weights, model.config)
+    np.testing.assert_allclose(runs[0].hidden, alone.hidden, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(runs[0].weights, alone.weights, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("command", ["faithfulness", "stats"])
+def test_float32_that_overflows_gives_float64_s_numbers_and_says_so(command, huge):
+    """Every sentence's float32 pass overflows (embeddings of 1e30, finite): each is computed
+    in float64, the numbers those of a float64 run within 1e-12, where before every rho was
+    null (a layer norm of rows whose squares overflow gives beta for every token)."""
+    model, corpus = huge[0], huge[3]
+    wide = ok(run(command, corpus, "--model", model, "--json"))
+    result = run(command, corpus, "--model", model, "--json", "--precision", "float32")
+    assert result.exit_code == 0 and result.stderr == REDONE_NOTE.format(n=3)
+    narrow = ok(result, stderr=None)
+    for a, b in zip(wide, narrow):
+        assert b.pop("redone_in_float64") == 3
+        assert b.pop("precision", "float32") == "float32" and a.pop("precision", "float64") == "float64"
+        numbers_equal(a, b)
+    if command == "faithfulness":
+        assert all(d["rolled"]["rho"] is not None and d["rolled"]["undefined"] == 0 for d in wide)
+    table = run(command, corpus, "--model", model, "--precision", "float32", "--format", "table",
+                env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "float32; 3 sentences left its range, computed in float64" in table.stdout
+
+
+def test_only_the_sentence_that_overflows_is_redone(huge):
+    model, corpus = huge[1], huge[3]
+    result = run("stats", corpus, "--model", model, "--json", "--precision", "float32", "--importance")
+    assert result.exit_code == 0 and result.stderr == REDONE_NOTE.format(n=1)
+    narrow = ok(result, stderr=None)
+    wide = ok(run("stats", corpus, "--model", model, "--json", "--importance"))
+    for a, b in zip(wide, narrow):
+        assert b.pop("redone_in_float64") == 1
+        numbers_equal(a, b, tol=1e-5)  # two sentences in float32
+    plain = ok(run("faithfulness", corpus, "--model", MODELS / "tiny-bert", "--json", "--precision", "float32"))
+    assert all(d["redone_in_float64"] == 0 for d in plain)  # nothing overflows: nothing redone, nothing said
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_what_float64_cannot_hold_either_is_its_error(precision, huge):
+    model, corpus = huge[2], huge[3]
+    fails(run("faithfulness", corpus, "--model", model, "--precision", precision),
+          "no line of", "could be read (3 skipped; line 1: the squares of the hidden states leave float64's range")

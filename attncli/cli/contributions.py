@@ -75,7 +75,8 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
                     "tokens,top,mixing_ratio writes no matrix)")
     docs = compute_all(sentences, lambda text: [mixing.contributions_doc(
         text, vectors, opts, method=method, layer=source.layer, head=source.head, rolled=rolled,
-        erasure=erasure or "remove") for method in methods])
+        erasure=erasure or "remove") for method in methods],
+        said=lambda doc: [f"{doc['method']}: {note}" if len(methods) > 1 else note for note in doc["notes"]])
     emit(docs, out, "contributions_view")
 
 

@@ -10,7 +10,7 @@ from attncli import reading
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (TextParam, complete_path, model_options, output_options, output_path,
                                  precision_option, scheduler_address)
-from attncli.cli.output import emit, progress, warn
+from attncli.cli.output import emit, note_redone, progress, warn
 from attncli.cli.sections import Command, option
 
 
@@ -86,4 +86,5 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
+    note_redone(total.redone, total.sentences)
     emit([summary], out, "faithfulness_view", json_docs=summary["records"])

@@ -81,23 +81,29 @@ def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cell
                    f"cells); {advice}", err=True)
 
 
-def compute_all(sentences: list[tuple[int | None, str]], make_doc) -> list[dict]:
+def compute_all(sentences: list[tuple[int | None, str]], make_doc, said=None) -> list[dict]:
     """Every document before any output, so a bad sentence leaves stdout untouched;
     make_doc(text) gives a sentence's document, or a list of its documents (each of
-    contributions' methods), one note a sentence for the words it lacks."""
+    contributions' methods), one note a sentence for the words it lacks; and, where stderr
+    is a terminal, said(doc)'s notes of each (why a number is undefined: the document holds
+    them for JSON and the table, and a person watching the run sees them too)."""
     docs = []
     for line, text in sentences:
         try:
             made = make_doc(text)
         except AttncliError as e:
             raise type(e)(f"line {line:,}: {e}" if line else str(e)) from None
-        doc = made[0] if isinstance(made, list) else made
+        made = made if isinstance(made, list) else [made]
+        doc = made[0]
+        where = f"line {line:,}: " if line else ""
         missing = list(dict.fromkeys(doc["oov"]))
         if missing:  # one line a sentence, however many words it lacks
-            where = f"line {line:,}: " if line else ""
             done = "given a zero vector" if missing[0] in doc["tokens"] else "left out"
             named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")
             note = f"{where}no vector for {named} in {doc['vectors']['name']}; {done}"
             click.echo(f"attncli: note: {one_line(note)}", err=True)
-        docs.extend(made if isinstance(made, list) else [made])
+        if said is not None and sys.stderr.isatty():
+            for note in (note for d in made for note in said(d)):
+                click.echo(f"attncli: note: {one_line(where + note)}", err=True)
+        docs.extend(made)
     return docs

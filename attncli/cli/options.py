@@ -542,7 +542,8 @@ sentence_argument = click.argument("sentence", required=False, type=TextParam("t
 precision_option = click.option(
     "--precision", type=click.Choice(attention.PRECISIONS), default="float64", show_default=True,
     help="With --model: the precision of its forward passes. float32 (torch's) is about twice as fast; its numbers "
-         "differ from float64's in the 6th or 7th digit (benchmarks/README.md).")
+         "differ from float64's in the 6th or 7th digit (benchmarks/README.md). A sentence whose numbers overflow "
+         "float32 is computed in float64 instead, and counted (redone_in_float64).")
 
 
 def scheduler_address(ctx, param, value):
@@ -565,7 +566,7 @@ SCORES_FIELDS = COMMON_FIELDS + ("scores", "weights", "top", "include_self", "he
                                  "special_share")
 CONTRIBUTIONS_FIELDS = COMMON_FIELDS + ("method", "rollout", "layers", "contributions", "top", "mixing_ratio",
                                         "mixing_ratio_mean", "include_self", "erasure", "replaced_by",
-                                        "sentence_effect_of", "sentence_effect")
+                                        "sentence_effect_of", "sentence_effect", "notes")
 CONTEXT_FIELDS = COMMON_FIELDS + ("token", "index", "weights", "top", "include_self", "heads", "context", "neighbors",
                                   "token_neighbors", "contexts")
 

@@ -88,6 +88,14 @@ def warn(message: str) -> None:
     click.echo(f"attncli: warning: {one_line(message)}", err=True)
 
 
+def note_redone(redone: int, sentences: int) -> None:
+    """Said once a run, where a --precision float32 run computed `redone` of its `sentences`
+    in float64 (attention.in_range): its numbers are float64's there, and it took longer."""
+    if redone:
+        click.echo(f"attncli: note: {redone:,} of {sentences:,} sentences left float32's range (their numbers "
+                   "overflow in it) and were computed in float64 instead (redone_in_float64 in the JSON)", err=True)
+
+
 DASK_MODULES = ("distributed", "dask", "tornado", "asyncio")  # Dask's, and those its client runs on
 
 

@@ -242,5 +242,6 @@ def heads(sentence, ablate, source, opts, out):
 
     make = mixing.heads_doc if ablate else heads_doc
     docs = compute_all(sentences, lambda text: make(text, vectors, opts, layer=layer, head=head,
-                                                    **({"ablate": True} if ablate else {})))
+                                                    **({"ablate": True} if ablate else {})),
+                       said=lambda doc: doc.get("notes", []))
     emit(docs, out, "heads_view")

@@ -10,7 +10,7 @@ from attncli import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, precision_option, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
-from attncli.cli.output import emit, progress, warn
+from attncli.cli.output import emit, note_redone, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
 
@@ -103,6 +103,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")
+    note_redone(total.redone, total.lines - total.skipped)
     emit([summary], out, "stats_view", json_docs=summary["records"])
 
 

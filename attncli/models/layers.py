@@ -6,7 +6,10 @@ puts them together in its own order around attention.py's attention.
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus run asks for
 it: attention.precision), and a pass whose numbers leave its range (finite weights of
-1e300, say) is refused where they do, never shown.
+1e300, say) is refused where they do, never shown (RangeError): at every layer's output,
+scores and logits, and where a norm's squares overflow, which would leave a finite but
+wrong number (a row divided by an infinite root is 0). A float32 pass so refused may run
+again in float64 (attention.in_range).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from attncli import attention, limits
-from attncli.errors import AttncliError, ModelError
+from attncli.errors import AttncliError, ModelError, RangeError
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,14 @@ def epsilon(raw: dict, key: str, default: float, path) -> float:
 
 
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """Each row to mean 0 and variance 1 (the population variance), then scaled and shifted."""
+    """Each row to mean 0 and variance 1 (the population variance), then scaled and shifted.
+    A row whose squares overflow is refused, as rms_norm's is: its variance would be
+    infinite and the row beta, a number that looks right (float32's range ends at 3.4e38,
+    so rows of 1e20 do)."""
     mean = X.mean(axis=-1, keepdims=True)  # (T, 1)
-    var = ((X - mean) ** 2).mean(axis=-1, keepdims=True)  # (T, 1)
-    return (X - mean) / np.sqrt(var + eps) * gamma + beta  # (T, D)
+    with np.errstate(over="ignore"):  # checked just below
+        var = ((X - mean) ** 2).mean(axis=-1, keepdims=True)  # (T, 1)
+    return (X - mean) / np.sqrt(finite(var, "the squares of the hidden states") + eps) * gamma + beta  # (T, D)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23
@@ -204,8 +211,10 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
     numbers at a time (in float32, erf_float32 over the whole array); or its tanh
     approximation."""
     if activation == "gelu_tanh":
-        # X * X * X: numpy's X**3 calls pow() element by element, several times slower
-        return 0.5 * X * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (X + 0.044715 * (X * X * X))))
+        # X * X * X: numpy's X**3 calls pow() element by element, several times slower; its
+        # overflow, far out, is tanh's limit, 1 or -1, and GELU's own there: not an overflow
+        with np.errstate(over="ignore"):
+            return 0.5 * X * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (X + 0.044715 * (X * X * X))))
     if attention.working() == np.float32:
         E = erf_float32(X * np.float32(1 / math.sqrt(2.0)))
         E += 1
@@ -216,9 +225,9 @@ def gelu(X: np.ndarray, activation: str = "gelu") -> np.ndarray:
 
 
 def finite(M: np.ndarray, what: str) -> np.ndarray:
-    """M, when every number of it is finite."""
+    """M, when every number of it is finite; else RangeError."""
     if not np.isfinite(M).all():
-        raise ModelError(f"{what} leave {attention.working().name}'s range (they overflow to infinity or NaN): "
+        raise RangeError(f"{what} leave {attention.working().name}'s range (they overflow to infinity or NaN): "
                          "the model's weights, though finite, are far larger than a trained model's; its model.safetensors is damaged or "
                          "not a trained model's")
     return M
@@ -229,14 +238,16 @@ def rms_norm(X: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
     its root mean square, then scaled, gamma x / sqrt(mean(x^2) + eps); no mean is taken
     off and nothing is added. A row whose squares overflow is refused: its mean square
     would be infinite and the row 0, a number that looks right."""
-    squares = finite((X * X).mean(axis=-1, keepdims=True), "the squares of the hidden states")  # (T, 1)
-    return gamma * (X / np.sqrt(squares + eps))  # (T, D)
+    with np.errstate(over="ignore"):  # checked just below
+        squares = (X * X).mean(axis=-1, keepdims=True)  # (T, 1)
+    return gamma * (X / np.sqrt(finite(squares, "the squares of the hidden states") + eps))  # (T, D)
 
 
 def silu(X: np.ndarray) -> np.ndarray:
     """SiLU(x) = x sigmoid(x) = x / (1 + e^-x) (Elfwing et al. 2017; "swish"); far below 0,
-    e^-x overflows to infinity and the quotient is 0, as it should be."""
-    return X / (1.0 + np.exp(-X))
+    e^-x overflows to infinity and the quotient is 0, as it should be: no overflow to flag."""
+    with np.errstate(over="ignore"):
+        return X / (1.0 + np.exp(-X))
 
 
 def dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
@@ -311,9 +322,10 @@ def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *
     pass would pass BATCH_BYTES), padded on the right with the piece `pad` to the longest of
     them, run as one (B, T) input whose padding keys the attention masks (family.forward's
     `lengths`), and each cut out again (Pass.cut); a batch refused runs again a sentence at
-    a time. Given a batch at a time, in that order, so that only a batch is held. The
-    batches depend only on the sentences, so the numbers do too; they equal the sentences'
-    own passes up to the order the products add in (tests/test_batched.py: within 1e-12)."""
+    a time (in float32, the one whose numbers leave its range in float64: _alone). Given a
+    batch at a time, in that order, so that only a batch is held. The batches depend only
+    on the sentences, so the numbers do too; they equal the sentences' own passes up to the
+    order the products add in (tests/test_batched.py: within 1e-12)."""
     batch = BATCH if batch is None else batch
     order = sorted(range(len(ids)), key=lambda b: len(ids[b]))
     start = 0
@@ -344,11 +356,13 @@ def _batch(ids: list[np.ndarray], family, weights: dict, config: Config, pad: in
 
 
 def _alone(ids: np.ndarray, family, weights: dict, config: Config, keep: tuple[int, ...]):
-    """A sentence's pass on its own, or the AttncliError that refuses it."""
+    """A sentence's pass on its own, or the AttncliError that refuses it; in float32, one
+    whose numbers leave float32's range is run in float64 (attention.in_range), its
+    arrays float64 to say so."""
     try:
         limits.require(family.pass_bytes(len(ids), config), f"the forward pass over {len(ids):,} word pieces",
                        "give a shorter sentence")
-        return family.forward(ids, weights, config, keep=keep)
+        return attention.in_range(lambda: family.forward(ids, weights, config, keep=keep))[0]
     except AttncliError as e:
         return e
 

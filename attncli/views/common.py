@@ -1,6 +1,6 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
-list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a list as
-words, a model's markers."""
+list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a model's
+markers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections import Counter
 
 import numpy as np
 from rich.text import Text
+
+from attncli.visible import listed
 
 
 def repeated(tokens: list[str]) -> set[str]:
@@ -55,11 +57,6 @@ def left_out(include_self: bool, mask: str | None = None) -> str:
     if masking:
         return "own and masked positions left out (--include-self keeps its own)"
     return "own position left out (--include-self keeps it)"
-
-
-def listed(items: list[str]) -> str:
-    """"a, b and c"."""
-    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
 
 
 def marked_heads(doc: dict) -> tuple[list[list[float]] | None, str]:

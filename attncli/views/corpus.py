@@ -7,7 +7,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import decimals, left_out, listed, top_line
+from attncli.views.common import decimals, left_out, top_line
+from attncli.visible import count, listed
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -53,14 +54,16 @@ def stats_columns(records: list[dict], markers: dict | None = None) -> list[tupl
     """The (key, heading) of STATS_COLUMNS a corpus has numbers for: the first position with
     a model, unless it is [CLS] in every sentence (an encoder's), whose column says the same;
     [CLS], [SEP] and punctuation only where there are some, the markers headed as the
-    model's tokenizer names them (`markers`, the document's: RoBERTa's <s> and </s>). The
-    table and the PNG show the same."""
+    model's tokenizer names them (`markers`, the document's: RoBERTa's <s> and </s>); a head's
+    own (importance) where it was asked for, dashes and all. The table and the PNG show the same."""
     def values(key: str) -> list:
         return [r[key] for r in records] + [b.get(key) for r in records for b in r["baselines"].values()]
 
     def seen(key: str) -> bool:
         if key not in records[0]:
             return False
+        if key in OWN_COLUMNS:  # asked for: a column of dashes says that no sentence gave one
+            return True
         if key == "first" and all(a is not None and b is not None and abs(a - b) <= 1e-9
                                   for a, b in zip(values("first"), values("cls"))):
             return False
@@ -106,6 +109,11 @@ def _stats_legend(columns: list[tuple[str, str]], importance_of: str | None = No
     return "; ".join(parts)
 
 
+def redone_text(redone: int) -> str:
+    """What a float32 run says of the sentences it computed in float64 instead, if any."""
+    return f"; {count(redone, 'sentence')} left its range, computed in float64" if redone else ""
+
+
 def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """A row per head, each statistic marked by the baselines it equals (* uniform, †
     shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
@@ -116,8 +124,8 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     columns = stats_columns(records, doc.get("markers"))
     first = records[0]
     source = doc["model"] or doc["vectors"]
-    if doc.get("precision", "float64") != "float64":  # a model run in float32 says so
-        source += f", {doc['precision']}"
+    if doc.get("precision", "float64") != "float64":  # a model run in float32 says so, and what it redid
+        source += f", {doc['precision']}" + redone_text(first.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
                 style="bold")
     letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
@@ -265,7 +273,7 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
     records = doc["records"]
     model = doc["model"]["name"]
     if doc["precision"] != "float64":
-        model += f", {doc['precision']}"
+        model += f", {doc['precision']}" + redone_text(doc.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {doc['sentences']:,} sentences ({model}): each method's agreement with "
                 f"{doc['reference']}", style="bold")
     method_width = max(len(r["method"]) for r in records)
@@ -287,8 +295,9 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
         notes.append(" The 95% intervals need a wider terminal; the JSON holds them.", style="dim")
     undefined = max(c["undefined"] for r in records for c in (*r["layers"], r["rolled"]))
     if undefined:
-        notes.append(f" A sentence whose ρ is undefined (an attribution or effects that are constant) is left out of "
-                     f"that column: at most {undefined:,} in one column here.", style="dim")
+        notes.append(f" A sentence whose ρ is undefined (an attribution or effects that are constant, or that hold "
+                     f"a share that cannot be computed) is left out of that column: at most {undefined:,} in one "
+                     "column here.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
     return Group(head, table, notes)

@@ -33,6 +33,8 @@ from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
+from attncli.views.common import UNDEFINED
+
 # Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
 # them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
 # viridis. Raw scores are dot products that can be negative: ColorBrewer's diverging RdBu,
@@ -314,8 +316,9 @@ def header(tokens: list[str], layout: Layout) -> list[Text]:
 def rows(tokens: list[str], M: np.ndarray, masked: np.ndarray, layout: Layout, numbers: Numbers,
          scale: Scale | None, cursor: tuple[int, int] | None = None) -> list[Text]:
     """A grid's rows: the row label, then each cell's number right-aligned in its column,
-    on its colour (the column's gap included, so the colours join); a masked cell "·". A
-    cursor (row, column) is drawn in reverse, its row's label underlined."""
+    on its colour (the column's gap included, so the colours join); a masked cell "·", and
+    an undefined one (NaN: a share that cannot be computed) a dash. A cursor (row, column)
+    is drawn in reverse, its row's label underlined."""
     lines = []
     for i, row in enumerate(M):
         name = str(i) if layout.columns == "positions" else tokens[i]
@@ -324,8 +327,8 @@ def rows(tokens: list[str], M: np.ndarray, masked: np.ndarray, layout: Layout, n
                       label))
         for j, (value, w) in enumerate(zip(row, layout.widths)):
             here = cursor == (i, j)
-            if masked[i, j]:
-                line.append(_right("·", w), style="reverse" if here else "dim")
+            if masked[i, j] or math.isnan(value):
+                line.append(_right("·" if masked[i, j] else UNDEFINED, w), style="reverse" if here else "dim")
                 continue
             text = numbers.text(float(value))
             style = None if scale is None else scale.style(scale.step(float(value)))

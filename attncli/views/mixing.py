@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.cells import cell_len
 from rich.text import Text
 
-from attncli.views.common import layer_title, left_out, masked_cells, ratio_text, repeated
+from attncli.views.common import UNDEFINED, layer_title, left_out, masked_cells, ratio_text, repeated
 from attncli.views.heatmap import Heatmap
 from attncli.views.sentence import describe
 from attncli.visible import count
@@ -33,9 +33,11 @@ SYMBOLS = {"raw": "α", "rollout": "R", "norm": "‖αf‖", "norm-res": "‖z�
 
 
 def _sums_to_one(C: np.ndarray) -> bool:
-    """Whether every row that is not all 0 sums to 1: a share of the row (weights, ALTI,
-    value zeroing, a rollout), drawn as weights are; else sizes, drawn as scores are."""
-    sums = C.sum(axis=-1)  # (L, T)
+    """Whether every row that is not all 0, nor undefined, sums to 1: a share of the row
+    (weights, ALTI, value zeroing, a rollout), drawn as weights are; else sizes, drawn as
+    scores are."""
+    C = C[~np.isnan(C).any(axis=-1)]  # (n, T): the defined rows
+    sums = C.sum(axis=-1)  # (n,)
     shown = sums[sums > 0]
     return bool(np.all(C >= 0)) and bool(np.allclose(shown, 1.0, rtol=0, atol=1e-9))
 
@@ -78,9 +80,11 @@ def _effect_of(doc: dict) -> str:
     return what
 
 
-def _token_rows(doc: dict, k: int, shares: bool, twice: set[str]) -> list[Text]:
-    """Layer k's rows, a line a token: its position, the token, its mixing ratio (and its
-    erasure's effect on the sentence, for leave-one-out), then its top contributors."""
+def _token_rows(doc: dict, k: int, M: np.ndarray, shares: bool, twice: set[str]) -> list[Text]:
+    """Layer k's rows (its matrix M), a line a token: its position, the token, its mixing
+    ratio (and its erasure's effect on the sentence, for leave-one-out), then its top
+    contributors; a dash for a number that is undefined, and for the contributors of a
+    row that is (doc["notes"] say why)."""
     loo = doc["method"] == "leave-one-out"
     tokens = doc["tokens"]
     position = max(len(str(len(tokens) - 1)), 1)
@@ -96,9 +100,10 @@ def _token_rows(doc: dict, k: int, shares: bool, twice: set[str]) -> list[Text]:
         line.append(token + " " * (label - cell_len(token)), style="bold")
         line.append("  " + ratio_text(r).rjust(len(heads[2])))
         if loo:
-            line.append("  " + f"{doc['sentence_effect'][i]:.4f}".rjust(len(heads[3])))
+            effect = doc["sentence_effect"][i]
+            line.append("  " + (UNDEFINED if effect is None else f"{effect:.4f}").rjust(len(heads[3])))
         line.append("  " + (", ".join(f"{name(t)} {_value(t['contribution'], shares)}" for t in top)
-                            or "(no other token)"))
+                            or (UNDEFINED if np.isnan(M[i]).all() else "(no other token)")))
         lines.append(line)
     return lines
 
@@ -123,7 +128,7 @@ def contributions_view(doc: dict, *, width: int = 80, color_system: str | None =
                           "top contributors follow (a wider terminal, or --format json, shows the whole matrix)",
                           style="dim"))
     caption = "row i receives from column j" + ("; each row sums to 1" if shares else "") + (
-        "; · masked" if masked.any() else "")
+        "; · masked" if masked.any() else "") + (f"; {UNDEFINED} undefined" if np.isnan(C).any() else "")
     note = left_out(bool(doc.get("include_self")), doc.get("mask"))
     for k, number in enumerate(doc["layers"]):
         parts += [Text(), Text(layer_title(doc, number, doc["mixing_ratio_mean"][k]), style="bold")]
@@ -132,9 +137,11 @@ def contributions_view(doc: dict, *, width: int = 80, color_system: str | None =
             parts.append(Text(f"{caption}; {heat.reading(symbol)}", style="dim"))
         parts.append(Text("mixing ratio: the share of the row from the other tokens; top contributors"
                           + (f", {note}" if note else "") + ":", style="dim"))
-        parts += _token_rows(doc, k, shares, twice)
+        parts += _token_rows(doc, k, C[k], shares, twice)
     after = [*heat.key(), *heat.legend("contribution")] if heat.fits else []  # no legend without colour
     if after:
         parts += [Text(), *after]
+    if doc.get("notes"):  # why a number is undefined
+        parts += [Text(), *(Text(note, style="dim") for note in doc["notes"])]
     return Group(*parts)
 

@@ -45,11 +45,17 @@ function viridis(t) { // t in [0, 1] -> [r, g, b]
 const LUT = new Uint8Array(256 * 3); // viridis at 256 steps, for images drawn a pixel a number
 for (let k = 0; k < 256; k++) LUT.set(viridis(k / 255), 3 * k);
 
+const UNDEFINED_RGB = [190, 190, 190]; // a cell whose number is undefined (null): grey, off the viridis scale
+
 function paint(image, M, lo, span) { // image.data from the T x T matrix M, (v - lo) / span on viridis
   const T = M.length, data = image.data;
   for (let i = 0; i < T; i++) {
     const row = M[i];
     for (let j = 0; j < T; j++) {
+      if (row[j] === null) {
+        data.set([...UNDEFINED_RGB, 255], 4 * (i * T + j));
+        continue;
+      }
       let k = Math.round((row[j] - lo) / span * 255);
       k = 3 * (k < 0 ? 0 : k > 255 ? 255 : k);
       const at = 4 * (i * T + j);
@@ -279,7 +285,7 @@ class Heatmap {
     this.cell = Math.max(2, Math.min(40, Math.floor(560 / Math.max(this.T, 1))));
     const image = new ImageData(this.T || 1, this.T || 1);
     let lo = 0, hi = 0;
-    for (const row of M) for (const v of row) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    for (const row of M) for (const v of row) { if (v === null) continue; if (v < lo) lo = v; if (v > hi) hi = v; }
     if (diverging) { hi = Math.max(-lo, hi) || 1; lo = -hi; } // 0 in the middle of the scale
     paint(image, M, lo, (hi - lo) || 1);
     const source = el("canvas", {width: this.T || 1, height: this.T || 1});
@@ -521,12 +527,16 @@ function contributionsView(app, docs) {
   const controls = el("div", {"class": "controls"});
   s.appendChild(controls);
   const map = new Heatmap(s, "the contributions as a grid of colours, row i the receiving token");
+  const notes = el("div", {"class": "notes"}); // why a number is undefined (a grey cell, "–")
+  s.appendChild(notes);
   let doc = doc0, layer = doc0.layers.length - 1;
   const draw = () => {
+    notes.replaceChildren(...(doc.notes || []).map((n) => el("p", {"class": "note"}, n)));
     const M = doc.contributions[layer];
     map.show(M, (i, j) => [`${doc.method}, layer ${doc.layers[layer]}${doc.rollout ? " (rolled out)" : ""}`,
       `row ${i} ${doc.tokens[i]}  <-  column ${j} ${doc.tokens[j]}`, `c_ij = ${num(M[i][j])}`,
-      `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`], M.some((r) => r.some((v) => v < 0)));
+      `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`],
+    M.some((r) => r.some((v) => v !== null && v < 0)));
   };
   if (docs.length > 1) select(controls, "method", docs.map((d, k) => [k, d.method]), (v) => {
     doc = docs[Number(v)]; layer = Math.min(layer, doc.layers.length - 1); draw();
@@ -540,8 +550,9 @@ function contributionsView(app, docs) {
 }
 
 function statsView(app, records) {
-  const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" &&
-    !["layer", "head", "sentences", "tokens"].includes(k) && !k.startsWith("rows"));
+  const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" && // counts are no statistic
+    !["layer", "head", "sentences", "tokens", "importance_sentences", "redone_in_float64"].includes(k) &&
+    !k.startsWith("rows"));
   const L = Math.max(...records.map((r) => r.layer)), H = Math.max(...records.map((r) => r.head));
   const s = section(app, "What each head does across the corpus", "Rows: layers; columns: heads.");
   const controls = el("div", {"class": "controls"});

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from attncli.errors import AttncliError
-from attncli.views.common import decimals, layer_title, marked_heads, per_head
+from attncli.views.common import UNDEFINED, decimals, layer_title, marked_heads, per_head
 from attncli.visible import count
 
 
@@ -133,7 +133,7 @@ def figure(plt, docs: list[dict]):
 def _contributions(plt, docs: list[dict]):
     """`contributions`: each layer's matrix, LAYERS_ACROSS a row, titled as the table titles
     it; one colour scale for a sentence's layers (from 0 to their largest value), as the
-    table has, with its colour bar."""
+    table has, with its colour bar; an undefined cell (null) left blank, a dash in it."""
     across = min(LAYERS_ACROSS, max(len(doc["layers"]) for doc in docs))
     rows = [-(-len(doc["layers"]) // across) for doc in docs]  # each sentence's rows of panels
     T = max(len(doc["tokens"]) for doc in docs)
@@ -143,8 +143,8 @@ def _contributions(plt, docs: list[dict]):
     first = 0
     for doc, n in zip(docs, rows):
         tokens = doc["tokens"]
-        C = np.array(doc["contributions"], dtype=float)  # (L, T, T)
-        top = max(float(C.max()), 1e-12)
+        C = np.array(doc["contributions"], dtype=float)  # (L, T, T): null -> NaN
+        top = max(float(C[np.isfinite(C)].max(initial=0.0)), 1e-12)
         mine = list(axes[first:first + n].flat)
         for k, ax in enumerate(mine):
             if k >= len(C):
@@ -152,6 +152,8 @@ def _contributions(plt, docs: list[dict]):
                 continue
             image = ax.imshow(C[k], cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
             small = 8 if len(tokens) > 12 else 9
+            for i, j in zip(*np.nonzero(np.isnan(C[k]))):
+                ax.text(j, i, UNDEFINED, ha="center", va="center", fontsize=small, parse_math=False)
             ax.set_xticks(range(len(tokens)), tokens, rotation=60 if len(tokens) > 4 else 0,
                           ha="right" if len(tokens) > 4 else "center", fontsize=small, parse_math=False)
             ax.set_yticks(range(len(tokens)), tokens, fontsize=small, parse_math=False)
@@ -203,15 +205,18 @@ def _heads(plt, docs: list[dict]):
 def _ablation(ax, doc: dict, named: bool) -> None:
     """A heads document's ablation effects (L x H of the heads shown) as a heatmap, each
     cell's number written in, the largest marked *; `named`: the sentence in the title."""
-    E = np.array(doc["ablation"], dtype=float)  # (L, H)
+    E = np.array(doc["ablation"], dtype=float)  # (L, H): null (an undefined effect) -> NaN
     layers = [doc["layer"]] if doc.get("layer") else range(1, len(E) + 1)
     heads = [doc["head"]] if doc.get("head") else range(1, E.shape[1] + 1)
     ax.imshow(E, cmap="viridis", aspect="auto")
-    top = np.unravel_index(int(np.argmax(E)), E.shape)
-    places, low, span = decimals(E.flat), float(E.min()), float(np.ptp(E)) or 1.0
+    known = E[np.isfinite(E)]
+    top = np.unravel_index(int(np.nanargmax(E)), E.shape) if known.size else None
+    places, low = decimals(E.flat), float(known.min(initial=0.0))
+    span = float(known.max(initial=0.0)) - low or 1.0
     for (l, h), value in np.ndenumerate(E):  # black on viridis' bright yellow end, white on the rest
-        ax.text(h, l, ("*" if (l, h) == top else "") + f"{value:.{places}f}", ha="center", va="center", fontsize=6,
-                color="black" if (value - low) / span > 0.7 else "white", parse_math=False)
+        text = UNDEFINED if np.isnan(value) else ("*" if (l, h) == top else "") + f"{value:.{places}f}"
+        ax.text(h, l, text, ha="center", va="center", fontsize=6,
+                color="black" if np.isnan(value) or (value - low) / span > 0.7 else "white", parse_math=False)
     ax.set_xticks(range(len(heads)), [f"H{n}" for n in heads], fontsize=6)
     ax.set_yticks(range(len(layers)), [f"L{n}" for n in layers], fontsize=6)
     subject = textwrap.shorten(doc["sentence"], 60) + ": " if named else ""
@@ -241,10 +246,10 @@ def _stats(plt, doc: dict):
         ax.imshow(grid, cmap="viridis", aspect="auto")
         decimals = places(records, key)
         for r in records:
-            if r[key] is not None:
-                mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
-                ax.text(r["head"] - 1, r["layer"] - 1, f"{r[key]:.{decimals}f}{mark}", ha="center", va="center",
-                        fontsize=5, color="white", parse_math=False)
+            mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
+            text = UNDEFINED if r[key] is None else f"{r[key]:.{decimals}f}{mark}"  # null: no number, no colour
+            ax.text(r["head"] - 1, r["layer"] - 1, text, ha="center", va="center", fontsize=5,
+                    color="black" if r[key] is None else "white", parse_math=False)
         ax.set_title(heading if key != "importance" else f"{heading}: {doc['importance_of']}", fontsize=8,
                      parse_math=False, wrap=True)
         ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)

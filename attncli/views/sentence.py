@@ -14,10 +14,10 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (cosine_text, last_piece, left_out, listed, marked_heads, markers, masked_cells,
+from attncli.views.common import (UNDEFINED, cosine_text, last_piece, left_out, marked_heads, markers, masked_cells,
                                    per_head, repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
-from attncli.visible import count
+from attncli.visible import count, listed
 
 
 def describe(doc: dict) -> Text:
@@ -515,13 +515,15 @@ def _ablation(doc: dict, width: int, color_system: str | None) -> list[Renderabl
     """The heads' ablation effects (Michel et al. 2019) as a layers x heads grid, a cell a
     head's number on the colour of its step (heatmap's scales: sequential from 0, or
     diverging around 0 where an effect is below 0, as a decoder's loss can fall), the
-    largest marked *; as many heads a line as the width holds."""
-    E = np.array(doc["ablation"], dtype=float)  # (L, H) of the heads shown
+    largest marked *; as many heads a line as the width holds; a dash for an effect that is
+    undefined (null: the notes say why)."""
+    E = np.array(doc["ablation"], dtype=float)  # (L, H) of the heads shown; null -> NaN
     layers, heads = _shown(doc, *E.shape)
-    low, high = float(E.min()), float(E.max())
+    known = E[np.isfinite(E)]
+    low, high = float(known.min(initial=0.0)), float(known.max(initial=0.0))
     numbers = heatmap.Numbers.for_scores(E)
     scale = (heatmap.diverging(low, high, color_system) if low < 0 else heatmap.sequential(high, color_system))
-    top = np.unravel_index(int(np.argmax(E)), E.shape)
+    top = np.unravel_index(int(np.nanargmax(E)), E.shape) if known.size else None
     label = max(len(f"layer {n}") for n in layers)
     column = max(numbers.width + 1, max(len(f"h{n}") for n in heads)) + 1  # "*" and a gap before the number
     across = max(1, (width - label) // column)
@@ -533,14 +535,18 @@ def _ablation(doc: dict, width: int, color_system: str | None) -> list[Renderabl
             line = Text()
             line.append(f"layer {number}".ljust(label), style="bold")
             for h in shown:
+                if np.isnan(E[l, h]):
+                    line.append(UNDEFINED.rjust(column), style="dim")
+                    continue
                 cell = ("*" if (l, h) == top else "") + numbers.text(E[l, h])
                 line.append(cell.rjust(column), style=None if scale is None else scale.style(scale.step(E[l, h])))
             lines.append(line)
     legend = heatmap.legend(scale, numbers, "Δ", low, high)
+    largest = (f"; * the largest, layer {layers[top[0]]} head {heads[top[1]]} ({E[top]:.3g})" if top is not None
+               else "")
     lines.append(Text(f"Δ: {doc['ablation_of']}, the model with the head zeroed against the whole model; "
-                      f"{numbers.reading('Δ', high)}; * the largest, layer {layers[top[0]]} head {heads[top[1]]} "
-                      f"({E[top]:.3g})", style="dim"))
-    return lines + ([legend] if legend is not None else [])
+                      f"{numbers.reading('Δ', high)}{largest}", style="dim"))
+    return lines + ([legend] if legend is not None else []) + _notes(doc)
 
 
 def _sharing(m: dict) -> str:
