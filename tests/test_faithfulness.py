@@ -136,9 +136,9 @@ def test_an_attribution_holding_an_undefined_share_is_left_out_of_its_column_not
 
     M = np.array([[0.5, 0.5, 0.0], [np.nan] * 3, [0.2, 0.3, 0.5]])
     loo = np.array([0.1, 0.3, 0.2])
-    assert np.isnan(mixing.output_row(M, False)).all()
-    assert np.isnan(contributions.spearman(mixing.output_row(M, False), loo))
-    assert contributions.spearman(mixing.output_row(M, True), loo) == pytest.approx(0.5, abs=1e-15)  # its last row
+    assert np.isnan(mixing.output_row(M, False, 2)).all()
+    assert np.isnan(contributions.spearman(mixing.output_row(M, False, 2), loo))
+    assert contributions.spearman(mixing.output_row(M, True, 2), loo) == pytest.approx(0.5, abs=1e-15)  # its last row
     cell = faithfulness.cell(np.array([0.5, np.nan, 0.25]), 200, 0)
     assert (cell["rho"], cell["sentences"], cell["undefined"]) == (0.375, 2, 1)
 
