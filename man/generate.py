@@ -73,7 +73,9 @@ def environment_section() -> str:
 def pages() -> dict[str, str]:
     """{file name: man page text} for attncli and each of its commands and subcommands; the
     page of attncli itself ends with its exit statuses, error catalogue and environment."""
-    contexts = _contexts(click.Context(cli, info_name="attncli"))
+    # with the group's own settings (-h beside --help), as a run makes its context: click keeps
+    # the help option a command first gets, and the commands' --help in this process too
+    contexts = _contexts(click.Context(cli, info_name="attncli", **cli.context_settings))
     pages = {
         # the help's `code` marks are for a terminal's reader: a man page shows them bold
         ctx.command_path.replace(" ", "-") + ".1": HEADER + re.sub(r"`([^`\n]+)`", r"\\fB\1\\fP",
