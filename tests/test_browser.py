@@ -10,6 +10,7 @@ Screenshots of the pages go to the test's folder; with ATTNCLI_SCREENSHOTS=DIR, 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import shutil
 from pathlib import Path
@@ -72,6 +73,42 @@ def point_at_cell(opened, view: int, i: int, j: int) -> str:
     return tip.text_content()
 
 
+def labelled(T: int) -> list[int]:
+    """The tokens a heatmap of T labels on each axis, as the guide says: every one up to 40,
+    past that every k-th from the first, k the least that gives a label 14 px of the grid's
+    cells of ⌊560 / T⌋ px (2 at least)."""
+    cell = max(2, min(40, 560 // T))
+    return list(range(0, T, math.ceil(14 / cell)))
+
+
+def axis_labels(page, view: int = 0) -> dict[str, list[tuple[int, str]]]:
+    """The heatmap's row and column labels: (index, text) each."""
+    heatmap = page.locator(".heatmap").nth(view)
+    return {axis: [(int(s.get_attribute("data-index")), s.text_content())
+                   for s in heatmap.locator(f".labels.{axis} span").all()] for axis in ("rows", "columns")}
+
+
+def scale_ends(page, view: int = 0) -> list[tuple[float, str]]:
+    """The colour scale's numbers beside the heatmap, top to bottom: (value, text) each."""
+    ticks = page.locator(".heatmap").nth(view).locator(".legend .ticks span")
+    return [(float(t.get_attribute("data-value")), t.text_content()) for t in ticks.all()]
+
+
+def assert_labelled_and_scaled(page, tokens: list[str], M, view: int = 0, diverging: bool = False) -> None:
+    """The heatmap's axes name its tokens as labelled() says, and its scale runs from 0 (or,
+    for a matrix with negative numbers, from -max |M|) to the largest number of `M`, those
+    numbers written to four places, its middle between."""
+    keep = labelled(len(tokens))
+    assert axis_labels(page, view) == {axis: [(i, tokens[i]) for i in keep] for axis in ("rows", "columns")}
+    M = np.asarray(M)
+    hi = float(np.abs(M).max() if diverging else M.max())
+    lo = -hi if diverging else 0.0
+    ends = scale_ends(page, view)
+    np.testing.assert_allclose([v for v, _ in ends], [hi, (hi + lo) / 2, lo], rtol=1e-12, atol=1e-15)
+    assert [t for _, t in ends] == [f"{v:.4f}" for v, _ in ends]
+    assert page.locator(".heatmap").nth(view).locator(".legend .symbol").count() == 1
+
+
 # --------------------------------------------------------------------------- each kind of page
 
 
@@ -99,6 +136,8 @@ def test_scores_page_head_view_and_heatmap_show_the_json(tmp_path, open_page):
         page.keyboard.press(key)
         assert (tip.get_attribute("data-row"), tip.get_attribute("data-column")) == tuple(map(str, cell))
     assert f"α = {four(doc['weights'][0][5])}" in tip.text_content()
+    assert_labelled_and_scaled(page, doc["tokens"], doc["weights"])
+    assert scale_ends(page)[0][1] == four(max(map(max, doc["weights"])))
     opened.only_itself_requested()
     screenshot(opened, tmp_path, "page-scores.png")
 
@@ -149,6 +188,7 @@ def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
     screenshot(opened, tmp_path, "page-heads.png", 1180, hover=".column.left button >> nth=6")
     tip = point_at_cell(opened, 0, 6, 1)
     assert f"α = {four(W[2, 4, 6, 1])}" in tip and "layer 3 head 5" in tip
+    assert_labelled_and_scaled(page, doc["tokens"], W[2, 4])
     # the keyboard: a token's lines follow the focus, the arrows move it
     page.locator(".column.left button").nth(0).focus()
     page.keyboard.press("ArrowDown")
@@ -205,6 +245,24 @@ def test_contributions_page_layers_and_methods(tmp_path, open_page):
     tip = point_at_cell(opened, 0, 2, 5)
     assert f"c_ij = {four(doc['contributions'][0][2][5])}" in tip
     assert f"mixing ratio of row 2 = {four(doc['mixing_ratio'][0][2])}" in tip
+    assert_labelled_and_scaled(opened.page, doc["tokens"], doc["contributions"][0])
+    opened.only_itself_requested()
+
+
+def test_a_heatmap_of_signed_numbers_has_its_scale_about_zero(tmp_path, open_page):
+    """A matrix with negative numbers (value zeroing's, the residual's) is drawn on a scale
+    from -max |c| to max |c|, 0 in its middle, and says so in its numbers."""
+    from attncli.views import page as html_page
+
+    M = [[0.5, -0.25, 0.0], [-1.5, 0.75, 0.125], [0.0, 0.0, 1.0]]
+    doc = {"command": "contributions", "sentence": "a b c", "tokens": ["a", "b", "c"], "method": "signed",
+           "rollout": False, "layers": [1], "contributions": [M], "mixing_ratio": [[0.5, 0.5, 0.0]]}
+    path = tmp_path / "signed.html"
+    path.write_text(html_page.page([doc], "attncli contributions"), encoding="utf-8")
+    opened = open_page(path)
+    assert_labelled_and_scaled(opened.page, doc["tokens"], M, diverging=True)
+    assert [t for _, t in scale_ends(opened.page)] == ["1.5000", "0.0000", "-1.5000"]
+    assert not opened.page.locator(".legend .undefined").is_visible()  # every number defined
     opened.only_itself_requested()
 
 
@@ -231,6 +289,7 @@ def test_contributions_page_shows_an_undefined_share_grey_with_a_dash_and_says_w
         return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1).data.slice(0, 3));
     })()""")
     assert rgb == [190, 190, 190]
+    assert opened.page.locator(".legend .undefined").is_visible()  # the scale says what grey is
     assert opened.page.locator(".view .notes p.note").all_text_contents() == doc["notes"]
     opened.only_itself_requested()
 
@@ -247,6 +306,14 @@ def test_a_page_of_512_tokens_draws_and_answers_a_hover(tmp_path, open_page):
     page.locator(".column.left button").nth(300).hover()
     assert shown_top(page, "head 1") == top5(doc["weights"][300])
     assert page.evaluate("window.attncliFirstDraw") > 0
+    # every 7th token labels each axis (cells of 2 px), 74 a side, each centred on its cell
+    assert labelled(512) == list(range(0, 512, 7))
+    assert_labelled_and_scaled(page, doc["tokens"], doc["weights"])
+    grid = page.locator(".heatmap canvas").first.bounding_box()
+    rows = page.locator(".heatmap .labels.rows span")
+    for n in (0, 1, 73):
+        box = rows.nth(n).bounding_box()
+        assert abs(box["y"] + box["height"] / 2 - (grid["y"] + 7 * n * 2 + 1)) <= 1
     opened.only_itself_requested()
 
 

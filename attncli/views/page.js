@@ -15,6 +15,9 @@ const VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80
 const ROW = 16; // px: a token's line in the head view
 const BUCKETS = 24; // opacities the head view's lines are drawn in, a path each
 const TOP = 5;
+// the heatmaps' axes, as the PNG names them (views/plot.py)
+const WEIGHT_AXES = ["attending token i", "attended token j"];
+const CONTRIBUTION_AXES = ["receiving token i", "contributing token j"];
 const OVERVIEW_LEAST = 0.01; // the least weight the head view draws a line for with no token focused
 const LINE_BUDGET = 6000; // and the most lines it draws then, the heaviest
 
@@ -253,15 +256,45 @@ class HeadView {
 
 // --- the heatmap ----------------------------------------------------------------------------
 
+const LABEL_PX = 14; // the least room an axis label has, its 13 px line and a pixel between
+
+function labelled(T, cell) { // the cells an axis of T labels: every k-th from the first, k = ⌈LABEL_PX / cell⌉
+  const k = Math.ceil(LABEL_PX / cell);
+  return Array.from({length: Math.ceil(T / k)}, (_, n) => n * k);
+}
+
+const SCALE_TICKS = 3; // the numbers beside the colour scale: its ends and its middle
+
 class Heatmap {
-  // cells: T x T numbers; describe(i, j) -> the tooltip's lines for a cell
-  constructor(parent, label) {
+  // a T x T grid on one canvas, its rows and columns labelled with the tokens (every k-th,
+  // labelled()), the colour scale beside it with its numbers, and a tooltip a cell.
+  // axes: the rows' and the columns' names; symbol: what a cell's number is (α, c_ij)
+  constructor(parent, label, axes, symbol) {
     this.root = el("div", {"class": "heatmap"});
+    this.root.appendChild(el("p", {"class": "axes"}, `rows: ${axes[0]}, columns: ${axes[1]}`));
+    const figure = el("div", {"class": "figure"});
+    this.columns = el("div", {"class": "labels columns", "aria-hidden": "true"});
+    this.rows = el("div", {"class": "labels rows", "aria-hidden": "true"});
     this.canvas = el("canvas", {tabindex: 0, role: "img", "aria-label": label});
+    this.legend = el("div", {"class": "legend", role: "img"});
+    this.legend.appendChild(el("span", {"class": "symbol"}, symbol));
+    this.bar = el("div", {"class": "bar"});
+    this.bar.style.background = `linear-gradient(to top, ${VIRIDIS.join(", ")})`; // viridis() between the same stops
+    this.ticks = el("div", {"class": "ticks"});
+    const scale = el("div", {"class": "scale"});
+    scale.append(this.bar, this.ticks);
+    this.undefinedKey = el("div", {"class": "undefined"}); // shown where a number is undefined (null)
+    const grey = el("span", {"class": "swatch"});
+    grey.style.background = `rgb(${UNDEFINED_RGB})`;
+    this.undefinedKey.append(grey, document.createTextNode("undefined"));
+    this.legend.append(scale, this.undefinedKey);
+    this.symbol = symbol;
+    figure.append(this.columns, this.rows, this.canvas, this.legend);
     this.tip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "cell"});
-    this.root.append(this.canvas, this.tip);
+    this.root.append(figure, this.tip);
     parent.appendChild(this.root);
     this.cursor = [0, 0];
+    this.labelledFor = null;
     this.canvas.addEventListener("mousemove", (e) => {
       const r = this.canvas.getBoundingClientRect();
       const j = Math.floor((e.clientX - r.left) / this.cell), i = Math.floor((e.clientY - r.top) / this.cell);
@@ -278,7 +311,8 @@ class Heatmap {
     this.canvas.addEventListener("focus", () => this.point(...this.cursor));
   }
 
-  show(M, describe, diverging) {
+  // M: T x T numbers, tokens: their T labels (special: the markers among them)
+  show(M, tokens, describe, {diverging = false, special = []} = {}) {
     this.M = M;
     this.T = M.length;
     this.describe = describe;
@@ -294,7 +328,45 @@ class Heatmap {
     const ctx = this.canvas.getContext("2d");
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(source, 0, 0, this.T * this.cell, this.T * this.cell);
+    if (this.labelledFor !== tokens) this.label(tokens, special);
+    this.scale(lo, hi);
     this.tip.textContent = "Point at a cell, or focus the grid and use the arrow keys.";
+  }
+
+  label(tokens, special) { // the axes' labels, made again only for other tokens
+    this.labelledFor = tokens;
+    const T = tokens.length, cell = this.cell;
+    const nudge = cell / 2 - (LABEL_PX - 1) / 2; // a label's line centred on its cell
+    this.rows.replaceChildren();
+    this.columns.replaceChildren();
+    for (const i of labelled(T, cell)) {
+      const room = Math.min(Math.ceil(LABEL_PX / cell), T - i) * cell; // its cell and those up to the next label
+      for (const [axis, along] of [[this.rows, "height"], [this.columns, "width"]]) {
+        const slot = el("div", {});
+        slot.style[along] = room + "px";
+        const text = el("span", {"data-index": i, "class": special[i] ? "special" : ""}, tokens[i]);
+        text.style[along === "height" ? "top" : "left"] = nudge + "px";
+        slot.appendChild(text);
+        axis.appendChild(slot);
+      }
+    }
+    this.rows.style.height = this.columns.style.width = T * cell + "px";
+  }
+
+  scale(lo, hi) { // the colour scale's numbers: hi at the top, lo at the bottom
+    // as tall as the grid less the symbol's line above it, within 96 and 216 px
+    this.bar.style.height = Math.min(Math.max(this.T * this.cell - 24, 96), 216) + "px";
+    this.ticks.replaceChildren();
+    for (let n = 0; n < SCALE_TICKS; n++) {
+      const v = hi - (hi - lo) * n / (SCALE_TICKS - 1);
+      const tick = el("span", {"data-value": v}, num(v));
+      tick.style.top = (100 * n / (SCALE_TICKS - 1)) + "%";
+      this.ticks.appendChild(tick);
+    }
+    const missing = this.M.some((row) => row.some((v) => v === null));
+    this.undefinedKey.hidden = !missing;
+    this.legend.setAttribute("aria-label", `colour scale of ${this.symbol}: from ${num(lo)}, dark purple, ` +
+      `to ${num(hi)}, yellow${missing ? "; grey where a number is undefined" : ""}`);
   }
 
   point(i, j) {
@@ -359,12 +431,14 @@ function scoresView(app, doc) {
   const s2 = section(app, "Heatmap", "Row i attends to column j with weight α_ij; point at a cell for its numbers.");
   const controls = el("div", {"class": "controls"});
   s2.appendChild(controls);
-  const map = new Heatmap(s2, "the attention weights as a grid of colours, row i the attending token");
+  const map = new Heatmap(s2, "the attention weights as a grid of colours, row i the attending token", WEIGHT_AXES,
+    "α");
   const draw = (k) => {
     const h = heads[k];
     const S = h.name === "mean" ? doc.scores : (doc.heads[k] || {}).scores;
-    map.show(h.W, scoresCell(doc, h.W, S));
+    map.show(h.W, doc.tokens, scoresCell(doc, h.W, S), {special: doc.special});
   };
+
   if (heads.length > 1) select(controls, "head", heads.map((h, k) => [k, h.name]), (v) => draw(Number(v)),
     heads.length - 1);
   draw(heads.length - 1);
@@ -417,7 +491,7 @@ function headsView(app, doc) {
   s1.appendChild(toggleBox);
   s1.appendChild(view.root);
   const s2 = section(app, "Heatmap", "The head chosen, row i attending to column j.");
-  const map = new Heatmap(s2, "the chosen head's weights as a grid of colours");
+  const map = new Heatmap(s2, "the chosen head's weights as a grid of colours", WEIGHT_AXES, "α");
   const buttons = [];
   const open = (l, hs) => {
     layer = l;
@@ -427,8 +501,8 @@ function headsView(app, doc) {
     toggles = headToggles(toggleBox, heads, (chosen) => view.show(chosen), (k) => hs.includes(k));
     view.show(toggles.chosen());
     const h = hs.length === 1 ? hs[0] : 0;
-    map.show(doc.weights[l][h], (i, j) => [`${name(l, h)}: row ${i} ${doc.tokens[i]}  ->  column ${j} ${doc.tokens[j]}`,
-      `α = ${num(doc.weights[l][h][i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik)"]);
+    map.show(doc.weights[l][h], doc.tokens, (i, j) => [`${name(l, h)}: row ${i} ${doc.tokens[i]}  ->  column ${j} ${
+      doc.tokens[j]}`, `α = ${num(doc.weights[l][h][i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik)"], {special: doc.special});
     buttons.forEach((b) => b.classList.toggle("chosen", Number(b.dataset.layer) === l && hs.includes(Number(b.dataset.head))));
     state.layer = l; state.heads = hs;
   };
@@ -526,17 +600,18 @@ function contributionsView(app, docs) {
   const s = section(app, "Contributions", "Row i receives from column j: c_ij, by the method and layer chosen.");
   const controls = el("div", {"class": "controls"});
   s.appendChild(controls);
-  const map = new Heatmap(s, "the contributions as a grid of colours, row i the receiving token");
+  const map = new Heatmap(s, "the contributions as a grid of colours, row i the receiving token", CONTRIBUTION_AXES,
+    "c_ij");
   const notes = el("div", {"class": "notes"}); // why a number is undefined (a grey cell, "–")
   s.appendChild(notes);
   let doc = doc0, layer = doc0.layers.length - 1;
   const draw = () => {
     notes.replaceChildren(...(doc.notes || []).map((n) => el("p", {"class": "note"}, n)));
     const M = doc.contributions[layer];
-    map.show(M, (i, j) => [`${doc.method}, layer ${doc.layers[layer]}${doc.rollout ? " (rolled out)" : ""}`,
+    map.show(M, doc.tokens, (i, j) => [`${doc.method}, layer ${doc.layers[layer]}${doc.rollout ? " (rolled out)" : ""}`,
       `row ${i} ${doc.tokens[i]}  <-  column ${j} ${doc.tokens[j]}`, `c_ij = ${num(M[i][j])}`,
       `mixing ratio of row ${i} = ${num(doc.mixing_ratio[layer][i])}`],
-    M.some((r) => r.some((v) => v !== null && v < 0)));
+    {diverging: M.some((r) => r.some((v) => v !== null && v < 0)), special: doc.special});
   };
   if (docs.length > 1) select(controls, "method", docs.map((d, k) => [k, d.method]), (v) => {
     doc = docs[Number(v)]; layer = Math.min(layer, doc.layers.length - 1); draw();
