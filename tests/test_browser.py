@@ -73,6 +73,10 @@ def point_at_cell(opened, view: int, i: int, j: int) -> str:
     return tip.text_content()
 
 
+def checked_heads(page) -> list[str]:
+    return [i.get_attribute("data-head") for i in page.locator(".toggles input").all() if i.is_checked()]
+
+
 def labelled(T: int) -> list[int]:
     """The tokens a heatmap of T labels on each axis, as the guide says: every one up to 40,
     past that every k-th from the first, k the least that gives a label 14 px of the grid's
@@ -150,6 +154,8 @@ def test_scores_page_of_several_heads_toggles_them(tmp_path, open_page):
     assert [toggles.nth(k).get_attribute("data-head") for k in range(toggles.count())] == \
         ["head 1", "head 2", "head 3", "head 4", "head 5", "mean"]
     assert [toggles.nth(k).is_checked() for k in range(6)] == [False] * 5 + [True]
+    assert page.evaluate("window.attncli.views[0].headView.heads.map((h) => h.name)") == ["mean"]
+    assert "Tick a head to add its lines" in page.locator(".view").first.locator(":scope > p.note").text_content()
     toggles.nth(1).check()
     page.locator(".column.left button").nth(2).hover()
     assert shown_top(page, "head 2") == top5(doc["heads"][1]["weights"][2])
@@ -176,6 +182,14 @@ def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
     marked = int((np.asarray(doc["special_share"]) > 0.5).sum())
     assert page.locator(".heads button.marked").count() == marked
     assert "%" in thumbs.nth(0).get_attribute("aria-label")
+    # it opens on layer 1's mean over its heads, one set of lines, and says how to add heads
+    assert checked_heads(page) == ["mean"]
+    assert page.evaluate("window.attncli.views[0].headView.heads.map((h) => h.name)") == ["mean"]
+    assert "Tick a head to add its lines" in page.locator(".view").nth(1).locator(":scope > p.note").text_content()
+    mean = W[0].mean(axis=0)
+    assert_labelled_and_scaled(page, doc["tokens"], mean)
+    tip = point_at_cell(opened, 0, 6, 1)
+    assert "layer 1, the mean of its 12 heads" in tip and f"α = {four(mean[6, 1])}" in tip
     thumbs.nth(2 * 12 + 4).click()  # layer 3, head 5
     checked = [i.get_attribute("data-head") for i in page.locator(".toggles input").all() if i.is_checked()]
     assert checked == ["head 5"]
@@ -188,27 +202,35 @@ def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
     screenshot(opened, tmp_path, "page-heads.png", 1180, hover=".column.left button >> nth=6")
     tip = point_at_cell(opened, 0, 6, 1)
     assert f"α = {four(W[2, 4, 6, 1])}" in tip and "layer 3 head 5" in tip
-    assert_labelled_and_scaled(page, doc["tokens"], W[2, 4])
     # the keyboard: a token's lines follow the focus, the arrows move it
     page.locator(".column.left button").nth(0).focus()
     page.keyboard.press("ArrowDown")
     assert page.locator(".column.left button.active").get_attribute("data-index") == "1"
     assert shown_top(page, "head 5") == top5(W[2, 4, 1].tolist())
-    # another layer: every head of it
+    assert_labelled_and_scaled(page, doc["tokens"], W[2, 4])
+    # another layer: the mean over its heads again, and a head added to it
     page.select_option(".view .controls select", "5")
-    assert [i.get_attribute("data-head") for i in page.locator(".toggles input").all() if i.is_checked()] == \
-        [f"head {h}" for h in range(1, 13)]
-    page.locator(".column.left button").nth(3).hover()
-    assert shown_top(page, "head 12") == top5(W[5, 11, 3].tolist())
-    # the mean over the layer's heads, one more choice
-    mean = page.locator('.toggles input[data-head="mean"]')
-    assert not mean.is_checked()
-    mean.check()
+    assert checked_heads(page) == ["mean"]
     page.locator(".column.left button").nth(3).hover()
     got = shown_top(page, "mean")
     want = top5(W[5, :, 3].mean(axis=0).tolist())
     assert [j for j, _ in got] == [j for j, _ in want]
     np.testing.assert_allclose([w for _, w in got], [w for _, w in want], rtol=1e-12)
+    page.locator('.toggles input[data-head="head 12"]').check()
+    assert checked_heads(page) == ["head 12", "mean"]
+    page.locator(".column.left button").nth(3).hover()
+    assert shown_top(page, "head 12") == top5(W[5, 11, 3].tolist())
+    opened.only_itself_requested()
+
+
+@needs_minilm
+def test_heads_page_of_one_head_opens_on_it(tmp_path, open_page):
+    opened = open_page(made(tmp_path, "h.html", "heads", ORANGE, "--model", "minilm", "--layer", "3", "--head", "5"))
+    doc = opened.data()["docs"][0]
+    page = opened.page
+    assert checked_heads(page) == ["head 5"] and page.locator('.toggles input[data-head="mean"]').count() == 0
+    assert page.locator(".view").nth(1).locator(":scope > p.note").count() == 0  # nothing to add
+    assert_labelled_and_scaled(page, doc["tokens"], doc["weights"][0][0])
     opened.only_itself_requested()
 
 

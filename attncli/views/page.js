@@ -421,8 +421,8 @@ function scoresCell(doc, W, S) {
 
 function scoresView(app, doc) {
   const heads = headsOf(doc);
-  const s1 = section(app, "Head view", heads.length > 1 ?
-    "Each head's lines in its colour; the mean (black) is one more choice." : "");
+  const s1 = section(app, "Head view", heads.length > 1 ? `The mean of the ${heads.length - 1} heads, in black. ` +
+    "Tick a head to add its lines in its colour; the heatmap below shows the head chosen there." : "");
   const view = new HeadView(null, doc.tokens, doc.special);
   const toggles = headToggles(s1, heads, (chosen) => view.show(chosen),
     (k, h) => heads.length === 1 || h.name === "mean");
@@ -438,7 +438,6 @@ function scoresView(app, doc) {
     const S = h.name === "mean" ? doc.scores : (doc.heads[k] || {}).scores;
     map.show(h.W, doc.tokens, scoresCell(doc, h.W, S), {special: doc.special});
   };
-
   if (heads.length > 1) select(controls, "head", heads.map((h, k) => [k, h.name]), (v) => draw(Number(v)),
     heads.length - 1);
   draw(heads.length - 1);
@@ -469,15 +468,22 @@ function headsView(app, doc) {
   const grid = el("div", {"class": "heads", role: "grid"});
   grid.style.gridTemplateColumns = `repeat(${H}, auto)`;
   s0.appendChild(grid);
-  const s1 = section(app, "Head view", "");
+  const s1 = section(app, "Head view", H > 1 ? `The mean of the layer's ${H} heads, in black. Tick a head to ` +
+    "add its lines in its colour, or click a head in the model view to see it alone." : "");
   const controls = el("div", {"class": "controls"});
   s1.appendChild(controls);
   const view = new HeadView(null, doc.tokens, doc.special);
   let layer = 0;
   const means = [];
   const meanAt = (l) => { // the layer's mean over its heads, as the terminal's mean is: made once, when asked for
-    if (!means[l]) means[l] = doc.weights[l][0].map((row, i) => row.map((_, j) =>
-      doc.weights[l].reduce((sum, W) => sum + W[i][j], 0) / doc.weights[l].length));
+    if (!means[l]) {
+      const heads = doc.weights[l], T = heads[0].length;
+      means[l] = Array.from({length: T}, (_, i) => {
+        const row = new Array(T).fill(0);
+        for (const W of heads) for (let j = 0; j < T; j++) row[j] += W[i][j];
+        return row.map((sum) => sum / heads.length);
+      });
+    }
     return means[l];
   };
   const headsAt = (l) => {
@@ -490,24 +496,26 @@ function headsView(app, doc) {
   const toggleBox = el("div", {});
   s1.appendChild(toggleBox);
   s1.appendChild(view.root);
-  const s2 = section(app, "Heatmap", "The head chosen, row i attending to column j.");
-  const map = new Heatmap(s2, "the chosen head's weights as a grid of colours", WEIGHT_AXES, "α");
+  const s2 = section(app, "Heatmap", "The head opened (at first the layer's mean), row i attending to column j.");
+  const map = new Heatmap(s2, "the weights of the head opened as a grid of colours", WEIGHT_AXES, "α");
   const buttons = [];
-  const open = (l, hs) => {
+  const first = () => [H > 1 ? H : 0]; // a layer opens on its heads' mean, or on its only head
+  const open = (l, hs) => { // hs: the heads shown, indices of headsAt(l) (H: the mean); the heatmap's the first
     layer = l;
     layerSelect.value = String(l);
     toggleBox.replaceChildren();
     const heads = headsAt(l);
     toggles = headToggles(toggleBox, heads, (chosen) => view.show(chosen), (k) => hs.includes(k));
     view.show(toggles.chosen());
-    const h = hs.length === 1 ? hs[0] : 0;
-    map.show(doc.weights[l][h], doc.tokens, (i, j) => [`${name(l, h)}: row ${i} ${doc.tokens[i]}  ->  column ${j} ${
-      doc.tokens[j]}`, `α = ${num(doc.weights[l][h][i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik)"], {special: doc.special});
+    const h = hs[0], W = heads[h].W;
+    const title = h === H ? `layer ${firstLayer + l}, the mean of its ${H} heads` : name(l, h);
+    map.show(W, doc.tokens, (i, j) => [`${title}: row ${i} ${doc.tokens[i]}  ->  column ${j} ${doc.tokens[j]}`,
+      `α = ${num(W[i][j])}`, "α_ij = exp(s_ij) / Σ_k exp(s_ik)"], {special: doc.special});
     buttons.forEach((b) => b.classList.toggle("chosen", Number(b.dataset.layer) === l && hs.includes(Number(b.dataset.head))));
     state.layer = l; state.heads = hs;
   };
   const layerSelect = select(controls, "layer", doc.weights.map((_, l) => [l, `layer ${firstLayer + l}`]),
-    (v) => open(Number(v), [...Array(H).keys()]));
+    (v) => open(Number(v), first()));
   const state = {};
   for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
     const share = shares ? shares[l][h] : null;
@@ -520,7 +528,7 @@ function headsView(app, doc) {
     grid.appendChild(b);
     buttons.push(b);
   }
-  open(0, [...Array(H).keys()]);
+  open(0, first());
   return {headView: view, heatmap: map, open, state};
 }
 
