@@ -292,6 +292,9 @@ def test_contributions_page_of_several_methods_chooses_among_them(tmp_path, open
     opened = open_page(made(tmp_path, "m.html", "contributions", ORANGE, "--method", "raw", "--method", "norm"))
     docs = opened.data()["docs"]
     assert [d["method"] for d in docs] == ["raw", "norm"]
+    title = f"attncli contributions: {ORANGE} (methods raw and norm)"
+    assert opened.page.title() == opened.page.locator("h1").text_content() == title
+    assert opened.page.locator("#app > h2").count() == 0  # one sentence: no heading of its own
     assert "raw, layer 1" in point_at_cell(opened, 0, 1, 4)
     opened.page.select_option(".view .controls select >> nth=0", "1")
     tip = point_at_cell(opened, 0, 1, 4)

@@ -158,6 +158,14 @@ def test_every_path_to_a_page_writes_outside_text_out_the_same_way(tmp_path):
     assert page.data_of(pages[1])["docs"][0]["sentence"] == "The earth\\u202e is like\\u2028 an\\u2029 orange"
 
 
+def test_a_page_of_several_methods_names_its_sentence_once_written_out(tmp_path):
+    """contributions with --method twice: two documents of one sentence, the page called by
+    the sentence once, its format characters written out, and its methods."""
+    run("contributions", FORMATTED, "--method", "raw", "--method", "norm", "--html", tmp_path / "m.html", "--json")
+    written = "attncli contributions: The earth\\u202e is like\\u2028 an\\u2029 orange (methods raw and norm)"
+    assert titles((tmp_path / "m.html").read_text(encoding="utf-8")) == [written, written]
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_a_saved_page_has_the_mode_open_gives_as_html_does(tmp_path, umask):
     """One writer for every page: 0666 less the umask, for a new file and for one replaced."""

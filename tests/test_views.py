@@ -302,6 +302,15 @@ def test_the_html_title_of_several_sentences_compare_and_stats(tmp_path):
     assert html_title(page) == "attncli scores: the cat (and 2 more sentences)"
     assert run("compare", "the river bank", "a bank", "--token", "bank", "--html", page, "--json").exit_code == 0
     assert html_title(page) == "attncli compare: 'bank' in 2 sentences"
+    # a document a method: the sentence once, and the methods
+    assert run("contributions", "the cat sat", "--method", "raw", "--method", "norm", "--method", "rollout",
+               "--html", page, "--json").exit_code == 0
+    assert html_title(page) == "attncli contributions: the cat sat (methods raw, norm and rollout)"
+    assert run("contributions", "--method", "norm", "--method", "raw", "--html", page, "--json",
+               input="the cat sat\nthe dog ran\n").exit_code == 0
+    assert html_title(page) == "attncli contributions: the cat sat (and 1 more sentence; methods norm and raw)"
+    assert run("contributions", "the cat sat", "--html", page, "--json").exit_code == 0
+    assert html_title(page) == "attncli contributions: the cat sat (method raw)"
     corpus = tmp_path / "c.txt"
     corpus.write_text("the cat sat\nthe dog ran\n", encoding="utf-8")
     assert run("stats", corpus, "--html", page, "--json").exit_code == 0

@@ -9,7 +9,7 @@ import re
 
 from rich.console import Console
 
-from attncli.visible import count
+from attncli.visible import count, listed
 
 
 # The pictures (--svg, --html) name fonts a machine has, never a font to download: rich's
@@ -117,8 +117,10 @@ def paint(console: Console, docs: list[dict], draw, view_args: dict) -> None:
 
 
 def picture_title(docs: list[dict]) -> str:
-    """What a page of pictures is called: the command and what it ran on, "attncli scores:
-    The earth is like an orange (and 2 more sentences)"."""
+    """What a page of pictures is called: the command and what it ran on, each sentence once,
+    "attncli scores: The earth is like an orange (and 2 more sentences)", and the methods of
+    a contributions page, a document a method, "attncli contributions: The earth is like an
+    orange (methods raw, norm and alti)"."""
     if not docs:
         return "attncli"
     doc = docs[0]
@@ -129,5 +131,11 @@ def picture_title(docs: list[dict]) -> str:
         subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
     if not isinstance(subject, str):
         return name
-    more = f" (and {count(len(docs) - 1, 'more sentence')})" if len(docs) > 1 else ""
-    return f"{name}: {subject}{more}"
+    said = []
+    sentences = dict.fromkeys(d.get("sentence") for d in docs)  # in order, each once
+    if len(sentences) > 1:
+        said.append(f"and {count(len(sentences) - 1, 'more sentence')}")
+    methods = list(dict.fromkeys(d["method"] for d in docs if "method" in d))
+    if methods:
+        said.append(f"{'method' if len(methods) == 1 else 'methods'} {listed(methods)}")
+    return f"{name}: {subject}" + (f" ({'; '.join(said)})" if said else "")
