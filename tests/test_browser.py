@@ -10,8 +10,10 @@ Screenshots of the pages go to the test's folder; with ATTNCLI_SCREENSHOTS=DIR, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -244,21 +246,134 @@ def test_context_page_bars_and_neighbours(tmp_path, open_page):
     opened.only_itself_requested()
 
 
-def test_compare_page_side_by_side(tmp_path, open_page):
-    opened = open_page(made(tmp_path, "cmp.html", "compare", "I sat on the bank of the river",
-                            "The bank raised interest rates", "--token", "bank"))
-    doc = opened.data()["docs"][0]
+def json_of(path: Path, *args) -> list[dict]:
+    """The documents --json gives beside the page --html writes to `path`."""
+    result = run(*args, "--html", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def assert_the_terminals_words(page) -> None:
+    """What compare's view says in words, and every number it shows, the table view (the
+    terminal's compare view, recorded) says too."""
+    terminal = words(page.locator("#table pre").text_content())
+    view = page.locator("#app .view")
+    for line in view.locator("h3, .summary").all():
+        if not line.locator("xpath=ancestor::div[contains(@class, 'tokens')]").count():  # not a sentence's heading
+            assert words(line.text_content()) in terminal, line.text_content()
+    numbers = set(re.findall(r"\d+\.\d+", view.inner_text()))  # inner_text: the cells apart
+    printed = set(re.findall(r"\d+\.\d+", terminal))
+    assert numbers and numbers <= printed, numbers - printed
+
+
+def table_of(page, caption: str) -> tuple[list[str], list[tuple[str, list[str], list[float | None]]]]:
+    """A table of the page by its caption: its header, and each row's name, texts and values."""
+    table = page.locator("table.numbers", has=page.locator(f'caption:text-is("{caption}")'))
+    assert table.count() == 1, caption
+    header = [th.text_content() for th in table.locator("tr").first.locator("th").all()]
+    rows = []
+    for tr in table.locator("tr").all()[1:]:
+        cells = tr.locator("td").all()
+        rows.append((tr.locator("th").text_content(), [c.text_content() for c in cells],
+                     [float(c.get_attribute("data-value")) if c.get_attribute("data-value") else None for c in cells]))
+    return header, rows
+
+
+def caption_under(page, caption: str) -> str:
+    box = page.locator(".captioned", has=page.locator(f'caption:text-is("{caption}")'))
+    return box.locator("p.caption").text_content()
+
+
+def test_compare_page_shows_what_the_terminal_does(tmp_path, open_page):
+    path = tmp_path / "cmp.html"
+    (doc,) = json_of(path, "compare", "I sat on the bank of the river", "The bank raised interest rates",
+                     "--token", "bank")
+    opened = open_page(path)
     page = opened.page
     for k, d in enumerate(doc["sentences"]):
         spans = page.locator(f'.tokens[data-sentence="{k}"] span')
         assert [s.text_content() for s in spans.all()] == d["tokens"]
-        assert [float(s.get_attribute("data-weight")) for s in spans.all()] == d["weights"]
+        np.testing.assert_allclose([float(s.get_attribute("data-weight")) for s in spans.all()], d["weights"],
+                                   rtol=1e-5)
         assert page.locator(f'.tokens[data-sentence="{k}"] span.followed').text_content() == "bank"
-    cells = page.locator("table.numbers").first.locator("td")
-    assert [float(c.get_attribute("data-value")) for c in cells.all()] == sum(doc["context_cosine"], [])
-    assert cells.nth(1).text_content() == f"{doc['context_cosine'][0][1]:.3f}"
+        assert page.locator(f'.tokens[data-sentence="{k}"] h3').text_content() == f"({k + 1}) {d['sentence']}"
+    assert page.locator("#app .view h2").text_content() == "'bank' in 2 sentences"
+    # the two tables of cosines the terminal prints, by its names, each number as it writes it
+    for caption, key in (("context vectors", "context_cosine"), ("raw vectors", "raw_cosine")):
+        header, rows = table_of(page, caption)
+        assert header == ["", "(1)", "(2)"] and [name for name, _, _ in rows] == ["(1)", "(2)"]
+        assert [values for _, _, values in rows] == doc[key]  # every digit of the JSON's
+        assert [texts for _, texts, _ in rows] == [[f"{x:.3f}" for x in row] for row in doc[key]]
+        assert len(caption_under(page, caption)) > 60
+    assert [t.text_content() for t in page.locator("table.numbers caption").all()] == ["context vectors", "raw vectors"]
+    assert "own vectors" not in page.locator("#app").text_content()
+    summary = page.locator(".summary").first.text_content()
+    assert f"cosine {doc['context_cosine'][0][1]:.3f} between sentences (its raw vectors: 1.000)" in summary
+    # the nearest words, those not near the word itself starred, as the terminal marks them
+    near = page.locator("table.words tr").all()
+    own = [n["word"] for n in doc["sentences"][0]["token_neighbors"]]
+    assert [c.text_content() for c in near[0].locator("th").all()] == ["'bank' itself", "context (1)", "context (2)"]
+    for r, tr in enumerate(near[1:]):
+        cells = [c.text_content() for c in tr.locator("td").all()]
+        want = [doc["sentences"][k]["neighbors"][r]["word"] for k in range(2)]
+        assert cells == [own[r], *(w if w in own else f"*{w}" for w in want)]
+    assert_the_terminals_words(page)
     opened.only_itself_requested()
     screenshot(opened, tmp_path, "page-compare.png")
+
+
+def test_a_page_rounds_no_cosine_twice(tmp_path, open_page):
+    """A cosine that four places would round up across the third, 0.98249 to 0.9825, is
+    0.982 on the page as on the terminal: the page holds compare's cosines whole."""
+    from attncli.views import page as html_page
+
+    doc = {"command": "compare", "token": "x", "notes": [],
+           "sentences": [{"sentence": s, "tokens": ["x"], "weights": [1.0], "index": 0, "qkv": {"kind": "random"}}
+                         for s in ("a x", "b x")],
+           "context_cosine": [[1.0, 0.98249], [0.98249, 1.0]], "raw_cosine": [[1.0, 0.12351], [0.12351, 1.0]]}
+    path = tmp_path / "c.html"
+    path.write_text(html_page.page([doc], "attncli compare"), encoding="utf-8")
+    opened = open_page(path)
+    assert table_of(opened.page, "context vectors")[1][0][1] == ["1.000", "0.982"]
+    assert table_of(opened.page, "raw vectors")[1][0][1] == ["1.000", "0.124"]
+    summary = opened.page.locator(".summary").first.text_content()
+    assert "cosine 0.982 between sentences (its raw vectors: 0.124)" in summary
+    opened.only_itself_requested()
+
+
+@needs_minilm
+def test_compare_page_of_a_model_shows_its_hidden_states_as_the_terminal_does(tmp_path, open_page):
+    """With a model the terminal shows the cosines of the word's hidden states layer by layer,
+    and over the word vectors for contrast; the page shows those, by the same names, and no
+    other number: not the context vectors' or the raw vectors' of the layer shown, which the
+    terminal does not print (the raw vectors' is the hidden state entering that layer, and the
+    word vectors' raw vectors, the terminal's 1.000, are another thing)."""
+    path = tmp_path / "cmp.html"
+    sentences = ["I sat on the bank of the river", "The bank raised interest rates", "A bank of snow"]
+    (doc,) = json_of(path, "compare", *sentences, "--token", "bank", "--model", "minilm")
+    opened = open_page(path)
+    page = opened.page
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    header, rows = table_of(page, "hidden states")
+    assert header == ["after", "(1)-(2)", "(1)-(3)", "(2)-(3)"]
+    assert [name for name, _, _ in rows] == ["embeddings"] + [f"layer {l}" for l in range(1, 7)]
+    assert [values for _, _, values in rows] == [[M[a][b] for a, b in pairs] for M in doc["hidden_cosine"]]
+    assert [texts for _, texts, _ in rows] == [[f"{M[a][b]:.3f}" for a, b in pairs] for M in doc["hidden_cosine"]]
+    assert "hidden states in two sentences" in caption_under(page, "hidden states")
+    assert page.locator("table.numbers").count() == 1
+    shown = page.locator("#app").text_content()
+    assert "own vectors" not in shown and f"{doc['raw_cosine'][0][1]:.3f}" not in shown.replace(
+        f"{doc['hidden_cosine'][5][0][1]:.3f}", "")  # 0.866 only as the state after layer 5
+    static = doc["static"]
+    ctx = sorted(static["context_cosine"][a][b] for a, b in pairs)
+    assert (f"the context vectors of 'bank' have cosine {ctx[0]:.3f} to {ctx[-1]:.3f} (raw vectors: 1.000)"
+            in page.locator(".summary").text_content())
+    assert_the_terminals_words(page)
+    opened.only_itself_requested()
 
 
 def test_contributions_page_layers_and_methods(tmp_path, open_page):

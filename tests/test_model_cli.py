@@ -74,6 +74,11 @@ def test_compare_gives_the_hidden_states_cosines_layer_by_layer(tinybert_folder)
     cosines = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b)]
     assert len(doc["hidden_cosine"]) == 3
     np.testing.assert_allclose([m[0][1] for m in doc["hidden_cosine"]], cosines, atol=1e-12)
+    # raw_cosine, with a model, is the cosine of the word's input to the layer shown, the
+    # state after the layer before: the row of hidden_cosine above it, not the word vectors'
+    np.testing.assert_allclose(doc["raw_cosine"][0][1], cosines[1], atol=1e-12)  # layer 2, the last
+    first = one(run("compare", *sentences, "--token", "bank", "--model", tinybert_folder, "--layer", "1", "--json"))
+    np.testing.assert_allclose(first["raw_cosine"][0][1], cosines[0], atol=1e-12)
     # beside it, attention over the bundled word vectors, as compare without --model gives it
     plain = one(run("compare", *sentences, "--token", "bank", "--json"))
     assert doc["static"] == {"vectors": "glove.6B.50d.100k", "context_cosine": plain["context_cosine"],

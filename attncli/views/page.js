@@ -555,7 +555,8 @@ function contextView(app, doc) {
   }
 }
 
-function tableOf(parent, caption, header, rows) {
+function tableOf(parent, caption, header, rows, explanation) {
+  // a table of numbers to 3 places (as the terminal's), with what they are under it where given
   const t = el("table", {"class": "numbers"});
   t.appendChild(el("caption", {}, caption));
   const head = el("tr", {});
@@ -567,40 +568,117 @@ function tableOf(parent, caption, header, rows) {
     values.forEach((v) => tr.appendChild(el("td", {"data-value": v === null ? "" : v}, num(v, 3))));
     t.appendChild(tr);
   });
-  parent.appendChild(t);
+  if (explanation === undefined) {
+    parent.appendChild(t);
+    return t;
+  }
+  const box = el("div", {"class": "captioned"});
+  box.append(t, el("p", {"class": "caption"}, explanation));
+  parent.appendChild(box);
   return t;
 }
 
+function quoted(text) { // a text as Python's repr() writes it, as the terminal's views name a token
+  const q = text.includes("'") && !text.includes('"') ? '"' : "'";
+  const escapes = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", [q]: "\\" + q};
+  return q + [...text].map((c) => escapes[c] || c).join("") + q;
+}
+
+function offDiagonal(M) { // the defined cosines between different sentences
+  return M.flatMap((row, a) => row.filter((x, b) => a !== b && x !== null));
+}
+
+function span(values) { // "0.963", or "0.951 to 0.985", as the terminal writes a range of cosines
+  if (!values.length) return "undefined";
+  const low = num(Math.min(...values), 3), high = num(Math.max(...values), 3);
+  return low === high ? low : `${low} to ${high}`;
+}
+
+// compare's page shows what the terminal's compare view does (views/sentence.py), by the same
+// names and in the same words, each table with what its numbers are under it
 function compareView(app, doc) {
-  const s = section(app, `${doc.token} in ${doc.sentences.length} sentences`,
-    "Each sentence's tokens coloured by the weight the word gives them (its row of α).");
+  const docs = doc.sentences, token = quoted(doc.token);
+  const labels = docs.map((_, k) => `(${k + 1})`);
+  const s = section(app, `${token} in ${docs.length.toLocaleString("en-US")} sentences`,
+    "Each sentence's tokens coloured by the weight the word gives them (its row of α); point at one for its α.");
   const box = el("div", {"class": "sentences"});
-  doc.sentences.forEach((d, k) => {
+  docs.forEach((d, k) => {
     const part = el("div", {"class": "tokens", "data-sentence": k});
-    part.appendChild(el("h3", {}, `${k + 1}. ${d.sentence}`));
+    part.appendChild(el("h3", {}, `${labels[k]} ${d.sentence}`));
     const m = Math.max(...d.weights, 1e-12);
     d.tokens.forEach((t, j) => {
       const colour = viridis(d.weights[j] / m);
-      const span = el("span", {title: `α = ${num(d.weights[j])}`, "data-weight": d.weights[j]}, t);
-      span.style.background = `rgb(${colour})`;
-      span.style.color = textOn(colour);
-      if (j === d.index) span.classList.add("followed");
-      part.appendChild(span);
+      const piece = el("span", {title: `α = ${num(d.weights[j])}`, "data-weight": d.weights[j]}, t);
+      piece.style.background = `rgb(${colour})`;
+      piece.style.color = textOn(colour);
+      if (j === d.index) piece.classList.add("followed");
+      part.appendChild(piece);
     });
     box.appendChild(part);
   });
   s.appendChild(box);
-  const names = doc.sentences.map((_, k) => String(k + 1));
-  tableOf(s, "cosine of the word's context vectors", ["", ...names],
-    doc.context_cosine.map((row, k) => [names[k], row]));
-  tableOf(s, "cosine of the word's own vectors", ["", ...names], doc.raw_cosine.map((row, k) => [names[k], row]));
-  if (doc.hidden_cosine) {
+  const summary = (text) => s.appendChild(el("p", {"class": "summary"}, text));
+  const notes = () => (doc.notes || []).forEach((n) => s.appendChild(el("p", {"class": "note"}, n)));
+  if (doc.hidden_cosine) { // a model's: its hidden states layer by layer, and the word vectors' for contrast
     const pairs = [];
-    for (let a = 0; a < names.length; a++) for (let b = a + 1; b < names.length; b++) pairs.push([a, b]);
-    tableOf(s, "cosine of the word's hidden states, layer by layer (0: the embeddings)",
-      ["layer", ...pairs.map(([a, b]) => `${a + 1} · ${b + 1}`)],
-      doc.hidden_cosine.map((M, l) => [String(l), pairs.map(([a, b]) => M[a][b])]));
+    for (let a = 0; a < docs.length; a++) for (let b = a + 1; b < docs.length; b++) pairs.push([a, b]);
+    s.appendChild(el("h3", {}, `cosine of the hidden states of ${token} between the sentences:`));
+    tableOf(s, "hidden states", ["after", ...pairs.map(([a, b]) => `${labels[a]}-${labels[b]}`)],
+      doc.hidden_cosine.map((M, l) => [l ? `layer ${l}` : "embeddings", pairs.map(([a, b]) => M[a][b])]),
+      "The cosine between the word's hidden states in two sentences, after the embeddings and after each " +
+      "layer: 1 where the model holds the word the same in both, lower where the layers tell its uses apart.");
+    if (doc.static) {
+      summary(`over the word vectors ${doc.static.vectors}, with no learned projections, the context vectors of ` +
+        `${token} have cosine ${span(offDiagonal(doc.static.context_cosine))} (raw vectors: ` +
+        `${span(offDiagonal(doc.static.raw_cosine))}): the trained model's learned W_Q, W_K, W_V and its layers ` +
+        "are what let the sentences pull the word apart.");
+    }
+    notes();
+    return;
   }
+  s.appendChild(el("h3", {}, `cosines between the sentences' vectors of ${token}:`));
+  const tables = el("div", {"class": "cosines"});
+  s.appendChild(tables);
+  tableOf(tables, "context vectors", ["", ...labels], doc.context_cosine.map((row, k) => [labels[k], row]),
+    "The cosine between the word's context vectors in two sentences, z_i = Σ_j α_ij v_j: the word mixed " +
+    "with each sentence's words by its weights.");
+  tableOf(tables, "raw vectors", ["", ...labels], doc.raw_cosine.map((row, k) => [labels[k], row]),
+    "The cosine between the word's raw vectors x_i, the vectors attention starts from: one word, one " +
+    "vector, whatever the sentence.");
+  notes();
+  const identity = docs[0].qkv.kind === "identity";
+  summary(`the context vectors of ${token} have cosine ${span(offDiagonal(doc.context_cosine))} between ` +
+    `sentences (its raw vectors: ${span(offDiagonal(doc.raw_cosine))}). ` + (identity ?
+    "With raw vectors and no learned projections, context barely moves a word: each token attends mostly to " +
+    "itself, so its context vector stays near its own vector. Learned W_Q, W_K, W_V are what would let the " +
+    "sentences pull it apart." : "These context vectors are sums of value vectors under the projections given."));
+  if (!identity && !docs[0].qkv.trained) {
+    summary("no nearest words for the context vectors: with projections they are sums of value vectors, not " +
+      "word vectors");
+    return;
+  }
+  const own = (docs[0].token_neighbors || []).map((n) => n.word);
+  const near = el("table", {"class": "words"});
+  near.appendChild(el("caption", {}, "nearest vocabulary words (* = not near the word itself)"));
+  const head = el("tr", {});
+  for (const h of [`${token} itself`, ...labels.map((l) => `context ${l}`)]) {
+    head.appendChild(el("th", {scope: "col"}, h));
+  }
+  near.appendChild(head);
+  const contexts = docs.map((d) => (d.neighbors || []).map((n) => n.word));
+  const rows = Math.max(own.length, ...contexts.map((c) => c.length));
+  for (let r = 0; r < rows; r++) {
+    const tr = el("tr", {});
+    tr.appendChild(el("td", {}, r < own.length ? own[r] : ""));
+    for (const words of contexts) {
+      const word = r < words.length ? words[r] : "";
+      const moved = word && !own.includes(word);
+      const cell = el("td", moved ? {"class": "moved"} : {}, moved ? `*${word}` : word);
+      tr.appendChild(cell);
+    }
+    near.appendChild(tr);
+  }
+  s.appendChild(near);
 }
 
 function contributionsView(app, docs) {

@@ -4,11 +4,11 @@ that holds its script, its style and its numbers, and loads nothing.
 - The numbers are the documents themselves (less their "top" lists, which the page ranks
   from the weights), once, as JSON in a `<script
   type="application/json">` element: each matrix (an array of two dimensions or more) to
-  DECIMALS places, the four the page shows of it, every other float to SIGNIFICANT digits;
-  the JSON output keeps every digit. At 512 word pieces a page of a layer's twelve heads
-  holds 3 million numbers, and the file's size is what its first draw waits on
-  (benchmarks/README.md). The JSON escapes `<`, `>` and `&`, so that no text of a document
-  can end its element, and is ASCII.
+  DECIMALS places, the four the page shows of it, every other float to SIGNIFICANT digits,
+  compare's cosines whole (WHOLE); the JSON output keeps every digit. At 512 word pieces
+  a page of a layer's twelve heads holds 3 million numbers, and the file's size is what
+  its first draw waits on (benchmarks/README.md). The JSON escapes `<`, `>` and `&`, so
+  that no text of a document can end its element, and is ASCII.
 - The script (page.js, beside this file) reads that JSON and sets every label with
   textContent, never as HTML; the table view as a terminal draws it is rich's recording,
   which escapes its text.
@@ -34,6 +34,10 @@ from attncli.visible import visible
 
 SIGNIFICANT = 6  # digits of a number in the page's JSON that is not in a matrix
 DECIMALS = 4  # places of a matrix's numbers: the page shows them to four (num() in page.js)
+# compare's cosines, which the page prints to the terminal's three places, keep every digit:
+# rounded to four places first, a number can print otherwise (0.98249: 0.982 on the terminal,
+# 0.9825 and then 0.983 on the page); they are few, k x k a table
+WHOLE = frozenset({"context_cosine", "raw_cosine", "hidden_cosine"})
 
 # Every head its colour in the head view and the model view: Okabe & Ito's and Paul Tol's
 # colour-blind-safe palettes, each darkened where needed to a 3:1 contrast with the page's
@@ -70,10 +74,10 @@ def _rounded_array(a: np.ndarray) -> list:
 
 def rounded(value):
     """A document with each matrix's floats to DECIMALS places and every other float to
-    SIGNIFICANT digits; ints, bools, strings and None as they are. A list of numbers (any
-    depth, rectangular) goes through numpy at once."""
+    SIGNIFICANT digits, but for the keys of WHOLE; ints, bools, strings and None as they are.
+    A list of numbers (any depth, rectangular) goes through numpy at once."""
     if isinstance(value, dict):
-        return {key: rounded(v) for key, v in value.items()}
+        return {key: v if key in WHOLE else rounded(v) for key, v in value.items()}
     if isinstance(value, float):
         return _rounded_array(np.array(value)) if math.isfinite(value) else None
     if isinstance(value, (list, tuple)):
