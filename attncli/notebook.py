@@ -7,8 +7,8 @@
     page.save("bank.html")                                               # the page --html writes
 
 A Page displays in Jupyter (`_repr_html_`) as the page inside a sandboxed iframe (its
-`srcdoc`, scripts allowed, no origin of its own): several in one notebook keep apart, and
-nothing touches the notebook's own page. `Page(docs)` makes one of any documents the API
+`srcdoc`, scripts allowed, no origin of its own), as tall as the page: several in one
+notebook keep apart, and nothing touches the notebook's own page. `Page(docs)` makes one of any documents the API
 gives (scores_doc, heads_doc, ...), `.docs` gives them back.
 """
 
@@ -24,7 +24,6 @@ from attncli.visible import visible
 TABLE_VIEWS = {"scores": "scores_view", "heads": "heads_view", "context": "context_view", "compare": "compare_view",
                "contributions": "contributions_view"}
 SHOWN = ("scores", "heads", "context", "compare", "contributions")
-FRAME_HEIGHT = 720  # px: the iframe's; the page scrolls inside it
 
 
 class Page:
@@ -67,11 +66,20 @@ class Page:
         return path
 
     def _repr_html_(self) -> str:
+        """The page in a sandboxed frame, given the page's height (page.frame_height) and at
+        least the width it was reckoned at. Nothing outside a frame without an origin of its
+        own can measure the page in it; a page that told its height (postMessage) would need
+        a script beside the frame to listen and resize it, which Jupyter runs only in a
+        notebook it trusts (not one opened from a file until trusted) and a notebook's static
+        views never run. A height in the frame's own style needs no script."""
         from html import escape  # only a notebook's display needs it
 
+        from attncli.views import page  # the page's
+
+        html = self.to_html()
         return (f'<iframe sandbox="allow-scripts" title="{escape(self.title, quote=True)}" '
-                f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #ccc" '
-                f'srcdoc="{escape(self.to_html(), quote=True)}"></iframe>')
+                f'style="width: 100%; min-width: {page.FRAME_WIDTH}px; height: {page.frame_height(html)}px; '
+                f'border: 1px solid #ccc" srcdoc="{escape(html, quote=True)}"></iframe>')
 
     def __repr__(self) -> str:
         return f"<attncli.Page {self.title!r}: {len(self.docs)} document{'s' * (len(self.docs) != 1)}>"

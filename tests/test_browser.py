@@ -556,6 +556,62 @@ def test_the_notebook_frame_shows_the_page_sandboxed(tmp_path, open_page):
     assert opened.errors == []
 
 
+LONGER = ("the quick brown fox jumps over the lazy dog while an orange sun sets behind the distant hills and "
+         "the tired farmers walk slowly home along dusty roads to their waiting families at the end of a long day "
+         "in the fields")
+
+
+def framed(kind: str):
+    """A page a notebook shows, as attncli.show or attncli.Page makes it."""
+    import attncli
+
+    bank = ["I sat on the bank of the river", "The bank raised interest rates", "A bank of snow"]
+    if kind.startswith("contributions, two methods"):
+        from attncli import mixing
+
+        sentence, methods = ("cat", ("value-zeroing", "raw")) if "undefined" in kind else (ORANGE, ("raw", "norm"))
+        vectors = attncli.load_vectors()
+        return attncli.Page([mixing.contributions_doc(sentence, vectors, method=m) for m in methods])
+    return {"scores": lambda: attncli.show(ORANGE),
+            "scores, five heads": lambda: attncli.show(ORANGE, options=attncli.Options(qkv="random", heads=5)),
+            "scores, 42 tokens": lambda: attncli.show(LONGER),
+            "context": lambda: attncli.show(ORANGE, view="context", token="orange"),
+            "compare": lambda: attncli.show(bank, view="compare", token="bank"),
+            "compare, a model": lambda: attncli.show(bank, view="compare", token="bank", model="minilm"),
+            "heads, a model": lambda: attncli.show(ORANGE, model="minilm"),
+            "contributions, a model": lambda: attncli.show(LONGER, model="minilm", view="contributions", method="alti"),
+            }[kind]()
+
+
+@pytest.mark.parametrize("kind", [
+    "scores", "scores, five heads", "scores, 42 tokens", "context", "compare", "contributions, two methods",
+    "contributions, two methods, a share undefined",
+    pytest.param("compare, a model", marks=needs_minilm), pytest.param("heads, a model", marks=needs_minilm),
+    pytest.param("contributions, a model", marks=needs_minilm)])
+def test_a_notebook_frame_is_as_tall_as_its_page(tmp_path, open_page, kind):
+    """The frame holds the whole page, as it opens and with a token and a cell pointed at
+    (their top attended and their numbers shown): nothing scrolls inside it. At its least
+    width (800 px) it is little taller than the page; a wider frame wraps less text, and
+    leaves more room under it."""
+    shown = framed(kind)
+    for width, spare in ((820, 0.1), (1280, 0.45)):  # the holder's margins of 8 px: a frame of 804 px
+        holder = tmp_path / f"notebook-{width}.html"
+        holder.write_text("<!DOCTYPE html><html><body>" + shown._repr_html_() + "</body></html>", encoding="utf-8")
+        opened = open_page(holder, width=width, ready=False)
+        (frame,) = [f for f in opened.page.frames if f != opened.page.main_frame]
+        frame.wait_for_selector("body[data-ready=true]")
+        for pointed in (".column.left button", ".heatmap canvas"):
+            if frame.locator(pointed).count():
+                frame.locator(pointed).first.hover()
+        inside = frame.evaluate("""() => ({scroll: document.documentElement.scrollHeight,
+            client: document.documentElement.clientHeight,
+            page: document.body.getBoundingClientRect().bottom + window.scrollY + 16})""")  # its margin under it
+        height = opened.page.evaluate("document.querySelector('iframe').clientHeight")
+        assert inside["scroll"] <= inside["client"] == height, (width, inside, height)
+        assert height <= inside["page"] * (1 + spare) + 200, (width, inside, height)
+        assert opened.errors == []
+
+
 def test_the_notebook_page_of_a_sentence_with_format_characters_shows_them_written_out(tmp_path, open_page):
     """The frame's title attribute, the page's window title and its heading: the bidi
     override and the separators written out, as --html writes them, never acting on the text."""

@@ -113,6 +113,8 @@ def test_show_gives_a_page_that_displays_in_a_sandboxed_iframe_and_saves(tmp_pat
     assert isinstance(shown, attncli.Page)
     frame = shown._repr_html_()
     assert frame.startswith('<iframe sandbox="allow-scripts" ') and "allow-same-origin" not in frame
+    # as tall as the page, at least as wide as that height was reckoned for (test_browser.py holds it in a browser)
+    assert f"min-width: {page.FRAME_WIDTH}px; height: {page.frame_height(shown.to_html())}px;" in frame
     assert 'srcdoc="&lt;!DOCTYPE html&gt;' in frame and "<script" not in frame  # all of it escaped in the attribute
     assert page.data_of(shown.to_html())["docs"][0]["command"] == "scores"
     saved = shown.save(tmp_path / "p.html")
