@@ -201,7 +201,7 @@ def test_heads_page_model_view_opens_a_head_and_layers(tmp_path, open_page):
     page.locator(".column.left button").nth(6).hover()
     assert doc["tokens"][6] == "orange"
     assert shown_top(page, "head 5") == top5(W[2, 4, 6].tolist())
-    screenshot(opened, tmp_path, "page-heads.png", 1180, hover=".column.left button >> nth=6")
+    screenshot(opened, tmp_path, "page-heads.png", 1560, hover=".column.left button >> nth=6")
     tip = point_at_cell(opened, 0, 6, 1)
     assert f"α = {four(W[2, 4, 6, 1])}" in tip and "layer 3 head 5" in tip
     # the keyboard: a token's lines follow the focus, the arrows move it
