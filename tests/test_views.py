@@ -30,6 +30,45 @@ def draw(renderable, width: int = 80) -> str:
     return out.getvalue()
 
 
+# --------------------------------------------------------------------------- a number beside its word
+
+
+@pytest.mark.parametrize("width", [10, 20, 33, 80])
+def test_pack_breaks_lines_between_items_never_inside_one(width):
+    from attncli.views.common import pack
+
+    items = [Text(f"{word} 0.{n:03d},") for n, word in enumerate(("a", "bb", "internationalization", "cat") * 6)]
+    lines = pack(items, width, first=Text("orange → "), sep=" ", indent=4)
+    plain = [line.plain for line in lines]
+    assert plain[0].startswith("orange → ")
+    # indented below the first, unless an item is too wide for the indent and a line both
+    assert all(line.startswith("    ") or len(line) > width - 4 for line in plain[1:]), plain
+    assert " ".join(line.strip() for line in plain).removeprefix("orange → ") == " ".join(i.plain for i in items)
+    for line in plain:  # within the width, unless one item alone is wider
+        assert len(line) <= width or len(line.strip().split(" ")) <= 2 + 2 * line.startswith("orange"), line
+        assert re.fullmatch(r"(orange → )?( *\S+ 0\.\d{3},)+", line), line  # whole "word 0.123," items
+
+
+LONG_WORDS = ("administration responsibility international government information development environment "
+              "organization relationship particularly contemporary neighbourhood")
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_top_line_longer_than_the_width_keeps_each_weight_beside_its_token(glove, width):
+    from attncli.analyze import scores_doc
+
+    doc = scores_doc(LONG_WORDS, glove, Options(top_k=6))
+    text = draw(sentence.scores_view(doc, width=width), width)
+    lines = text[text.index("keeps it):") + len("keeps it):"):].strip("\n").splitlines()
+    assert any(line.startswith("    ") for line in lines)  # a list goes on below its token
+    item = r"[a-z]+ \d\.\d{3}"
+    for line in lines:
+        assert re.fullmatch(rf"(\d+ )?[a-z]+ → {item}(, {item})*,?|    {item}(, {item})*,?", line.rstrip()), line
+    listed = " ".join(line.strip() for line in lines)
+    for token, top in zip(doc["tokens"], doc["top"]):
+        assert f"{token} → " + ", ".join(f"{t['token']} {t['weight']:.3f}" for t in top) in listed
+
+
 # --------------------------------------------------------------------------- vectors info, clear
 
 

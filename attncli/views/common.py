@@ -1,6 +1,7 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
 list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a list as
-words, a model's markers."""
+words, a model's markers; and items packed into lines, so that a number is never apart
+from its word."""
 
 from __future__ import annotations
 
@@ -8,7 +9,48 @@ import math
 from collections import Counter
 
 import numpy as np
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
+
+
+def pack(items: list[Text], width: int, *, first: Text | None = None, sep: str = "   ",
+         indent: int = 0) -> list[Text]:
+    """`items` in lines of at most `width` cells, `sep` between two on a line, each item
+    whole on one line ("7 the", "earth 0.108"): a line breaks between items, never inside
+    one, so that a number stays beside its word. `first` begins the first line, and each
+    line after it begins with `indent` spaces. An item wider than a line has one to itself
+    (rich then folds it, whole, over the lines it needs)."""
+    lines: list[Text] = []
+    line = first.copy() if first is not None else Text()
+    empty = True  # no item on `line` yet: `first` alone is no item
+    for item in items:
+        joined = line.cell_len + (len(sep) if not empty else 0) + item.cell_len
+        if not empty and joined > width:
+            lines.append(line)
+            line, empty = Text(" " * min(indent, max(width - item.cell_len, 0))), True
+        if not empty:
+            line.append(sep)
+        line.append_text(item)
+        empty = False
+    lines.append(line)
+    return lines
+
+
+class Packed:
+    """`pack`'s lines, laid out for the width they are drawn in (a panel's, a stream's)."""
+
+    def __init__(self, items: list[Text], *, first: Text | None = None, sep: str = "   ", indent: int = 0):
+        self.items, self.first, self.sep, self.indent = items, first, sep, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from pack(self.items, options.max_width, first=self.first, sep=self.sep, indent=self.indent)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((item.cell_len for item in self.items), default=0)
+        first = self.first.cell_len if self.first is not None else 0
+        whole = first + sum(item.cell_len for item in self.items) + len(self.sep) * max(len(self.items) - 1, 0)
+        return Measurement(max(widest, first), whole).clamp(max_width=options.max_width)
 
 
 def repeated(tokens: list[str]) -> set[str]:
@@ -16,15 +58,18 @@ def repeated(tokens: list[str]) -> set[str]:
     return {t for t, n in Counter(tokens).items() if n > 1}
 
 
-def top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
-    """"token → other 0.123, ..."; a token among `repeated` carries its position."""
+def top_line(token: str | Text, top: list[dict], repeated: set[str]) -> Packed:
+    """"token → other 0.123, ..."; a token among `repeated` carries its position. Each
+    "other 0.123" stays on one line: a list longer than the width goes on, indented, below."""
 
     def name(t: dict) -> str:
         return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
 
-    line = Text(f"{token} → ", style="bold")
-    line.append(", ".join(f"{name(t)} {t['weight']:.3f}" for t in top) or "(no other token)")
-    return line
+    first = token.copy() if isinstance(token, Text) else Text(token, style="bold")
+    first.append(" → ", style="bold")
+    items = [Text(f"{name(t)} {t['weight']:.3f}") for t in top] or [Text("(no other token)")]
+    indent = len(first.plain) - len(first.plain.lstrip(" ")) + 4  # below the token, a step in
+    return Packed([*(item + Text(",") for item in items[:-1]), items[-1]], first=first, sep=" ", indent=indent)
 
 
 def masked_cells(doc: dict, T: int, *, window: bool = True) -> np.ndarray:

@@ -255,9 +255,8 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     labels = [f"({n + 1})" for n in range(k)]
     parts: list[RenderableType] = [Text(f"{token!r} in {k:,} sentences", style="bold")]
     for label, d in zip(labels, docs):
-        line = Text(f"{label} {d['sentence']}\n", style="bold")
-        line.append_text(top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
-        parts.append(line)
+        parts += [Text(f"{label} {d['sentence']}", style="bold"),
+                  top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"]))]
     note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     if "hidden_cosine" in doc:

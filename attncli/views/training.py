@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import cosine_text, weight_bar
+from attncli.views.common import Packed, cosine_text, weight_bar
 
 
 def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -55,8 +55,9 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     table.add_column("top attended, untrained")
     table.add_column("top attended, trained")
 
-    def top(entries: list[dict]) -> Text:
-        return Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in entries))
+    def top(entries: list[dict]) -> Packed:  # each "word 0.12" whole on its line
+        items = [Text(f"{t['token']} {t['weight']:.2f}") for t in entries]
+        return Packed([*(item + Text(",") for item in items[:-1]), *items[-1:]], sep=" ")
 
     for b, a in zip(before["sentences"], after["sentences"]):
         table.add_row(Text(b["sentence"]), top(b["top"]), top(a["top"]))
