@@ -244,6 +244,44 @@ def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
     assert ctx == [[f"{x:.3f}" for x in r] for r in doc["context_cosine"]]
 
 
+TEN = ["I ate an orange", "an orange car", FRUIT, "orange juice is sweet", "orange is a colour", "the orange sky",
+       "a big orange", "orange peel", "paint it orange", "one orange"]
+
+
+def cosine_blocks(text: str) -> list[dict[tuple[str, str], str]]:
+    """Each table of cosines in `text` (a block of one, where the table is split) as
+    {(row, column): cell}, its columns named by the header above its rows; tables side by
+    side (two spaces apart) in the order drawn."""
+    text = text[text.index("cosines between"):text.index("the context vectors of")]
+    found: list[dict] = []
+    columns: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("┃"):  # a header: one or two tables'
+            columns = [[c.strip() for c in part.strip("┃").split("┃")][1:] for part in line.strip().split("┃  ┃")]
+            found += [{} for _ in columns]
+        elif line.startswith("│"):
+            for table, part, names in zip(found[-len(columns):], line.strip().split("│  │"), columns, strict=True):
+                cells = [c.strip() for c in part.strip("│").split("│")]
+                table.update({(cells[0], c): cell for c, cell in zip(names, cells[1:], strict=True)})
+    return found
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_compare_of_ten_sentences_gives_every_cosine_whole(glove, width):
+    doc = compare_doc(TEN, glove, Options(), token="orange")
+    text = draw(sentence.compare_view(doc, width=width), width)
+    assert longest_line(text) <= width and "…" not in text
+    blocks = cosine_blocks(text)
+    assert len(blocks) == (4 if width < 90 else 2)  # each matrix whole, or in two blocks of its columns
+    labels = [f"({n + 1})" for n in range(10)]
+    for M, held in ((doc["context_cosine"], blocks[:len(blocks) // 2]), (doc["raw_cosine"], blocks[len(blocks) // 2:])):
+        cells = {}
+        for block in held:
+            assert not cells.keys() & block.keys()  # a column in one block only
+            cells.update(block)
+        assert cells == {(labels[a], labels[b]): f"{M[a][b]:.3f}" for a in range(10) for b in range(10)}
+
+
 def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):
     doc = compare_doc([FRUIT, COLOUR], glove, Options(), token="orange")
     off = doc["context_cosine"][0][1]

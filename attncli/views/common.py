@@ -1,16 +1,21 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
 list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a list as
-words, a model's markers; and items packed into lines, so that a number is never apart
-from its word."""
+words, a model's markers; and how a view fits its width without cutting a number or a
+token: items packed into lines (a number never apart from its word) and a wide table in
+blocks of columns."""
 
 from __future__ import annotations
 
+import functools
+import io
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.table import Table
 from rich.text import Text
 
 
@@ -53,9 +58,55 @@ class Packed:
         return Measurement(max(widest, first), whole).clamp(max_width=options.max_width)
 
 
+@functools.lru_cache(maxsize=1)
+def _measuring() -> Console:
+    return Console(file=io.StringIO(), width=1_000_000, color_system=None, markup=False, emoji=False,
+                   highlight=False)
+
+
+def natural_width(table: Table) -> int:
+    """The columns `table` takes when nothing narrows it: every cell whole on its line."""
+    console = _measuring()
+    return Measurement.get(console, console.options, table).maximum
+
+
+def column_blocks(table: Callable[[list[int]], Table], n: int, width: int) -> list[list[int]]:
+    """The columns 0 to n - 1 of a table too wide for `width`, in the fewest blocks, in
+    order, that each fit it as `table(block)` draws them (beside the row labels, which every
+    block repeats): a wide table split, never a cell cut. The blocks as even as they can be
+    (6 and 6 columns rather than 10 and 2). A column that fits no width beside the labels
+    is a block of its own."""
+    def fits(block: list[int]) -> bool:
+        return natural_width(table(block)) <= width
+
+    blocks: list[list[int]] = []
+    block: list[int] = []
+    for k in range(n):
+        if block and not fits([*block, k]):
+            blocks.append(block)
+            block = []
+        block.append(k)
+    blocks += [block] if block else []
+    if len(blocks) > 1:  # as many blocks, of n // b or n // b + 1 columns, where they fit
+        b = len(blocks)
+        ends = [round(n * (i + 1) / b) for i in range(b)]
+        even = [list(range(start, end)) for start, end in zip([0, *ends[:-1]], ends)]
+        if all(fits(block) for block in even):
+            return even
+    return blocks
+
+
 def repeated(tokens: list[str]) -> set[str]:
     """The tokens that occur more than once: their mentions carry their position."""
     return {t for t, n in Counter(tokens).items() if n > 1}
+
+
+def blocked(table: Callable[[list[int]], Table], blocks: list[list[int]]) -> list[RenderableType]:
+    """The tables of `blocks` (column_blocks'), a blank line between two."""
+    parts: list[RenderableType] = []
+    for k, block in enumerate(blocks):
+        parts += [Text()] * (k > 0) + [table(block)]
+    return parts
 
 
 def top_line(token: str | Text, top: list[dict], repeated: set[str]) -> Packed:

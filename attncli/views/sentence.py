@@ -14,8 +14,8 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (cosine_text, left_out, listed, marked_heads, markers, masked_cells, repeated,
-                                   top_line, weight_bar)
+from attncli.views.common import (blocked, column_blocks, cosine_text, left_out, listed, marked_heads, markers,
+                                   masked_cells, repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -233,14 +233,18 @@ def _span(values: list[float]) -> str:
     return low if low == high else f"{low} to {high}"
 
 
-def _cosines(title: str, labels: list[str], M: list[list[float | None]]) -> Table:
-    table = Table(title=title)
-    table.add_column("")
-    for label in labels:
-        table.add_column(label, justify="right")
-    for label, row in zip(labels, M):
-        table.add_row(label, *map(cosine_text, row))
-    return table
+def _cosines(title: str, labels: list[str], M: list[list[float | None]], width: int) -> Group:
+    """A k x k matrix of cosines, in blocks of its columns where it is wider than `width`."""
+    def table(shown: list[int]) -> Table:
+        table = Table(title=title if shown[0] == 0 else None)
+        table.add_column("", no_wrap=True)
+        for c in shown:
+            table.add_column(labels[c], justify="right", no_wrap=True)
+        for label, row in zip(labels, M):
+            table.add_row(label, *(cosine_text(row[c]) for c in shown))
+        return table
+
+    return Group(*blocked(table, column_blocks(table, len(labels), width)))
 
 
 def _notes(doc: dict) -> list[RenderableType]:
@@ -260,12 +264,12 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     if "hidden_cosine" in doc:
-        parts += _model_cosines(doc, labels)
+        parts += _model_cosines(doc, labels, width)
         return Group(*parts, *_notes(doc))
     ctx, raw = doc["context_cosine"], doc["raw_cosine"]
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
     parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
-    parts.append(Columns([_cosines("context vectors", labels, ctx), _cosines("raw vectors", labels, raw)],
+    parts.append(Columns([_cosines("context vectors", labels, ctx, width), _cosines("raw vectors", labels, raw, width)],
                          padding=(0, 2)))
     parts += _notes(doc)
     parts.append(Text(
@@ -280,19 +284,23 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
                           "vectors, not word vectors", style="dim"))
         return Group(*parts)
     own = [n["word"] for n in docs[0]["token_neighbors"]]
-    near = Table(title="nearest vocabulary words (* = not near the word itself)")
-    near.add_column(f"{token!r} itself")
-    for label in labels:
-        near.add_column(f"context {label}")
     contexts = [[n["word"] for n in d["neighbors"]] for d in docs]
     rows = max([len(own), *map(len, contexts)])
-    for r in range(min(rows, TABLE_ROWS)):
-        cells = [own[r] if r < len(own) else ""]
-        for words in contexts:
-            word = words[r] if r < len(words) else ""
-            cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
-        near.add_row(*cells)
-    parts += [near, *_abridged(rows, "nearest words")]
+
+    def near(shown: list[int]) -> Table:  # the word's own nearest, then the contexts' shown
+        table = Table(title="nearest vocabulary words (* = not near the word itself)" if shown[0] == 0 else None)
+        table.add_column(f"{token!r} itself", overflow="fold")
+        for c in shown:
+            table.add_column(f"context {labels[c]}", overflow="fold")
+        for r in range(min(rows, TABLE_ROWS)):
+            cells = [own[r] if r < len(own) else ""]
+            for words in (contexts[c] for c in shown):
+                word = words[r] if r < len(words) else ""
+                cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
+            table.add_row(*cells)
+        return table
+
+    parts += [*blocked(near, column_blocks(near, k, width)), *_abridged(rows, "nearest words")]
     return Group(*parts)
 
 
@@ -301,22 +309,28 @@ def _word_space(doc: dict) -> bool:
     return doc["qkv"]["kind"] == "identity" or bool(doc["qkv"].get("trained"))
 
 
-def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
+def _model_cosines(doc: dict, labels: list[str], width: int) -> list[RenderableType]:
     """A trained model's view of one word across sentences: the cosine of its hidden states
     after the embeddings and after each layer, for every pair of sentences; beside it, what
     attention over the word vectors gives (doc["static"])."""
     token, hidden = doc["token"], doc["hidden_cosine"]  # (L + 1, k, k)
     k = len(hidden[0])
     pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
-    table = Table()
-    table.add_column("after")
-    for a, b in pairs:
-        table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
-    for l, M in enumerate(hidden):
-        table.add_row("embeddings" if l == 0 else f"layer {l}", *(cosine_text(M[a][b]) for a, b in pairs))
+
+    def table(shown: list[int]) -> Table:
+        table = Table()
+        table.add_column("after", no_wrap=True)
+        for p in shown:
+            a, b = pairs[p]
+            table.add_column(f"{labels[a]}-{labels[b]}", justify="right", no_wrap=True)
+        for l, M in enumerate(hidden):
+            table.add_row("embeddings" if l == 0 else f"layer {l}",
+                          *(cosine_text(M[a][b]) for a, b in (pairs[p] for p in shown)))
+        return table
+
     parts: list[RenderableType] = [Text(f"cosine of the hidden states of {token!r} between the sentences:",
                                         style="bold"),
-                                   table]
+                                   *blocked(table, column_blocks(table, len(pairs), width))]
     static = doc.get("static")
     if static is not None:
         ctx, raw = _off_diagonal(static["context_cosine"]), _off_diagonal(static["raw_cosine"])
