@@ -362,25 +362,49 @@ def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = Non
     return Group(table, *_abridged(len(doc["neighbors"]), "words"))
 
 
-def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
+def _matrix(M: np.ndarray, rows: list[str], shown: int = 6, first: int = 0) -> Table:
     """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
-    each headed by its index (from 0)."""
+    each headed by its index (from `first`: a head's columns among all the heads')."""
     table = Table(box=None, show_header=True, header_style="dim")
-    table.add_column("")
+    table.add_column("", overflow="fold")
     n = M.shape[1]
     columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
     for c in columns:
-        table.add_column("…" if c is None else str(c), justify="right")
+        table.add_column("…" if c is None else str(first + c), justify="right", no_wrap=True)
     for label, row in zip(rows, M):
         table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
     return table
 
 
+def _followed(doc: dict, masked: np.ndarray) -> Table:
+    """The token's row through the steps, a row a token j (a long sentence grows the table
+    down, never across): ω_ij, s_ij and α_ij of the head shown, or their mean over the heads."""
+    i, shown = doc["index"], doc["row"]["shown"]
+    table = Table(box=None, header_style="bold")
+    table.add_column("j", justify="right", no_wrap=True)
+    table.add_column("token", overflow="fold")
+    for name in ("ω_ij", "s_ij", "α_ij"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for j, t in enumerate(doc["tokens"]):
+        alpha = "·" if masked[i, j] else f"{shown['weights'][j]:.3f}"
+        table.add_row(str(j), t + (" (itself)" if j == i else ""), f"{shown['scores'][j]:.3f}",
+                      f"{shown['scaled'][j]:.3f}", alpha)
+    return table
+
+
 def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """Each step of attention as a titled panel with its shape; with --token, its row too."""
+    """Each step of attention as a titled panel with its shape; with --token, its row too.
+    With a model's --head, the steps of that head: its columns of Q, K and V, its grids, its
+    context vectors and the token's row in it; else every head's grids, and the token's row
+    as the mean over the heads."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
     d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
+    head = doc.get("head")  # from 1, a model's --head; None: every head
+    one = f" of head {head}" if head else ""
+    if head:  # the head's own columns of Q, K and V (keys and values written out for each query head)
+        d_k, d_v = d_k // H, d_v // H
+    first = (head - 1) * d_k if head else 0
     shapes = f"{T:,} x {d_k:,} each" if d_v == d_k else f"{T:,} x {d_k:,}, {T:,} x {d_k:,}, {T:,} x {d_v:,}"
     masked = masked_cells(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
@@ -390,21 +414,25 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         roles = f"Q = N W_Q + b_Q, K = N W_K + b_K, V = N W_V + b_V, N = X normed, layer {doc['layer']}'s own"
     elif "model" in doc:
         roles = f"Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, layer {doc['layer']}'s own"
+    if head:
+        roles += f"; head {head}'s columns, {first:,} to {first + d_k - 1:,} of {d_k * H:,}"
     if "model" in doc:
         before = "the embeddings" if doc["layer"] == 1 else f"layer {doc['layer'] - 1}"
         inputs = f"layer {doc['layer']}'s input X, the hidden states after {before}"
+    shown_heads = [head] if head else list(range(1, H + 1))
 
     def per_head(key: str, symbol: str) -> RenderableType:
         signed = key != "weights"
         shown = masked if not signed else np.zeros_like(masked)  # the scores are before the mask
-        matrices = [np.array(M) for M in steps[key]]
+        matrices = [np.array(steps[key][h - 1]) for h in shown_heads]
         heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
         if not heat.fits:
             return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width - 4} columns; "
                         "--format json holds every matrix", style="dim")
-        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices, start=1)]
+        grids = [_grid_part(heat, M, f"head {h}" if len(shown_heads) > 1 else None)
+                 for h, M in zip(shown_heads, matrices)]
         reading = Text(heat.reading(symbol), style="dim")
-        return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
+        return Group(Columns(grids, padding=(1, 2)) if len(grids) > 1 else grids[0], *heat.key(), reading,
                      *heat.legend(symbol))
 
     def step(heading: str, detail: str, shape: str, body: RenderableType) -> Panel:
@@ -415,36 +443,32 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             return Panel(body, title=Text(title))
         return Panel(Group(Text(detail, style="dim"), body), title=Text(f"{heading}  ({shape})"))
 
+    def columns(name: str) -> np.ndarray:  # (T, d_k): the head's own, or every head's side by side
+        M = np.array(steps[name])
+        return M[:, first:first + (d_v if name == "V" else d_k)] if head else M
+
+    several = " per head" if H > 1 and not head else one
     panels = [
         describe(doc),
         Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
-        step("2. queries, keys, values", roles, shapes,
-             Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV"))),
-        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T:,} x {T:,})")),
+        step(f"2. queries, keys, values{one}", roles, shapes,
+             Group(*(Group(Text(name, style="bold"), _matrix(columns(name), tokens, first=first)) for name in "QKV"))),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{several}  ({T:,} x {T:,})")),
         Panel(per_head("scaled", "scaled score"),
-              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T:,} x {T:,})")),
+              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}{one}  ({T:,} x {T:,})")),
         Panel(per_head("weights", "α"),
-              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
+              title=Text(f"5. weights α = softmax of each row{one}{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
         Panel(_matrix(np.array(steps["context"]), tokens),
-              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T:,} x {d_v:,})")),
+              title=Text(f"6. context vectors Z = A V{one or (', heads side by side' if H > 1 else '')}  "
+                         f"({T:,} x {len(steps['context'][0]):,})")),
     ]
     if "row" in doc:
-        i, row = doc["index"], doc["row"]
-        # a row a token j, so that a long sentence grows the panel down, not across
-        follow = Table(box=None, header_style="bold")
-        follow.add_column("j", justify="right")
-        follow.add_column("token", no_wrap=True)
-        for name in ("ω_ij", "s_ij", "α_ij"):
-            for h in range(H):
-                follow.add_column(name + (f" h{h + 1}" if H > 1 else ""), justify="right")
-        for j, t in enumerate(tokens):
-            cells = [f"{row[key][h][j]:.3f}" if not (masked[i, j] and key == "weights") else "·"
-                     for key in ("scores", "scaled", "weights") for h in range(H)]
-            follow.add_row(str(j), t + (" (itself)" if j == i else ""), *cells)
-        z = np.array(row["context"])
+        i = doc["index"]
+        z = np.array(doc["row"]["context"])
+        which = f", head {head}" if head else f", the mean over {count(H, 'head')}" if H > 1 else ""
         scaled = Text(f"s_ij = ω_ij · {doc['scale']:.4g} / {doc['temperature']:g}, the scaled score", style="dim")
-        panels.append(Panel(Group(follow, scaled, Text(f"z_{i}: {_vector_summary(z)}")),
-                            title=Text(f"{doc['token']!r} (index {i}) through every step")))
+        panels.append(Panel(Group(_followed(doc, masked), scaled, Text(f"z_{i}: {_vector_summary(z)}")),
+                            title=Text(f"{doc['token']!r} (index {i}) through every step{which}")))
     return Group(*panels)
 
 
