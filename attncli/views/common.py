@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -109,15 +110,17 @@ def blocked(table: Callable[[list[int]], Table], blocks: list[list[int]]) -> lis
     return parts
 
 
-def top_line(token: str | Text, top: list[dict], repeated: set[str]) -> Packed:
-    """"token → other 0.123, ..."; a token among `repeated` carries its position. Each
-    "other 0.123" stays on one line: a list longer than the width goes on, indented, below."""
+def top_line(token: str, top: list[dict], repeated: set[str], *, position: int | None = None) -> Packed:
+    """"token → other 0.123, ..."; a token among `repeated` carries its position, and the
+    line begins with the token's own `position` (dim) where one is given. Each "other 0.123"
+    stays on one line: a list longer than the width goes on, indented, below."""
 
     def name(t: dict) -> str:
         return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
 
-    first = token.copy() if isinstance(token, Text) else Text(token, style="bold")
-    first.append(" → ", style="bold")
+    before = f"{position} " if position is not None else ""
+    first = Text(f"{before}{token} → ", style="bold")
+    first.stylize(Style(bold=False, dim=True), 0, len(before))
     items = [Text(f"{name(t)} {t['weight']:.3f}") for t in top] or [Text("(no other token)")]
     indent = len(first.plain) - len(first.plain.lstrip(" ")) + 4  # below the token, a step in
     return Packed([*(item + Text(",") for item in items[:-1]), items[-1]], first=first, sep=" ", indent=indent)

@@ -25,9 +25,7 @@ def document_header(name: str, vectors: str, opts, window: int | None, *, scale:
 def document_row(row: dict) -> RenderableType:
     """A document's token and its top attended, every one with its position: a stream cannot
     know which words its later rows repeat, and "it → it" would read as attending to itself."""
-    line = Text(f"{row['index']} ", style="dim")
-    line.append(row["token"], style="bold")
-    return top_line(line, row["top"], {t["token"] for t in row["top"]})
+    return top_line(row["token"], row["top"], {t["token"] for t in row["top"]}, position=row["index"])
 
 
 # what the stats table shows of each record: (key, heading), and the baselines' marks
