@@ -160,8 +160,10 @@ def test_heads_labels_are_cut_and_give_way_when_narrow():
     args = ("heads", long, "--qkv", "random", "--heads", "2", "--oov", "zero", "--format", "table", "--no-pager")
     lines = run(*args, env={"COLUMNS": "30", "NO_COLOR": "1"}).stdout.splitlines()
     assert all(len(line) <= 30 for line in lines)
-    rows = [line for line in lines if re.match(r"\d+ ", line)]
+    key = lines.index("the labels cut short, in full:")
+    rows = [line for line in lines[:key] if re.match(r"\d+ ", line)]
     assert [row[:17] for row in rows] == [f"{i} antidisestabl… " for i in range(3)] + ["3 orange".ljust(17)]
+    assert [line.rstrip() for line in lines[key + 1:key + 4]] == [f"{i} antidisestablishmentarianism" for i in range(3)]
     # 20 columns leave no room for a label beside a picture: the pictures alone, a row of shades a line
     lines = run(*args, env={"COLUMNS": "20", "NO_COLOR": "1"}).stdout.splitlines()
     assert all(len(line) <= 20 for line in lines) and not any(re.match(r"\d+ ", line) for line in lines)

@@ -20,6 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 
+# a table's columns keep what they hold whole: words fold onto more lines, never cut to "…";
+# numbers, bars and row labels stay on one line, so that rich narrows a column of words first
+FOLDS = {"overflow": "fold"}
+ONE_LINE = {"no_wrap": True}
+
+
 def pack(items: list[Text], width: int, *, first: Text | None = None, sep: str = "   ",
          indent: int = 0) -> list[Text]:
     """`items` in lines of at most `width` cells, `sep` between two on a line, each item

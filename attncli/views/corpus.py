@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import blocked, column_blocks, decimals, left_out, listed, top_line
+from attncli.views.common import FOLDS, ONE_LINE, blocked, column_blocks, decimals, left_out, listed, top_line
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -124,9 +124,9 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     def table(shown: list[int], compact: bool) -> Table:
         pad = 1 if compact else letters
         table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-        table.add_column("head", no_wrap=True)
+        table.add_column("head", **ONE_LINE)
         for k in shown:  # a model's marker is text from its tokenizer: never markup
-            table.add_column(Text(columns[k][1]), justify="right", no_wrap=True)
+            table.add_column(Text(columns[k][1]), justify="right", **ONE_LINE)
         for r in records:
             cells = [Text(f"{r['layer']}.{r['head']}")]
             for key, _ in (columns[k] for k in shown):
@@ -172,7 +172,7 @@ def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
     for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
         table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
         for heading in headings:
-            table.add_column(heading, justify="left" if heading == "word" else "right")
+            table.add_column(heading, **(FOLDS if heading == "word" else {"justify": "right", **ONE_LINE}))
         for r in chosen:
             cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
                      "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
@@ -280,9 +280,9 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
     def table(shown: list[int], with_interval: bool) -> Table:
         headings, rows = forms[with_interval]
         table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-        table.add_column("method", no_wrap=True)
+        table.add_column("method", **ONE_LINE)
         for k in shown:
-            table.add_column(headings[k], no_wrap=True)
+            table.add_column(headings[k], **ONE_LINE)
         for r, cells, marks in zip(records, rows, best):
             style = "italic" if r["baseline"] else ""
             table.add_row(Text(r["method"], style=style),

@@ -14,8 +14,8 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (blocked, column_blocks, cosine_text, left_out, listed, marked_heads, markers,
-                                   masked_cells, repeated, top_line, weight_bar)
+from attncli.views.common import (FOLDS, ONE_LINE, blocked, column_blocks, cosine_text, left_out, listed,
+                                   marked_heads, markers, masked_cells, pack, repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -74,7 +74,7 @@ def _predictions(doc: dict) -> list[RenderableType]:
         return []
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in (("next piece", "left"), ("id", "right"), ("probability", "right"), ("log p", "right")):
-        table.add_column(name, justify=justify, no_wrap=name == "next piece")
+        table.add_column(name, justify=justify, **(FOLDS if name == "next piece" else ONE_LINE))
     for p in doc["predict"]:
         table.add_row("(no piece)" if p["token"] is None else p["token"], f"{p['id']:,}", f"{p['probability']:.3f}",
                       f"{p['logprob']:.3f}")
@@ -175,7 +175,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         token, i = doc["token"], doc["index"]
         ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
-            ranked.add_column(name, justify=justify)
+            ranked.add_column(name, justify=justify, **(FOLDS if name == "token" else ONE_LINE))
         masked = masked_cells(doc, len(doc["tokens"]))[i]
         order = attention.ranked(np.array(doc["weights"]))  # ties by position, as the top lists
         for j in order:
@@ -193,10 +193,10 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
                               style="dim"))
         near = Table(title="nearest vocabulary words (cosine)")
-        near.add_column(f"to {token!r} itself")
-        near.add_column("cos", justify="right")
-        near.add_column(f"to its context vector z_{i}")
-        near.add_column("cos", justify="right")
+        near.add_column(f"to {token!r} itself", **FOLDS)
+        near.add_column("cos", justify="right", **ONE_LINE)
+        near.add_column(f"to its context vector z_{i}", **FOLDS)
+        near.add_column("cos", justify="right", **ONE_LINE)
         own, ctx = doc["token_neighbors"], doc["neighbors"]
         for k in range(min(max(len(own), len(ctx)), TABLE_ROWS)):
             a = own[k] if k < len(own) else {"word": "", "cosine": None}
@@ -205,8 +205,8 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         parts += [near, *_abridged(max(len(own), len(ctx)), "nearest words")]
     if "contexts" in doc:
         every = Table(title="every token's context vector z_i")
-        every.add_column("i", justify="right")
-        every.add_column("token")
+        every.add_column("i", justify="right", **ONE_LINE)
+        every.add_column("token", **FOLDS)
         every.add_column("context vector")
         for i, (token, z) in enumerate(zip(doc["tokens"], doc["contexts"])):
             every.add_row(str(i), token, _vector_summary(np.array(z)))
@@ -237,9 +237,9 @@ def _cosines(title: str, labels: list[str], M: list[list[float | None]], width: 
     """A k x k matrix of cosines, in blocks of its columns where it is wider than `width`."""
     def table(shown: list[int]) -> Table:
         table = Table(title=title if shown[0] == 0 else None)
-        table.add_column("", no_wrap=True)
+        table.add_column("", **ONE_LINE)
         for c in shown:
-            table.add_column(labels[c], justify="right", no_wrap=True)
+            table.add_column(labels[c], justify="right", **ONE_LINE)
         for label, row in zip(labels, M):
             table.add_row(label, *(cosine_text(row[c]) for c in shown))
         return table
@@ -289,9 +289,9 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
 
     def near(shown: list[int]) -> Table:  # the word's own nearest, then the contexts' shown
         table = Table(title="nearest vocabulary words (* = not near the word itself)" if shown[0] == 0 else None)
-        table.add_column(f"{token!r} itself", overflow="fold")
+        table.add_column(f"{token!r} itself", **FOLDS)
         for c in shown:
-            table.add_column(f"context {labels[c]}", overflow="fold")
+            table.add_column(f"context {labels[c]}", **FOLDS)
         for r in range(min(rows, TABLE_ROWS)):
             cells = [own[r] if r < len(own) else ""]
             for words in (contexts[c] for c in shown):
@@ -319,10 +319,10 @@ def _model_cosines(doc: dict, labels: list[str], width: int) -> list[RenderableT
 
     def table(shown: list[int]) -> Table:
         table = Table()
-        table.add_column("after", no_wrap=True)
+        table.add_column("after", **ONE_LINE)
         for p in shown:
             a, b = pairs[p]
-            table.add_column(f"{labels[a]}-{labels[b]}", justify="right", no_wrap=True)
+            table.add_column(f"{labels[a]}-{labels[b]}", justify="right", **ONE_LINE)
         for l, M in enumerate(hidden):
             table.add_row("embeddings" if l == 0 else f"layer {l}",
                           *(cosine_text(M[a][b]) for a, b in (pairs[p] for p in shown)))
@@ -354,9 +354,9 @@ def _abridged(rows: int, what: str) -> list[Text]:
 def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
-    table.add_column("word")
-    table.add_column("cosine", justify="right")
-    table.add_column("")
+    table.add_column("word", **FOLDS)
+    table.add_column("cosine", justify="right", **ONE_LINE)
+    table.add_column("", **ONE_LINE)
     for n in doc["neighbors"][:TABLE_ROWS]:
         table.add_row(n["word"], f"{n['cosine']:.3f}", weight_bar(max(n["cosine"], 0.0), 20))
     return Group(table, *_abridged(len(doc["neighbors"]), "words"))
@@ -366,11 +366,11 @@ def _matrix(M: np.ndarray, rows: list[str], shown: int = 6, first: int = 0) -> T
     """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
     each headed by its index (from `first`: a head's columns among all the heads')."""
     table = Table(box=None, show_header=True, header_style="dim")
-    table.add_column("", overflow="fold")
+    table.add_column("", **FOLDS)
     n = M.shape[1]
     columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
     for c in columns:
-        table.add_column("…" if c is None else str(first + c), justify="right", no_wrap=True)
+        table.add_column("…" if c is None else str(first + c), justify="right", **ONE_LINE)
     for label, row in zip(rows, M):
         table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
     return table
@@ -381,10 +381,10 @@ def _followed(doc: dict, masked: np.ndarray) -> Table:
     down, never across): ω_ij, s_ij and α_ij of the head shown, or their mean over the heads."""
     i, shown = doc["index"], doc["row"]["shown"]
     table = Table(box=None, header_style="bold")
-    table.add_column("j", justify="right", no_wrap=True)
-    table.add_column("token", overflow="fold")
+    table.add_column("j", justify="right", **ONE_LINE)
+    table.add_column("token", **FOLDS)
     for name in ("ω_ij", "s_ij", "α_ij"):
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(name, justify="right", **ONE_LINE)
     for j, t in enumerate(doc["tokens"]):
         alpha = "·" if masked[i, j] else f"{shown['weights'][j]:.3f}"
         table.add_row(str(j), t + (" (itself)" if j == i else ""), f"{shown['scores'][j]:.3f}",
@@ -521,6 +521,10 @@ def _pictures(doc: dict, W: np.ndarray, width: int, color_system: str | None) ->
             pictures = [Group(Text(name.ljust(T)[:max(T, 4)], style="bold"), *_head_picture(W[l, h], scale))
                         for h, name in enumerate(names)]
             parts.append(Columns(pictures, padding=(0, 2)))
+    cut = [label for label in labels if label.cell_len > label_width]
+    if across >= 1 and cut:  # a long token's label ends in "…" beside its row: here it is whole
+        parts.append(Text("the labels cut short, in full:", style="dim"))
+        parts += pack([label.copy() for label in cut], width, sep="   ")
     reading = ("a row a line" if across >= 1 else
                "two rows of cells a line, upper and lower half" if scale is not None else "a row a line")
     parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "
