@@ -204,6 +204,25 @@ def test_batch_and_stats_count_lines_with_thousands_separators(tmp_path):
 # --------------------------------------------------------------------------- explain
 
 
+@pytest.mark.parametrize("width,blocks", [(80, 1), (40, 1), (30, 3)])
+def test_explain_follows_a_token_in_blocks_of_its_columns_where_they_do_not_fit(glove, width, blocks):
+    """Narrower than 80 columns, the token's row folds a long token first ("orange (itself)"
+    on two lines at 40), then goes in blocks of ω, s and α, each beside j and the token: every
+    number whole."""
+    doc = explain_doc("The earth is like an orange", glove, Options(), token="orange")
+    text = draw(sentence.explain_view(doc, width=width), width)
+    panel = [line.strip("│ ") for line in text[text.index("(index 5) thr"):].splitlines()[1:]]
+    heads = [line.split() for line in panel if line.startswith("j  token")]
+    assert len(heads) == blocks and [h for head in heads for h in head[2:]] == ["ω_ij", "s_ij", "α_ij"]
+    shown = {}
+    for line in panel:
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            shown.setdefault(int(cells[0]), []).extend(c for c in cells[2:] if c != "(itself)")
+    row = doc["row"]["shown"]
+    assert shown == {j: [f"{row[k][j]:.3f}" for k in ("scores", "scaled", "weights")] for j in range(6)}
+
+
 def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
     doc = explain_doc("The earth is like an orange", glove, Options())
     text = draw(sentence.explain_view(doc, width=80))

@@ -71,10 +71,17 @@ def _measuring() -> Console:
                    highlight=False)
 
 
-def natural_width(table: Table) -> int:
-    """The columns `table` takes when nothing narrows it: every cell whole on its line."""
+def least_width(table: Table) -> int:
+    """The fewest columns `table` is drawn in with nothing cut: its ONE_LINE columns as wide
+    as their widest cell, the others (FOLDS) as their longest word, which rich narrows them
+    to first."""
     console = _measuring()
-    return Measurement.get(console, console.options, table).maximum
+    width = Measurement.get(console, console.options, table).maximum  # at its widest, borders and padding in
+    for column in table.columns:
+        cells = [Measurement.get(console, console.options, cell) for cell in (column.header, *column.cells)]
+        if not column.no_wrap:
+            width -= max(m.maximum for m in cells) - max(m.minimum for m in cells)
+    return width
 
 
 def column_blocks(table: Callable[[list[int]], Table], n: int, width: int) -> list[list[int]]:
@@ -84,7 +91,7 @@ def column_blocks(table: Callable[[list[int]], Table], n: int, width: int) -> li
     (6 and 6 columns rather than 10 and 2). A column that fits no width beside the labels
     is a block of its own."""
     def fits(block: list[int]) -> bool:
-        return natural_width(table(block)) <= width
+        return least_width(table(block)) <= width
 
     blocks: list[list[int]] = []
     block: list[int] = []
@@ -106,6 +113,20 @@ def column_blocks(table: Callable[[list[int]], Table], n: int, width: int) -> li
 def repeated(tokens: list[str]) -> set[str]:
     """The tokens that occur more than once: their mentions carry their position."""
     return {t for t, n in Counter(tokens).items() if n > 1}
+
+
+def fewest_blocks(forms: list[Callable[[list[int]], Table]], n: int, width: int) -> tuple[int, list[list[int]]]:
+    """Which of a table's `forms` (each as column_blocks takes it: its full form first, then
+    terser ones) to draw, and its blocks: of those whose every block fits `width`, the one of
+    the fewest blocks, the fuller on a tie; where none fits, the one of the fewest blocks,
+    the terser on a tie (it loses less)."""
+    def cost(k: int) -> tuple[bool, int, int]:
+        blocks = column_blocks(forms[k], n, width)
+        cut = any(least_width(forms[k](block)) > width for block in blocks)
+        return cut, len(blocks), -k if cut else k
+
+    _, _, best = min(cost(k) for k in range(len(forms)))
+    return best, column_blocks(forms[best], n, width)
 
 
 def blocked(table: Callable[[list[int]], Table], blocks: list[list[int]]) -> list[RenderableType]:

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import FOLDS, ONE_LINE, blocked, column_blocks, decimals, left_out, listed, top_line
+from attncli.views.common import FOLDS, ONE_LINE, blocked, decimals, fewest_blocks, left_out, listed, top_line
 
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
@@ -148,15 +148,16 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
         return table
 
     # every mark where that takes no more blocks than one "~" a statistic does
-    blocks, compact = min(((column_blocks(lambda shown: table(shown, compact), len(columns), width), compact)
-                           for compact in (False, True)), key=lambda form: len(form[0]))
+    forms = [lambda shown: table(shown, False), lambda shown: table(shown, True)]
+    k, blocks = fewest_blocks(forms, len(columns), width)
+    compact = k == 1
     notes = Text(f"{_stats_legend(columns, doc.get('importance_of'))}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
                  f"{marks_legend(first['baselines'])}"
                  + (" (~: to one of them; a wider terminal says which)" if compact else "")
                  + "; the baseline rows: their mean over the heads.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
-    return Group(head, *blocked(lambda shown: table(shown, compact), blocks), notes)
+    return Group(head, *blocked(forms[k], blocks), notes)
 
 
 def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
@@ -289,9 +290,9 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
                           *(Text(cells[k], style=style or ("bold" if marks[k] else "")) for k in shown))
         return table
 
-    n = len(forms[True][0])
-    blocks, with_interval = min(((column_blocks(lambda shown: table(shown, form), n, width), form)
-                                 for form in (True, False)), key=lambda form: len(form[0]))
+    tables = [lambda shown: table(shown, True), lambda shown: table(shown, False)]
+    k, blocks = fewest_blocks(tables, len(forms[True][0]), width)
+    with_interval = k == 0
     notes = Text(faithfulness_legend(doc), style="dim")
     if not with_interval:
         notes.append(" The 95% intervals need a wider terminal; the JSON holds them.", style="dim")
@@ -301,4 +302,4 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
                      f"that column: at most {undefined:,} in one column here.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
-    return Group(head, *blocked(lambda shown: table(shown, with_interval), blocks), notes)
+    return Group(head, *blocked(tables[k], blocks), notes)

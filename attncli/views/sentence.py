@@ -14,8 +14,8 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (FOLDS, ONE_LINE, blocked, column_blocks, cosine_text, left_out, listed,
-                                   marked_heads, markers, masked_cells, pack, repeated, top_line, weight_bar)
+from attncli.views.common import (FOLDS, ONE_LINE, blocked, column_blocks, cosine_text, least_width, left_out,
+                                   listed, marked_heads, markers, masked_cells, pack, repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count
 
@@ -362,34 +362,49 @@ def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = Non
     return Group(table, *_abridged(len(doc["neighbors"]), "words"))
 
 
-def _matrix(M: np.ndarray, rows: list[str], shown: int = 6, first: int = 0) -> Table:
-    """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
-    each headed by its index (from `first`: a head's columns among all the heads')."""
-    table = Table(box=None, show_header=True, header_style="dim")
-    table.add_column("", **FOLDS)
+def _matrix(M: np.ndarray, rows: list[str], width: int, first: int = 0) -> Table:
+    """A matrix, its rows labelled, abridged to its first few columns and its last, each
+    headed by its index (from `first`: a head's columns among all the heads'): five and the
+    last, or fewer where `width` holds fewer whole."""
     n = M.shape[1]
-    columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
-    for c in columns:
-        table.add_column("…" if c is None else str(first + c), justify="right", **ONE_LINE)
-    for label, row in zip(rows, M):
-        table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
-    return table
+
+    def table(shown: int) -> Table:
+        table = Table(box=None, show_header=True, header_style="dim")
+        table.add_column("", **FOLDS)
+        columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
+        for c in columns:
+            table.add_column("…" if c is None else str(first + c), justify="right", **ONE_LINE)
+        for label, row in zip(rows, M):
+            table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
+        return table
+
+    for shown in range(6, 2, -1):
+        drawn = table(shown)
+        if least_width(drawn) <= width:
+            return drawn
+    return table(2)
 
 
-def _followed(doc: dict, masked: np.ndarray) -> Table:
+def _followed(doc: dict, masked: np.ndarray, width: int) -> Group:
     """The token's row through the steps, a row a token j (a long sentence grows the table
-    down, never across): ω_ij, s_ij and α_ij of the head shown, or their mean over the heads."""
+    down, never across): ω_ij, s_ij and α_ij of the head shown, or their mean over the heads;
+    in blocks of these columns where `width` holds fewer than three beside j and the token."""
     i, shown = doc["index"], doc["row"]["shown"]
-    table = Table(box=None, header_style="bold")
-    table.add_column("j", justify="right", **ONE_LINE)
-    table.add_column("token", **FOLDS)
-    for name in ("ω_ij", "s_ij", "α_ij"):
-        table.add_column(name, justify="right", **ONE_LINE)
-    for j, t in enumerate(doc["tokens"]):
-        alpha = "·" if masked[i, j] else f"{shown['weights'][j]:.3f}"
-        table.add_row(str(j), t + (" (itself)" if j == i else ""), f"{shown['scores'][j]:.3f}",
-                      f"{shown['scaled'][j]:.3f}", alpha)
-    return table
+    names = ("ω_ij", "s_ij", "α_ij")
+    cells = [[f"{shown['scores'][j]:.3f}", f"{shown['scaled'][j]:.3f}",
+              "·" if masked[i, j] else f"{shown['weights'][j]:.3f}"] for j in range(len(doc["tokens"]))]
+
+    def table(columns: list[int]) -> Table:
+        table = Table(box=None, header_style="bold")
+        table.add_column("j", justify="right", **ONE_LINE)
+        table.add_column("token", **FOLDS)
+        for c in columns:
+            table.add_column(names[c], justify="right", **ONE_LINE)
+        for j, t in enumerate(doc["tokens"]):
+            table.add_row(str(j), t + (" (itself)" if j == i else ""), *(cells[j][c] for c in columns))
+        return table
+
+    return Group(*blocked(table, column_blocks(table, len(names), width)))
 
 
 def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -450,15 +465,16 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     several = " per head" if H > 1 and not head else one
     panels = [
         describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
+        Panel(_matrix(np.array(steps["X"]), tokens, width - 4), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
         step(f"2. queries, keys, values{one}", roles, shapes,
-             Group(*(Group(Text(name, style="bold"), _matrix(columns(name), tokens, first=first)) for name in "QKV"))),
+             Group(*(Group(Text(name, style="bold"), _matrix(columns(name), tokens, width - 4, first=first))
+                     for name in "QKV"))),
         Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{several}  ({T:,} x {T:,})")),
         Panel(per_head("scaled", "scaled score"),
               title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}{one}  ({T:,} x {T:,})")),
         Panel(per_head("weights", "α"),
               title=Text(f"5. weights α = softmax of each row{one}{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
-        Panel(_matrix(np.array(steps["context"]), tokens),
+        Panel(_matrix(np.array(steps["context"]), tokens, width - 4),
               title=Text(f"6. context vectors Z = A V{one or (', heads side by side' if H > 1 else '')}  "
                          f"({T:,} x {len(steps['context'][0]):,})")),
     ]
@@ -467,7 +483,7 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         z = np.array(doc["row"]["context"])
         which = f", head {head}" if head else f", the mean over {count(H, 'head')}" if H > 1 else ""
         scaled = Text(f"s_ij = ω_ij · {doc['scale']:.4g} / {doc['temperature']:g}, the scaled score", style="dim")
-        panels.append(Panel(Group(_followed(doc, masked), scaled, Text(f"z_{i}: {_vector_summary(z)}")),
+        panels.append(Panel(Group(_followed(doc, masked, width - 4), scaled, Text(f"z_{i}: {_vector_summary(z)}")),
                             title=Text(f"{doc['token']!r} (index {i}) through every step{which}")))
     return Group(*panels)
 
