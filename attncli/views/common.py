@@ -120,13 +120,13 @@ def fewest_blocks(forms: list[Callable[[list[int]], Table]], n: int, width: int)
     terser ones) to draw, and its blocks: of those whose every block fits `width`, the one of
     the fewest blocks, the fuller on a tie; where none fits, the one of the fewest blocks,
     the terser on a tie (it loses less)."""
-    def cost(k: int) -> tuple[bool, int, int]:
-        blocks = column_blocks(forms[k], n, width)
-        cut = any(least_width(forms[k](block)) > width for block in blocks)
-        return cut, len(blocks), -k if cut else k
-
-    _, _, best = min(cost(k) for k in range(len(forms)))
-    return best, column_blocks(forms[best], n, width)
+    drawn = []
+    for k, form in enumerate(forms):
+        blocks = column_blocks(form, n, width)
+        cut = any(least_width(form(block)) > width for block in blocks if len(block) == 1)  # a wider one fits
+        drawn.append(((cut, len(blocks), -k if cut else k), k, blocks))
+    _, best, blocks = min(drawn)
+    return best, blocks
 
 
 def blocked(table: Callable[[list[int]], Table], blocks: list[list[int]]) -> list[RenderableType]:
