@@ -749,7 +749,9 @@ def neighbors_doc(word: str, vectors: Vectors, opts: Options = Options(), *, k: 
 def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, token: str | None = None,
                 index: int | None = None) -> dict:
     """The `explain` document: every intermediate matrix under `steps` (those of the heads with
-    a leading H axis); with a token, its row of each under `row`."""
+    a leading H axis); with a token, its row of each under `row`, and under `row.shown` its
+    scores, scaled scores and weights in the head shown (a model's --head), else their mean
+    over the heads: what the table follows the token through."""
     att = attend(sentence, vectors, opts, listed=3 * opts.heads + 1)  # and the scaled scores' own array
     with np.errstate(over="ignore"):
         scaled = att.scores * att.scale / opts.temperature  # (H, T, T), before the mask
@@ -764,10 +766,14 @@ def explain_doc(sentence: str, vectors: Vectors, opts: Options = Options(), *, t
     doc = {**_common("explain", sentence, vectors, att, opts), "steps": {k: v.tolist() for k, v in steps.items()}}
     if token is not None or index is not None:
         i = token_position(att, vectors, token, index)
+        def shown(M: np.ndarray) -> np.ndarray:  # (H, T) -> (T,): the head shown, or the heads' mean
+            return M[att.shown] if att.shown is not None else M.mean(axis=0)
+
         doc.update(token=att.tokens[i], index=i, row={
             "x": steps["X"][i].tolist(), "q": att.Q[i].tolist(),
             "scores": att.scores[:, i].tolist(), "scaled": scaled[:, i].tolist(),  # (H, T)
             "weights": att.weights[:, i].tolist(), "context": att.context[i].tolist(),
+            "shown": {key: shown(steps[key][:, i]).tolist() for key in ("scores", "scaled", "weights")},
         })
     return doc
 

@@ -9,6 +9,7 @@ number a column; the column labels above, across or written downwards.
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -329,3 +330,49 @@ def test_scores_table_at_80_columns_fits():
     assert result.exit_code == 0
     assert longest_line(result.stdout) <= 80
     assert "40 tokens are too many" in flat(result.stdout)
+
+
+# --------------------------------------------------------------------------- the key below a grid by position
+
+# 24 distinct words: at 80 columns explain's grids (76 inside a panel) are laid out by position
+TWENTY_FOUR = ("the cat sat on a mat while dog was sleeping under old wooden table near warm quiet fire burning "
+               "bright in house of my")
+
+
+def key_pairs(lines: list[str]) -> list[list[str]]:
+    """Each line of a key split into its "position token" pairs (three spaces apart)."""
+    return [line.strip().split("   ") for line in lines]
+
+
+def check_key(lines: list[str], tokens: list[str], width: int) -> None:
+    """Every line within `width`, made of whole "j token" pairs, the pairs those of `tokens` in order."""
+    assert all(len(line.rstrip()) <= width for line in lines), lines
+    pairs = [pair for line in key_pairs(lines) for pair in line]
+    assert pairs == [f"{j} {t}" for j, t in enumerate(tokens)], lines
+    for line in key_pairs(lines):  # a line neither ends in a bare position nor begins with a bare token
+        assert all(re.fullmatch(r"\d+ \S+", pair) for pair in line), line
+
+
+@pytest.mark.parametrize("width", [20, 40, 80, 100, 120, 200])
+def test_the_key_keeps_each_position_beside_its_token(width):
+    tokens = WORDS[:60]
+    lines = [line.plain for line in heatmap.key(tokens, width)]
+    assert len(lines) > 1
+    check_key(lines, tokens, width)
+    # as full as a line can be: the next line's first pair would not have fitted on it
+    for line, after in zip(key_pairs(lines), key_pairs(lines)[1:]):
+        assert len("   ".join([*line, after[0]])) > width
+
+
+def test_a_key_of_more_than_twenty_tokens_at_80_columns_through_explain():
+    doc = one(run("explain", TWENTY_FOUR, "--json"))
+    tokens = doc["tokens"]
+    assert len(tokens) == 24
+    text = run("explain", TWENTY_FOUR, "--format", "table", env={"COLUMNS": "80"}).stdout
+    assert longest_line(text) <= 80
+    lines = [line.strip().strip("│").strip() for line in text.splitlines()]
+    starts = [k for k, line in enumerate(lines) if line.startswith("0 the   1 cat")]
+    assert len(starts) == 3  # under the grids of steps 3, 4 and 5
+    for k in starts:
+        end = next(e for e in range(k, len(lines)) if lines[e].startswith("cells:"))
+        check_key(lines[k:end], tokens, 76)

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 from clirunner import fails, ok, one, run  # noqa: E402
+from grids import check_weights, grid, grids  # noqa: E402
 from tinybert import TINY, loop_forward, tiny_weights, write_model  # noqa: E402
 
 SENTENCE = "The earth is like an orange"
@@ -164,8 +165,10 @@ def test_heads_labels_are_cut_and_give_way_when_narrow():
     args = ("heads", long, "--qkv", "random", "--heads", "2", "--oov", "zero", "--format", "table", "--no-pager")
     lines = run(*args, env={"COLUMNS": "30", "NO_COLOR": "1"}).stdout.splitlines()
     assert all(len(line) <= 30 for line in lines)
-    rows = [line for line in lines if re.match(r"\d+ ", line)]
+    key = lines.index("the labels cut short, in full:")
+    rows = [line for line in lines[:key] if re.match(r"\d+ ", line)]
     assert [row[:17] for row in rows] == [f"{i} antidisestabl… " for i in range(3)] + ["3 orange".ljust(17)]
+    assert [line.rstrip() for line in lines[key + 1:key + 4]] == [f"{i} antidisestablishmentarianism" for i in range(3)]
     # 20 columns leave no room for a label beside a picture: the pictures alone, a row of shades a line
     lines = run(*args, env={"COLUMNS": "20", "NO_COLOR": "1"}).stdout.splitlines()
     assert all(len(line) <= 20 for line in lines) and not any(re.match(r"\d+ ", line) for line in lines)
@@ -357,6 +360,76 @@ def test_compare_names_the_hidden_states_of_a_quoted_word_without_a_possessive(t
     assert result.exit_code == 0, result.stderr
     assert "cosine of the hidden states of 'bank' between the sentences:\n" in result.stdout
     assert "''s" not in result.stdout
+
+
+EXPLAIN = ["explain", SENTENCE, "--model", "minilm", "--layer", "1", "--token", "orange"]
+
+
+@pytest.fixture(scope="module")
+def explained() -> dict:
+    """explain's documents of MiniLM's layer 1 following "orange": head 3's, and every head's."""
+    return {head: one(run(*EXPLAIN, *(["--head", "3"] if head else []), "--json")) for head in (3, None)}
+
+
+def followed(text: str) -> tuple[str, list[list[str]]]:
+    """The title of the panel that follows a token through every step, and its rows split
+    into cells: j, the token (and "(itself)"), ω_ij, s_ij, α_ij."""
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines) if "through every step" in line)
+    rows = []
+    for line in lines[start + 1:]:
+        cells = line.strip("│ ").split()
+        if cells and cells[0].isdigit():
+            rows.append(cells)
+    return lines[start], rows
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+@pytest.mark.parametrize("head", [3, None])
+def test_explain_follows_the_token_through_the_head_asked_for(explained, head, width):
+    """--head 3: the token's ω, s and α in head 3, as `explain --json --head 3` holds them;
+    without it, their mean over the 12 heads, said in the title; every number whole at
+    any width from 80 columns."""
+    doc = explained[head]
+    text = run(*EXPLAIN, *(["--head", "3"] if head else []), "--format", "table",
+               env={"COLUMNS": str(width)}).stdout
+    assert max(map(len, text.splitlines())) <= width and "…]" in text  # a vector abridged, no number cut
+    assert not re.search(r"\S…", text.replace("…]", ""))
+    title, rows = followed(text)
+    assert ("through every step, head 3 ─" if head else "through every step, the mean over 12 heads ─") in title
+    row = doc["row"]
+    # independent of the document's own `shown`: head 3's row of each step, or the mean of every head's
+    expected = {key: np.array(row[key][2]) if head else np.array(row[key]).mean(axis=0)
+                for key in ("scores", "scaled", "weights")}
+    assert [r[0] for r in rows] == [str(j) for j in range(len(PIECES))]
+    for j, cells in enumerate(rows):
+        assert cells[1] == PIECES[j] and (cells[2] == "(itself)") == (j == 6)
+        for cell, key in zip(cells[-3:], ("scores", "scaled", "weights"), strict=True):
+            assert abs(float(cell) - expected[key][j]) <= 0.0005 + 1e-9, (j, key, cell)
+    for key, values in expected.items():  # what the table shows, the JSON holds
+        np.testing.assert_allclose(row["shown"][key], values, rtol=1e-12, atol=1e-12)
+    if head:  # not the mean: head 3 of MiniLM's layer 1 puts its weight on the token before
+        assert row["shown"]["weights"][5] > 0.99 and expected["weights"][5] != np.array(row["weights"]).mean(0)[5]
+
+
+def test_explain_of_one_head_shows_that_heads_columns_grids_and_context(explained):
+    doc = explained[3]
+    steps = doc["steps"]
+    text = run(*EXPLAIN, "--head", "3", "--format", "table", env={"COLUMNS": "80"}).stdout
+    qkv = text[text.index("2. queries, keys, values of head 3"):text.index("3. raw scores")]
+    lines = [line.strip("│ ") for line in qkv.splitlines()]
+    assert "columns, 64 to 95 of 384" in " ".join(qkv.split())
+    for name in "QKV":
+        k = lines.index(name)
+        assert lines[k + 1].split() == ["64", "65", "66", "67", "68", "…", "95"]
+        cls = lines[k + 2].split()
+        M = np.array(steps[name])
+        assert cls[0] == "[CLS]" and cls[1:] == [f"{x:.3f}" for x in M[0, 64:69]] + ["…", f"{M[0, 95]:.3f}"]
+    step3 = text[text.index("3. raw scores"):text.index("4. scaled")]
+    step5 = text[text.index("5. weights"):text.index("6. context")]
+    assert len(grids(step3, PIECES, panel=True)) == 1 and "head 1" not in text  # head 3's grid alone
+    check_weights(grid(step5, PIECES, panel=True), steps["weights"][2])
+    assert "6. context vectors Z = A V of head 3  (8 x 32)" in text
 
 
 def test_explain_models_panel_titles_fit_80_columns(tinybert_folder):

@@ -12,6 +12,7 @@ import re
 import struct
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +184,140 @@ def test_the_png_of_every_context_vector_names_its_axes():
     try:
         ax = next(ax for ax in fig.axes if ax.get_title())
         assert (ax.get_ylabel(), ax.get_xlabel()) == ("token i", "value k of its context vector z_i")
+    finally:
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------- --png for a slide
+
+MODELS = Path(__file__).parent / "data" / "models"
+MARKED = "The earth is like an orange, and the moon is grey.\nA cat sat on the mat; the cat sat!\nWhy is the sky blue?\n"
+
+
+def summary(*args) -> dict:
+    """The summary document a corpus command draws (its JSON carries the records only)."""
+    from attncli.cli import output
+
+    caught = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(output, "_draw", lambda docs, out, view, view_args: caught.extend(docs))
+        assert run(*args, "--format", "table").exit_code == 0
+    return caught[0]
+
+
+def figure_of(docs: list[dict]):
+    """--png's figure of `docs`, laid out as it is saved (its tick labels drawn)."""
+    from attncli.views import plot
+
+    plt = plot._pyplot()
+    fig = plot.figure(plt, docs)
+    fig.canvas.draw()
+    return plt, fig
+
+
+def shown_texts(fig) -> list:
+    """Every piece of text the figure shows."""
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
+            and (t.axes is None or t.axes.get_visible())]
+
+
+def colour_bars(fig) -> list:
+    return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+
+
+@pytest.mark.parametrize("kind", ["scores", "explain", "context", "compare", "heads", "heads --ablate", "stats",
+                                  "contributions", "faithfulness"])
+def test_every_png_is_sized_for_a_slide(tmp_path, kind):
+    """Every text of every kind of --png is 10 points at the least at the figure's own size
+    (numbers in cells, tick labels, titles, colour bars), and every heatmap has its colour bar."""
+    pytest.importorskip("matplotlib")
+    from attncli.views import plot
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(MARKED, encoding="utf-8")
+    gpt2 = MODELS / "tiny-gpt2"
+    docs = {
+        "scores": lambda: ok(run("scores", FORTY, "--json")),
+        "explain": lambda: ok(run("explain", FRUIT, "--qkv", "random", "--heads", "2", "--json")),
+        "context": lambda: ok(run("context", FRUIT, "--token", "orange", "--json")),
+        "compare": lambda: [one(run("compare", FRUIT, COLOUR, "--token", "orange", "--json"))],
+        "heads": lambda: ok(run("heads", FRUIT, "--model", "minilm", "--json")),
+        "heads --ablate": lambda: ok(run("heads", FRUIT, "--model", gpt2, "--ablate", "--json")),
+        "stats": lambda: [summary("stats", corpus, "--model", MODELS / "tiny-distilbert")],
+        "contributions": lambda: ok(run("contributions", FRUIT, "--model", gpt2, "--json")),
+        "faithfulness": lambda: [summary("faithfulness", corpus, "--model", gpt2)],
+    }[kind]()
+    plt, fig = figure_of(docs)
+    try:
+        texts = shown_texts(fig)
+        small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < plot.TEXT]
+        assert texts and small == [], small[:5]
+        assert colour_bars(fig)
+        width, height = fig.get_size_inches()
+        assert width <= 30 and height <= 30  # a slide's picture, not a poster
+    finally:
+        plt.close(fig)
+
+
+def tick_texts(labels) -> list[str]:
+    return [t.get_text() for t in labels]
+
+
+@pytest.mark.parametrize("sentence,thinned", [(FRUIT, False), (FORTY, True)])
+def test_the_heads_png_labels_its_rows_and_columns_with_the_pieces(sentence, thinned):
+    """The grid's first column of panels carries the pieces down its rows and its last row
+    across its columns, upright; every piece where a panel has room, else every k-th, in
+    order; inner panels carry ticks alone; one colour bar for every head, from 0."""
+    pytest.importorskip("matplotlib")
+    doc = one(run("heads", sentence, "--model", "minilm", "--layer", "2", "--json"))
+    pieces = doc["tokens"]
+    plt, fig = figure_of([doc])
+    try:
+        panels = [ax for ax in fig.axes if ax.get_title().startswith("L2 H")]
+        assert [ax.get_title().rstrip("*") for ax in panels] == [f"L2 H{h}" for h in range(1, 13)]
+        first, *inner = panels
+        step = 1 if not thinned else pieces.index(tick_texts(first.get_yticklabels())[1])
+        assert (step > 1) == thinned
+        assert tick_texts(first.get_yticklabels()) == pieces[::step]
+        assert list(first.get_yticks()) == list(range(0, len(pieces), step))
+        for ax in panels:  # one row of heads: its panels are the grid's last row
+            assert tick_texts(ax.get_xticklabels()) == pieces[::step]
+            assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
+        assert all(tick_texts(ax.get_yticklabels()) == [""] * len(ax.get_yticks()) for ax in inner)
+        assert (first.get_ylabel(), first.get_xlabel()) == ("attending token i", "attended token j")
+        bar, = colour_bars(fig)
+        assert bar.get_ylabel().startswith("weight α") and bar.get_ylim()[0] == 0.0
+        assert bar.get_ylim()[1] == pytest.approx(max(map(max, (row for head in doc["weights"][0] for row in head))))
+    finally:
+        plt.close(fig)
+
+
+def test_the_stats_png_writes_its_numbers_legibly_on_their_colours(tmp_path):
+    """Each statistic's panel: heads across and layers down as tick labels, its own colour
+    bar, and each number in black or white, whichever its cell's colour shows better (a
+    WCAG contrast of 4.5 at the least)."""
+    pytest.importorskip("matplotlib")
+    from attncli.views.heatmap import contrast
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(MARKED, encoding="utf-8")
+    doc = summary("stats", corpus, "--model", MODELS / "tiny-distilbert")
+    L, H = max(r["layer"] for r in doc["records"]), max(r["head"] for r in doc["records"])
+    plt, fig = figure_of([doc])
+    try:
+        panels = [ax for ax in fig.axes if ax.get_title()]
+        assert len(colour_bars(fig)) == len(panels) > 5
+        for ax in panels:
+            assert tick_texts(ax.get_xticklabels()) == [str(h) for h in range(1, H + 1)]
+            assert tick_texts(ax.get_yticklabels()) == [str(l) for l in range(1, L + 1)]
+            image = ax.images[0]
+            for text in ax.texts:
+                x, y = (round(c) for c in text.get_position())
+                cell = [255 * c for c in image.cmap(image.norm(image.get_array()[y, x]))[:3]]
+                ink = {"black": (0, 0, 0), "white": (255, 255, 255)}[text.get_color()]
+                assert contrast(cell, ink) >= 4.5, (ax.get_title(), text.get_text())
     finally:
         plt.close(fig)
 

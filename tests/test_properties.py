@@ -656,7 +656,8 @@ def explain_schema(T: int, d: int, d_k: int, H: int, token: bool) -> Schema:
     if token:
         keys.update({"token": STR, "index": INT, "row": Obj({
             "x": Arr(NUM, d), "q": Arr(NUM, d_k), "scores": matrix(H, T), "scaled": matrix(H, T),
-            "weights": matrix(H, T), "context": Arr(NUM, d_k)})})
+            "weights": matrix(H, T), "context": Arr(NUM, d_k),
+            "shown": Obj({"scores": Arr(NUM, T), "scaled": Arr(NUM, T), "weights": Arr(NUM, T)})})})
     return Obj(keys)
 
 
@@ -963,3 +964,5 @@ def test_explain_document_round_trips_and_matches_the_schema(exact_vectors_qkv, 
         assert row["context"] == doc["steps"]["context"][i]
         for key in ("scores", "scaled", "weights"):
             assert row[key] == [m[i] for m in doc["steps"][key]]
+            # over word vectors no head is chosen: the heads' mean
+            np.testing.assert_allclose(row["shown"][key], np.mean(row[key], axis=0), rtol=1e-12, atol=0)

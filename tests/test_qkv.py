@@ -777,13 +777,16 @@ def test_explain_row_equals_the_rows_of_steps():
     i = doc["index"]
     assert doc["token"] == "like" and i == 3
     steps, row = doc["steps"], doc["row"]
-    assert set(row) == {"x", "q", "scores", "scaled", "weights", "context"}
+    assert set(row) == {"x", "q", "scores", "scaled", "weights", "context", "shown"}
     assert row["x"] == steps["X"][i]
     assert row["q"] == steps["Q"][i]
     for key in ("scores", "scaled", "weights"):
         assert row[key] == [steps[key][h][i] for h in range(2)], key
     assert row["context"] == steps["context"][i]
     assert all(w == 0.0 for h in range(2) for w in row["weights"][h][i + 1:])
+    for key in ("scores", "scaled", "weights"):  # what the table follows: the mean of the two heads
+        assert row["shown"][key] == pytest.approx([(a + b) / 2 for a, b in zip(*row[key])], rel=1e-12, abs=0)
+    assert row["shown"]["weights"][i + 1:] == [0.0] * (len(doc["tokens"]) - i - 1)
     # --index picks the same row
     by_index = one(run("explain", SENTENCE, "--index", "3", "--qkv", "random", "--d-k", "4", "--heads", "2",
                        "--mask", "causal", "--json"))

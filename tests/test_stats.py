@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,6 +253,79 @@ def test_the_legend_names_only_the_columns_the_table_has(corpus, tmp_path):
                             "and punct: shares of a row's attention; prevT: TransformerLens's previous-token score. "
                             "Dim and marked: as good as equal (0.005, or 1%) to a baseline: * uniform and ‡ random "
                             "projections; ")
+
+
+DISTILBERT = Path(__file__).parent / "data" / "models" / "tiny-distilbert"
+
+
+def summary_of(*args) -> dict:
+    """The summary a `stats` run draws as its table (the JSON carries its records only)."""
+    from attncli.cli import output
+
+    caught = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(output, "_draw", lambda docs, out, view, view_args: caught.extend(docs))
+        assert run("stats", *args, "--format", "table").exit_code == 0
+    return caught[0]
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """An encoder's summary of twelve statistics: a table wider than 80 columns, even with one mark a cell."""
+    path = tmp_path_factory.mktemp("wide") / "corpus.txt"
+    path.write_text("The earth is like an orange, and the moon is grey.\nA cat sat on the mat; the cat sat!\n"
+                    "Why is the sky blue? The sky is blue.\nThe cat and the dog are friends.\n", encoding="utf-8")
+    return summary_of(path, "--model", DISTILBERT, "--importance")
+
+
+def stats_blocks(text: str) -> list[list[list[str]]]:
+    """The blocks of a stats table: each a heading row, then a row a head and a baseline, split into cells."""
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("head "))  # a long path takes two lines
+    end = next(n for n, line in enumerate(lines) if line.startswith("entr:"))
+    blocks, block = [], None
+    for line in lines[start:end]:
+        if line.startswith("head "):
+            block = [line.split()]
+            blocks.append(block)
+        elif line.strip():
+            block.append(line.split())
+    return blocks
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 120, 200])
+def test_every_number_of_a_wide_table_is_whole_at_any_width(wide, width):
+    """No cell is cut: where the table is wider than the terminal it is drawn in blocks of
+    columns, each with the heads down its left, and every number of every record is there
+    once, as the record holds it to the decimals shown, with its marks (or "~")."""
+    import io
+
+    from rich.console import Console
+
+    records = wide["records"]
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(corpus_views.stats_view(wide, width=width))
+    text = out.getvalue()
+    assert all(len(line) <= width for line in text.splitlines()) and "…" not in text
+    blocks = stats_blocks(text)
+    columns = corpus_views.stats_columns(records, wide.get("markers"))
+    assert len(columns) == 12 and (len(blocks) > 1) == (width <= 80), len(blocks)
+    assert [h for block in blocks for h in block[0][1:]] == [heading for _, heading in columns]  # each column once
+    compact = "~: to one of them" in " ".join(text.split())
+    marks = {"uniform": "*", "shuffled": "†", "random": "‡"}
+    for block in blocks:
+        shown = [next(key for key, heading in columns if heading == h) for h in block[0][1:]]
+        baselines = list(records[0]["baselines"])
+        assert [row[0] for row in block[1:]] == [f"{r['layer']}.{r['head']}" for r in records] + baselines
+        for r, row in zip(records, block[1:]):
+            for key, cell in zip(shown, row[1:], strict=True):
+                mark = "".join(marks[b] for b in r["like_baseline"].get(key, []))
+                value = f"{r[key]:.{corpus_views.places(records, key)}f}"
+                assert cell == value + ("~" if compact and mark else mark), (key, cell, r[key])
+        for name, row in zip(baselines, block[len(records) + 1:], strict=True):
+            means = [f"{np.mean([r['baselines'][name][key] for r in records]):.2f}" for key in shown
+                     if key not in corpus_views.OWN_COLUMNS]
+            assert row[1:] == means
 
 
 def test_the_png_marks_each_number_as_the_table_does(corpus):

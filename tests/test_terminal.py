@@ -440,9 +440,16 @@ def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
 # --------------------------------------------------------------------------- any width
 
 LONG = " ".join(["the", "earth", "is", "like", "an", "orange", "and", "the", "moon"] * 4)  # 36 tokens
+TWENTY_FOUR = ("the cat sat on a mat while dog was sleeping under old wooden table near warm quiet fire burning "
+               "bright in house of my")  # a grid by position, with its key, at 80 columns
+TEN = ["I ate an orange", "an orange car", SENTENCE, "orange juice is sweet", "orange is a colour", "the orange sky",
+       "a big orange", "orange peel", "paint it orange", "one orange"]
+# long words, MiniLM's pieces of them longer than a label of the heads' pictures holds
+LONG_WORDS = "the telecommunications responsibilities of international representatives and their characteristics"
 PROBE = ["--steps", "40", "--batch", "32", "--out-vocab", "25", "--probe", "the cat sat on a mat|the dog sat in the park",
          "--token", "sat"]
 GPT2 = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
+DISTILBERT = Path(__file__).parent / "data" / "models" / "tiny-distilbert"
 VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a folder of the test's
     "scores": ["scores", SENTENCE], "scores --raw": ["scores", SENTENCE, "--raw"],
     "scores --rollout": ["scores", SENTENCE, "--rollout"], "scores --norms": ["scores", SENTENCE, "--norms"],
@@ -463,6 +470,15 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
     "rnn": ["rnn", SENTENCE], "stats": ["stats", "{tmp}/corpus.txt"], "stats --by word": ["stats", "{tmp}/corpus.txt", "--by", "word"],
     "train": ["train", "{tmp}/corpus.txt", "-o", "{tmp}/p.npz", *PROBE], "qkv init": ["qkv", "init", "-o", "{tmp}/q.npz"],
     "vectors info": ["vectors", "info"], "vectors list": ["vectors", "list"], "vectors clear": ["vectors", "clear", "--yes"],
+    "explain --model --head": ["explain", SENTENCE, "--model", "minilm", "--layer", "1", "--head", "3", "--token", "orange"],
+    "explain --model": ["explain", SENTENCE, "--model", "minilm", "--token", "orange"],
+    "explain of a long sentence": ["explain", TWENTY_FOUR, "--token", "fire"],
+    "stats of an encoder": ["stats", "{tmp}/marked.txt", "--model", "{distilbert}", "--importance"],
+    "compare of ten sentences": ["compare", *TEN, "--token", "orange"],
+    "contributions": ["contributions", SENTENCE, "--model", "minilm"],
+    "heads of long words": ["heads", LONG_WORDS, "--model", "minilm", "--layer", "1"],
+    "scores of long words": ["scores", LONG_WORDS, "--top-k", "5"],
+    "context of long words": ["context", LONG_WORDS, "--token", "international"],
 }
 
 
@@ -474,12 +490,14 @@ def drawn(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("views")
     words = "the cat sat on a mat and the dog ran to the park while a bird sang in the tree".split()
     (tmp / "corpus.txt").write_text("".join(" ".join(words[k:] + words[:k]) + "\n" for k in range(len(words))) * 8)
+    (tmp / "marked.txt").write_text("The earth is like an orange, and the moon is grey.\nA cat sat on the mat; the cat "
+                                    "sat!\nWhy is the sky blue? The sky is blue.\n")
     caught = {}
     with pytest.MonkeyPatch.context() as patch:
         for name, args in VIEWS.items():
             patch.setattr(output, "_draw", lambda docs, out, view, view_args, name=name:
                           caught.setdefault(name, (docs, view, view_args)))
-            result = run(*(a.format(tmp=tmp, gpt2=GPT2) for a in args), "--format", "table",
+            result = run(*(a.format(tmp=tmp, gpt2=GPT2, distilbert=DISTILBERT) for a in args), "--format", "table",
                          env={"ATTNCLI_CACHE_DIR": str(tmp / "cache")})
             assert result.exit_code == 0 and name in caught, (name, result.stderr)
     return caught
@@ -523,6 +541,46 @@ def test_every_view_draws_within_any_width_in_bounded_time(drawn, name):
             lines = ptys.plain(screen.file.getvalue()).split("\n")
             assert max(map(cell_len, lines)) <= width, (name, width)
             assert width < output.MIN_WIDTH or "".join(lines).strip(), (name, width)  # the narrowest drawn
+
+
+def tokens_of(doc: dict) -> list[str]:
+    """The tokens a document's view lists, each of them: a sentence's (compare's gives its
+    sentences whole and each one's top attended, not every token)."""
+    return doc["tokens"] if isinstance(doc.get("tokens"), list) and doc.get("command") != "compare" else []
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+@pytest.mark.parametrize("name", VIEWS)
+def test_every_view_keeps_every_number_and_token_whole_from_80_columns(drawn, name, width):
+    """From 80 columns on, nothing is cut to "…": a "…" stands alone where columns or values
+    are left out (an abridged vector, a token written downwards too long, whose row carries it),
+    or ends a token's label whose whole token the view gives too (the heads' pictures); never
+    after a number. Every token the document holds is shown whole."""
+    from rich.console import Console
+
+    from attncli import views
+    from attncli.visible import visible_all
+
+    docs, view, args = drawn[name]
+    screen = Console(file=io.StringIO(), width=width, color_system=None, markup=False, emoji=False, highlight=False)
+    for doc in visible_all(docs):
+        screen.print(views.view(view)(doc, width=width, color_system=None, **args))
+    text = screen.file.getvalue()
+    assert max(map(len, text.splitlines())) <= width, name
+    tokens = [t for doc in visible_all(docs) for t in tokens_of(doc)]
+    shown = " ".join(text.split())
+    for doc in visible_all(docs):  # a token is not shown by the sentence it is a word of
+        if isinstance(doc.get("sentence"), str):
+            shown = shown.replace(" ".join(doc["sentence"].split()), "", 1)
+
+    def whole(token: str) -> bool:
+        return re.search(rf"(?<!\S){re.escape(token)}(?!\S)", shown) is not None or token in shown
+
+    for cut in re.finditer(r"(\S+)…", text):
+        shortened = cut.group(1)
+        assert not re.search(r"\d$", shortened), (name, width, cut.group(0))  # never a number
+        assert any(t.startswith(shortened) and t != shortened and whole(t) for t in tokens), (name, cut.group(0))
+    assert all(whole(t) for t in tokens), (name, width, [t for t in tokens if not whole(t)])
 
 
 @pytest.mark.parametrize("columns,lines,size", [

@@ -31,6 +31,45 @@ def draw(renderable, width: int = 80) -> str:
     return out.getvalue()
 
 
+# --------------------------------------------------------------------------- a number beside its word
+
+
+@pytest.mark.parametrize("width", [10, 20, 33, 80])
+def test_pack_breaks_lines_between_items_never_inside_one(width):
+    from attncli.views.common import pack
+
+    items = [Text(f"{word} 0.{n:03d},") for n, word in enumerate(("a", "bb", "internationalization", "cat") * 6)]
+    lines = pack(items, width, first=Text("orange → "), sep=" ", indent=4)
+    plain = [line.plain for line in lines]
+    assert plain[0].startswith("orange → ")
+    # indented below the first, unless an item is too wide for the indent and a line both
+    assert all(line.startswith("    ") or len(line) > width - 4 for line in plain[1:]), plain
+    assert " ".join(line.strip() for line in plain).removeprefix("orange → ") == " ".join(i.plain for i in items)
+    for line in plain:  # within the width, unless one item alone is wider
+        assert len(line) <= width or len(line.strip().split(" ")) <= 2 + 2 * line.startswith("orange"), line
+        assert re.fullmatch(r"(orange → )?( *\S+ 0\.\d{3},)+", line), line  # whole "word 0.123," items
+
+
+LONG_WORDS = ("administration responsibility international government information development environment "
+              "organization relationship particularly contemporary neighbourhood")
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_top_line_longer_than_the_width_keeps_each_weight_beside_its_token(glove, width):
+    from attncli.analyze import scores_doc
+
+    doc = scores_doc(LONG_WORDS, glove, Options(top_k=6))
+    text = draw(sentence.scores_view(doc, width=width), width)
+    lines = text[text.index("keeps it):") + len("keeps it):"):].strip("\n").splitlines()
+    assert any(line.startswith("    ") for line in lines)  # a list goes on below its token
+    item = r"[a-z]+ \d\.\d{3}"
+    for line in lines:
+        assert re.fullmatch(rf"(\d+ )?[a-z]+ → {item}(, {item})*,?|    {item}(, {item})*,?", line.rstrip()), line
+    listed = " ".join(line.strip() for line in lines)
+    for token, top in zip(doc["tokens"], doc["top"]):
+        assert f"{token} → " + ", ".join(f"{t['token']} {t['weight']:.3f}" for t in top) in listed
+
+
 # --------------------------------------------------------------------------- vectors info, clear
 
 
@@ -166,6 +205,25 @@ def test_batch_and_stats_count_lines_with_thousands_separators(tmp_path):
 # --------------------------------------------------------------------------- explain
 
 
+@pytest.mark.parametrize("width,blocks", [(80, 1), (40, 1), (30, 3)])
+def test_explain_follows_a_token_in_blocks_of_its_columns_where_they_do_not_fit(glove, width, blocks):
+    """Narrower than 80 columns, the token's row folds a long token first ("orange (itself)"
+    on two lines at 40), then goes in blocks of ω, s and α, each beside j and the token: every
+    number whole."""
+    doc = explain_doc("The earth is like an orange", glove, Options(), token="orange")
+    text = draw(sentence.explain_view(doc, width=width), width)
+    panel = [line.strip("│ ") for line in text[text.index("(index 5) thr"):].splitlines()[1:]]
+    heads = [line.split() for line in panel if line.startswith("j  token")]
+    assert len(heads) == blocks and [h for head in heads for h in head[2:]] == ["ω_ij", "s_ij", "α_ij"]
+    shown = {}
+    for line in panel:
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            shown.setdefault(int(cells[0]), []).extend(c for c in cells[2:] if c != "(itself)")
+    row = doc["row"]["shown"]
+    assert shown == {j: [f"{row[k][j]:.3f}" for k in ("scores", "scaled", "weights")] for j in range(6)}
+
+
 def test_explain_numbers_the_dimensions_from_0_to_d_minus_1(glove):
     doc = explain_doc("The earth is like an orange", glove, Options())
     text = draw(sentence.explain_view(doc, width=80))
@@ -204,6 +262,44 @@ def test_compare_of_four_sentences_has_readable_headers_at_80_columns():
     rows = [line for line in text.splitlines() if re.match(r"│ \(\d\) │", line)]
     ctx = [[c.strip() for c in row.split("│")[2:6]] for row in rows[:4]]
     assert ctx == [[f"{x:.3f}" for x in r] for r in doc["context_cosine"]]
+
+
+TEN = ["I ate an orange", "an orange car", FRUIT, "orange juice is sweet", "orange is a colour", "the orange sky",
+       "a big orange", "orange peel", "paint it orange", "one orange"]
+
+
+def cosine_blocks(text: str) -> list[dict[tuple[str, str], str]]:
+    """Each table of cosines in `text` (a block of one, where the table is split) as
+    {(row, column): cell}, its columns named by the header above its rows; tables side by
+    side (two spaces apart) in the order drawn."""
+    text = text[text.index("cosines between"):text.index("the context vectors of")]
+    found: list[dict] = []
+    columns: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("┃"):  # a header: one or two tables'
+            columns = [[c.strip() for c in part.strip("┃").split("┃")][1:] for part in line.strip().split("┃  ┃")]
+            found += [{} for _ in columns]
+        elif line.startswith("│"):
+            for table, part, names in zip(found[-len(columns):], line.strip().split("│  │"), columns, strict=True):
+                cells = [c.strip() for c in part.strip("│").split("│")]
+                table.update({(cells[0], c): cell for c, cell in zip(names, cells[1:], strict=True)})
+    return found
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_compare_of_ten_sentences_gives_every_cosine_whole(glove, width):
+    doc = compare_doc(TEN, glove, Options(), token="orange")
+    text = draw(sentence.compare_view(doc, width=width), width)
+    assert longest_line(text) <= width and "…" not in text
+    blocks = cosine_blocks(text)
+    assert len(blocks) == (4 if width < 90 else 2)  # each matrix whole, or in two blocks of its columns
+    labels = [f"({n + 1})" for n in range(10)]
+    for M, held in ((doc["context_cosine"], blocks[:len(blocks) // 2]), (doc["raw_cosine"], blocks[len(blocks) // 2:])):
+        cells = {}
+        for block in held:
+            assert not cells.keys() & block.keys()  # a column in one block only
+            cells.update(block)
+        assert cells == {(labels[a], labels[b]): f"{M[a][b]:.3f}" for a in range(10) for b in range(10)}
 
 
 def test_compare_of_two_sentences_gives_one_cosine_not_a_range(glove):

@@ -181,7 +181,8 @@ def explain(sentence, token, index, source, opts, out):
     """Every step of attention over SENTENCE, each with its shape: the embeddings X (T x d),
     the queries Q = X W_Q, keys K = X W_K and values V = X W_V (T x d_k), the raw scores
     Q K^T, the scaled scores, the weights, and the context vectors Z = A V. With --token,
-    one token's row through each step.
+    one token's row through each step: its ω, scaled score and α for each token, the mean
+    over the heads, or with --model and --head that head's (its steps alone shown).
     --format json gives every matrix under "steps".
 
     \b
@@ -189,6 +190,7 @@ def explain(sentence, token, index, source, opts, out):
       attncli explain "The earth is like an orange"
       attncli explain "The earth is like an orange" --qkv random --seed 0 --heads 2 --mask causal
       attncli explain "The earth is like an orange" --token orange --json | jq '.row.weights'
+      attncli explain "The earth is like an orange" --model minilm --layer 1 --head 3 --token orange
     """
     sentences = read_sentences(sentence)
     vectors = source.load()

@@ -1,16 +1,114 @@
 """What several families of views draw alike: a token's top attended as a line, what such a
 list leaves out, the cells a mask hides, a weight as a bar, a cosine as text, a model's
-markers."""
+markers; and how a view fits its width without cutting a number or a token: items packed
+into lines (a number never apart from its word) and a wide table in blocks of columns."""
 
 from __future__ import annotations
 
+import functools
+import io
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 
 from attncli.visible import listed
+
+
+# a table's columns keep what they hold whole: words fold onto more lines, never cut to "…";
+# numbers, bars and row labels stay on one line, so that rich narrows a column of words first
+FOLDS = {"overflow": "fold"}
+ONE_LINE = {"no_wrap": True}
+
+
+def pack(items: list[Text], width: int, *, first: Text | None = None, sep: str = "   ",
+         indent: int = 0) -> list[Text]:
+    """`items` in lines of at most `width` cells, `sep` between two on a line, each item
+    whole on one line ("7 the", "earth 0.108"): a line breaks between items, never inside
+    one, so that a number stays beside its word. `first` begins the first line, and each
+    line after it begins with `indent` spaces. An item wider than a line has one to itself
+    (rich then folds it, whole, over the lines it needs)."""
+    lines: list[Text] = []
+    line = first.copy() if first is not None else Text()
+    empty = True  # no item on `line` yet: `first` alone is no item
+    for item in items:
+        joined = line.cell_len + (len(sep) if not empty else 0) + item.cell_len
+        if not empty and joined > width:
+            lines.append(line)
+            line, empty = Text(" " * min(indent, max(width - item.cell_len, 0))), True
+        if not empty:
+            line.append(sep)
+        line.append_text(item)
+        empty = False
+    lines.append(line)
+    return lines
+
+
+class Packed:
+    """`pack`'s lines, laid out for the width they are drawn in (a panel's, a stream's)."""
+
+    def __init__(self, items: list[Text], *, first: Text | None = None, sep: str = "   ", indent: int = 0):
+        self.items, self.first, self.sep, self.indent = items, first, sep, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from pack(self.items, options.max_width, first=self.first, sep=self.sep, indent=self.indent)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((item.cell_len for item in self.items), default=0)
+        first = self.first.cell_len if self.first is not None else 0
+        whole = first + sum(item.cell_len for item in self.items) + len(self.sep) * max(len(self.items) - 1, 0)
+        return Measurement(max(widest, first), whole).clamp(max_width=options.max_width)
+
+
+@functools.lru_cache(maxsize=1)
+def _measuring() -> Console:
+    return Console(file=io.StringIO(), width=1_000_000, color_system=None, markup=False, emoji=False,
+                   highlight=False)
+
+
+def least_width(table: Table) -> int:
+    """The fewest columns `table` is drawn in with nothing cut: its ONE_LINE columns as wide
+    as their widest cell, the others (FOLDS) as their longest word, which rich narrows them
+    to first."""
+    console = _measuring()
+    width = Measurement.get(console, console.options, table).maximum  # at its widest, borders and padding in
+    for column in table.columns:
+        cells = [Measurement.get(console, console.options, cell) for cell in (column.header, *column.cells)]
+        if not column.no_wrap:
+            width -= max(m.maximum for m in cells) - max(m.minimum for m in cells)
+    return width
+
+
+def column_blocks(table: Callable[[list[int]], Table], n: int, width: int) -> list[list[int]]:
+    """The columns 0 to n - 1 of a table too wide for `width`, in the fewest blocks, in
+    order, that each fit it as `table(block)` draws them (beside the row labels, which every
+    block repeats): a wide table split, never a cell cut. The blocks as even as they can be
+    (6 and 6 columns rather than 10 and 2). A column that fits no width beside the labels
+    is a block of its own."""
+    def fits(block: list[int]) -> bool:
+        return least_width(table(block)) <= width
+
+    blocks: list[list[int]] = []
+    block: list[int] = []
+    for k in range(n):
+        if block and not fits([*block, k]):
+            blocks.append(block)
+            block = []
+        block.append(k)
+    blocks += [block] if block else []
+    if len(blocks) > 1:  # as many blocks, of n // b or n // b + 1 columns, where they fit
+        b = len(blocks)
+        ends = [round(n * (i + 1) / b) for i in range(b)]
+        even = [list(range(start, end)) for start, end in zip([0, *ends[:-1]], ends)]
+        if all(fits(block) for block in even):
+            return even
+    return blocks
 
 
 def repeated(tokens: list[str]) -> set[str]:
@@ -18,15 +116,42 @@ def repeated(tokens: list[str]) -> set[str]:
     return {t for t, n in Counter(tokens).items() if n > 1}
 
 
-def top_line(token: str, top: list[dict], repeated: set[str]) -> Text:
-    """"token → other 0.123, ..."; a token among `repeated` carries its position."""
+def fewest_blocks(forms: list[Callable[[list[int]], Table]], n: int, width: int) -> tuple[int, list[list[int]]]:
+    """Which of a table's `forms` (each as column_blocks takes it: its full form first, then
+    terser ones) to draw, and its blocks: of those whose every block fits `width`, the one of
+    the fewest blocks, the fuller on a tie; where none fits, the one of the fewest blocks,
+    the terser on a tie (it loses less)."""
+    drawn = []
+    for k, form in enumerate(forms):
+        blocks = column_blocks(form, n, width)
+        cut = any(least_width(form(block)) > width for block in blocks if len(block) == 1)  # a wider one fits
+        drawn.append(((cut, len(blocks), -k if cut else k), k, blocks))
+    _, best, blocks = min(drawn)
+    return best, blocks
+
+
+def blocked(table: Callable[[list[int]], Table], blocks: list[list[int]]) -> list[RenderableType]:
+    """The tables of `blocks` (column_blocks'), a blank line between two."""
+    parts: list[RenderableType] = []
+    for k, block in enumerate(blocks):
+        parts += [Text()] * (k > 0) + [table(block)]
+    return parts
+
+
+def top_line(token: str, top: list[dict], repeated: set[str], *, position: int | None = None) -> Packed:
+    """"token → other 0.123, ..."; a token among `repeated` carries its position, and the
+    line begins with the token's own `position` (dim) where one is given. Each "other 0.123"
+    stays on one line: a list longer than the width goes on, indented, below."""
 
     def name(t: dict) -> str:
         return f"{t['token']}({t['index']})" if t["token"] in repeated else t["token"]
 
-    line = Text(f"{token} → ", style="bold")
-    line.append(", ".join(f"{name(t)} {t['weight']:.3f}" for t in top) or "(no other token)")
-    return line
+    before = f"{position} " if position is not None else ""
+    first = Text(f"{before}{token} → ", style="bold")
+    first.stylize(Style(bold=False, dim=True), 0, len(before))
+    items = [Text(f"{name(t)} {t['weight']:.3f}") for t in top] or [Text("(no other token)")]
+    indent = len(first.plain) - len(first.plain.lstrip(" ")) + 4  # below the token, a step in
+    return Packed([*(item + Text(",") for item in items[:-1]), items[-1]], first=first, sep=" ", indent=indent)
 
 
 def masked_cells(doc: dict, T: int, *, window: bool = True) -> np.ndarray:

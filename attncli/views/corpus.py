@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import decimals, left_out, top_line
+from attncli.views.common import FOLDS, ONE_LINE, blocked, decimals, fewest_blocks, left_out, top_line
 from attncli.visible import count, listed
 
 
@@ -23,12 +23,10 @@ def document_header(name: str, vectors: str, opts, window: int | None, *, scale:
     return text
 
 
-def document_row(row: dict) -> Text:
+def document_row(row: dict) -> RenderableType:
     """A document's token and its top attended, every one with its position: a stream cannot
     know which words its later rows repeat, and "it → it" would read as attending to itself."""
-    line = Text(f"{row['index']} ", style="dim")
-    line.append_text(top_line(row["token"], row["top"], {t["token"] for t in row["top"]}))
-    return line
+    return top_line(row["token"], row["top"], {t["token"] for t in row["top"]}, position=row["index"])
 
 
 # what the stats table shows of each record: (key, heading), and the baselines' marks
@@ -117,7 +115,9 @@ def redone_text(redone: int) -> str:
 def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """A row per head, each statistic marked by the baselines it equals (* uniform, †
     shuffled, ‡ random projections), then each baseline's mean over the heads; or, --by
-    word, the words that draw the most and the least attention against uniform attention's."""
+    word, the words that draw the most and the least attention against uniform attention's.
+    Where the table is too wide for `width`, a statistic's marks become one "~"; where it
+    still is, it is drawn in blocks of columns, each with the heads' numbers down its left."""
     if doc["by"] == "word":
         return _stats_words(doc)
     records = doc["records"]
@@ -128,39 +128,46 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
         source += f", {doc['precision']}" + redone_text(first.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
                 style="bold")
-    letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
-    compact = 8 + len(columns) * (6 + letters) > width
-    pad = 1 if compact else letters
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-    table.add_column("head", no_wrap=True)
-    for _, heading in columns:  # a model's marker is text from its tokenizer: never markup
-        table.add_column(Text(heading), justify="right", no_wrap=True)
     decimals = {key: places(records, key) for key, _ in columns}
-    for r in records:
-        cells = [Text(f"{r['layer']}.{r['head']}")]
-        for key, _ in columns:
-            marks = baseline_marks(r["like_baseline"].get(key, []))
-            marks = "~" if compact and marks else marks
-            value = r[key]
-            cells.append(Text("-" if value is None else f"{value:.{decimals[key]}f}", style="dim" if marks else "")
-                         + Text(marks.ljust(pad), style="dim"))
-        table.add_row(*cells)
-    for name in first["baselines"]:
-        cells = [Text(name[:8], style="italic")]
-        for key, _ in columns:
-            if key in OWN_COLUMNS:  # no baseline of its own
-                cells.append(Text(""))
-                continue
-            values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
-            cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
-        table.add_row(*cells)
+    letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
+
+    def table(shown: list[int], compact: bool) -> Table:
+        pad = 1 if compact else letters
+        table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+        table.add_column("head", **ONE_LINE)
+        for k in shown:  # a model's marker is text from its tokenizer: never markup
+            table.add_column(Text(columns[k][1]), justify="right", **ONE_LINE)
+        for r in records:
+            cells = [Text(f"{r['layer']}.{r['head']}")]
+            for key, _ in (columns[k] for k in shown):
+                marks = baseline_marks(r["like_baseline"].get(key, []))
+                marks = "~" if compact and marks else marks
+                value = r[key]
+                cells.append(Text("-" if value is None else f"{value:.{decimals[key]}f}", style="dim" if marks else "")
+                             + Text(marks.ljust(pad), style="dim"))
+            table.add_row(*cells)
+        for name in first["baselines"]:
+            cells = [Text(name[:8], style="italic")]
+            for key, _ in (columns[k] for k in shown):
+                if key in OWN_COLUMNS:  # no baseline of its own
+                    cells.append(Text(""))
+                    continue
+                values = [r["baselines"][name][key] for r in records if r["baselines"][name][key] is not None]
+                cells.append(Text((f"{sum(values) / len(values):.2f}" if values else "-") + " " * pad, style="italic"))
+            table.add_row(*cells)
+        return table
+
+    # every mark where that takes no more blocks than one "~" a statistic does
+    forms = [lambda shown: table(shown, False), lambda shown: table(shown, True)]
+    k, blocks = fewest_blocks(forms, len(columns), width)
+    compact = k == 1
     notes = Text(f"{_stats_legend(columns, doc.get('importance_of'))}. Dim and marked: as good as equal (0.005, or 1%) to a baseline: "
                  f"{marks_legend(first['baselines'])}"
                  + (" (~: to one of them; a wider terminal says which)" if compact else "")
                  + "; the baseline rows: their mean over the heads.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
-    return Group(head, table, notes)
+    return Group(head, *blocked(forms[k], blocks), notes)
 
 
 def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
@@ -176,7 +183,7 @@ def _stats_words(doc: dict, shown: int = 15, least: int = 5) -> RenderableType:
     for title, chosen in (("most", records[:shown]), ("least", records[::-1][:shown])):
         table = Table(title=Text(f"drawing the {title}"), box=None, header_style="bold")
         for heading in headings:
-            table.add_column(heading, justify="left" if heading == "word" else "right")
+            table.add_column(heading, **(FOLDS if heading == "word" else {"justify": "right", **ONE_LINE}))
         for r in chosen:
             cells = {"word": Text(r["word"]), "count": f"{r['count']:,}", "received": f"{r['received']:.3f}",
                      "uniform": f"{r['uniform']:.3f}", "ratio": f"{r['ratio']:.2f}"}
@@ -268,30 +275,36 @@ def faithfulness_legend(doc: dict) -> str:
 
 def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     """A row a method, the random baseline last; a column a layer and one rolled out, each
-    cell the mean rho and its interval (only the mean where the width has no room for
-    them), the best method of each column bold and marked."""
+    cell the mean rho and its interval, the best method of each column bold and marked.
+    Where the intervals take more blocks of columns than the means alone (a table wider
+    than `width` is drawn in blocks, each with the methods down its left), only the means."""
     records = doc["records"]
     model = doc["model"]["name"]
     if doc["precision"] != "float64":
         model += f", {doc['precision']}" + redone_text(doc.get("redone_in_float64", 0))
     head = Text(f"{doc['corpus']}: {doc['sentences']:,} sentences ({model}): each method's agreement with "
                 f"{doc['reference']}", style="bold")
-    method_width = max(len(r["method"]) for r in records)
-    headings, rows = _aligned(*faithfulness_cells(records))
-    compact = method_width + sum(len(h) + 2 for h in headings) > width
-    if compact:
-        headings, rows = _aligned(*faithfulness_cells(records, with_interval=False))
     best = [[top for _, top in cells] for cells in faithfulness_cells(records, with_interval=False)[1]]
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-    table.add_column("method", no_wrap=True)
-    for heading in headings:
-        table.add_column(heading, no_wrap=True)
-    for r, cells, marks in zip(records, rows, best):
-        baseline = r["baseline"]
-        table.add_row(Text(r["method"], style="italic" if baseline else ""),
-                      *(Text(c, style="italic" if baseline else "bold" if top else "") for c, top in zip(cells, marks)))
+    forms = {with_interval: _aligned(*faithfulness_cells(records, with_interval=with_interval))
+             for with_interval in (True, False)}
+
+    def table(shown: list[int], with_interval: bool) -> Table:
+        headings, rows = forms[with_interval]
+        table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+        table.add_column("method", **ONE_LINE)
+        for k in shown:
+            table.add_column(headings[k], **ONE_LINE)
+        for r, cells, marks in zip(records, rows, best):
+            style = "italic" if r["baseline"] else ""
+            table.add_row(Text(r["method"], style=style),
+                          *(Text(cells[k], style=style or ("bold" if marks[k] else "")) for k in shown))
+        return table
+
+    tables = [lambda shown: table(shown, True), lambda shown: table(shown, False)]
+    k, blocks = fewest_blocks(tables, len(forms[True][0]), width)
+    with_interval = k == 0
     notes = Text(faithfulness_legend(doc), style="dim")
-    if compact:
+    if not with_interval:
         notes.append(" The 95% intervals need a wider terminal; the JSON holds them.", style="dim")
     undefined = max(c["undefined"] for r in records for c in (*r["layers"], r["rolled"]))
     if undefined:
@@ -300,4 +313,4 @@ def faithfulness_view(doc: dict, *, width: int = 80, color_system: str | None = 
                      "column here.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
-    return Group(head, table, notes)
+    return Group(head, *blocked(tables[k], blocks), notes)

@@ -33,7 +33,7 @@ from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 
-from attncli.views.common import UNDEFINED
+from attncli.views.common import UNDEFINED, pack
 
 # Colour-blind-safe scales, written out as anchor colours because matplotlib (which has
 # them) is too heavy a dependency for 20 numbers. Weights are non-negative: the sequential
@@ -337,9 +337,13 @@ def rows(tokens: list[str], M: np.ndarray, masked: np.ndarray, layout: Layout, n
     return lines
 
 
-def key(tokens: list[str]) -> Text:
-    """Positions to tokens, for a grid laid out by position."""
-    return Text("   ".join(f"{j} {t}" for j, t in enumerate(tokens)), style="dim")
+def key(tokens: list[str], width: int) -> list[Text]:
+    """Positions to tokens, for a grid laid out by position, in lines of `width`: each
+    "7 the" whole on its line, never a position at one line's end and its token on the next."""
+    lines = pack([Text(f"{j} {t}") for j, t in enumerate(tokens)], width, sep="   ")
+    for line in lines:
+        line.stylize("dim")
+    return lines
 
 
 def legend(scale: Scale | None, numbers: Numbers, label: str, low: float, high: float) -> Text | None:
@@ -379,7 +383,7 @@ class Heatmap:
 
     def __init__(self, tokens: list[str], matrices: list[np.ndarray], masked: np.ndarray, *, signed: bool,
                  width: int, color_system: str | None):
-        self.tokens, self.masked, self.signed = tokens, masked, signed
+        self.tokens, self.masked, self.signed, self.width = tokens, masked, signed, width
         shown = np.concatenate([M[~masked] for M in matrices]) if matrices else np.zeros(0)
         shown = shown[np.isfinite(shown)]
         self.low = float(shown.min()) if shown.size else 0.0
@@ -405,7 +409,7 @@ class Heatmap:
                                                        self.scale, cursor)
 
     def key(self) -> list[Text]:
-        return [key(self.tokens)] if self.layout is not None and self.layout.columns == "positions" else []
+        return key(self.tokens, self.width) if self.layout is not None and self.layout.columns == "positions" else []
 
     def reading(self, symbol: str) -> str:
         return self.numbers.reading(symbol, self.high)

@@ -2,14 +2,16 @@
 (in attncli's clone, pip install '.[plot]').
 
 One figure per run: a heatmap of the weights per sentence (per head, for explain), the
-tokens as tick labels, a colour bar, and a title naming the vectors and the options. The
-same input gives the same bytes: no date or software version is written into the PNG.
-The documents come with their text made visible (visible_all), and no text is read as
-mathtext.
+tokens as tick labels, a colour bar, and a title naming the vectors and the options. Its
+text is sized for a slide: TEXT points at the least at the figure's own size (saved at
+100 dpi, a point is 1.4 pixels), the figure grown to hold it. The same input gives the
+same bytes: no date or software version is written into the PNG. The documents come with
+their text made visible (visible_all), and no text is read as mathtext.
 """
 
 from __future__ import annotations
 
+import math
 import textwrap
 import warnings
 
@@ -17,7 +19,17 @@ import numpy as np
 
 from attncli.errors import AttncliError
 from attncli.views.common import UNDEFINED, decimals, layer_title, marked_heads, per_head
+from attncli.views.heatmap import contrast
 from attncli.visible import count
+
+TEXT, TITLE = 10, 12  # points: the smallest text of a figure (tick labels, numbers in cells), and titles
+LINE = 1.35 * TEXT / 72  # inches a line of TEXT takes: tick labels closer than this are thinned
+CHARACTER = 0.62 * TEXT / 72  # inches, about, a character of TEXT takes across (DejaVu Sans's digits)
+
+
+def fits(inches: float, size: float = TEXT) -> int:
+    """The characters of text of `size` points a line `inches` long holds, a margin left."""
+    return max(int(0.9 * inches / CHARACTER * TEXT / size), 20)
 
 
 class PlotError(AttncliError):
@@ -75,7 +87,30 @@ def _title(doc: dict, width: int) -> str:
         options += (f", qkv {q['kind']} (d_k = {q['d_k']:,}{per_head(q)}), {count(q.get('heads', 1), 'head')}, "
                     f"mask {first.get('mask')}")
     subject = f"{doc['token']!r} in {len(doc['sentences']):,} sentences" if doc["command"] == "compare" else doc["sentence"]
-    return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + f"\n{v['name']} (d = {v['dim']:,}); {options}"
+    return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + "\n" + textwrap.fill(
+        f"{v['name']} (d = {v['dim']:,}); {options}", width)
+
+
+def ticks(ax, axis: str, labels: list[str], inches: float, *, shown: bool = True) -> None:
+    """`labels` (the tokens) as the tick labels of the `axis` ("x" or "y") of a heatmap that
+    is `inches` long, every one where a line of TEXT fits each, else every k-th (thinned), in
+    order; the x axis's turned upright where they would run into each other across. `shown`
+    False: the ticks alone (an inner panel of a grid, whose labels the outer ones carry)."""
+    step = max(1, math.ceil(len(labels) * LINE / max(inches, LINE)))
+    at = list(range(0, len(labels), step))
+    names = [labels[k] for k in at] if shown else []
+    # parse_math=False: user text is drawn as it is, never read as mathtext ("$\\foo$")
+    if axis == "x":
+        across = max((len(name) for name in names), default=0) * CHARACTER < 0.9 * inches / max(len(at), 1)
+        ax.set_xticks(at, names, rotation=0 if across else 90, fontsize=TEXT, parse_math=False)
+    else:
+        ax.set_yticks(at, names, fontsize=TEXT, parse_math=False)
+
+
+def _ink(rgba) -> str:
+    """Black or white, whichever contrasts more with a cell of colour `rgba` (0-1 a channel)."""
+    rgb = [255 * c for c in rgba[:3]]
+    return "black" if contrast(rgb, (0, 0, 0)) >= contrast(rgb, (255, 255, 255)) else "white"
 
 
 def _save(plt, fig, file) -> None:
@@ -115,18 +150,16 @@ def figure(plt, docs: list[dict]):
                for _, (_, rows, cols, _, _) in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(side + 1.5, sum(heights) + 0.8 * len(docs)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
-    for ax, (doc, (title, rows, cols, M, (down, across))) in zip(axes[:, 0], panels):
+    for ax, height, (doc, (title, rows, cols, M, (down, across))) in zip(axes[:, 0], heights, panels):
         image = ax.imshow(M, cmap="viridis", vmin=0.0, vmax=max(float(M.max()), 1e-12) if M.min() >= 0 else None,
                           aspect="auto")
-        # parse_math=False: user text is drawn as it is, never read as mathtext ("$\\foo$")
-        ax.set_xticks(range(len(cols)), cols, rotation=60 if len(cols) > 8 else 0, ha="right" if len(cols) > 8 else "center",
-                      fontsize=8 if len(cols) > 20 else 10, parse_math=False)
-        ax.set_yticks(range(len(rows)), rows, fontsize=8 if len(rows) > 20 else 10, parse_math=False)
-        ax.set_title(title, fontsize=10, parse_math=False)
-        ax.set_ylabel(down, fontsize=9)
-        ax.set_xlabel(across, fontsize=9)
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle(_title(docs[0], width=int(11 * side)), fontsize=11, parse_math=False)
+        ticks(ax, "x", cols, side)
+        ticks(ax, "y", rows, height - 1.2)
+        ax.set_title(title, fontsize=TEXT, parse_math=False)
+        ax.set_ylabel(down, fontsize=TEXT)
+        ax.set_xlabel(across, fontsize=TEXT)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=TEXT)
+    fig.suptitle(_title(docs[0], width=fits(side + 1.5, TITLE)), fontsize=TITLE, parse_math=False)
     return fig
 
 
@@ -137,8 +170,8 @@ def _contributions(plt, docs: list[dict]):
     across = min(LAYERS_ACROSS, max(len(doc["layers"]) for doc in docs))
     rows = [-(-len(doc["layers"]) // across) for doc in docs]  # each sentence's rows of panels
     T = max(len(doc["tokens"]) for doc in docs)
-    side = min(max(3.0, 0.28 * T + 1.6), 10.0)
-    fig, axes = plt.subplots(sum(rows), across, figsize=(side * across + 1.2, (side + 0.6) * sum(rows) + 1.0),
+    side = min(max(3.2, T * LINE + 1.0), 10.0)
+    fig, axes = plt.subplots(sum(rows), across, figsize=(side * across + 1.5, (side + 1.6) * sum(rows) + 1.2),
                              squeeze=False, layout="constrained")
     first = 0
     for doc, n in zip(docs, rows):
@@ -151,91 +184,117 @@ def _contributions(plt, docs: list[dict]):
                 ax.axis("off")
                 continue
             image = ax.imshow(C[k], cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
-            small = 8 if len(tokens) > 12 else 9
             for i, j in zip(*np.nonzero(np.isnan(C[k]))):
-                ax.text(j, i, UNDEFINED, ha="center", va="center", fontsize=small, parse_math=False)
-            ax.set_xticks(range(len(tokens)), tokens, rotation=60 if len(tokens) > 4 else 0,
-                          ha="right" if len(tokens) > 4 else "center", fontsize=small, parse_math=False)
-            ax.set_yticks(range(len(tokens)), tokens, fontsize=small, parse_math=False)
+                ax.text(j, i, UNDEFINED, ha="center", va="center", fontsize=TEXT, parse_math=False)
+            ticks(ax, "x", tokens, side)
+            ticks(ax, "y", tokens, side)
             title = layer_title(doc, doc["layers"][k], doc["mixing_ratio_mean"][k])
-            ax.set_title(textwrap.fill(title, int(12 * side)), fontsize=8, parse_math=False)
-            ax.set_ylabel(CONTRIBUTION_AXES[0], fontsize=8)
-            ax.set_xlabel(CONTRIBUTION_AXES[1], fontsize=8)
-        fig.colorbar(image, ax=mine, fraction=0.046 / max(1, n), pad=0.02)
+            ax.set_title(textwrap.fill(title, fits(side)), fontsize=TEXT, parse_math=False)
+            ax.set_ylabel(CONTRIBUTION_AXES[0], fontsize=TEXT)
+            ax.set_xlabel(CONTRIBUTION_AXES[1], fontsize=TEXT)
+        bar = fig.colorbar(image, ax=mine, fraction=0.046 / max(1, n), pad=0.02)
+        bar.ax.tick_params(labelsize=TEXT)
         first += n
     doc = docs[0]
-    fig.suptitle(textwrap.fill(f"attncli contributions: {doc['sentence']}", int(14 * side * across / 3 + 40))
-                 + f"\n{doc['vectors']['name']}; method {doc['method']}", fontsize=10, parse_math=False)
+    fig.suptitle(textwrap.fill(f"attncli contributions: {doc['sentence']}", fits(side * across + 1.5, TITLE))
+                 + f"\n{doc['vectors']['name']}; method {doc['method']}", fontsize=TITLE, parse_math=False)
     return fig
 
 
 def _heads(plt, docs: list[dict]):
-    """`heads`: a layers x heads grid of small heatmaps per sentence, one colour scale (0 to
-    the largest weight), the heads that put more than half on [CLS] and [SEP], or on a
-    decoder's first piece, marked * (marked_heads); with --ablate, below each sentence's,
-    its heads' ablation effects as one layers x heads heatmap, the largest marked *."""
+    """`heads`: a layers x heads grid of small heatmaps per sentence on one colour scale (0
+    to the largest weight), its colour bar beside them; the tokens label the rows of the
+    grid's first column of panels and the columns of each sentence's last row of them
+    (thinned where there are more than a panel has room for); the heads that put more than
+    half on [CLS] and [SEP], or on a decoder's first piece, marked * (marked_heads); with
+    --ablate, below each sentence's, its heads' ablation effects as one layers x heads
+    heatmap, the largest marked *."""
     rows = [(doc, l) for doc in docs for l in range(len(doc["weights"]))]
     ablated = [doc for doc in docs if "ablation" in doc]
     H = len(docs[0]["weights"][0])
+    T = max(len(doc["tokens"]) for doc in docs)
     top = max(float(np.max(doc["weights"])) for doc in docs)
-    heights = [1.0] * len(rows) + [0.25 * len(doc["ablation"]) + 0.6 for doc in ablated]
-    fig, axes = plt.subplots(len(heights), H, figsize=(1.3 * H + 1.0, 1.3 * sum(heights) + 1.2), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    side = min(max(1.6, T * LINE / 2), 2.6)  # inches a panel: half its tokens labelled at the least
+    label = min(max(len(t) for doc in docs for t in doc["tokens"]), 16) * CHARACTER + 0.3
+    heights = [side + 0.4] * len(rows) + [LINE * len(doc["ablation"]) * 1.6 + 1.4 for doc in ablated]
+    fig, axes = plt.subplots(len(heights), H, figsize=(H * (side + 0.15) + label + 1.6,
+                                                       sum(heights) + label * len(docs) + 0.8),
+                             squeeze=False, gridspec_kw={"height_ratios": heights}, layout="constrained")
+    weights = []
     for r, (doc, l) in enumerate(rows):
         shares, _ = marked_heads(doc)
+        last = l == len(doc["weights"]) - 1  # a sentence's last row: its tokens under the columns
+        if l == 0:
+            axes[r, 0].set_ylabel(WEIGHT_AXES[0], fontsize=TEXT)
+        if last:
+            axes[r, 0].set_xlabel(WEIGHT_AXES[1], fontsize=TEXT)
         for h in range(H):
             ax = axes[r, h]
-            ax.imshow(np.array(doc["weights"][l][h]), cmap="viridis", vmin=0.0, vmax=max(top, 1e-12))
-            ax.set_xticks([])
-            ax.set_yticks([])
+            image = ax.imshow(np.array(doc["weights"][l][h]), cmap="viridis", vmin=0.0, vmax=max(top, 1e-12))
+            ticks(ax, "y", doc["tokens"], side, shown=h == 0)
+            ticks(ax, "x", doc["tokens"], side, shown=last)
             mark = "*" if shares is not None and shares[l][h] > 0.5 else ""
             number = (doc.get("layer") or l + 1, doc.get("head") or h + 1)  # from 1, as --layer and --head
-            ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=7, parse_math=False)
+            ax.set_title(f"L{number[0]} H{number[1]}{mark}", fontsize=TEXT, parse_math=False)
+            weights.append(ax)
+    bar = fig.colorbar(image, ax=weights, shrink=0.8, aspect=50, pad=0.01)
+    bar.set_label("weight α (one scale for every head)", fontsize=TEXT)
+    bar.ax.tick_params(labelsize=TEXT)
     for r, doc in enumerate(ablated, start=len(rows)):
         for ax in axes[r]:
             ax.remove()
-        _ablation(fig.add_subplot(axes[0, 0].get_gridspec()[r, :]), doc, len(docs) > 1)
+        _ablation(fig, fig.add_subplot(axes[0, 0].get_gridspec()[r, :]), doc, len(docs) > 1, fits(H * side))
     shares, sink = marked_heads(docs[0])
-    fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", 100)
+    fig.suptitle(textwrap.fill(f"attncli heads: {docs[0]['sentence']}", fits(H * side, TITLE))
                  + (f"\n* more than half the weight on {sink}" if shares else ""),
-                 fontsize=9, parse_math=False)
+                 fontsize=TITLE, parse_math=False)
     return fig
 
 
-def _ablation(ax, doc: dict, named: bool) -> None:
+def _ablation(fig, ax, doc: dict, named: bool, width: int) -> None:
     """A heads document's ablation effects (L x H of the heads shown) as a heatmap, each
-    cell's number written in, the largest marked *; `named`: the sentence in the title."""
+    cell's number written in (a dash where it is undefined), the largest marked *, with its
+    colour bar; `named`: the sentence in the title, wrapped at `width` characters."""
     E = np.array(doc["ablation"], dtype=float)  # (L, H): null (an undefined effect) -> NaN
     layers = [doc["layer"]] if doc.get("layer") else range(1, len(E) + 1)
     heads = [doc["head"]] if doc.get("head") else range(1, E.shape[1] + 1)
-    ax.imshow(E, cmap="viridis", aspect="auto")
-    known = E[np.isfinite(E)]
-    top = np.unravel_index(int(np.nanargmax(E)), E.shape) if known.size else None
-    places, low = decimals(E.flat), float(known.min(initial=0.0))
-    span = float(known.max(initial=0.0)) - low or 1.0
-    for (l, h), value in np.ndenumerate(E):  # black on viridis' bright yellow end, white on the rest
+    image = ax.imshow(E, cmap="viridis", aspect="auto")
+    top = np.unravel_index(int(np.nanargmax(E)), E.shape) if np.isfinite(E).any() else None
+    places = decimals(E.flat)
+    for (l, h), value in np.ndenumerate(E):  # black or white, whichever its colour shows better
         text = UNDEFINED if np.isnan(value) else ("*" if (l, h) == top else "") + f"{value:.{places}f}"
-        ax.text(h, l, text, ha="center", va="center", fontsize=6,
-                color="black" if np.isnan(value) or (value - low) / span > 0.7 else "white", parse_math=False)
-    ax.set_xticks(range(len(heads)), [f"H{n}" for n in heads], fontsize=6)
-    ax.set_yticks(range(len(layers)), [f"L{n}" for n in layers], fontsize=6)
+        ink = "black" if np.isnan(value) else _ink(image.cmap(image.norm(value)))
+        ax.text(h, l, text, ha="center", va="center", fontsize=TEXT, color=ink, parse_math=False)
+    ax.set_xticks(range(len(heads)), [f"H{n}" for n in heads], fontsize=TEXT)
+    ax.set_yticks(range(len(layers)), [f"L{n}" for n in layers], fontsize=TEXT)
     subject = textwrap.shorten(doc["sentence"], 60) + ": " if named else ""
     ax.set_title(textwrap.fill(f"{subject}ablation, each head zeroed in turn: {doc['ablation_of']} (* the largest)",
-                               110), fontsize=7, parse_math=False)
+                               width), fontsize=TEXT, parse_math=False)
+    fig.colorbar(image, ax=ax, fraction=0.02, pad=0.01).ax.tick_params(labelsize=TEXT)
+
+
+STATS_WIDTH = 24.0  # inches at most a stats figure is wide, where its panels can be laid out so
 
 
 def _stats(plt, doc: dict):
     """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
-    by the baselines it equals as the table marks it."""
+    by the baselines it equals as the table marks it, with a colour bar of its own scale;
+    the cells as wide as their numbers are at TEXT points."""
     from attncli.views.corpus import baseline_marks, marks_legend, places, stats_columns  # rich, at the views' top
 
     records = doc["records"]
     L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
     shown = stats_columns(records, doc.get("markers"))
-    cols = min(4, len(shown))
+    written = {key: {(r["layer"], r["head"]): f"{r[key]:.{places(records, key)}f}"
+                                               f"{baseline_marks(r['like_baseline'].get(key, []))}"
+                     for r in records if r[key] is not None} for key, _ in shown}
+    widest = max((len(text) for cells in written.values() for text in cells.values()), default=4)
+    cell = (max(widest * CHARACTER + 0.15, 0.45), LINE + 0.15)  # inches across and down
+    panel = (H * cell[0] + 1.9, L * cell[1] + 1.3)  # with its labels, title and colour bar
+    cols = max(1, min(len(shown), int(STATS_WIDTH // panel[0])))
     rows = -(-len(shown) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(max(0.45 * H * cols + 1.5, 9.0), 0.45 * L * rows + 1.5 + 0.6 * rows),
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(panel[0] * cols, 9.0), panel[1] * rows + 1.2),
+                             squeeze=False, layout="constrained")
     for ax in axes.flat[len(shown):]:
         ax.axis("off")
     for ax, (key, heading) in zip(axes.flat, shown):
@@ -243,22 +302,26 @@ def _stats(plt, doc: dict):
         for r in records:
             if r[key] is not None:
                 grid[r["layer"] - 1, r["head"] - 1] = r[key]
-        ax.imshow(grid, cmap="viridis", aspect="auto")
-        decimals = places(records, key)
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
+        for (layer, head), text in written[key].items():
+            value = grid[layer - 1, head - 1]
+            ax.text(head - 1, layer - 1, text, ha="center", va="center", fontsize=TEXT,
+                    color=_ink(image.cmap(image.norm(value))), parse_math=False)
         for r in records:
-            mark = baseline_marks(r["like_baseline"].get(key, []))  # the table's marks
-            text = UNDEFINED if r[key] is None else f"{r[key]:.{decimals}f}{mark}"  # null: no number, no colour
-            ax.text(r["head"] - 1, r["layer"] - 1, text, ha="center", va="center", fontsize=5,
-                    color="black" if r[key] is None else "white", parse_math=False)
-        ax.set_title(heading if key != "importance" else f"{heading}: {doc['importance_of']}", fontsize=8,
-                     parse_math=False, wrap=True)
-        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=5)
-        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=5)
-        ax.set_xlabel("head", fontsize=6)
-        ax.set_ylabel("layer", fontsize=6)
+            if r[key] is None:  # null: no number, no colour
+                ax.text(r["head"] - 1, r["layer"] - 1, UNDEFINED, ha="center", va="center", fontsize=TEXT,
+                        color="black", parse_math=False)
+        title = heading if key != "importance" else f"{heading}: {doc['importance_of']}"
+        ax.set_title(textwrap.fill(title, fits(panel[0])), fontsize=TEXT, parse_math=False)
+        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=TEXT)
+        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=TEXT)
+        ax.set_xlabel("head", fontsize=TEXT)
+        ax.set_ylabel("layer", fontsize=TEXT)
+        fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=TEXT)
     fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); as good as "
-                               f"equal to a baseline: {marks_legend(records[0]['baselines'])}", 100),
-                 fontsize=8, parse_math=False)
+                               f"equal to a baseline: {marks_legend(records[0]['baselines'])}",
+                               fits(max(panel[0] * cols, 9.0), TITLE)),
+                 fontsize=TITLE, parse_math=False)
     return fig
 
 
@@ -274,19 +337,24 @@ def _faithfulness(plt, doc: dict):
     headings, rows = faithfulness_cells(records)
     grid = np.array([[np.nan if (c := column_cell(r, key)) is None or c["rho"] is None else c["rho"] for key in keys]
                      for r in records])  # (methods, columns)
-    fig, ax = plt.subplots(figsize=(1.45 * len(keys) + 2.2, 0.55 * len(records) + 2.4))
+    across = max(len("[-0.00, -0.00]") * CHARACTER + 0.2, 1.2)  # inches a column: a cell's interval
+    width = across * len(keys) + max(len(r["method"]) for r in records) * CHARACTER + 2.0
+    fig, ax = plt.subplots(figsize=(max(width, 8.0), (2 * LINE + 0.2) * len(records) + 3.6), layout="constrained")
     image = ax.imshow(grid, cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto")
-    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02).set_label("mean ρ", fontsize=8)
+    bar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    bar.set_label("mean ρ", fontsize=TEXT)
+    bar.ax.tick_params(labelsize=TEXT)
     for i, cells in enumerate(rows):
         for j, (text, top) in enumerate(cells):
             mean, _, interval = text.partition(" ")
             dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6
             ax.text(j, i, f"{mean}{BEST_MARK if top else ''}\n{interval}".strip(), ha="center", va="center",
-                    fontsize=7, fontweight="bold" if top else "normal", color="white" if dark else "black",
+                    fontsize=TEXT, fontweight="bold" if top else "normal", color="white" if dark else "black",
                     parse_math=False)
-    ax.set_xticks(range(len(keys)), headings, fontsize=8)
-    ax.set_yticks(range(len(records)), [r["method"] for r in records], fontsize=8, parse_math=False)
+    ax.set_xticks(range(len(keys)), headings, fontsize=TEXT)
+    ax.set_yticks(range(len(records)), [r["method"] for r in records], fontsize=TEXT, parse_math=False)
     fig.suptitle(textwrap.fill(f"attncli faithfulness: {doc['corpus']} ({doc['model']['name']}), "
-                               f"{doc['sentences']:,} sentences", 100), fontsize=9, parse_math=False)
-    ax.set_title(textwrap.fill(faithfulness_legend(doc), 130), fontsize=6, parse_math=False)
+                               f"{doc['sentences']:,} sentences", fits(max(width, 8.0), TITLE)), fontsize=TITLE,
+                 parse_math=False)
+    ax.set_title(textwrap.fill(faithfulness_legend(doc), fits(max(width, 8.0))), fontsize=TEXT, parse_math=False)
     return fig

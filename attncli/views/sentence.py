@@ -14,8 +14,9 @@ from rich.text import Text
 
 from attncli import attention
 from attncli.views import heatmap
-from attncli.views.common import (UNDEFINED, cosine_text, last_piece, left_out, marked_heads, markers, masked_cells,
-                                   per_head, repeated, top_line, weight_bar)
+from attncli.views.common import (FOLDS, ONE_LINE, UNDEFINED, blocked, column_blocks, cosine_text, last_piece,
+                                   least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, repeated,
+                                   top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count, listed
 
@@ -92,7 +93,7 @@ def _predictions(doc: dict) -> list[RenderableType]:
         return []
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in (("next piece", "left"), ("id", "right"), ("probability", "right"), ("log p", "right")):
-        table.add_column(name, justify=justify, no_wrap=name == "next piece")
+        table.add_column(name, justify=justify, **(FOLDS if name == "next piece" else ONE_LINE))
     for p in doc["predict"]:
         table.add_row("(no piece)" if p["token"] is None else p["token"], f"{p['id']:,}", f"{p['probability']:.3f}",
                       f"{p['logprob']:.3f}")
@@ -194,7 +195,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         token, i = doc["token"], doc["index"]
         ranked = Table(title=f"how {token!r} (index {i}) attends: weights α_{i}j")
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
-            ranked.add_column(name, justify=justify)
+            ranked.add_column(name, justify=justify, **(FOLDS if name == "token" else ONE_LINE))
         masked = masked_cells(doc, len(doc["tokens"]))[i]
         order = attention.ranked(np.array(doc["weights"]))  # ties by position, as the top lists
         for j in order:
@@ -212,10 +213,10 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             parts.append(Text("no nearest words for z: with projections it lives in value space, not among the word vectors",
                               style="dim"))
         near = Table(title="nearest vocabulary words (cosine)")
-        near.add_column(f"to {token!r} itself")
-        near.add_column("cos", justify="right")
-        near.add_column(f"to its context vector z_{i}")
-        near.add_column("cos", justify="right")
+        near.add_column(f"to {token!r} itself", **FOLDS)
+        near.add_column("cos", justify="right", **ONE_LINE)
+        near.add_column(f"to its context vector z_{i}", **FOLDS)
+        near.add_column("cos", justify="right", **ONE_LINE)
         own, ctx = doc["token_neighbors"], doc["neighbors"]
         for k in range(min(max(len(own), len(ctx)), TABLE_ROWS)):
             a = own[k] if k < len(own) else {"word": "", "cosine": None}
@@ -224,8 +225,8 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         parts += [near, *_abridged(max(len(own), len(ctx)), "nearest words")]
     if "contexts" in doc:
         every = Table(title="every token's context vector z_i")
-        every.add_column("i", justify="right")
-        every.add_column("token")
+        every.add_column("i", justify="right", **ONE_LINE)
+        every.add_column("token", **FOLDS)
         every.add_column("context vector")
         for i, (token, z) in enumerate(zip(doc["tokens"], doc["contexts"])):
             every.add_row(str(i), token, _vector_summary(np.array(z)))
@@ -252,14 +253,18 @@ def _span(values: list[float]) -> str:
     return low if low == high else f"{low} to {high}"
 
 
-def _cosines(title: str, labels: list[str], M: list[list[float | None]]) -> Table:
-    table = Table(title=title)
-    table.add_column("")
-    for label in labels:
-        table.add_column(label, justify="right")
-    for label, row in zip(labels, M):
-        table.add_row(label, *map(cosine_text, row))
-    return table
+def _cosines(title: str, labels: list[str], M: list[list[float | None]], width: int) -> Group:
+    """A k x k matrix of cosines, in blocks of its columns where it is wider than `width`."""
+    def table(shown: list[int]) -> Table:
+        table = Table(title=title if shown[0] == 0 else None)
+        table.add_column("", **ONE_LINE)
+        for c in shown:
+            table.add_column(labels[c], justify="right", **ONE_LINE)
+        for label, row in zip(labels, M):
+            table.add_row(label, *(cosine_text(row[c]) for c in shown))
+        return table
+
+    return Group(*blocked(table, column_blocks(table, len(labels), width)))
 
 
 def _notes(doc: dict) -> list[RenderableType]:
@@ -274,18 +279,17 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
     labels = [f"({n + 1})" for n in range(k)]
     parts: list[RenderableType] = [Text(f"{token!r} in {k:,} sentences", style="bold")]
     for label, d in zip(labels, docs):
-        line = Text(f"{label} {d['sentence']}\n", style="bold")
-        line.append_text(top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"])))
-        parts.append(line)
+        parts += [Text(f"{label} {d['sentence']}", style="bold"),
+                  top_line(f"    {token} (index {d['index']})", d["top"], repeated(d["tokens"]))]
     note = left_out(bool(docs[0].get("include_self")), docs[0].get("mask"))
     parts.append(Text(f"→ top attended (by weight α){', ' + note if note else ''}", style="dim"))
     if "hidden_cosine" in doc:
-        parts += _model_cosines(doc, labels)
+        parts += _model_cosines(doc, labels, width)
         return Group(*parts, *_notes(doc))
     ctx, raw = doc["context_cosine"], doc["raw_cosine"]
     # two small matrices, each headed by the sentences' numbers alone, side by side where they fit
     parts.append(Text(f"cosines between the sentences' vectors of {token!r}:", style="bold"))
-    parts.append(Columns([_cosines("context vectors", labels, ctx), _cosines("raw vectors", labels, raw)],
+    parts.append(Columns([_cosines("context vectors", labels, ctx, width), _cosines("raw vectors", labels, raw, width)],
                          padding=(0, 2)))
     parts += _notes(doc)
     parts.append(Text(
@@ -300,19 +304,23 @@ def compare_view(doc: dict, *, width: int = 80, color_system: str | None = None)
                           "vectors, not word vectors", style="dim"))
         return Group(*parts)
     own = [n["word"] for n in docs[0]["token_neighbors"]]
-    near = Table(title="nearest vocabulary words (* = not near the word itself)")
-    near.add_column(f"{token!r} itself")
-    for label in labels:
-        near.add_column(f"context {label}")
     contexts = [[n["word"] for n in d["neighbors"]] for d in docs]
     rows = max([len(own), *map(len, contexts)])
-    for r in range(min(rows, TABLE_ROWS)):
-        cells = [own[r] if r < len(own) else ""]
-        for words in contexts:
-            word = words[r] if r < len(words) else ""
-            cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
-        near.add_row(*cells)
-    parts += [near, *_abridged(rows, "nearest words")]
+
+    def near(shown: list[int]) -> Table:  # the word's own nearest, then the contexts' shown
+        table = Table(title="nearest vocabulary words (* = not near the word itself)" if shown[0] == 0 else None)
+        table.add_column(f"{token!r} itself", **FOLDS)
+        for c in shown:
+            table.add_column(f"context {labels[c]}", **FOLDS)
+        for r in range(min(rows, TABLE_ROWS)):
+            cells = [own[r] if r < len(own) else ""]
+            for words in (contexts[c] for c in shown):
+                word = words[r] if r < len(words) else ""
+                cells.append(Text(f"*{word}", style="bold") if word and word not in own else Text(word))
+            table.add_row(*cells)
+        return table
+
+    parts += [*blocked(near, column_blocks(near, k, width)), *_abridged(rows, "nearest words")]
     return Group(*parts)
 
 
@@ -321,22 +329,28 @@ def _word_space(doc: dict) -> bool:
     return doc["qkv"]["kind"] == "identity" or bool(doc["qkv"].get("trained"))
 
 
-def _model_cosines(doc: dict, labels: list[str]) -> list[RenderableType]:
+def _model_cosines(doc: dict, labels: list[str], width: int) -> list[RenderableType]:
     """A trained model's view of one word across sentences: the cosine of its hidden states
     after the embeddings and after each layer, for every pair of sentences; beside it, what
     attention over the word vectors gives (doc["static"])."""
     token, hidden = doc["token"], doc["hidden_cosine"]  # (L + 1, k, k)
     k = len(hidden[0])
     pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
-    table = Table()
-    table.add_column("after")
-    for a, b in pairs:
-        table.add_column(f"{labels[a]}-{labels[b]}", justify="right")
-    for l, M in enumerate(hidden):
-        table.add_row("embeddings" if l == 0 else f"layer {l}", *(cosine_text(M[a][b]) for a, b in pairs))
+
+    def table(shown: list[int]) -> Table:
+        table = Table()
+        table.add_column("after", **ONE_LINE)
+        for p in shown:
+            a, b = pairs[p]
+            table.add_column(f"{labels[a]}-{labels[b]}", justify="right", **ONE_LINE)
+        for l, M in enumerate(hidden):
+            table.add_row("embeddings" if l == 0 else f"layer {l}",
+                          *(cosine_text(M[a][b]) for a, b in (pairs[p] for p in shown)))
+        return table
+
     parts: list[RenderableType] = [Text(f"cosine of the hidden states of {token!r} between the sentences:",
                                         style="bold"),
-                                   table]
+                                   *blocked(table, column_blocks(table, len(pairs), width))]
     static = doc.get("static")
     if static is not None:
         ctx, raw = _off_diagonal(static["context_cosine"]), _off_diagonal(static["raw_cosine"])
@@ -360,33 +374,72 @@ def _abridged(rows: int, what: str) -> list[Text]:
 def neighbors_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     what = f"{doc['word']!r} in {doc['sentence']!r} (its context vector)" if "sentence" in doc else repr(doc["word"])
     table = Table(title=f"nearest words to {what}, by cosine, in {doc['vectors']['name']}")
-    table.add_column("word")
-    table.add_column("cosine", justify="right")
-    table.add_column("")
+    table.add_column("word", **FOLDS)
+    table.add_column("cosine", justify="right", **ONE_LINE)
+    table.add_column("", **ONE_LINE)
     for n in doc["neighbors"][:TABLE_ROWS]:
         table.add_row(n["word"], f"{n['cosine']:.3f}", weight_bar(max(n["cosine"], 0.0), 20))
     return Group(table, *_abridged(len(doc["neighbors"]), "words"))
 
 
-def _matrix(M: np.ndarray, rows: list[str], shown: int = 6) -> Table:
-    """A matrix, its rows labelled, abridged to its first `shown` - 1 columns and its last,
-    each headed by its index (from 0)."""
-    table = Table(box=None, show_header=True, header_style="dim")
-    table.add_column("")
+def _matrix(M: np.ndarray, rows: list[str], width: int, first: int = 0) -> Table:
+    """A matrix, its rows labelled, abridged to its first few columns and its last, each
+    headed by its index (from `first`: a head's columns among all the heads'): five and the
+    last, or fewer where `width` holds fewer whole."""
     n = M.shape[1]
-    columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
-    for c in columns:
-        table.add_column("…" if c is None else str(c), justify="right")
-    for label, row in zip(rows, M):
-        table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
-    return table
+
+    def table(shown: int) -> Table:
+        table = Table(box=None, show_header=True, header_style="dim")
+        table.add_column("", **FOLDS)
+        columns = list(range(n)) if n <= shown else [*range(shown - 1), None, n - 1]
+        for c in columns:
+            table.add_column("…" if c is None else str(first + c), justify="right", **ONE_LINE)
+        for label, row in zip(rows, M):
+            table.add_row(label, *("…" if c is None else f"{row[c]:.3f}" for c in columns))
+        return table
+
+    for shown in range(6, 2, -1):
+        drawn = table(shown)
+        if least_width(drawn) <= width:
+            return drawn
+    return table(2)
+
+
+def _followed(doc: dict, masked: np.ndarray, width: int) -> Group:
+    """The token's row through the steps, a row a token j (a long sentence grows the table
+    down, never across): ω_ij, s_ij and α_ij of the head shown, or their mean over the heads;
+    in blocks of these columns where `width` holds fewer than three beside j and the token."""
+    i, shown = doc["index"], doc["row"]["shown"]
+    names = ("ω_ij", "s_ij", "α_ij")
+    cells = [[f"{shown['scores'][j]:.3f}", f"{shown['scaled'][j]:.3f}",
+              "·" if masked[i, j] else f"{shown['weights'][j]:.3f}"] for j in range(len(doc["tokens"]))]
+
+    def table(columns: list[int]) -> Table:
+        table = Table(box=None, header_style="bold")
+        table.add_column("j", justify="right", **ONE_LINE)
+        table.add_column("token", **FOLDS)
+        for c in columns:
+            table.add_column(names[c], justify="right", **ONE_LINE)
+        for j, t in enumerate(doc["tokens"]):
+            table.add_row(str(j), t + (" (itself)" if j == i else ""), *(cells[j][c] for c in columns))
+        return table
+
+    return Group(*blocked(table, column_blocks(table, len(names), width)))
 
 
 def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
-    """Each step of attention as a titled panel with its shape; with --token, its row too."""
+    """Each step of attention as a titled panel with its shape; with --token, its row too.
+    With a model's --head, the steps of that head: its columns of Q, K and V, its grids, its
+    context vectors and the token's row in it; else every head's grids, and the token's row
+    as the mean over the heads."""
     tokens, steps = doc["tokens"], doc["steps"]
     T, H = len(tokens), len(steps["weights"])
     d, d_k, d_v = len(steps["X"][0]), len(steps["Q"][0]), len(steps["V"][0])
+    head = doc.get("head")  # from 1, a model's --head; None: every head
+    one = f" of head {head}" if head else ""
+    if head:  # the head's own columns of Q, K and V (keys and values written out for each query head)
+        d_k, d_v = d_k // H, d_v // H
+    first = (head - 1) * d_k if head else 0
     shapes = f"{T:,} x {d_k:,} each" if d_v == d_k else f"{T:,} x {d_k:,}, {T:,} x {d_k:,}, {T:,} x {d_v:,}"
     masked = masked_cells(doc, T)
     identity = doc["qkv"]["kind"] == "identity"
@@ -396,21 +449,25 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         roles = f"Q = N W_Q + b_Q, K = N W_K + b_K, V = N W_V + b_V, N = X normed, layer {doc['layer']}'s own"
     elif "model" in doc:
         roles = f"Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, layer {doc['layer']}'s own"
+    if head:
+        roles += f"; head {head}'s columns, {first:,} to {first + d_k - 1:,} of {d_k * H:,}"
     if "model" in doc:
         before = "the embeddings" if doc["layer"] == 1 else f"layer {doc['layer'] - 1}"
         inputs = f"layer {doc['layer']}'s input X, the hidden states after {before}"
+    shown_heads = [head] if head else list(range(1, H + 1))
 
     def per_head(key: str, symbol: str) -> RenderableType:
         signed = key != "weights"
         shown = masked if not signed else np.zeros_like(masked)  # the scores are before the mask
-        matrices = [np.array(M) for M in steps[key]]
+        matrices = [np.array(steps[key][h - 1]) for h in shown_heads]
         heat = Heatmap(tokens, matrices, shown, signed=signed, width=width - 4, color_system=color_system)
         if not heat.fits:
             return Text(f"{T:,} tokens are too many for a {T:,} x {T:,} grid in {width - 4} columns; "
                         "--format json holds every matrix", style="dim")
-        grids = [_grid_part(heat, M, f"head {h}" if H > 1 else None) for h, M in enumerate(matrices, start=1)]
+        grids = [_grid_part(heat, M, f"head {h}" if len(shown_heads) > 1 else None)
+                 for h, M in zip(shown_heads, matrices)]
         reading = Text(heat.reading(symbol), style="dim")
-        return Group(Columns(grids, padding=(1, 2)) if H > 1 else grids[0], *heat.key(), reading,
+        return Group(Columns(grids, padding=(1, 2)) if len(grids) > 1 else grids[0], *heat.key(), reading,
                      *heat.legend(symbol))
 
     def step(heading: str, detail: str, shape: str, body: RenderableType) -> Panel:
@@ -421,36 +478,33 @@ def explain_view(doc: dict, *, width: int = 80, color_system: str | None = None)
             return Panel(body, title=Text(title))
         return Panel(Group(Text(detail, style="dim"), body), title=Text(f"{heading}  ({shape})"))
 
+    def columns(name: str) -> np.ndarray:  # (T, d_k): the head's own, or every head's side by side
+        M = np.array(steps[name])
+        return M[:, first:first + (d_v if name == "V" else d_k)] if head else M
+
+    several = " per head" if H > 1 and not head else one
     panels = [
         describe(doc),
-        Panel(_matrix(np.array(steps["X"]), tokens), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
-        step("2. queries, keys, values", roles, shapes,
-             Group(*(Group(Text(name, style="bold"), _matrix(np.array(steps[name]), tokens)) for name in "QKV"))),
-        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{' per head' if H > 1 else ''}  ({T:,} x {T:,})")),
+        Panel(_matrix(np.array(steps["X"]), tokens, width - 4), title=Text(f"1. {inputs}  ({T:,} x {d:,})")),
+        step(f"2. queries, keys, values{one}", roles, shapes,
+             Group(*(Group(Text(name, style="bold"), _matrix(columns(name), tokens, width - 4, first=first))
+                     for name in "QKV"))),
+        Panel(per_head("scores", "ω"), title=Text(f"3. raw scores ω = Q Kᵀ{several}  ({T:,} x {T:,})")),
         Panel(per_head("scaled", "scaled score"),
-              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}  ({T:,} x {T:,})")),
+              title=Text(f"4. scaled scores ω · {doc['scale']:.4g} / {doc['temperature']:g}{one}  ({T:,} x {T:,})")),
         Panel(per_head("weights", "α"),
-              title=Text(f"5. weights α = softmax of each row{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
-        Panel(_matrix(np.array(steps["context"]), tokens),
-              title=Text(f"6. context vectors Z = A V{', heads side by side' if H > 1 else ''}  ({T:,} x {d_v:,})")),
+              title=Text(f"5. weights α = softmax of each row{one}{', causal mask (· masked)' if masked.any() else ''}  ({T:,} x {T:,})")),
+        Panel(_matrix(np.array(steps["context"]), tokens, width - 4),
+              title=Text(f"6. context vectors Z = A V{one or (', heads side by side' if H > 1 else '')}  "
+                         f"({T:,} x {len(steps['context'][0]):,})")),
     ]
     if "row" in doc:
-        i, row = doc["index"], doc["row"]
-        # a row a token j, so that a long sentence grows the panel down, not across
-        follow = Table(box=None, header_style="bold")
-        follow.add_column("j", justify="right")
-        follow.add_column("token", no_wrap=True)
-        for name in ("ω_ij", "s_ij", "α_ij"):
-            for h in range(H):
-                follow.add_column(name + (f" h{h + 1}" if H > 1 else ""), justify="right")
-        for j, t in enumerate(tokens):
-            cells = [f"{row[key][h][j]:.3f}" if not (masked[i, j] and key == "weights") else "·"
-                     for key in ("scores", "scaled", "weights") for h in range(H)]
-            follow.add_row(str(j), t + (" (itself)" if j == i else ""), *cells)
-        z = np.array(row["context"])
+        i = doc["index"]
+        z = np.array(doc["row"]["context"])
+        which = f", head {head}" if head else f", the mean over {count(H, 'head')}" if H > 1 else ""
         scaled = Text(f"s_ij = ω_ij · {doc['scale']:.4g} / {doc['temperature']:g}, the scaled score", style="dim")
-        panels.append(Panel(Group(follow, scaled, Text(f"z_{i}: {_vector_summary(z)}")),
-                            title=Text(f"{doc['token']!r} (index {i}) through every step")))
+        panels.append(Panel(Group(_followed(doc, masked, width - 4), scaled, Text(f"z_{i}: {_vector_summary(z)}")),
+                            title=Text(f"{doc['token']!r} (index {i}) through every step{which}")))
     return Group(*panels)
 
 
@@ -503,6 +557,10 @@ def _pictures(doc: dict, W: np.ndarray, width: int, color_system: str | None) ->
             pictures = [Group(Text(name.ljust(T)[:max(T, 4)], style="bold"), *_head_picture(W[l, h], scale))
                         for h, name in enumerate(names)]
             parts.append(Columns(pictures, padding=(0, 2)))
+    cut = [label for label in labels if label.cell_len > label_width]
+    if across >= 1 and cut:  # a long token's label ends in "…" beside its row: here it is whole
+        parts.append(Text("the labels cut short, in full:", style="dim"))
+        parts += pack([label.copy() for label in cut], width, sep="   ")
     reading = ("a row a line" if across >= 1 else
                "two rows of cells a line, upper and lower half" if scale is not None else "a row a line")
     parts.append(Text(f"each picture: row i attends to column j ({reading}); one shade scale for every picture, "

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.views.common import cosine_text, weight_bar
+from attncli.views.common import FOLDS, ONE_LINE, Packed, cosine_text, weight_bar
 
 
 def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -22,7 +22,7 @@ def rnn_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> 
                   caption=Text("influence: ‖∂h_T/∂x_i‖, by the chain rule\nattention: α_T,i with Q = K = V = X"))
     for name, justify in (("i", "right"), ("token", "left"), ("‖h_i‖", "right"), ("influence", "right"), ("", "left"),
                           ("attention", "right"), ("", "left")):
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, **(FOLDS if name == "token" else ONE_LINE))
     top_influence = influence.max() or 1.0
     # the bars take what the other columns leave (7 columns: 22 characters of borders and padding)
     others = len(str(len(tokens) - 1)) + max(5, *map(cell_len, tokens)) + len("‖h_i‖") + 2 * len("influence") + 22
@@ -51,12 +51,13 @@ def train_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     masks = {"self": "its own position masked (--mask self)", "causal": "the words after it masked (--mask causal)",
              "causal+self": "itself and the words after it masked"}
     table = Table(title=Text(f"{before['token']!r}, {masks[before['mask']]}"))
-    table.add_column("sentence")
+    table.add_column("sentence", **FOLDS)
     table.add_column("top attended, untrained")
     table.add_column("top attended, trained")
 
-    def top(entries: list[dict]) -> Text:
-        return Text(", ".join(f"{t['token']} {t['weight']:.2f}" for t in entries))
+    def top(entries: list[dict]) -> Packed:  # each "word 0.12" whole on its line
+        items = [Text(f"{t['token']} {t['weight']:.2f}") for t in entries]
+        return Packed([*(item + Text(",") for item in items[:-1]), *items[-1:]], sep=" ")
 
     for b, a in zip(before["sentences"], after["sentences"]):
         table.add_row(Text(b["sentence"]), top(b["top"]), top(a["top"]))
