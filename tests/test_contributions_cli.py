@@ -455,7 +455,7 @@ def test_svg_and_html_are_the_table(minilm, tmp_path):
                  "--svg", svg, "--html", page)
     doc = one(result)
     assert "layer 1 of 6: norm, not rolled out" in page.read_text()
-    assert "<title>attncli contributions: The earth is like an orange</title>" in page.read_text()
+    assert "<title>attncli contributions: The earth is like an orange (method norm)</title>" in page.read_text()
     from test_pictures import svg_text
 
     drawn = svg_text(svg)
