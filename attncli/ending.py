@@ -14,7 +14,9 @@ how it ended.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 
@@ -82,35 +84,83 @@ def hold() -> set[int]:
     return signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
 
 
+def _relay(wakeups: int, main: int) -> None:
+    """The relay's thread: each of SIGNALS that Python's handler met (in whichever thread
+    the kernel gave it to) sent on to the main thread, once; the copy that comes back from
+    the main thread's own handler is not sent again."""
+    sent: set[int] = set()
+    while data := os.read(wakeups, 64):  # b"": the run is over (stopping closed the other end)
+        for signum in data:
+            if signum not in SIGNALS:
+                continue
+            if signum in sent:  # the one this thread sent, as the main thread met it
+                sent.discard(signum)
+                continue
+            sent.add(signum)
+            with contextlib.suppress(OSError):
+                signal.pthread_kill(main, signum)
+
+
+@contextlib.contextmanager
+def _relayed() -> Iterator[None]:
+    """Each of SIGNALS reaches the main thread, whichever thread the kernel gives it to.
+    Python runs a signal's handler in the main thread, between two bytecodes; a signal that
+    another thread takes (numpy's BLAS threads, rich's, Dask's: a process stopped and then
+    continued gives it to whichever of its threads runs first) only marks it for the main
+    thread, which, blocked in a read or a write that never returns (an idle pipe on stdin,
+    a stalled reader of stdout), would never run it. Python's handler writes the signal's
+    number to the wakeup descriptor, from any thread; a thread of ours, which the signals
+    never reach (started with them blocked), reads it and sends the signal to the main
+    thread itself, whose read or write it interrupts."""
+    wakeups, wake = os.pipe()
+    os.set_blocking(wake, False)  # as set_wakeup_fd needs: a signal's handler never waits
+    previous = signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    relay = threading.Thread(target=_relay, args=(wakeups, threading.main_thread().ident), daemon=True)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # inherited by the thread
+    try:
+        relay.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(wake)
+        relay.join(1)
+        os.close(wakeups)
+
+
 @contextlib.contextmanager
 def stopping(held: set[int] | None = None) -> Iterator[Callable[[], None]]:
     """_stop for SIGNALS while the run lasts (not for one started ignoring it: nohup, a
     shell's background job), from the call of the function yielded, which the run makes
     inside the `try` that turns its ending into a line and a status. For the command
-    (`held` given: hold's mask, restored then, raising one held meanwhile), after the run
-    they stay ignored to its exit (its process exits next); for a program that runs it (a
-    test's CliRunner), they are as they were before. RUN.ended is set by the run as its
-    outcome is decided."""
+    (`held` given: hold's mask, restored then, raising one held meanwhile), each reaches
+    the main thread (_relayed), and after the run they stay ignored to its exit (its
+    process exits next); for a program that runs it (a test's CliRunner), they are as they
+    were before. RUN.ended is set by the run as its outcome is decided."""
     handled = [signum for signum in SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
     previous = {signum: signal.getsignal(signum) for signum in handled}  # recorded before any is replaced
     RUN.ended, RUN.noted = False, None
+    with contextlib.ExitStack() as stack:
 
-    def take() -> None:
+        def take() -> None:
+            try:
+                for signum in handled:
+                    signal.signal(signum, _stop)
+            except ValueError:  # not the main thread (an embedding program): leave them
+                previous.clear()
+            if held is not None:
+                stack.enter_context(_relayed())
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
         try:
-            for signum in handled:
-                signal.signal(signum, _stop)
-        except ValueError:  # not the main thread (an embedding program): leave them
-            previous.clear()
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-    try:
-        yield take
-    finally:
-        RUN.ended = True
-        with contextlib.suppress(ValueError):
-            for signum, handler in previous.items():
-                signal.signal(signum, signal.SIG_IGN if held is not None else handler)
+            yield take
+        finally:
+            RUN.ended = True
+            with contextlib.suppress(ValueError):
+                for signum, handler in previous.items():
+                    signal.signal(signum, signal.SIG_IGN if held is not None else handler)
 
 
 @contextlib.contextmanager
