@@ -676,6 +676,33 @@ def test_a_terminal_of_one_column_is_written_to_not_paged(args):
     assert status == 0 and err == b"" and "orange" in ptys.plain(screen).replace("\n", "")
 
 
+@pytest.mark.parametrize("columns", ["0", "1"])
+@pytest.mark.parametrize("path", ["help", "a progress bar"])
+def test_columns_0_or_1_on_a_terminal_ends_within_its_width(tmp_path, columns, path):
+    """COLUMNS=0 or 1 on a terminal of 100 x 24, less as the pager, through the ways a width
+    is taken besides a view's (test_columns_that_is_no_width_draws_at_the_terminals_own): the
+    help, and a progress bar on the terminal while the results go to a file. It ends in 30 s,
+    exit 0, nothing wider than the terminal; COLUMNS=0 is the terminal's own width (the
+    help, taller than the terminal, is paged, and q ends the pager), COLUMNS=1 is narrower
+    than anything is drawn at (the help is written, the bar fitted to 20 columns)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 3_000)
+    env = {"COLUMNS": columns, "ATTNCLI_PAGER": None, "PAGER": None}
+    with open(tmp_path / "out", "wb") as stdout:
+        terminal = (ptys.start(["context", "--help"], env=env) if path == "help"
+                    else ptys.start(["batch", corpus], on_tty=("stderr",), stdout=stdout, env=env))
+    if path == "help" and columns == "0":
+        terminal.wait_for("Usage: attncli context")
+        terminal.type(b"q")
+    status, _, _, screen = terminal.finish(timeout=30)
+    frames = re.split(r"[\r\n]", ptys.ANSI.sub("", screen))  # each line, and each frame of the bar
+    drawn = 100 if columns == "0" or path == "help" else 20  # the terminal's width, or the narrowest drawn
+    assert status == 0 and max(map(len, frames)) <= drawn, (status, max(map(len, frames)))
+    if path == "a progress bar":
+        assert any("3000/3000" in frame for frame in frames) and len((tmp_path / "out").read_bytes().splitlines()) == 3_000
+        assert (BAR in screen) == (columns == "0")  # 20 columns leave no room for the bar itself
+
+
 
 def help_on_a_terminal(*args) -> str:
     """The help as the terminal of ptys.run shows it when it fits (100 columns)."""
