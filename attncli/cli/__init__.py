@@ -69,6 +69,19 @@ class _Stopped(Exception):
         self.status = status
 
 
+@contextlib.contextmanager
+def _carried():
+    """Ctrl-C, SIGTERM, SIGHUP or a closed stdout, raised inside, as _Stopped."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise _Stopped(ExitStatus.INTERRUPTED) from None
+    except Terminated as e:
+        raise _Stopped(e.status) from None
+    except BrokenPipeError:
+        raise _Stopped(ExitStatus.BROKEN_PIPE) from None
+
+
 # the commands, each in the module of its family (attncli.cli.MODULE), by name; a module is
 # imported only when its command is run or listed (click's documented lazy group), so that
 # `attncli scores` does not pay for building the options of train, stats and the rest
@@ -93,15 +106,15 @@ class AttncliGroup(Group):
             self.add_command(getattr(module, name), name)
         return self.commands.get(name)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _carried():  # the group's own options, parsed before any command
+            return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise _Stopped(ExitStatus.INTERRUPTED) from None
-        except Terminated as e:
-            raise _Stopped(e.status) from None
-        except BrokenPipeError:
-            raise _Stopped(ExitStatus.BROKEN_PIPE) from None
+        with _carried():
+            rv = super().invoke(ctx)
+            RUN.ended = True  # the command has returned: what is left of click's run is not to be interrupted
+        return rv
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, held=None, **extra):
         """The run, its ending said in one line. `held`, the signal mask from before the
