@@ -449,7 +449,8 @@ def test_ctrl_c_as_the_command_starts_is_one_line(tmp_path):
         assert (proc.returncode, err) == (130, b"attncli: interrupted\n"), (k, proc.returncode, err)
 
 
-@pytest.mark.parametrize("command", [["scores", "The earth is like an orange", "--json"], ["vectors", "info", "--json"]])
+@pytest.mark.parametrize("command", [["scores", "The earth is like an orange", "--json"],
+                                     ["vectors", "info", "--json"]])
 def test_ctrl_c_as_the_run_ends_never_kills_it_by_the_signal(command):
     """SIGINT to the group every 2 ms from the moment the result is written until the
     process has ended: it ends as the run ended (0, the result whole) or, for a Ctrl-C
