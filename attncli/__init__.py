@@ -10,24 +10,29 @@ sentence, over pretrained word vectors. The command line is a thin layer over th
     doc["weights"]  # T x T, each row sums to 1
 """
 
-from attncli.version import __version__  # noqa: E402
-
-from attncli.analyze import Attention, Options, attend, context_doc, scores_doc  # noqa: E402
-from attncli.errors import AttncliError, InputError, OptionError, TokenError, VectorsError  # noqa: E402
-from attncli.load import load_vectors  # noqa: E402
-from attncli.vectors import Vectors  # noqa: E402
+from attncli.version import __version__
 
 __all__ = [
     "Attention", "AttncliError", "InputError", "OptionError", "Options", "Page", "TokenError", "Vectors", "VectorsError",
     "__version__", "attend", "context_doc", "load_vectors", "scores_doc", "show",
 ]
 
+# each name of the API, by the module that holds it, imported when first asked for: the
+# command's entry point (attncli.__main__) is in this package, and holds Ctrl-C before it
+# imports numpy and the rest; and a run of the commands never needs Page or show (a notebook's)
+_WHERE = {"Attention": "analyze", "Options": "analyze", "attend": "analyze", "context_doc": "analyze",
+          "scores_doc": "analyze", "AttncliError": "errors", "InputError": "errors", "OptionError": "errors",
+          "TokenError": "errors", "VectorsError": "errors", "load_vectors": "load", "Vectors": "vectors",
+          "Page": "notebook", "show": "notebook"}
+
 
 def __getattr__(name: str):
-    """attncli.show and attncli.Page, the notebook's page (notebook.py), imported when first
-    asked for: a run of the commands never needs them."""
-    if name in ("Page", "show"):
-        from attncli import notebook  # its page and iframe: a notebook's, not a command's
+    if name in _WHERE:
+        import importlib
 
-        return getattr(notebook, name)
+        return getattr(importlib.import_module(f"attncli.{_WHERE[name]}"), name)
     raise AttributeError(f"module 'attncli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

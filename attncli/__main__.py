@@ -1,5 +1,20 @@
-"""python -m attncli"""
+"""The attncli command (its entry point), and python -m attncli.
 
-from attncli.cli import main
+Its first act holds Ctrl-C, SIGTERM and SIGHUP (ending.hold), before the imports that take
+most of a start-up (numpy, click): one that comes meanwhile ends the run as soon as the run
+can end cleanly on it, in one line and with its status, not with a traceback from the midst
+of an import. So this module, and the package's __init__ before it, import nothing else first.
+"""
 
-main(prog_name="attncli")
+from attncli import ending
+
+
+def main() -> None:
+    held = ending.hold()
+    from attncli.cli import cli
+
+    cli.main(prog_name="attncli", held=held)
+
+
+if __name__ == "__main__":
+    main()

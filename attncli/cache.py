@@ -5,14 +5,17 @@ Cache entries live in ATTNCLI_CACHE_DIR, or else the platform's user cache direc
 folder each (PREFIX is FOLDER/vectors). A folder is written under a temporary name
 (.tmp-*), its marker file .attncli-entry first, and renamed into place whole, so that no
 reader ever sees half an entry; its writer holds a lock (flock) on the marker until then,
-which tells a folder being written from one a killed run left. Only a folder whose marker
-says attncli made it, under its own name, is ever read or removed, and only the file names
-attncli writes are removed from it: the cache directory may hold anything else
-(ATTNCLI_CACHE_DIR can name a folder of the user's), and that is never touched.
+which tells a folder being written from one a killed run left. While a temporary folder
+is made or removed, its marker is linked beside it too (its journal, .tmp-*.attncli-entry),
+so that a run killed in that moment leaves nothing that no marker proves attncli's. Only a
+folder whose marker says attncli made it, under its own name, is ever read or removed, and
+only the file names attncli writes are removed from it: the cache directory may hold
+anything else (ATTNCLI_CACHE_DIR can name a folder of the user's), and that is never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -99,7 +102,11 @@ def _marker_doc(folder: str, temporary: str, locked: bool) -> dict:
 def _marker(folder: Path) -> dict | None:
     """The marker of `folder` (a folder, not a link to one), None when it has none that
     attncli wrote; EntryUnreadable when it cannot be read now."""
-    path = folder / MARKER
+    return _marker_at(folder / MARKER)
+
+
+def _marker_at(path: Path) -> dict | None:
+    """The marker in the file `path` (a regular file), None when it is not one attncli wrote."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -152,12 +159,106 @@ def _legacy(folder: Path) -> bool:
     return isinstance(src["path"], str) and folder.name.endswith(name) and len(folder.name) <= len(name) + 80
 
 
+JOURNAL = MARKER  # a temporary folder NAME's marker, while it is made or removed, is linked as NAME + JOURNAL too
+
+
+# how a system says it cannot make a file without a name (O_TMPFILE: an old kernel, a filesystem
+# without it), or cannot give it one (no /proc mounted, a /proc that does not follow its links)
+UNNAMED_REFUSED = (errno.EISDIR, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOENT, errno.EXDEV, errno.EPERM)
+
+
+def _journal(folder: Path) -> Path:
+    return folder.with_name(folder.name + JOURNAL)
+
+
+def _journal_of(path: Path, folder: Path) -> bool:
+    """Whether `path` is the journal of the temporary folder `folder` (there or not)."""
+    doc = _marker_at(path)
+    return doc is not None and doc.get("temporary") == folder.name and folder.name.startswith(TEMPORARY)
+
+
+def _proof(folder: Path) -> Path | None:
+    """The marker that proves `folder` a temporary folder of attncli's, or proves that one
+    was there (a run killed as it made or removed it): its own, else its journal beside it."""
+    if _kind(folder) == "temporary":
+        return folder / MARKER
+    journal = _journal(folder)
+    if not _journal_of(journal, folder):
+        return None
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return journal  # the folder is gone, or was never made: the journal is what is left
+    return journal if stat.S_ISDIR(st.st_mode) else None
+
+
 def _temporary(root: Path, entry: str) -> tuple[Path, int]:
     """A new temporary folder in `root` for the entry `entry`, and its marker's descriptor,
     locked: the lock is held from before the marker says whose folder it is until the
     descriptor is closed, after the folder was renamed into place or removed. The kernel
     lets a lock go when its process ends, however it ends (SIGKILL, the OOM killer), so a
-    folder whose marker is locked is being written now, and one whose lock is free was left."""
+    folder whose marker is locked is being written now, and one whose lock is free was left.
+
+    The marker is made whole and locked before it has a name (O_TMPFILE), then linked beside
+    the folder to be (its journal), and only then is the folder made, the marker linked into
+    it and the journal unlinked: whenever the run is killed, what it leaves is proved attncli's
+    by a whole marker, in the folder or beside it (_proof). Where the filesystem cannot make a
+    file without a name, the marker is written in the new folder (_temporary_in_place)."""
+    try:
+        fd = os.open(root, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    except AttributeError:  # no O_TMPFILE here (macOS)
+        return _temporary_in_place(root, entry)
+    except OSError as e:
+        if e.errno not in UNNAMED_REFUSED:
+            raise
+        return _temporary_in_place(root, entry)
+    folder = journal = None
+    try:
+        locked = reading.lock(fd, wait=True)
+        while folder is None:
+            name = TEMPORARY + os.urandom(8).hex()
+            doc = json.dumps(_marker_doc(entry, name, bool(locked)), ensure_ascii=True) + "\n"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, doc.encode("ascii"), 0)  # a few hundred bytes: written whole
+            journal = _journal(root / name)  # ours only once it is this very file (_discard looks)
+            try:
+                _link_open(fd, journal)
+            except FileExistsError:  # someone else's file, by chance
+                continue
+            except OSError as e:  # no /proc to name the file by: as a filesystem without O_TMPFILE
+                if e.errno not in UNNAMED_REFUSED:
+                    raise
+                os.close(fd)
+                return _temporary_in_place(root, entry)
+            try:
+                os.mkdir(root / name, 0o700)
+            except FileExistsError:  # someone else's folder, by chance: never ours to touch
+                os.unlink(journal)
+                continue
+            folder = root / name
+        os.link(journal, folder / MARKER)
+        os.unlink(journal)
+    except BaseException:
+        if journal is not None:
+            _discard(journal.with_name(name), fd, journal)
+        os.close(fd)
+        raise
+    return folder, fd
+
+
+def _link_open(fd: int, path: Path) -> None:
+    """Give the file open as `fd`, made without a name (O_TMPFILE), the name `path`."""
+    where = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # a directory descriptor makes os.link call linkat, which follows /proc's link to the file
+        os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=where, follow_symlinks=True)
+    finally:
+        os.close(where)
+
+
+def _temporary_in_place(root: Path, entry: str) -> tuple[Path, int]:
+    """_temporary where the marker cannot be made before its folder: the folder, then its
+    marker in it, locked, then written. A run killed between leaves a folder whose marker is
+    missing or empty, which nothing proves attncli's: it stays."""
     import tempfile
 
     temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY, dir=root))
@@ -168,7 +269,7 @@ def _temporary(root: Path, entry: str) -> tuple[Path, int]:
         with open(fd, "w", encoding="utf-8", closefd=False) as f:
             f.write(json.dumps(_marker_doc(entry, temporary.name, bool(locked)), ensure_ascii=True) + "\n")
     except BaseException:
-        _discard(temporary)
+        _discard(temporary, fd)
         if fd is not None:
             os.close(fd)
         raise
@@ -275,28 +376,87 @@ def store(folder: Path, vectors: Vectors, meta: dict) -> Path:
                 raise
     finally:
         if not placed:
-            _discard(temporary)
+            _discard(temporary, marker)
         os.close(marker)  # the lock goes only now: the folder is in place, or gone
     return folder
 
 
-def _discard(temporary: Path) -> None:
-    """Remove this process's own temporary folder: only the names it writes."""
+def _discard(temporary: Path, marker: int | None, journal: Path | None = None) -> None:
+    """Remove this process's own temporary folder, whose marker it has open as `marker`:
+    what it holds of this run's, by that very file (its marker, its journal: linked already
+    by _temporary as it makes the folder), never a file or folder of someone else's that
+    happens to have its name. Nothing is read, so that a run out of descriptors still
+    removes it."""
     try:
-        _remove_own(temporary)
+        marked = _same_file(temporary / MARKER, marker)
+        if journal is not None and not _same_file(journal, marker):
+            journal = None
+        if journal is None and marked:
+            journal = _with_journal(temporary, marker)
+        _remove_journaled(temporary, journal, marked=marked)
+    except (OSError, VectorsError):
+        pass  # its marker or journal stays, if it could not be removed: a later clear takes it
+
+
+def _same_file(path: Path, fd: int | None) -> bool:
+    """Whether `path` is the very file open as `fd`."""
+    try:
+        return fd is not None and os.path.samestat(os.lstat(path), os.fstat(fd))
     except OSError:
-        pass  # its marker stays, if it could not be removed: a later clear takes it
+        return False
+
+
+def _with_journal(folder: Path, marker: int) -> Path | None:
+    """`folder`'s marker, open as `marker`, linked beside it as its journal (or found there
+    already), for its removal; None where it cannot be (a filesystem without hard links)."""
+    journal = _journal(folder)
+    try:
+        os.link(folder / MARKER, journal)
+    except FileExistsError:  # left there by a run killed as it made or removed the folder, or someone else's
+        return journal if _same_file(journal, marker) else None
+    except OSError:
+        return None
+    return journal
+
+
+def _remove_journaled(folder: Path, journal: Path | None, *, marked: bool) -> tuple[int, list[str]]:
+    """Remove a temporary folder, its journal (its marker, linked beside it) unlinked last:
+    a run killed while it removes the folder, between its marker and the folder itself,
+    leaves the journal, which proves the empty folder attncli's. `marked`: the folder holds
+    its marker (_remove_own); else only the journal proves it (a run killed as it made the
+    folder, before its marker was in it), and it is removed only if empty: nothing is
+    written in a folder before its marker."""
+    try:
+        if marked:
+            return _remove_own(folder)
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(folder):
+                raise
+            return 0, sorted(os.listdir(folder))
+        return 0, []
+    finally:
+        if journal is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(journal)
 
 
 def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
     """Remove a temporary folder that its writer left: (bytes freed, names left in it), or
-    why it was kept. A writer holds the lock on its marker (see _temporary); the lock is
-    taken here before anything is removed, so a run writing the folder now is never touched.
+    why it was kept. A writer holds the lock on its marker, or on the journal that proves
+    the folder its (_proof, _temporary); the lock is taken here before anything is removed,
+    so a run making or writing the folder now is never touched.
     A marker without a lock (an older attncli, a filesystem without locks) is judged by
     its age instead."""
-    doc = _marker(folder) or {}
+    marker = _proof(folder)
+    if marker is None:
+        return 0, []  # renamed into place since it was listed
+    doc = _marker_at(marker) or {}
     try:
-        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return 0, []  # renamed into place since it was listed
     try:
@@ -309,11 +469,23 @@ def _remove_temporary(folder: Path, now: float) -> tuple[int, list[str]] | str:
             minutes = max(int((now - _last_written(folder)) // 60), 0)
             return (f"a run may still be writing it (written {minutes} min ago, by a run that left no lock to tell "
                     "by); it is removed once it is an hour old")
-        if _kind(folder) != "temporary":
+        proof = _proof(folder)
+        if proof is None:
             return 0, []  # its writer placed it and let the lock go while this looked: an entry now
-        return _remove_own(folder)
+        marked = proof == folder / MARKER
+        return _remove_journaled(folder, _with_journal(folder, fd) if marked else proof, marked=marked)
     finally:
         os.close(fd)
+
+
+def _temporary_named(path: Path) -> Path | None:
+    """The temporary folder `path` names (itself, or the folder its journal is named for),
+    None for any other name; proved attncli's or not (_proof)."""
+    if not path.name.startswith(TEMPORARY):
+        return None
+    if path.name.endswith(JOURNAL):
+        return path.with_name(path.name[: -len(JOURNAL)])
+    return path
 
 
 def _sweep(root: Path, entry: str) -> None:
@@ -321,8 +493,9 @@ def _sweep(root: Path, entry: str) -> None:
     while writing): a new conversion of the same source does not leave them to a clear."""
     now = time.time()
     try:
-        for path in _children(root):
-            if path.name.startswith(TEMPORARY) and _kind(path) == "temporary" and _marker(path)["folder"] == entry:
+        for path in map(_temporary_named, _children(root)):
+            proof = _proof(path) if path is not None else None
+            if proof is not None and (_marker_at(proof) or {}).get("folder") == entry:
                 _remove_temporary(path, now)
     except (OSError, VectorsError):
         pass  # what is left, clear removes
@@ -382,7 +555,13 @@ def clear() -> dict:
                     os.unlink(path)
                     result["links"].append({"path": str(path), "target": target})
                 continue
-            kind = _kind(path) or ("entry" if path.is_dir() and _legacy(path) else None)
+            named = _temporary_named(path)
+            if named is not None and named != path:  # a journal: taken with its folder, or alone when that is gone
+                if os.path.lexists(named) or _proof(named) is None:
+                    continue
+                path = named
+            kind = _kind(path) or ("temporary" if named is not None and _proof(path) is not None else None) or (
+                "entry" if path.is_dir() and _legacy(path) else None)
             if kind is None:
                 continue  # not attncli's
             done = _remove_own(path) if kind == "entry" else _remove_temporary(path, now)

@@ -29,6 +29,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+# numpy's memmap imports mmap when first used: imported here, a run short of descriptors fails
+# on an entry's file, and says so, not on mmap's shared object
+import mmap  # noqa: F401
 import os
 import stat
 import zlib
@@ -277,9 +280,10 @@ def read_small(path: str, most: int, *, follow: bool) -> bytes:
 
 
 def _content_error(path: str, e: BaseException) -> VectorsError:
-    """An exception while parsing a file: an OSError with an errno (EIO, ENOMEM) or a
-    MemoryError is the machine's; anything else is the content's."""
-    if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno is not None):
+    """An exception while parsing a file: an OSError with an errno (EIO, ENOMEM), a
+    MemoryError or an ImportError (numpy's memmap imports mmap when first used, which too
+    many open files can stop) is the machine's; anything else is the content's."""
+    if isinstance(e, (MemoryError, ImportError)) or (isinstance(e, OSError) and e.errno is not None):
         return unreadable(path, e)
     return DamagedEntry(f"{path}: {type(e).__name__}: {e}")
 

@@ -158,14 +158,15 @@ class Terminal:
 
 
 def start(args, *, on_tty=("stdin", "stdout", "stderr"), input: bytes | None = None, env=None, rows=24, cols=100,
-          cwd=None, stdout=None, program=(ATTNCLI,), reading=True) -> Terminal:
+          cwd=None, stdout=None, stdin=None, program=(ATTNCLI,), reading=True) -> Terminal:
     """Start `attncli args` (or `program args`) with the streams in `on_tty` on a new
     terminal of rows x cols, its controlling terminal (as a pager reading keys from
     /dev/tty needs), in a session of its own whose foreground it is, as a shell's job is:
     a Ctrl-C typed (b"\\x03") reaches it as SIGINT. The other streams are pipes, or stdout
-    the file `stdout`; stdin, when a pipe, is given `input`. What the process writes to the
-    terminal is read as it comes, unless not `reading` (then Terminal.read starts it). `env` adds to the environment
-    (a value None unsets), in which ATTNCLI_PAGER is empty (no pager) unless it gives one."""
+    the file `stdout` and stdin the file or pipe `stdin`; stdin, when a pipe of ours, is
+    given `input`. What the process writes to the terminal is read as it comes, unless not
+    `reading` (then Terminal.read starts it). `env` adds to the environment (a value None
+    unsets), in which ATTNCLI_PAGER is empty (no pager) unless it gives one."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     tty, before = os.ttyname(slave), termios.tcgetattr(slave)
@@ -175,7 +176,7 @@ def start(args, *, on_tty=("stdin", "stdout", "stderr"), input: bytes | None = N
     pipe = subprocess.PIPE
     streams = {name: (slave if name in on_tty else pipe) for name in ("stdin", "stdout", "stderr")}
     if "stdin" not in on_tty and input is None:
-        streams["stdin"] = subprocess.DEVNULL
+        streams["stdin"] = subprocess.DEVNULL if stdin is None else stdin
     if "stdout" not in on_tty and stdout is not None:
         streams["stdout"] = stdout
     tty_fd = {"stdin": 0, "stdout": 1, "stderr": 2}[on_tty[0]] if on_tty else None

@@ -319,6 +319,99 @@ def test_a_temporary_folder_being_written_is_kept(cache, source):
     assert one(run("vectors", "clear", "--json"))["removed"] == 1 and temporaries(cache) == []
 
 
+# A conversion killed after each step of its writing, one child process a step (forked, so
+# that the imports are paid once): the step's number among the calls the cache makes to the
+# system from the making of its temporary folder on, after which the child sends itself the signal
+KILLED_AT_EACH_STEP = """
+    import fcntl, json, os, signal, sys
+    from pathlib import Path
+    from attncli import cache, ending, entry
+    from attncli.load import load_vectors
+
+    source, sig, user = sys.argv[1], getattr(signal, sys.argv[2]), Path(sys.argv[3])
+    root = cache.cache_dir()
+    state = {"on": False, "calls": 0, "at": 0}
+
+    def counted(call):
+        def step(*args, **kwargs):
+            result = call(*args, **kwargs)
+            if state["on"]:
+                state["calls"] += 1
+                if state["calls"] == state["at"]:
+                    os.kill(os.getpid(), sig)
+            return result
+        return step
+
+    for name in ("open", "close", "mkdir", "rmdir", "link", "unlink", "rename", "ftruncate", "pwrite", "write"):
+        setattr(os, name, counted(getattr(os, name)))
+    fcntl.flock = counted(fcntl.flock)
+    entry._write_file = counted(entry._write_file)  # each file of the entry
+    temporary = cache._temporary
+
+    def counting(*args, **kwargs):  # from the temporary folder's making on
+        state["on"] = True
+        return temporary(*args, **kwargs)
+
+    cache._temporary = counting
+
+    def left() -> list[str]:
+        return sorted(n for n in os.listdir(root) if n.startswith(".tmp-") and n not in user_names)
+
+    os.makedirs(root)
+    (root / ".tmp-notes").mkdir()  # a user's things, named like attncli's temporary folders
+    (root / ".tmp-notes" / "vectors.npy").write_bytes(b"mine")
+    (root / ".tmp-empty").mkdir()
+    user_names = {".tmp-notes", ".tmp-empty"}
+    at = 0
+    while True:
+        at += 1
+        child = os.fork()
+        if child == 0:
+            for signum in ending.SIGNALS:  # as the command has them: a Ctrl-C raises where the run is
+                signal.signal(signum, ending._stop)
+            state["at"] = at
+            try:
+                load_vectors(source)
+            except BaseException:
+                os._exit(1)
+            os._exit(0 if state["calls"] < at else 2)  # 0: the store ended before step `at`
+        _, status = os.waitpid(child, 0)
+        own = left()  # what the child left of itself
+        cleared = cache.clear()
+        print(json.dumps({"at": at, "status": status, "left_by_run": own, "left_by_clear": left(),
+                          "kept": cleared["kept"], "removed": cleared["removed"],
+                          "user": sorted(p.name for p in (root / ".tmp-notes").iterdir())}), flush=True)
+        if status == 0 or at == 100:
+            break
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT", "SIGTERM"])
+def test_a_conversion_killed_after_any_step_leaves_what_clear_removes(cache, source, tmp_path, sig):
+    """A conversion killed after each step of its writing in turn (its marker made, locked
+    and written, linked beside the folder to be, the folder made, the marker linked into it,
+    each file written, the folder renamed into place), and clear at once: no temporary folder
+    or journal of its is left, ever, and a user's folders named like them are kept. Killed by
+    SIGINT or SIGTERM, the run removes its own before it ends. When the folder was made
+    before its marker, a SIGKILL after any of the first three steps (the folder made, its
+    marker opened, locked) and a SIGINT or SIGTERM after the first left a folder whose marker
+    was missing or empty, which clear could not prove attncli's, and kept."""
+    path, _ = source
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_AT_EACH_STEP), str(path), sig, str(tmp_path)],
+                          capture_output=True, text=True, env=env_for(cache), timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    steps = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(steps) > 8 and steps[-1]["status"] == 0  # every step, then a run let through to its end
+    killed = os.WTERMSIG if sig == "SIGKILL" else os.WEXITSTATUS
+    for step in steps[:-1]:
+        assert killed(step["status"]) == (signal.SIGKILL if sig == "SIGKILL" else 1), step
+        assert step["left_by_clear"] == [] and step["kept"] == [], step
+        assert step["user"] == ["vectors.npy"], step
+        if sig != "SIGKILL":
+            assert step["left_by_run"] == [], step  # the run removed its own as it ended
+    assert steps[-1]["removed"] == 1 and steps[-1]["left_by_clear"] == []
+
+
 def test_a_temporary_folder_without_a_lock_is_judged_by_its_age(cache, source):
     path, _ = source
     young = killed_run(cache, path)
@@ -898,12 +991,13 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
                     return
         where = {where!r}
         if where == "before the marker":
-            real_mkdtemp = tempfile.mkdtemp
-            def mkdtemp(*a, **kw):
-                folder = real_mkdtemp(*a, **kw)
-                exhaust()
-                return folder
-            tempfile.mkdtemp = mkdtemp
+            real_open, unnamed = os.open, getattr(os, "O_TMPFILE", None)
+            def open_marker(path, flags, *a, **kw):  # the marker's open: made without a name, or in its folder
+                if not held and (unnamed is not None and flags & unnamed == unnamed
+                                 or str(path).endswith(".attncli-entry")):
+                    exhaust()
+                return real_open(path, flags, *a, **kw)
+            os.open = open_marker
         else:
             real_write = entry._write_file
             calls = []

@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -415,6 +416,111 @@ def test_ctrl_c_typed_again_while_the_run_ends_is_ignored(tmp_path, command):
         assert ptys.none_left(terminal.proc.pid) == []
 
 
+@contextlib.contextmanager
+def batch_on_two_workers(tmp_path, source: str):
+    """`batch --jobs 2`, its bar on the terminal, its results in a file, reading a corpus
+    file (once its bar is drawn), or a pipe that has given some lines and then nothing more
+    (a producer that has paused: once the results stop coming, the main thread waits in its
+    read of the next line). The test ends it (or, when it has not ended, it and its
+    session are killed, and the test fails on its status)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 200_000)
+    read, write = os.pipe()
+    with open(tmp_path / "out", "wb") as stdout:
+        args = ["batch", corpus, "--jobs", "2"] if source == "a file" else ["batch", "--jobs", "2"]
+        terminal = ptys.start(args, on_tty=("stderr",), stdout=stdout, stdin=read)
+    os.close(read)
+    try:
+        if source == "a file":
+            terminal.wait_for("lines/s")
+        else:
+            os.write(write, b"the earth is like an orange\n" * 2_000)
+            deadline, written = time.monotonic() + 60, [-1]
+            while written[-5:] != [written[-1]] * 5 or written[-1] <= 0:  # the same size for half a second
+                assert time.monotonic() < deadline and terminal.proc.poll() is None, terminal.screen
+                time.sleep(0.1)
+                written.append((tmp_path / "out").stat().st_size)
+        time.sleep(0.2)
+        yield terminal
+    finally:
+        if terminal.proc.poll() is None:
+            for pid in [terminal.proc.pid, *ptys.in_session(terminal.proc.pid)]:
+                os.kill(pid, signal.SIGKILL)
+        os.close(write)
+        terminal.finish()
+
+
+def ended_by_ctrl_c(terminal, took: float) -> None:
+    """Exit 130 within 10 s, the one line, the terminal as it was, no process left."""
+    assert terminal.proc.returncode == 130 and took < 10, (terminal.proc.returncode, took)
+    assert terminal.after == terminal.before and terminal.modes_left() == {}
+    assert [line for line in terminal.shown() if line] == ["attncli: interrupted"], terminal.shown()
+    assert ptys.none_left(terminal.proc.pid) == []
+
+
+def waited(proc, seconds: float) -> float:
+    """The seconds `proc` took to end, within `seconds` (else `seconds`)."""
+    begun = time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=seconds)
+    return time.monotonic() - begun
+
+
+@pytest.mark.parametrize("source,times", [("a file", 1), ("an idle pipe", 3)])
+def test_ctrl_c_to_a_run_stopped_then_continued_ends_it(tmp_path, source, times):
+    """A Ctrl-C that reaches the run while it is stopped, its workers going on (SIGSTOP to it,
+    SIGINT to its whole group, SIGCONT half a second later: an order a terminal's Ctrl-C may
+    take): the signal then goes to whichever thread of the run is scheduled first, numpy's
+    or rich's as well as the main one. Reading a pipe that gives nothing more, the main
+    thread waited in its read for ever when another thread took the signal: 4 runs in 8
+    before that was mended (ending._relayed), so this tries it three times, about 2 s a run;
+    test_ctrl_c_that_another_thread_takes_ends_the_run gives the signal to each other thread."""
+    for _ in range(times):
+        with batch_on_two_workers(tmp_path, source) as terminal:
+            os.kill(terminal.proc.pid, signal.SIGSTOP)
+            os.killpg(terminal.proc.pid, signal.SIGINT)
+            time.sleep(0.5)
+            os.kill(terminal.proc.pid, signal.SIGCONT)
+            took = waited(terminal.proc, 10)
+        ended_by_ctrl_c(terminal, took)
+
+
+TGKILL = {"x86_64": 234, "aarch64": 131}  # the system call that sends a signal to one thread of another process
+
+
+@pytest.mark.skipif(os.uname().machine not in TGKILL, reason="tgkill's number is known here for x86_64 and aarch64")
+def test_ctrl_c_that_another_thread_takes_ends_the_run(tmp_path):
+    """SIGINT given to each thread of the run but the main one that can take it (numpy's
+    BLAS thread, rich's bar), as the kernel gives a process's signal to any of its threads
+    that does not block it, while the main thread waits in a read from an idle pipe: Python
+    runs a handler only in the main thread, which the read kept from it for ever (the run
+    went on until killed, each time, before ending._relayed sent the signal on)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    tried = 0
+    while True:
+        with batch_on_two_workers(tmp_path, "an idle pipe") as terminal:
+            pid = terminal.proc.pid
+            takers = sorted(tid for tid in map(int, os.listdir(f"/proc/{pid}/task"))
+                            if tid != pid and not _blocks(pid, tid, signal.SIGINT))
+            assert len(takers) > tried, takers  # numpy's BLAS and rich's threads at least
+            assert libc.syscall(TGKILL[os.uname().machine], pid, takers[tried], signal.SIGINT) == 0
+            took = waited(terminal.proc, 10)
+        ended_by_ctrl_c(terminal, took)
+        tried += 1
+        if tried == len(takers):
+            break
+
+
+def _blocks(pid: int, tid: int, signum: int) -> bool:
+    """Whether thread `tid` of process `pid` blocks `signum` (/proc's SigBlk mask)."""
+    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def test_a_terminal_that_takes_nothing_does_not_hold_a_ctrl_c(tmp_path):
     """The bar is redrawn from a thread of rich's, which a write to a terminal that takes
     nothing (its reader stalled) would hold for ever, holding the lock its stop waits for:
@@ -626,6 +732,34 @@ def test_a_terminal_of_one_column_is_written_to_not_paged(args):
     wraps, and never paged (less would show a character a line, and wait for a key)."""
     status, _, err, screen = ptys.run(args, rows=24, cols=1, env={"ATTNCLI_PAGER": None, "PAGER": None})
     assert status == 0 and err == b"" and "orange" in ptys.plain(screen).replace("\n", "")
+
+
+@pytest.mark.parametrize("columns", ["0", "1"])
+@pytest.mark.parametrize("path", ["help", "a progress bar"])
+def test_columns_0_or_1_on_a_terminal_ends_within_its_width(tmp_path, columns, path):
+    """COLUMNS=0 or 1 on a terminal of 100 x 24, less as the pager, through the ways a width
+    is taken besides a view's (test_columns_that_is_no_width_draws_at_the_terminals_own): the
+    help, and a progress bar on the terminal while the results go to a file. It ends in 30 s,
+    exit 0, nothing wider than the terminal; COLUMNS=0 is the terminal's own width (the
+    help, taller than the terminal, is paged, and q ends the pager), COLUMNS=1 is narrower
+    than anything is drawn at (the help is written, the bar fitted to 20 columns)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the earth is like an orange\n" * 3_000)
+    env = {"COLUMNS": columns, "ATTNCLI_PAGER": None, "PAGER": None}
+    with open(tmp_path / "out", "wb") as stdout:
+        terminal = (ptys.start(["context", "--help"], env=env) if path == "help"
+                    else ptys.start(["batch", corpus], on_tty=("stderr",), stdout=stdout, env=env))
+    if path == "help" and columns == "0":
+        terminal.wait_for("Usage: attncli context")
+        terminal.type(b"q")
+    status, _, _, screen = terminal.finish(timeout=30)
+    frames = re.split(r"[\r\n]", ptys.ANSI.sub("", screen))  # each line, and each frame of the bar
+    drawn = 100 if columns == "0" or path == "help" else 20  # the terminal's width, or the narrowest drawn
+    assert status == 0 and max(map(len, frames)) <= drawn, (status, max(map(len, frames)))
+    if path == "a progress bar":
+        assert any("3000/3000" in frame for frame in frames)
+        assert len((tmp_path / "out").read_bytes().splitlines()) == 3_000
+        assert (BAR in screen) == (columns == "0")  # 20 columns leave no room for the bar itself
 
 
 

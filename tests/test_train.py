@@ -153,6 +153,42 @@ def test_ctrl_c_stops_after_the_step_and_writes_what_was_learned(corpus, tmp_pat
         assert json.loads(str(f["train"][0]))["steps_done"] == doc["steps"]
 
 
+@pytest.mark.parametrize("gap", [0, 0.01, 0.02, 0.03, 0.05, 0.1])
+def test_a_second_ctrl_c_as_train_ends_is_ignored(corpus, tmp_path, gap):
+    """Ctrl-C typed twice at the terminal, `gap` seconds apart: the first stops training after
+    the step under way, the second comes as train writes the file and its summary, or as its
+    process exits. Exit 130, the file of what was learned, the summary and the one warning,
+    twice for each gap. Train gave Ctrl-C back to the handler that raises, and the run gave it
+    back to Python's before the process exited: a second Ctrl-C 10 to 30 ms after the first
+    (here; 50 to 100 ms where the process took longer to end) then killed the process by the
+    signal (-2), or said "interrupted" after the warning, in 12 runs of 15."""
+    import os
+    import signal
+
+    import ptys
+
+    out = tmp_path / "proj.npz"
+    for _ in range(2):
+        with open(tmp_path / "summary.json", "wb") as stdout:
+            terminal = ptys.start(["train", corpus, "-o", out, "--force", *ARGS[:-1], "--steps", "10000000", "--json"],
+                                  on_tty=("stderr",), stdout=stdout, env={"ATTNCLI_VECTORS": None})
+        try:
+            terminal.wait_for("steps")  # the bar: training has begun
+            terminal.type(b"\x03")
+            time.sleep(gap)
+            terminal.type(b"\x03")
+            status, _, _, _ = terminal.finish(timeout=60)
+        finally:
+            if terminal.proc.poll() is None:  # the Ctrl-C never arrived: the run of 10,000,000 steps is not left going
+                os.killpg(terminal.proc.pid, signal.SIGKILL)
+        assert status == 130, (status, terminal.shown())
+        shown = [line.replace("^C", "") for line in terminal.shown() if line.strip("^C ")]  # the echoed Ctrl-Cs aside
+        assert len(shown) == 1 and shown[0].startswith("attncli: warning: stopped after "), shown
+        doc = json.loads((tmp_path / "summary.json").read_text())
+        with np.load(out) as f:
+            assert 0 < json.loads(str(f["train"][0]))["steps_done"] == doc["steps"] < 10_000_000
+
+
 def test_trained_projections_give_context_vectors_nearest_words(corpus, tmp_path):
     """What train learned lives among the word vectors (d_k = d, learned to predict words),
     so compare and context list the words nearest its context vectors; other projections

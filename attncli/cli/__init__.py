@@ -1,8 +1,9 @@
 """The command line: parse, load, compute, render, and map errors to one-line messages.
 
 Only click code lives in this package; the work is done by analyze (attention over a
-sentence), vectors (loading) and views (tables, pictures and JSON). This module holds the group,
-the exit statuses and the one place that turns every failure into a line on stderr;
+sentence), vectors (loading) and views (tables, pictures and JSON). This module holds the group
+and the one place that turns every failure into a line on stderr and an exit status (those
+and the signals that end a run are ending.py's, below it);
 options.py the shared options, inputs.py reading sentences, output.py writing results;
 then one module for each family of commands.
 """
@@ -13,26 +14,15 @@ import contextlib
 import importlib
 import io
 import os
-import signal
 import sys
-from enum import IntEnum
 
 import click
 from attncli.version import __version__
 from attncli.cli.output import cwd_hint, fail, silence_stdout, to_terminal
 from attncli.cli.sections import Command, Group, no_such_command, show_help
+from attncli.ending import RUN, SAID, ExitStatus, Terminated, ending_signals, stopping  # noqa: F401: the commands' too
 from attncli.errors import AttncliError, OutputError
 from attncli.views.json import utf8
-
-
-class ExitStatus(IntEnum):
-    OK = 0
-    ERROR = 1  # bad input, unreadable vectors: the message says what to do
-    USAGE = 2  # options or arguments click could not accept
-    HANGUP = 129  # SIGHUP (the terminal closed, or kill -HUP), as a shell reports it
-    INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
-    TERMINATED = 143  # SIGTERM (kill), as a shell reports it
-    BROKEN_PIPE = 141  # stdout closed early (| head), as a shell reports SIGPIPE
 
 
 def _standard_streams() -> bool:
@@ -79,51 +69,17 @@ class _Stopped(Exception):
         self.status = status
 
 
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised where the run is, so that it ends as Ctrl-C does: cleanly,
-    workers and temporary files included, with its status. A BaseException, so no `except
-    Exception` mistakes it for a reader's failure."""
-
-    def __init__(self, status: ExitStatus):
-        self.status = status
-
-
-# the signals that end a run as Ctrl-C does, each with its status (SIGINT is Python's KeyboardInterrupt)
-ENDING = {signal.SIGTERM: ExitStatus.TERMINATED, signal.SIGHUP: ExitStatus.HANGUP}
-SAID = {ExitStatus.INTERRUPTED: "interrupted", ExitStatus.TERMINATED: "terminated", ExitStatus.HANGUP: "hung up"}
-
-
-def _stop(signum, frame):
-    """Ctrl-C, SIGTERM or SIGHUP: the run ends, raised where it is; any of them again is
-    ignored meanwhile, so that the run's own ending (workers stopped and waited for, files
-    removed, the last line written) is not cut short by a second Ctrl-C into a traceback."""
-    for other in (signal.SIGINT, *ENDING):
-        if signal.getsignal(other) == _stop:
-            signal.signal(other, signal.SIG_IGN)
-    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(ENDING[signum])
-
-
-def ending_signals() -> dict[int, ExitStatus]:
-    """ENDING, less a signal this run was started ignoring (nohup ignores SIGHUP): that stays ignored."""
-    return {signum: status for signum, status in ENDING.items() if signal.getsignal(signum) != signal.SIG_IGN}
-
-
 @contextlib.contextmanager
-def _stopping():
-    """_stop for Ctrl-C and the ENDING signals while the run lasts (not for one started
-    ignoring it: nohup, a shell's background job), as they were after; but once one has
-    stopped the run, they stay ignored to its exit."""
-    handled = [signum for signum in (signal.SIGINT, *ENDING) if signal.getsignal(signum) != signal.SIG_IGN]
-    try:
-        previous = {signum: signal.signal(signum, _stop) for signum in handled}
-    except ValueError:  # not the main thread (an embedding program): leave them
-        previous = {}
+def _carried():
+    """Ctrl-C, SIGTERM, SIGHUP or a closed stdout, raised inside, as _Stopped."""
     try:
         yield
-    finally:
-        for signum, handler in previous.items():
-            if signal.getsignal(signum) == _stop:
-                signal.signal(signum, handler)
+    except KeyboardInterrupt:
+        raise _Stopped(ExitStatus.INTERRUPTED) from None
+    except Terminated as e:
+        raise _Stopped(e.status) from None
+    except BrokenPipeError:
+        raise _Stopped(ExitStatus.BROKEN_PIPE) from None
 
 
 # the commands, each in the module of its family (attncli.cli.MODULE), by name; a module is
@@ -150,31 +106,46 @@ class AttncliGroup(Group):
             self.add_command(getattr(module, name), name)
         return self.commands.get(name)
 
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise _Stopped(ExitStatus.INTERRUPTED) from None
-        except Terminated as e:
-            raise _Stopped(e.status) from None
-        except BrokenPipeError:
-            raise _Stopped(ExitStatus.BROKEN_PIPE) from None
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _carried():  # the group's own options, parsed before any command
+            return super().make_context(info_name, args, parent, **extra)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def invoke(self, ctx):
+        with _carried():
+            rv = super().invoke(ctx)
+            RUN.ended = True  # the command has returned: what is left of click's run is not to be interrupted
+        return rv
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, held=None, **extra):
+        """The run, its ending said in one line. `held`, the signal mask from before the
+        command held Ctrl-C and the ending signals as it started (ending.hold), is given only
+        by the command itself (attncli.__main__), whose process exits after the run."""
         stdout_closed = _standard_streams()
-        with _stopping():
-            status = self._run(stdout_closed, args, prog_name, complete_var, **extra)
+        with stopping(held) as take:
+            status = self._run(take, stdout_closed, args, prog_name, complete_var, **extra)
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
 
-    def _run(self, stdout_closed: bool, args, prog_name, complete_var, **extra) -> int:
-        """The command, and every way it can end as an ExitStatus, said in one line."""
+    def _run(self, take, stdout_closed: bool, args, prog_name, complete_var, **extra) -> int:
+        """The command, and every way it can end as an ExitStatus, said in one line (_said).
+        Once it has returned or raised, its outcome is decided: a signal that comes while it
+        is said is ignored (RUN.ended, set before any call, so no handler runs in between)."""
         try:
+            take()  # Ctrl-C and the ending signals end the run from here, through _said
             if stdout_closed:
                 raise OutputError("standard output is closed; send it to a file or to /dev/null (> /dev/null)")
             rv = super().main(args, prog_name or "attncli", complete_var, standalone_mode=False, **extra)
-            status = rv if isinstance(rv, int) else ExitStatus.OK
+        except BaseException as e:  # noqa: BLE001: _said raises again what is no way of ending (SystemExit)
+            RUN.ended = True
+            return self._said(e)
+        RUN.ended = True
+        return rv if isinstance(rv, int) else ExitStatus.OK
+
+    def _said(self, ended: BaseException) -> int:
+        """The line that says how the command ended, raising `ended`, and its status."""
+        try:
+            raise ended
         except click.exceptions.NoArgsIsHelpError as e:  # a bare `attncli`
             click.echo(e.ctx.get_help(), err=True)
             status = ExitStatus.USAGE
@@ -197,7 +168,7 @@ class AttncliGroup(Group):
             where = f"{e.filename}: " if e.filename else ""
             fail(f"{where}{e.strerror or e}" + cwd_hint())
             status = ExitStatus.ERROR
-        except (_Stopped, click.Abort, KeyboardInterrupt) as e:
+        except (_Stopped, click.Abort, KeyboardInterrupt, Terminated) as e:
             status = getattr(e, "status", ExitStatus.INTERRUPTED)
             if status == ExitStatus.BROKEN_PIPE:
                 silence_stdout()

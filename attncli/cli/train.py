@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 from pathlib import Path
 
 import click
@@ -14,6 +13,7 @@ from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_op
                                  vectors_options)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command
+from attncli.ending import ctrl_c_noted
 from attncli.errors import InputError
 from attncli.writing import write_whole
 from attncli.projections import OBJECTIVES
@@ -113,7 +113,7 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
                                     holdout=holdout, seed=seed, negatives=negatives, heads=heads, objective=objective,
                                     d_k=d_k, epochs=epochs, mask_self=mask_self)
     # the summary comes at the end: the bar may share the terminal with stdout
-    with _stopping() as stopped, _losses_bar() as (report, untrained):
+    with ctrl_c_noted() as stopped, _losses_bar() as (report, untrained):
         done = learning.run(text, vectors, options, learning.corpus_record(corpus, data), sentences, token,
                             stopped=stopped, progress=report, untrained=untrained)
     record = done.record
@@ -195,19 +195,3 @@ def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
         n, error = bad[0]
         warn(f"{corpus}: {len(bad):,} of {len(items):,} lines skipped (line {n:,}: {error})")
     return "\n".join(text for _, text, error in items if error is None)
-
-
-@contextlib.contextmanager
-def _stopping():
-    """stopped() turns True at a Ctrl-C, which then ends training after the step under way
-    instead of where it falls."""
-    asked = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: asked.append(True))
-    except ValueError:  # not the main thread: Ctrl-C stays as it is
-        yield lambda: False
-        return
-    try:
-        yield lambda: bool(asked)
-    finally:
-        signal.signal(signal.SIGINT, previous)
