@@ -11,7 +11,7 @@ from attncli import ending
 
 def main() -> None:
     held = ending.hold()
-    from attncli.cli import cli
+    from attncli.cli import cli  # numpy and click: imported only once the signals are held
 
     cli.main(prog_name="attncli", held=held)
 

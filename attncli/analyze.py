@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import attention, limits, projections, rnn
+from attncli import attention, limits, projections, ranking, rnn
 from attncli.errors import AttncliError, InputError, ModelError, OptionError, TokenError, finite, positive, whole
 from attncli.tokenize import is_punctuation, iter_tokens, token_spans, tokenize, trimmed
 from attncli.projections import Projections
@@ -256,7 +256,7 @@ class Trained:
         last = att.pieces.last
         z = family.logits(att.hidden[-1][last:last + 1], self.model.weights, config)[0]  # (V,)
         p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
-        top = attention.ranked(z)[:k]  # ties: the smaller id first
+        top = ranking.ranked(z)[:k]  # ties: the smaller id first
         return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),
                  "logprob": float(logp[i])} for i in top]
 

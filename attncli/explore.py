@@ -28,7 +28,7 @@ from textual.geometry import Region
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from attncli import attention
+from attncli import ranking
 from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
 from attncli.errors import AttncliError
 from attncli.views import heatmap
@@ -414,7 +414,7 @@ class Explorer(App):
     def too_narrow(self, tokens: list[str], M: np.ndarray, number_width: int, window: int) -> Group:
         need = heatmap.by_position(len(tokens), number_width).width + CHROME
         i = self.state.cursor[0]
-        ranked = attention.ranked(M[i])[:5]
+        ranked = ranking.ranked(M[i])[:5]
         top = ", ".join(f"{tokens[j]} {M[i, j]:.3f}" for j in ranked)
         return Group(Text(f"the grid needs {need} columns; the window has {window}. Row {tokens[i]!r}: {top}"))
 
@@ -437,7 +437,7 @@ class Explorer(App):
                       Text(f"α = exp(scaled) / Σ_j' exp(scaled_ij') = {alpha:.4f}")]
         lines += [Text(""), Text(f"row {tokens[i]!r}, its weights ranked:", style="bold")]
         weights = np.array(part["weights"][i])
-        for jj in attention.ranked(weights):
+        for jj in ranking.ranked(weights):
             w = float(weights[jj])
             lines.append(Text(f"{tokens[jj][:10]:>10} {w:.3f} " + "█" * int(round(w * 10))))
         return lines + [Text("")] + self.context_lines(i)

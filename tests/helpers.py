@@ -72,9 +72,9 @@ def close(got, want, rtol=1e-12, atol=1e-14):
 
 def by_rule(row) -> list[int]:
     """A row's positions ranked as the tool ranks weights, by a loop independent of
-    attention.ranked: largest first, and values within attention.TIE of their neighbour in
+    ranking.ranked: largest first, and values within ranking.TIE of their neighbour in
     that order (relative) a tie, taken in position order."""
-    from attncli.attention import TIE
+    from attncli.ranking import TIE
 
     row = [float(v) for v in row]
     order = sorted(range(len(row)), key=lambda j: (-row[j], j))
@@ -87,7 +87,7 @@ def by_rule(row) -> list[int]:
 
 
 def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
-    """Largest first, ties (within attention.TIE) to the earlier position; own position and
+    """Largest first, ties (within ranking.TIE) to the earlier position; own position and
     masked ones left out."""
     order = by_rule(weights_row)
     keep = [j for j in order if (include_self or j != i) and (masked_row is None or not masked_row[j])]

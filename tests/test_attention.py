@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from attncli import attention
+from attncli import attention, ranking
 from attncli.attention import ScaleError
 from helpers import by_rule
 
@@ -90,7 +90,7 @@ def test_overflowing_scale_is_refused():
 
 def by_sorting(row, k, exclude, masked):
     """A row's top k as the definition says: positions ranked by weight, ties (within
-    attention.TIE) by position, the excluded and masked ones left out; independent of
+    ranking.TIE) by position, the excluded and masked ones left out; independent of
     top_attended's numpy sort (helpers.by_rule)."""
     return [j for j in by_rule(row) if j != exclude and (masked is None or not masked[j])][:k]
 
@@ -324,11 +324,11 @@ def test_weights_a_few_ulps_apart_are_a_tie_in_position_order_on_any_processor()
     for up in (1, -1, 4, -4):
         row = np.array([0.1, w, 0.3, np.nextafter(w, w + up) if abs(up) == 1 else w + up * 2.2e-16 * w, 0.2])
         assert attention.top_attended(row, 5) == [2, 4, 0, 1, 3]
-        assert attention.ranked(row).tolist() == [2, 4, 0, 1, 3] == by_rule(row)
+        assert ranking.ranked(row).tolist() == [2, 4, 0, 1, 3] == by_rule(row)
     row32 = np.array([0.5, 0.9066915512084961, 0.906691312789917], dtype=np.float32)  # float32 neighbours
-    assert attention.ranked(row32).tolist() == [1, 2, 0]
-    apart = np.array([0.4, 0.4 * (1 + 3 * attention.TIE)])
-    assert attention.ranked(apart).tolist() == [1, 0] == by_rule(apart)
+    assert ranking.ranked(row32).tolist() == [1, 2, 0]
+    apart = np.array([0.4, 0.4 * (1 + 3 * ranking.TIE)])
+    assert ranking.ranked(apart).tolist() == [1, 0] == by_rule(apart)
 
 
 @pytest.mark.parametrize("k", [2, attention.ROUNDS + 2])

@@ -106,7 +106,7 @@ def test_the_views_import_only_what_a_view_needs():
     graph = imports()
     views = {name for name in graph if name.split(".")[:2] == ["attncli", "views"]}
     assert views == set(VIEW_MODULES)
-    assert reached(graph, views) - views == {"attncli.visible", "attncli.limits", "attncli.errors"}
+    assert reached(graph, views) - views == {"attncli.visible", "attncli.limits", "attncli.errors", "attncli.ranking"}
 
 
 def test_every_view_a_command_names_is_drawn_by_its_module():
@@ -133,7 +133,7 @@ def test_importing_the_views_loads_neither_analyze_nor_the_cli_nor_rich_for_json
     for_json, every = json.loads(done.stdout)
     assert for_json == ["attncli.views", "attncli.views.json"]
     assert set(VIEW_MODULES) <= set(every) and set(every) - set(VIEW_MODULES) <= {"attncli.visible", "attncli.limits",
-                                                                                   "attncli.errors"}
+                                                                                   "attncli.errors", "attncli.ranking"}
 
 
 def uncommented_imports(text: str) -> list[int]:

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import analyze, attention, load_vectors
+from attncli import analyze, attention, load_vectors, ranking
 from attncli.analyze import Options
 from attncli.attention import ScaleError
 from attncli.tokenize import is_punctuation
@@ -434,10 +434,10 @@ def test_stream_equals_the_whole_matrix_to_float32_precision(s):
             assert valid.sum() == n and np.all(valid[:n]) and np.all(w[r][~valid] == -1.0)
             pos, wt = top[r][:n], w[r][:n]
             assert len(set(pos.tolist())) == n and np.all(candidates[pos])
-            # largest first, but for weights within attention.TIE of each other, which are ties and
+            # largest first, but for weights within ranking.TIE of each other, which are ties and
             # go by position (tie order is checked on exact ties below: two float32 weights equal
             # after the division by the row's total may come from unequal scores)
-            assert np.all(np.diff(wt) <= attention.TIE * np.abs(wt[:-1]))
+            assert np.all(np.diff(wt) <= ranking.TIE * np.abs(wt[:-1]))
             np.testing.assert_allclose(wt, alpha[i, pos], rtol=rel, atol=1e-30)
             best = np.sort(alpha[i][candidates])[::-1][:n]  # the n largest candidate weights
             np.testing.assert_allclose(wt, best, rtol=rel, atol=1e-30)

@@ -73,13 +73,15 @@ def epsilon(raw: dict, key: str, default: float, path) -> float:
 
 def layer_norm(X: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """Each row to mean 0 and variance 1 (the population variance), then scaled and shifted.
-    A row whose squares overflow is refused, as rms_norm's is: its variance would be
+    A row whose mean or squares overflow comes out NaN, for the pass's check to refuse
+    naming where (the embeddings, the hidden states after layer l): its variance would be
     infinite and the row beta, a number that looks right (float32's range ends at 3.4e38,
     so rows of 1e20 do)."""
-    mean = X.mean(axis=-1, keepdims=True)  # (T, 1)
-    with np.errstate(over="ignore"):  # checked just below
+    with np.errstate(over="ignore", invalid="ignore"):  # a row past the range: NaN, as said
+        mean = X.mean(axis=-1, keepdims=True)  # (T, 1)
         var = ((X - mean) ** 2).mean(axis=-1, keepdims=True)  # (T, 1)
-    return (X - mean) / np.sqrt(finite(var, "the squares of the hidden states") + eps) * gamma + beta  # (T, D)
+        var = np.where(np.isfinite(var), var, np.nan)  # (T, 1)
+        return (X - mean) / np.sqrt(var + eps) * gamma + beta  # (T, D)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23

@@ -12,7 +12,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attncli import attention
+from attncli import ranking
 from attncli.views import heatmap
 from attncli.views.common import (FOLDS, ONE_LINE, UNDEFINED, blocked, column_blocks, cosine_text, last_piece,
                                    least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, repeated,
@@ -197,7 +197,7 @@ def context_view(doc: dict, *, width: int = 80, color_system: str | None = None)
         for name, justify in (("j", "right"), ("token", "left"), ("weight", "right"), ("", "left")):
             ranked.add_column(name, justify=justify, **(FOLDS if name == "token" else ONE_LINE))
         masked = masked_cells(doc, len(doc["tokens"]))[i]
-        order = attention.ranked(np.array(doc["weights"]))  # ties by position, as the top lists
+        order = ranking.ranked(np.array(doc["weights"]))  # ties by position, as the top lists
         for j in order:
             w = doc["weights"][j]
             shown = ("masked", "") if masked[j] else (f"{w:.3f}", weight_bar(w))
