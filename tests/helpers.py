@@ -86,6 +86,26 @@ def by_rule(row) -> list[int]:
     return sorted(order, key=lambda j: (groups[j], j))
 
 
+def assert_ranked_within_float32(got: list[int], want: list[int], row, slack: float = 2e-6) -> None:
+    """A float32 path's top list `got` against `want`, the float64 one of the same weights
+    `row`: the same, but for the order among weights whose ties float32 cannot settle. Each
+    position is put in a group of its neighbours by weight (in float64's order) no more than
+    TIE + `slack` apart (relative; float32's weights are good to about 1e-6, and a gap of
+    two of them to twice that): the two lists must give the same groups in the same order,
+    any order within a group, so that a pair on either side of TIE, which float32 may see on
+    the other, is free, and every other is held."""
+    from attncli.ranking import TIE
+
+    row = [float(v) for v in row]
+    order = sorted(set(got) | set(want), key=lambda j: (-row[j], j))
+    group, groups = 0, {}
+    for before, j in zip([None, *order], order):
+        if before is not None and row[before] - row[j] > (TIE + slack) * max(abs(row[before]), abs(row[j])):
+            group += 1
+        groups[j] = group
+    assert len(set(got)) == len(got) and [groups[j] for j in got] == [groups[j] for j in want], (got, want)
+
+
 def expected_top(weights_row, i: int, k: int, masked_row=None, include_self: bool = False) -> list[int]:
     """Largest first, ties (within ranking.TIE) to the earlier position; own position and
     masked ones left out."""

@@ -21,7 +21,7 @@ import pytest
 from attncli import Options, attention, context_doc, scores_doc
 from attncli.analyze import document_rows
 from clirunner import fails, ok, one, run
-from helpers import bundled_words, collect, expected_top, random_X
+from helpers import assert_ranked_within_float32, bundled_words, collect, expected_top, random_X
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -177,8 +177,11 @@ def test_stream_equals_in_memory(causal, window, include_self):
             filled = w >= 0
             np.testing.assert_array_equal(filled, want_top >= 0)  # the unfilled places: the same, at the end
             assert np.all(w[~filled] == -1.0)
-            np.testing.assert_array_equal(np.where(filled, top, -1), want_top)
-            np.testing.assert_allclose(w, want_w, rtol=RTOL, atol=1e-12)
+            for i in range(T):  # the float64 list, but where float32 cannot settle a tie
+                assert_ranked_within_float32(top[i][filled[i]].tolist(), want_top[i][want_top[i] >= 0].tolist(),
+                                             alpha[i])
+            np.testing.assert_allclose(w, alpha[np.arange(T)[:, None], np.where(filled, top, 0)] * filled
+                                       - ~filled, rtol=RTOL, atol=1e-12)
 
 
 def test_stream_scale_and_temperature():
@@ -189,8 +192,8 @@ def test_stream_scale_and_temperature():
     np.testing.assert_allclose(Z, attention.context(alpha, X), rtol=RTOL, atol=1e-5)
     for i in range(150):
         want = attention.top_attended(alpha[i], 4, i, mask[i])
-        assert top[i].tolist() == want
-        np.testing.assert_allclose(w[i], alpha[i][want], rtol=RTOL)
+        assert_ranked_within_float32(top[i].tolist(), want, alpha[i])
+        np.testing.assert_allclose(w[i], alpha[i][top[i]], rtol=RTOL)
 
 
 def test_stream_single_token():
