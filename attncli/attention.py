@@ -33,8 +33,8 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from attncli import limits
-from attncli.ranking import TIE, ranked
 from attncli.errors import AttncliError, OptionError, RangeError, finite, positive, whole
+from attncli.ranking import TIE, ranked
 
 Result = TypeVar("Result")  # what in_range's run gives
 
