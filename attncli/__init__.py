@@ -20,8 +20,8 @@ __all__ = [
 # each name of the API, by the module that holds it, imported when first asked for: the
 # command's entry point (attncli.__main__) is in this package, and holds Ctrl-C before it
 # imports numpy and the rest; and a run of the commands never needs Page or show (a notebook's)
-_WHERE = {"Attention": "analyze", "Options": "analyze", "attend": "analyze", "context_doc": "analyze",
-          "scores_doc": "analyze", "AttncliError": "errors", "InputError": "errors", "OptionError": "errors",
+_WHERE = {"Attention": "encoder", "Options": "encoder", "attend": "encoder", "context_doc": "documents.context",
+          "scores_doc": "documents.sentence", "AttncliError": "errors", "InputError": "errors", "OptionError": "errors",
           "TokenError": "errors", "VectorsError": "errors", "load_vectors": "load", "Vectors": "vectors",
           "Page": "notebook", "show": "notebook"}
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from attncli import limits, reading
-from attncli.analyze import Options, Trained, context_doc, scores_doc, scores_listed
+from attncli.documents.context import context_doc
+from attncli.documents.sentence import scores_doc, scores_listed
+from attncli.encoder import Options
 from attncli.errors import AttncliError
 from attncli.load import load_vectors
 from attncli.workers import in_order, worker_signals
@@ -62,6 +64,14 @@ class Job:
                       trust_pickle=source.trust_pickle, opts=opts, **fields)
         job = for_workers(job)
         return for_dask(job, loaded) if dask else job
+
+    def load(self):
+        """The vectors or the model (models.encoder.Trained) the job names, as a worker loads it."""
+        if self.model is not None:
+            from attncli.models import encoder  # the model's code, and tokenizers within: the model extra's
+
+            return encoder.load(self.model, self.revision, self.layer, self.head)
+        return load_vectors(self.source, limit=self.limit, trust_pickle=self.trust_pickle)
 
 
 def for_workers(job: Job) -> Job:
@@ -230,12 +240,7 @@ def _start(job: Job, worker: bool = False) -> None:
         worker_signals()
     _job = job
     try:
-        if job.model is not None:
-            from attncli import models  # the model's code, and tokenizers within: the model extra's
-
-            _vectors = Trained(models.load_model(job.model, job.revision), job.layer, job.head)
-        else:
-            _vectors = load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
+        _vectors = job.load()
     except (AttncliError, OSError, MemoryError) as e:
         if not worker:
             raise
@@ -248,16 +253,15 @@ def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
 
 
 def batched(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> dict:
-    """{line number: its Attention} of a chunk's lines, where a model runs over them in
-    batches (Trained.attend_many) for their scores documents; a line it refuses is left out,
-    to be refused again alone, in the words of the one-sentence path. Over word vectors,
-    with a token to follow, or a run that failed: none. The batches are the chunk's, the same
-    whatever the number of workers, and so are the numbers."""
-    if not isinstance(vectors, Trained) or failed is not None or job.token is not None or job.index is not None \
-            or job.all_contexts:
+    """{line number: its Attention} of a chunk's lines for their scores documents, the source
+    run over them as it runs best (Encoder.attend_many: a model in batches); a line it
+    refuses is left out, to be refused again alone, in the words of the one-sentence path.
+    With a token to follow, or a run that failed: none. The batches are the chunk's, the
+    same whatever the number of workers, and so are the numbers."""
+    if failed is not None or job.token is not None or job.index is not None or job.all_contexts:
         return {}
     lines = [(number, text) for number, text, error in chunk if error is None]
-    done = vectors.attend_many([text for _, text in lines], listed=scores_listed(job.opts))
+    done = vectors.attend_many([text for _, text in lines], job.opts, listed=scores_listed(job.opts))
     return {lines[k][0]: att for k, att in done if not isinstance(att, AttncliError)}
 
 

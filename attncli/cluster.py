@@ -20,9 +20,7 @@ import re
 import time
 
 from attncli import batch, limits, reading
-from attncli.analyze import Trained
 from attncli.errors import AttncliError, InputError
-from attncli.load import load_vectors
 
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
 
@@ -75,15 +73,6 @@ def dask_chunk(chunk: list[tuple], job):
     return job.partial(chunk, _worker_vectors(job.load))
 
 
-def _load(job: batch.Job):
-
-    if job.model is not None:
-        from attncli import models  # the model's code, and tokenizers within: the model extra's
-
-        return Trained(models.load_model(job.model, job.revision), job.layer, job.head)
-    return load_vectors(job.source, limit=job.limit, trust_pickle=job.trust_pickle)
-
-
 def dask_lines(chunk: list[tuple], job: batch.Job) -> batch.Encoded:
     """A Dask task of `batch --scheduler`: the chunk's results as JSON Lines (batch.encoded_chunk)."""
     return batch.encoded_chunk(chunk, _worker_vectors(job), job)
@@ -99,7 +88,7 @@ def _worker_vectors(job: batch.Job):
     if job not in _loaded:
         _loaded.clear()  # a worker that serves many runs holds one job's vectors, not every one's
         try:
-            loaded = _load(job)
+            loaded = job.load()
         except (AttncliError, OSError) as e:
             where = job.model or job.source or "the bundled vectors"
             raise InputError(f"worker {worker} could not load {where}: {e}") from None

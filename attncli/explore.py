@@ -1,7 +1,7 @@
 """explore: a sentence's attention in a terminal app, every number one keypress away.
 
 textual (made by the people who make rich) draws the app; everything it shows comes from
-the documents of analyze.py (scores_doc, context_doc, explain_doc, compare_doc), computed
+the documents of documents/ (scores_doc, context_doc, explain_doc, compare_doc), computed
 again for each change of state: no second copy of any computation lives here. The state
 is a small frozen dataclass, so a test can hold the app's numbers against the library's
 for the same state.
@@ -29,7 +29,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
 from attncli import ranking
-from attncli.analyze import Options, Trained, compare_doc, context_doc, explain_doc, scores_doc
+from attncli.documents.context import compare_doc, context_doc, explain_doc
+from attncli.documents.sentence import scores_doc
+from attncli.encoder import Encoder, Options
 from attncli.errors import AttncliError
 from attncli.views import heatmap
 from attncli.views.common import cosine_text, masked_cells
@@ -61,17 +63,20 @@ class State:
     other: str | None = None  # compare: a second sentence
 
 
-def source(vectors, state: State):
+def source(vectors: Encoder, state: State) -> Encoder:
     """The vectors, or the model at the state's layer."""
-    if isinstance(vectors, Trained):
-        return Trained(vectors.model, state.layer or vectors.layer, None)
-    return vectors
+    return vectors.at(state.layer)
 
 
-def document(vectors, state: State) -> dict:
+def options(vectors: Encoder, state: State) -> Options:
+    """The options the state's keys set (temperature, scale, mask), over word vectors; a
+    model's attention is its own, and its documents are the defaults'."""
+    return Options() if vectors.layered else state.opts
+
+
+def document(vectors: Encoder, state: State) -> dict:
     """The scores document the state shows, as `attncli scores` computes it."""
-    opts = Options() if isinstance(vectors, Trained) else state.opts
-    return scores_doc(state.sentence, source(vectors, state), opts)
+    return scores_doc(state.sentence, source(vectors, state), options(vectors, state))
 
 
 def shown(doc: dict, state: State) -> np.ndarray:
@@ -256,7 +261,7 @@ class Explorer(App):
         self.change(opts=dataclasses.replace(self.state.opts, scale=None if self.state.opts.scale is not None else 1.0))
 
     def action_mask(self) -> None:
-        if self.model() and self.vectors.model.causal:
+        if self.model() and self.doc["mask"] != "none":
             return self.say(f"a decoder's mask is its own: {self.doc['mask']}, as it was trained")
         if self.model():
             return self.say("a model's attention has no mask here: an encoder attends both ways")
@@ -279,7 +284,7 @@ class Explorer(App):
     def action_layer(self, sign: int) -> None:
         if not self.model():
             return self.say("one layer over word vectors; --model NAME|DIR has more")
-        L = self.vectors.model.config.layers
+        L = self.vectors.layers
         now = self.state.layer or self.vectors.layer
         self.change(layer=(now - 1 + sign) % L + 1)
 
@@ -313,7 +318,7 @@ class Explorer(App):
         self.say(f"saved {self.export}")
 
     def model(self) -> bool:
-        return isinstance(self.vectors, Trained)
+        return self.vectors.layered
 
     # --- the input line ---------------------------------------------------------------------
 
@@ -375,7 +380,7 @@ class Explorer(App):
         head = ("mean of heads", "mean") if s.head is None else (f"head {s.head}",) * 2
         what = ("raw scores", "raw") if s.raw else ("weights",) * 2
         if self.model():
-            words = f"{visible(self.vectors.model.name)}, layer {s.layer or self.vectors.layer}, {head[0]}, {what[0]}"
+            words = f"{visible(self.vectors.name)}, layer {s.layer or self.vectors.layer}, {head[0]}, {what[0]}"
             forms = [f"attncli explore: {words}", words]
         else:
             scale = ("1/sqrt(d_k)", "1/√d_k") if o.scale is None else (f"{o.scale:g}",) * 2
@@ -460,7 +465,7 @@ class Explorer(App):
         if self.state.step is None:
             return []
         i, step = self.state.cursor[0], STEPS[self.state.step]
-        opts = Options() if self.model() else self.state.opts
+        opts = options(self.vectors, self.state)
         try:
             doc = explain_doc(self.state.sentence, source(self.vectors, self.state), opts, index=i)
         except AttncliError as e:
@@ -478,7 +483,7 @@ class Explorer(App):
             return []
         i = self.state.cursor[0]
         word = self.doc["tokens"][i]
-        opts = Options() if self.model() else self.state.opts
+        opts = options(self.vectors, self.state)
         try:
             doc = compare_doc([self.state.sentence, self.state.other], source(self.vectors, self.state), opts,
                               token=word, neighbors=0, indices=[i, None])  # the cursor's, of a repeated word

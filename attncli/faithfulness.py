@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli import attention, batch, contributions, mixing, train
-from attncli.analyze import Trained
+from attncli.models.encoder import Trained
 from attncli.errors import AttncliError, InputError
 
 CHUNK = 8  # lines a task: a MiniLM sentence takes about a second, and the progress bar moves a chunk at a time

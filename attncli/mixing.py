@@ -8,75 +8,40 @@ keys are documented in docs/reference/json.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from attncli import analyze, attention, contributions, limits
-from attncli.analyze import Options, Trained
+from attncli import attention, contributions, limits
+from attncli.documents.sentence import common, json_lists
+from attncli.documents.sentence import heads_doc as sentence_heads_doc
+from attncli.encoder import Attention, Encoder, Options, attend
 from attncli.errors import InputError, OptionError
+from attncli.models.encoder import Sentence, Trained
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
 from attncli.visible import listed
-
-ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # the methods word vectors have: no residual, no norm
 ERASURES = ("remove", "mask")
 REPLACEMENTS = ("[MASK]", "<mask>", "[UNK]", "<unk>", "<|endoftext|>")  # a piece to erase with, the first the model has
 
 
-def method_problem(method: str, trained: bool, head: int | None) -> str | None:
-    """What is wrong with asking for `method` of a model (`trained`) or of word vectors, and
-    for one head of it, or None: the one wording of check_method and the command line's."""
+def method_problem(method: str, methods: tuple[str, ...], head: int | None) -> str | None:
+    """What is wrong with asking for `method` of a source that has `methods` (Encoder.methods:
+    word vectors' have no residual stream), and for one head of it, or None: the one wording
+    of check_method and the command line's."""
     if method not in contributions.METHODS:
         return f"method must be one of {', '.join(contributions.METHODS)}, got {method!r}"
-    if not trained and method not in ON_VECTORS:
+    if method not in methods:
         return (f"{method} takes a trained model's residual stream apart: over word vectors there is none; give "
-                f"--model, or one of {', '.join(ON_VECTORS)}")
+                f"--model, or one of {', '.join(methods)}")
     if head is not None and method not in contributions.PER_HEAD:
         return f"{method} is a whole layer's measure; --head goes with {', '.join(contributions.PER_HEAD)}"
     return None
 
 
-def check_method(method: str, vectors, head: int | None) -> None:
+def check_method(method: str, source: Encoder, head: int | None) -> None:
     """A method the source has, and one head only where the method is one head's (OptionError)."""
-    problem = method_problem(method, isinstance(vectors, Trained), head)
+    problem = method_problem(method, source.methods, head)
     if problem:
         raise OptionError(problem)
-
-
-@dataclass
-class Sentence:
-    """A sentence through a trained model, in the parts the measures take apart."""
-
-    ids: np.ndarray  # (T,)
-    special: np.ndarray  # (T,): True at the markers its tokenizer put around it
-    last: int  # its last piece, before the markers after it (files.Pieces.last): where a decoder predicts the next
-    blocks: list[Block]  # one a layer
-    final: np.ndarray  # (T, D): the last hidden states, as shown (a decoder's after its final norm)
-
-
-def model_pass(trained: Trained, pieces: Pieces) -> Sentence:
-    """The word pieces of a sentence (files.Pieces) through every layer, each kept in its
-    parts (refused before it starts when they cannot fit in memory: a layer's parts hold its
-    (H, T, D) values passed on)."""
-    model, config = trained.model, trained.model.config
-    ids = np.asarray(pieces.ids)
-    T, L, H, D = len(ids), config.layers, config.heads, config.hidden
-    limits.require(model.family.pass_bytes(T, config) + 8 * L * (H * T * D + H * T * T + 4 * T * D),
-                   f"the parts of {model.name}'s layers over {T:,} word pieces", "give a shorter sentence")
-    blocks = model.family.blocks(ids, model.weights, config)
-    return Sentence(ids, np.array(pieces.special, dtype=bool), pieces.last, blocks, blocks[-1].rest(blocks[-1].total))
-
-
-def vector_block(att: analyze.Attention) -> Block:
-    """The one attention over word vectors as a layer's parts: what each head passes on for
-    token j is its value in the head's own columns (zero in the others', so that the heads
-    summed are the context vectors side by side, z_i = sum_h sum_j alpha^h_ij f^h(x_j)),
-    no residual, no bias, no norm; the layer's output is the context vectors."""
-    F = attention.in_own_columns(att.V, len(att.weights))  # (H, T, d_v)
-    Z = np.einsum("hij,hjd->id", att.weights, F)  # (T, d_v): the context vectors
-    zero = np.zeros_like(Z)
-    return Block(att.weights, F, np.zeros(Z.shape[1]), zero, Z, (), Z, lambda Y: Y)
 
 
 def replacement(model) -> tuple[int, str]:
@@ -145,30 +110,26 @@ def _next_piece_fall(trained: Trained, s: Sentence):
     return {"next": model.piece(nxt), "id": nxt, "logprob": full}, fall
 
 
-def matrices(method: str, vectors, sentence: str, opts: Options, *, head: int | None = None,
+def matrices(method: str, source: Encoder, sentence: str, opts: Options, *, head: int | None = None,
              rolled: bool | None = None,
-             erasure: str = "remove") -> tuple[analyze.Attention, np.ndarray, dict, list[tuple[int, str, np.ndarray]]]:
+             erasure: str = "remove") -> tuple[Attention, np.ndarray, dict, list[tuple[int, str, np.ndarray]]]:
     """The sentence's attention (for the document's common keys), the method's matrices
     (L, T, T) (one for leave-one-out: its effects on the last layer's states), what the
     method adds to the document, and why any of their numbers is undefined (undefined's).
     `head` is from 1, as in every document (None: the layer's whole measure, or the mean
     over its heads)."""
-    check_method(method, vectors, head)
-    H = analyze.heads_shown(vectors, opts)
+    check_method(method, source, head)
+    H = source.heads(opts)
     if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= H):
         raise OptionError(f"head must be from 1 to {H}, got {head!r}")
     shown = None if head is None else head - 1  # contributions.py counts heads from 0
-    att = analyze.attend(sentence, vectors, opts, listed=2)
-    if isinstance(vectors, Trained):
-        s = model_pass(vectors, att.pieces)
-        if method == "leave-one-out":
-            doc = erase(vectors, s, erasure)
-            effect, on_sentence = doc.pop("matrix"), doc.pop("sentence_effect")
-            return (att, effect[None], {**doc, "sentence_effect": analyze.json_lists(on_sentence)},
-                    erased_undefined(effect, on_sentence))
-        blocks = s.blocks
-    else:
-        blocks = [vector_block(att)]
+    att = attend(sentence, source, opts, listed=2)
+    if method == "leave-one-out":  # a model's only (check_method)
+        doc = erase(source, source.parts(att.pieces), erasure)
+        effect, on_sentence = doc.pop("matrix"), doc.pop("sentence_effect")
+        return (att, effect[None], {**doc, "sentence_effect": json_lists(on_sentence)},
+                erased_undefined(effect, on_sentence))
+    blocks = source.blocks(att)
     per_layer = contributions.layer_matrices(method, blocks, shown, rolled=False)  # (L, T, T)
     rolls = rolled_out(method, rolled)
     C = contributions.roll_out(method, per_layer) if rolls else per_layer  # (L, T, T)
@@ -284,20 +245,19 @@ def _ratios(C: np.ndarray) -> tuple[list, list]:
     return per, means
 
 
-def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, method: str = "raw",
+def contributions_doc(sentence: str, source: Encoder, opts: Options = Options(), *, method: str = "raw",
                       layer: int | None = None, head: int | None = None, rolled: bool | None = None,
                       erasure: str = "remove") -> dict:
     """The `contributions` document: the method's T x T matrix at each layer (rows the
     receiving token i), or at the one `layer` (from 1); each token's top contributors; each
     layer's context-mixing ratio per token, the share of its row from the other tokens, and
     their mean. `layer` and `head` are from 1; both are checked before any work."""
-    trained = isinstance(vectors, Trained)
-    L = vectors.model.config.layers if trained else 1  # word vectors: their one attention
+    L = source.layers
     if method == "leave-one-out" and layer is not None:
         raise OptionError("leave-one-out measures the whole model, not a layer: leave --layer out")
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= L):
         raise OptionError(f"layer must be from 1 to {L}, got {layer!r}")
-    att, C, extra, facts = matrices(method, vectors, sentence, opts, head=head, rolled=rolled, erasure=erasure)
+    att, C, extra, facts = matrices(method, source, sentence, opts, head=head, rolled=rolled, erasure=erasure)
     if method == "leave-one-out":
         numbers, facts = [L], [(L, reason, rows) for _, reason, rows in facts]
     elif layer is not None:
@@ -305,13 +265,13 @@ def contributions_doc(sentence: str, vectors, opts: Options = Options(), *, meth
     else:
         numbers = list(range(1, L + 1))
     ratios, means = _ratios(C)
-    doc = analyze._common("contributions", sentence, vectors, att, opts)
-    if trained:
+    doc = common("contributions", sentence, source, att, opts)
+    if source.layered:
         doc["layer"], doc["head"] = layer, head
     doc.update(method=method, rollout=rolled_out(method, rolled), layers=numbers,
-               contributions=analyze.json_lists(C), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
+               contributions=json_lists(C), top=[_tops(M, att.tokens, opts, att.mask) for M in C],
                mixing_ratio=ratios, mixing_ratio_mean=means, include_self=opts.include_self, **extra,
-               notes=notes(facts, att.tokens, numbers, trained))
+               notes=notes(facts, att.tokens, numbers, source.layered))
     return doc
 
 
@@ -376,7 +336,7 @@ def agreement(trained: Trained, pieces: Pieces, *, seed: int = 0, methods=COMPAR
     last layer's rolled out) and the leave-one-out effects on the sentence (its files.Pieces),
     and a random attribution's (uniform numbers drawn from `seed` and the sentence's ids, so
     the same sentence always draws the same)."""
-    s = model_pass(trained, pieces)
+    s = trained.parts(pieces)
     ids = s.ids
     loo = erase(trained, s)["sentence_effect"]  # (T,)
     causal = trained.model.causal
@@ -391,19 +351,19 @@ def agreement(trained: Trained, pieces: Pieces, *, seed: int = 0, methods=COMPAR
     return out
 
 
-def heads_doc(sentence: str, vectors, opts: Options = Options(), *, layer: int | None = None,
+def heads_doc(sentence: str, source: Encoder, opts: Options = Options(), *, layer: int | None = None,
               head: int | None = None, ablate: bool = False) -> dict:
-    """analyze.heads_doc, and with `ablate` each of the heads shown's ablation effect
-    (Michel et al. 2019, ablation): "ablation" (L, H; null where it is undefined),
+    """documents.sentence.heads_doc, and with `ablate` each of the heads shown's ablation
+    effect (Michel et al. 2019, ablation): "ablation" (L, H; null where it is undefined),
     "ablation_of", and "notes" saying why an effect is undefined."""
-    if ablate and not isinstance(vectors, Trained):
+    if ablate and not source.layered:  # word vectors' one attention: no model runs on after it
         raise OptionError("ablation zeroes a trained model's heads in turn and runs the model on; give a model")
-    doc = analyze.heads_doc(sentence, vectors, opts, layer=layer, head=head)
+    doc = sentence_heads_doc(sentence, source, opts, layer=layer, head=head)
     if ablate:
-        s = model_pass(vectors, vectors.model.encode(sentence))
-        effects, what = ablation(vectors, s, layer=layer, head=head)  # (L, H) of the heads shown
+        s = source.parts(source.pieces(sentence))
+        effects, what = ablation(source, s, layer=layer, head=head)  # (L, H) of the heads shown
         unknown = int(np.isnan(effects).sum())
         said = [f"the mean of the last hidden states, whole or with {'a head' if unknown == 1 else f'{unknown} heads'} "
                 "zeroed, is the zero vector, so the cosine distance is undefined (null in JSON, a dash in a table)"]
-        doc.update(ablation=analyze.json_lists(effects), ablation_of=what, notes=said if unknown else [])
+        doc.update(ablation=json_lists(effects), ablation_of=what, notes=said if unknown else [])
     return doc

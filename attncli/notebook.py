@@ -104,34 +104,36 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
     default with a model: the model view and the head view), "scores" (the default over
     word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
     or "contributions" (with `method`). layer and head as --layer and --head."""
-    from attncli import analyze, mixing  # numpy and the math: `import attncli` loads analyze already, mixing not
+    from attncli import mixing  # numpy and the math
+    from attncli.documents.context import compare_doc, context_doc
+    from attncli.documents.sentence import heads_doc, scores_doc
+    from attncli.encoder import Options
     from attncli.load import load_vectors  # the vectors' files and cache
 
     view = view or ("heads" if model else "scores")
     if view not in SHOWN:
         raise OptionError(f"view must be one of {', '.join(map(repr, SHOWN))}, got {view!r}")
-    opts = options or analyze.Options()
+    opts = options or Options()
     if model is not None:
-        from attncli import models  # the model's code, and tokenizers within: the model extra's
+        from attncli.models import encoder  # the model's code, and tokenizers within: the model extra's
 
-        trained = models.load_model(model)
-        source = analyze.Trained(trained, trained.config.layers if layer is None else layer, head)
+        source = encoder.load(model, layer=layer, head=head)
     else:
         source = vectors if hasattr(vectors, "vocab") else load_vectors(vectors)
     if view == "compare":
         if isinstance(sentence, str) or token is None:
             raise InputError('view="compare" takes a list of sentences and the token= they share')
-        return Page(analyze.compare_doc(list(sentence), source, opts, token=token))
+        return Page(compare_doc(list(sentence), source, opts, token=token))
     if not isinstance(sentence, str):
         raise InputError(f'view="{view}" takes one sentence, a str')
     if view == "heads":
-        doc = analyze.heads_doc(sentence, source, opts, layer=layer, head=head)
+        doc = heads_doc(sentence, source, opts, layer=layer, head=head)
     elif view == "scores":
-        doc = analyze.scores_doc(sentence, source, opts)
+        doc = scores_doc(sentence, source, opts)
     elif view == "context":
         if token is None:
             raise InputError('view="context" takes the token= to follow')
-        doc = analyze.context_doc(sentence, source, opts, token=token)
+        doc = context_doc(sentence, source, opts, token=token)
     else:
         doc = mixing.contributions_doc(sentence, source, opts, method=method, layer=layer, head=head)
     return Page(doc)

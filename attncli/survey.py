@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli import attention, batch, limits, mixing, stats, workers
-from attncli.analyze import Options, Trained, attend
+from attncli.encoder import Encoder, Options, attend
+from attncli.models.encoder import Trained
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import is_punctuation
 
@@ -51,22 +52,15 @@ class StatsJob:
         return stats.Partial()
 
 
-def sentence_arrays(text: str, vectors, opts: Options, att=None):
+def sentence_arrays(text: str, source: Encoder, opts: Options, att=None):
     """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence, from
-    its Attention `att` where it was made already (Trained.attend_many's)."""
-    att = attend(text, vectors, opts) if att is None else att
-    T = len(att.tokens)
-    cls = sep = np.zeros(T, dtype=bool)
-    if att.layers is not None:  # a model: every layer; an encoder's markers, [CLS] first and [SEP] after, where put
-        alpha = att.layers
-        if not vectors.model.causal:  # a decoder's marker (Llama's <s>) is no [CLS]: its share is under first
-            special = np.array(att.pieces.special, dtype=bool)
-            cls, sep = special & (np.arange(T) == 0), special & (np.arange(T) > 0)
-    else:
-        alpha = att.weights[None]
-    allowed = np.ones((T, T), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
+    its Attention `att` where it was made already (Encoder.attend_many's): every layer's
+    weights, and an encoder's markers, [CLS] first and [SEP] after, where put."""
+    att = attend(text, source, opts) if att is None else att
+    cls, sep = source.markers(att)  # (T,) each
+    allowed = np.ones((len(cls), len(cls)), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
     punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
-    return alpha, allowed, list(att.tokens), punct, cls, sep
+    return att.layers, allowed, list(att.tokens), punct, cls, sep
 
 
 def _sums(arrays) -> stats.Observation:
@@ -88,52 +82,52 @@ def _observed(arrays) -> tuple[stats.Observation, stats.Observation]:
     return _sums(arrays), _sums((stats.uniform(arrays[1]), *arrays[1:]))
 
 
-def model_sums(chunk: list[tuple], vectors: Trained, job: StatsJob) -> tuple[dict, set[int]]:
-    """A model's observations of each line of the chunk (_observed's) and of its words
-    shuffled, or the error that refuses the line, by (line number, shuffled): the model run
-    over them in batches of similar lengths (Trained.attend_many), each batch's arrays let
-    go once summed; and the lines a float32 run computed in float64 instead (a pass whose
-    weights are float64 where the run's are float32: layers.forward_many's)."""
+def sums(chunk: list[tuple], source: Encoder, job: StatsJob) -> tuple[dict, set[int]]:
+    """The observations of each line of the chunk (_observed's) and of its words shuffled, or
+    the error that refuses the line, by (line number, shuffled), each with the line's
+    (alpha, allowed, tokens) where the word table needs them: the source run over them as it
+    runs best (Encoder.attend_many: a model in batches of similar lengths, each batch's
+    arrays let go once summed); and the lines a float32 run computed in float64 instead (a
+    pass whose weights are float64 where the run's are float32: layers.forward_many's)."""
     lines = [(number, text) for number, text, error in chunk if error is None]
     keys, texts = [(number, False) for number, _ in lines], [text for _, text in lines]
     if job.shuffled:
         keys += [(number, True) for number, _ in lines]
         texts += [shuffle(text, job.seed, number) for number, text in lines]
     out, redone = {}, set()
-    for k, att in vectors.attend_many(texts):
+    for k, att in source.attend_many(texts, job.load.opts):
         if isinstance(att, AttncliError):
             out[keys[k]] = att
             continue
         if att.layers.dtype != attention.working():
             redone.add(keys[k][0])
-        out[keys[k]] = _observed(sentence_arrays(texts[k], vectors, job.load.opts, att))
+        arrays = sentence_arrays(texts[k], source, job.load.opts, att)
+        out[keys[k]] = _observed(arrays), arrays[:3] if job.by_word and not keys[k][1] else None
     return out, redone
 
 
-def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
+def chunk_partial(chunk: list[tuple], source: Encoder, job: StatsJob) -> stats.Partial:
     """The sums of a chunk of (line number, text, error), with the baselines'; a line with an
     error, or one attention cannot take (no word with a vector, say), is counted as skipped.
-    A model's lines run in batches first (model_sums), word vectors' a line at a time; in
-    float32, a line whose numbers leave its range is computed in float64 and counted."""
+    The lines run first (sums), a model's in batches; in float32, a line whose numbers leave
+    its range is computed in float64 and counted. The random projections' baseline is word
+    vectors' only: a model's projections are its own."""
     opts = job.load.opts
     out = stats.Partial(words=stats.WordSums() if job.by_word else None)
     seen: dict[str | None, list[stats.Observation]] = {None: [], "uniform": [], "shuffled": [], "random": []}
-    summed, redone = model_sums(chunk, vectors, job) if isinstance(vectors, Trained) else (None, set())
+    summed, redone = sums(chunk, source, job)
     for number, text, error in chunk:
         out.lines += 1
         try:
             if error is not None:
                 raise InputError(error)
-            if summed is not None:
-                observed = summed[(number, False)]
-                if isinstance(observed, AttncliError):
-                    raise observed
-            else:
-                arrays = sentence_arrays(text, vectors, opts)
-                observed = _observed(arrays)
+            found = summed[(number, False)]
+            if isinstance(found, AttncliError):
+                raise found
+            observed, arrays = found
             effects = None
             if job.importance:
-                effects, again = attention.in_range(lambda: importance(vectors, text))
+                effects, again = attention.in_range(lambda: importance(source, text))
                 redone |= {number} if again else set()
         except AttncliError as e:
             out.skipped += 1
@@ -145,17 +139,13 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
         if effects is not None:
             seen[None][-1].add("importance", effects)
         seen["uniform"].append(observed[1])
-        if summed is not None:  # a model: its shuffled line run with the others; no word table, no random baseline
-            if job.shuffled:  # the same pieces, so the same errors if any: none here
-                seen["shuffled"].append(summed[(number, True)][0])
-            continue
+        if job.shuffled:  # the same words or pieces, so the same errors if any: none here
+            seen["shuffled"].append(summed[(number, True)][0][0])
         if out.words is not None:
             out.words.observe(arrays[2], arrays[0], arrays[1])
-        if job.shuffled:  # the same words, so the same errors if any: none here
-            seen["shuffled"].append(_sums(sentence_arrays(shuffle(text, job.seed, number), vectors, opts)))
-        for seed in range(job.random_seeds):
+        for seed in range(0 if source.layered else job.random_seeds):  # a model's projections are its own
             random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
-            seen["random"].append(_sums(sentence_arrays(text, vectors, random)))
+            seen["random"].append(_sums(sentence_arrays(text, source, random)))
     for name, observed in seen.items():
         out.add(name, observed)
     return out
@@ -163,7 +153,7 @@ def chunk_partial(chunk: list[tuple], vectors, job: StatsJob) -> stats.Partial:
 
 def importance(trained: Trained, text: str) -> np.ndarray:
     """Every head's ablation effect (L, H) on the sentence (mixing.ablation's)."""
-    return mixing.ablation(trained, mixing.model_pass(trained, trained.model.encode(text)))[0]
+    return mixing.ablation(trained, trained.parts(trained.pieces(text)))[0]
 
 
 def read_lines(stream, *, jsonl: bool = False, field_name: str = "text", name: str = "CORPUS", jobs: int = 1):
@@ -257,7 +247,7 @@ def summarise(parts, progress=lambda total: None, total=None):
     return total
 
 
-def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = "float64") -> dict:
+def summary(total: stats.Partial, name: str, by: str, source: Encoder, precision: str = "float64") -> dict:
     """stats' document of the corpus `name`: a record per head (or per word, `by` "word"),
     with the lines read and skipped (and a model's precision; in float32, each record with
     the sentences computed in float64 instead). A corpus of no sentence, or none that
@@ -267,26 +257,11 @@ def summary(total: stats.Partial, name: str, by: str, vectors, precision: str = 
     if total.heads is None:
         line, reason = total.first_skip
         raise InputError(f"no line of {name} could be read ({total.skipped:,} skipped; line {line:,}: {reason})")
-    model = isinstance(vectors, Trained)
-    records = total.words.records() if by == "word" else stats.head_records(total, model=model)
-    if model and precision == "float32":
+    records = total.words.records() if by == "word" else stats.head_records(total, model=source.layered)
+    if precision == "float32":  # a model's passes only
         records = [{**r, "redone_in_float64": total.redone} for r in records]
     ablated = "importance" in total.heads.sums  # what it is, for the table (a record holds the number only)
     return {"command": "stats", "corpus": name, "by": by, "lines": total.lines, "skipped": total.skipped,
-            "model": vectors.name if model else None, "vectors": None if model else vectors.name,
-            **({"markers": _markers(vectors), "precision": precision} if model else {}),
-            **({"importance_of": mixing.ABLATION_OF[bool(vectors.model.causal)]} if ablated else {}),
+            **source.corpus_keys(precision),
+            **({"importance_of": mixing.ABLATION_OF[bool(source.model.causal)]} if ablated else {}),
             "records": records}
-
-
-def _markers(trained) -> dict[str, str | None]:
-    """The markers an encoder's `cls` and `sep` columns sum over (sentence_arrays), as its
-    tokenizer names them: the one first, and the last one after the sentence, or None
-    where it puts none there ({"cls": "[CLS]", "sep": "[SEP]"} for BERT's, <s> and </s>
-    for RoBERTa's); a decoder's are none (its first position is under first)."""
-    pieces = trained.model.encode("a")
-    if trained.model.causal:
-        return {"cls": None, "sep": None}
-    special, names = pieces.special, pieces.pieces
-    return {"cls": names[0] if special[0] else None,
-            "sep": names[-1] if special[-1] and len(special) > 1 else None}

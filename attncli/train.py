@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attncli import attention, learn, limits
-from attncli.analyze import Options, embed_sentence, find_position
+from attncli.documents.context import find_position
+from attncli.encoder import Options
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
 from attncli.projections import SHOWN_WITH
@@ -392,7 +393,7 @@ def probe(params: dict[str, np.ndarray], vectors: Vectors, sentences: list[str],
     scale = attention.default_scale(d_k // heads)
     shown, contexts = [], []
     for sentence in sentences:
-        embedded = embed_sentence(sentence, vectors, Options())
+        embedded = vectors.embed_sentence(sentence, Options())
         X = embedded.X.astype(np.float64)  # (T, d)
         T = len(X)
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli.errors import InputError, VectorsError
+from attncli.words.encoder import WordEncoder
 
 
 class Vocabulary:
@@ -146,8 +147,9 @@ class Subwords:
 
 
 @dataclass
-class Vectors:
-    """A vocabulary and its matrix: row i of `matrix` is the vector of `vocab.word(i)`."""
+class Vectors(WordEncoder):
+    """A vocabulary and its matrix: row i of `matrix` is the vector of `vocab.word(i)`; a
+    source of attention, a one-layer model, by what WordEncoder adds (words/encoder.py)."""
 
     name: str
     vocab: Vocabulary

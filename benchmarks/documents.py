@@ -227,11 +227,11 @@ def prepare_document(args, tmp: Path) -> dict:
 
     # X exactly as scores --file builds it: the warm entry, the document embedded
     os.environ["ATTNCLI_CACHE_DIR"] = str(cache)
-    from attncli.analyze import Options, embed_sentence
+    from attncli.encoder import Options
     from attncli.load import load_vectors
 
     vectors = load_vectors(str(vectors_path))
-    X = np.ascontiguousarray(embed_sentence(document.read_text(), vectors, Options()).X)
+    X = np.ascontiguousarray(vectors.embed_sentence(document.read_text(), Options()).X)
     if X.shape != (args.tokens, args.dim) or X.dtype != np.float32:
         raise SystemExit(f"the document's X is {X.shape} {X.dtype}, not ({args.tokens}, {args.dim}) float32")
     scale = 1.0 / np.sqrt(args.dim)

@@ -80,7 +80,7 @@ def profile(model: str, corpus: list[str], precision: str) -> None:
     import pstats
 
     from attncli import faithfulness, models
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     loaded = models.load_model(model)
     trained = Trained(loaded, loaded.config.layers)
@@ -103,7 +103,7 @@ def profile(model: str, corpus: list[str], precision: str) -> None:
     parts = {
         "leave-one-out's forward passes (mixing.erase)": cumulative("erase", "mixing.py"),
         "value zeroing (each layer's rest, T times)": cumulative("value_zeroing", "contributions.py"),
-        "the sentence's own pass, in parts (mixing.model_pass)": cumulative("model_pass", "mixing.py"),
+        "the sentence's own pass, in parts (Trained.parts)": cumulative("parts", "encoder.py"),
         "every method's matrices (layer_matrices)": cumulative("layer_matrices", "contributions.py"),
         "of all that, matrix products (attention.project)": own("project", "attention.py"),
         "of all that, GELU (layers.gelu)": cumulative("gelu", "layers.py"),

@@ -166,7 +166,7 @@ def part_batch(count: int, rounds: int) -> None:
     import numpy as np
 
     from attncli import batch
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
     from attncli.models import layers, load_model
 
     items = [(k + 1, text, None) for k, text in enumerate(sentences(count))]

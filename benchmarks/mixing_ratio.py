@@ -40,7 +40,7 @@ from kjv import sentences  # noqa: E402
 from startup import machine  # noqa: E402
 
 from attncli import contributions, mixing, models  # noqa: E402
-from attncli.analyze import Trained  # noqa: E402
+from attncli.models.encoder import Trained  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PAPER = {"ATTN-W": 97.1, "ATTNRES-W": 48.6, "ATTN-N": 85.2, "ATTNRES-N": 22.3, "ATTNRESLN-N": 18.8}  # Table 2, BERT-base
@@ -67,7 +67,7 @@ def main() -> None:
     start = time.perf_counter()
     corpus = sentences(args.sentences)
     for n, text in enumerate(corpus, 1):
-        s = mixing.model_pass(trained, model.encode(text))
+        s = trained.parts(model.encode(text))
         for block in s.blocks:
             for k, r in paper_ratios(block).items():
                 sums[k].append(r)

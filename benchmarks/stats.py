@@ -64,7 +64,7 @@ def sonnets(path: Path, count: int) -> bool:
 def forward_share(corpus: Path) -> float:
     """The share of a MiniLM stats run's time (in this process) spent in bert.forward."""
     from attncli import batch, survey
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
     from attncli.models import load_model
 
     model = Trained(load_model("minilm"), 6)

@@ -136,10 +136,10 @@ def test_heads_run_in_batches_memory_holds_give_the_same_effects():
     """A layer's heads one at a time (a run's memory as large as the most a batch takes)
     against all at once: the same numbers."""
     from attncli import contributions, mixing
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     model = models.load_model(TINY_LLAMA)
-    s = mixing.model_pass(Trained(model, 1), model.encode(SENTENCES[0]))
+    s = Trained(model, 1).parts(model.encode(SENTENCES[0]))
     w, c = model.weights, model.config
 
     def run_from(X, l):

@@ -305,10 +305,10 @@ def test_norms_over_several_heads_are_of_each_tokens_part_of_the_merged_context(
     side by side: ||(alpha^1_ij v^1_j, alpha^2_ij v^2_j)|| = sqrt(sum_h (alpha^h_ij ||v^h_j||)^2),
     and those parts sum to the context vectors. (They were once summed head on head, as
     if the heads' columns were the same.)"""
-    from attncli import analyze
+    from attncli import encoder
     opts = Options(heads=2, qkv="random", seed=1)
     doc = scores_doc("The earth is like an orange", glove, opts, norms=True)
-    att = analyze.attend("The earth is like an orange", glove, opts)
+    att = encoder.attend("The earth is like an orange", glove, opts)
     Vh = attention.split_heads(att.V, 2)  # (2, T, d / 2)
     expected = np.sqrt(sum((att.weights[h] * np.linalg.norm(Vh[h], axis=-1)[None, :]) ** 2 for h in range(2)))
     np.testing.assert_allclose(doc["norms"], expected, rtol=1e-12)

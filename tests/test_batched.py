@@ -136,7 +136,9 @@ def test_batch_over_a_model_in_batches_is_each_line_alone_and_the_same_bytes_for
     """batch --model runs a chunk's lines in batches: each document equals scores_doc's of
     the line alone within 1e-12 relative, a line the model refuses is refused in the words of
     the one-sentence path, and --jobs 2 writes the bytes --jobs 1 does."""
-    from attncli.analyze import Options, Trained, scores_doc
+    from attncli.documents.sentence import scores_doc
+    from attncli.encoder import Options
+    from attncli.models.encoder import Trained
     from attncli.models import layers
 
     corpus = tmp_path / "c.txt"

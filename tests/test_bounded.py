@@ -40,7 +40,12 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import analyze, attention, limits, load_vectors, projections, reading, rnn
+from attncli import attention, limits, load_vectors, projections, reading, rnn
+from attncli.documents import long as long_docs
+from attncli.words.encoder import WordEncoder
+from attncli.documents import sentence as sentence_docs
+from attncli import encoder
+from attncli.words import encoder as word_encoder
 from attncli.models import files
 from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
@@ -1042,8 +1047,8 @@ def no_stream(monkeypatch) -> None:
 
 def test_document_token_bytes_counts_x_the_streams_copies_and_the_tokens():
     d = 50
-    assert analyze.document_token_bytes(d) == 4 * d + 4 * d + d + 24 + 64  # X, keys, their check, pointers, a string
-    assert analyze.document_token_bytes(d, subwords=True) == analyze.document_token_bytes(d) + 4 * d
+    assert long_docs.document_token_bytes(d) == 4 * d + 4 * d + d + 24 + 64  # X, keys, their check, pointers, a string
+    assert long_docs.document_token_bytes(d, subwords=True) == long_docs.document_token_bytes(d) + 4 * d
 
 
 def test_document_token_bytes_is_at_least_what_a_document_takes(glove):
@@ -1053,26 +1058,26 @@ def test_document_token_bytes_is_at_least_what_a_document_takes(glove):
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        rows = analyze.document_rows(text, glove, analyze.Options(), window=5, block=16)
+        rows = long_docs.document_rows(text, glove, encoder.Options(), window=5, block=16)
         next(rows)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     per_token = (peak - before) / 100_000
-    assert 0.75 * analyze.document_token_bytes(50) < per_token <= analyze.document_token_bytes(50), per_token
+    assert 0.75 * long_docs.document_token_bytes(50) < per_token <= long_docs.document_token_bytes(50), per_token
 
 
 def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, glove):
-    per_token = analyze.document_token_bytes(50)
+    per_token = long_docs.document_token_bytes(50)
     text = bundled_text(glove, 1000)
     room = 600 * per_token  # the count stops at 600 tokens
     monkeypatch.setattr(limits, "available", lambda: room)
     drawn = []
-    real = analyze.embed_sentence
-    monkeypatch.setattr(analyze, "embed_sentence", lambda *a, **k: drawn.append(k["most"]) or real(*a, **k))
+    real = WordEncoder.embed_sentence
+    monkeypatch.setattr(WordEncoder, "embed_sentence", lambda *a, **k: drawn.append(k["most"]) or real(*a, **k))
     no_stream(monkeypatch)
     with pytest.raises(limits.ResourceError) as refused:
-        next(analyze.document_rows(text, glove, analyze.Options(), window=5))
+        next(long_docs.document_rows(text, glove, encoder.Options(), window=5))
     assert drawn == [600]
     assert str(refused.value) == (
         f"the document holds more than 600 tokens with vectors, and at {per_token} bytes a token (its vectors, their "
@@ -1080,7 +1085,7 @@ def test_document_too_large_for_memory_is_refused_while_counting(monkeypatch, gl
         "split it into shorter documents")
     monkeypatch.undo()
     monkeypatch.setattr(limits, "available", lambda: room)
-    rows = list(analyze.document_rows(bundled_text(glove, 600), glove, analyze.Options(), window=5))
+    rows = list(long_docs.document_rows(bundled_text(glove, 600), glove, encoder.Options(), window=5))
     assert len(rows) == 600  # as many as fit: computed
 
 
@@ -1088,8 +1093,8 @@ def test_document_too_large_for_memory_on_the_cli(monkeypatch, tmp_path):
     path = tmp_path / "doc.txt"
     path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")  # 1,200 tokens
     real = limits.available
-    room = 1000 * analyze.document_token_bytes(50)
-    monkeypatch.setattr(limits, "available", lambda: room if called_from(analyze.document_rows) else real())
+    room = 1000 * long_docs.document_token_bytes(50)
+    monkeypatch.setattr(limits, "available", lambda: room if called_from(long_docs.document_rows) else real())
     for extra in (("--json",), ("--json", "--window", "3"), ("--format", "table")):
         fails(run("scores", "--file", path, *extra), "the document holds more than", "tokens with vectors",
               "538 bytes a token", "of memory available", "split it into shorter documents")
@@ -1108,49 +1113,49 @@ def test_document_too_large_for_memory_under_a_real_limit(tmp_path, glove):
 def test_document_words_without_vectors_are_not_listed(glove):
     """A document never shows its unknown tokens: millions of them are not held."""
     text = "the zzqx cat qqzx " * 50
-    e = analyze.embed_sentence(text, glove, analyze.Options(), list_missing=False)
-    full = analyze.embed_sentence(text, glove, analyze.Options())
+    e = glove.embed_sentence(text, encoder.Options(), list_missing=False)
+    full = glove.embed_sentence(text, encoder.Options())
     assert e.oov == [] and len(full.oov) == 100
     assert e.tokens == full.tokens and e.lookups == full.lookups and np.array_equal(e.X, full.X)
-    z = analyze.embed_sentence(text, glove, analyze.Options(oov="zero"), list_missing=False)
+    z = glove.embed_sentence(text, encoder.Options(oov="zero"), list_missing=False)
     assert z.oov == [] and z.lookups.count("zero") == 100 and not z.X[1].any()
 
 
 def test_the_time_cap_is_the_constant_squared():
-    cap = analyze.LONGEST_WITHOUT_WINDOW
+    cap = long_docs.LONGEST_WITHOUT_WINDOW
     assert cap == 400_000
-    assert analyze.document_most_tokens(None) == cap
-    assert analyze.document_most_tokens(5) == cap * cap // 266  # a block of 256 rows and 5 either side
-    assert analyze.document_most_tokens(5) > 100 * 10 ** 6  # more tokens than a run can hold: no cap in practice
-    assert analyze.document_most_tokens(cap) == analyze.document_most_tokens(10 ** 9) == cap  # T x T again
+    assert long_docs.document_most_tokens(None) == cap
+    assert long_docs.document_most_tokens(5) == cap * cap // 266  # a block of 256 rows and 5 either side
+    assert long_docs.document_most_tokens(5) > 100 * 10 ** 6  # more tokens than a run can hold: no cap in practice
+    assert long_docs.document_most_tokens(cap) == long_docs.document_most_tokens(10 ** 9) == cap  # T x T again
 
 
 def test_document_too_long_without_window_is_refused_before_the_work(monkeypatch, glove):
-    monkeypatch.setattr(analyze, "LONGEST_WITHOUT_WINDOW", 1000)
+    monkeypatch.setattr(long_docs, "LONGEST_WITHOUT_WINDOW", 1000)
     long = bundled_text(glove, 1001)
-    opts = analyze.Options()
+    opts = encoder.Options()
     with monkeypatch.context() as m:
         no_stream(m)
         with pytest.raises(limits.ResourceError) as refused:
-            next(analyze.document_rows(long, glove, opts))
+            next(long_docs.document_rows(long, glove, opts))
     assert str(refused.value) == ("a document of more than 1,000 tokens without --window: its T x T scores would "
                                   "take half an hour to hours (more than 1e+06 cells); give --window W, or split it")
     with monkeypatch.context() as m:
         no_stream(m)
         with pytest.raises(limits.ResourceError, match="1,000 tokens without --window"):
-            next(analyze.document_rows(long, glove, analyze.Options(mask="causal")))
-    assert len(list(analyze.document_rows(bundled_text(glove, 1000), glove, opts))) == 1000
+            next(long_docs.document_rows(long, glove, encoder.Options(mask="causal")))
+    assert len(list(long_docs.document_rows(bundled_text(glove, 1000), glove, opts))) == 1000
     # a window computes T (block + 2W) cells: 1e6 // (16 + 6) tokens
-    assert len(list(analyze.document_rows(long, glove, opts, window=3, block=16))) == 1001
+    assert len(list(long_docs.document_rows(long, glove, opts, window=3, block=16))) == 1001
     with pytest.raises(limits.ResourceError) as refused:
-        next(analyze.document_rows(bundled_text(glove, 10 ** 6 // 22 + 1), glove, opts, window=3, block=16))
+        next(long_docs.document_rows(bundled_text(glove, 10 ** 6 // 22 + 1), glove, opts, window=3, block=16))
     assert str(refused.value) == ("a document of more than 45,454 tokens with --window 3: its scores would take "
                                   "half an hour to hours (more than 1e+06 cells, 22 a token); give a smaller "
                                   "--window, or split it")
 
 
 def test_document_too_long_on_the_cli(monkeypatch, tmp_path):
-    monkeypatch.setattr(analyze, "LONGEST_WITHOUT_WINDOW", 1000)
+    monkeypatch.setattr(long_docs, "LONGEST_WITHOUT_WINDOW", 1000)
     path = tmp_path / "doc.txt"
     path.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")  # 1,200 tokens
     for extra in (("--json",), ("--json", "--mask", "causal"), ()):
@@ -1236,19 +1241,19 @@ def test_a_file_larger_than_the_cap_is_refused_before_reading(tmp_path, monkeypa
 
 
 def test_a_short_sentence_is_made_without_asking_and_a_long_one_asks(monkeypatch, glove):
-    """Matrices of at most analyze.UNASKED bytes need no reading of /proc/meminfo (batch
+    """Matrices of at most word_encoder.UNASKED bytes need no reading of /proc/meminfo (batch
     would read it for every line); past that the system is asked, and a room too small refuses."""
     asked = []
     monkeypatch.setattr(limits, "available", lambda: asked.append(1) or 0)
-    per_cell = analyze.cell_bytes(1, 4)
-    fits = math.isqrt(analyze.UNASKED // per_cell)
+    per_cell = encoder.cell_bytes(1, 4)
+    fits = math.isqrt(word_encoder.UNASKED // per_cell)
     letters = [w for w in map(glove.vocab.word, range(200, 400)) if w.isalpha()][: fits + 1]
     words = " ".join(letters[:fits])
-    assert len(analyze.embed_fitting(words, glove, analyze.Options(), per_cell).tokens) == fits
+    assert len(glove.embed_fitting(words, encoder.Options(), per_cell).tokens) == fits
     assert asked == []
     longer = " ".join(letters)
     with pytest.raises(limits.ResourceError, match="its T x T matrices would need more than"):
-        analyze.embed_fitting(longer, glove, analyze.Options(), per_cell)
+        glove.embed_fitting(longer, encoder.Options(), per_cell)
     assert asked
 
 
@@ -1259,8 +1264,8 @@ def test_a_vector_not_finite_is_refused_on_every_sentence_that_holds_it(glove):
     word = vectors.vocab.word(250)
     for sentence in (f"{word} the", f"the {word}"):
         with pytest.raises(InputError, match="holds NaN or infinity"):
-            analyze.scores_doc(sentence, vectors)
-    assert analyze.scores_doc("the of", vectors)["tokens"] == ["the", "of"]
+            sentence_docs.scores_doc(sentence, vectors)
+    assert sentence_docs.scores_doc("the of", vectors)["tokens"] == ["the", "of"]
     assert word not in vectors.checked and "the" in vectors.checked
 
 

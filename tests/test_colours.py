@@ -17,7 +17,8 @@ from rich.console import Console
 from clirunner import run
 from grids import grid
 from helpers import FRUIT, SENTENCE_TOKENS
-from attncli.analyze import Options, scores_doc
+from attncli.documents.sentence import scores_doc
+from attncli.encoder import Options
 from attncli.views import heatmap, sentence
 
 MODES = ["truecolor", "256", "standard"]

@@ -221,7 +221,8 @@ def test_compare_index_follows_the_occurrence_asked_for(glove):
 
 def test_compare_doc_takes_a_position_for_some_sentences_only(glove):
     """explore compares the cursor's word: its position in the first sentence, the other's by the word."""
-    from attncli.analyze import Options, compare_doc
+    from attncli.documents.context import compare_doc
+    from attncli.encoder import Options
     from attncli.errors import TokenError
 
     doc = compare_doc([REPEATS, "the dog"], glove, Options(), token="the", indices=[3, None])
@@ -244,7 +245,7 @@ def test_compare_takes_one_index_or_one_for_each_sentence(given):
 
 
 def test_neighbors_index_picks_the_context_vector_of_that_occurrence(glove):
-    from attncli.analyze import Options, attend
+    from attncli.encoder import Options, attend
 
     doc = one(run("neighbors", "the", "--context", REPEATS, "--index", "3", "--mask", "causal", "--json"))
     z = attend(REPEATS, glove, Options(mask="causal")).context[3]

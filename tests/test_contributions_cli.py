@@ -21,7 +21,8 @@ import pytest
 import manual
 
 from attncli import contributions, mixing
-from attncli.analyze import Options, Trained, attend
+from attncli.encoder import Options, attend
+from attncli.models.encoder import Trained
 from clirunner import fails, ok, one, run
 from helpers import ENTRY_POINT, SENTENCE, by_rule, edited_model, process_env
 
@@ -29,7 +30,7 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]
 
 TINY_GPT2 = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 ALL = contributions.METHODS
-ON_VECTORS = mixing.ON_VECTORS
+ON_VECTORS = contributions.ON_VECTORS
 
 
 def load(name: str) -> Trained:
@@ -64,7 +65,7 @@ def as_json(doc: dict) -> dict:
 
 
 def parts(trained: Trained, sentence: str = SENTENCE) -> mixing.Sentence:
-    return mixing.model_pass(trained, trained.model.encode(sentence))
+    return trained.parts(trained.model.encode(sentence))
 
 
 def check_rows(doc: dict) -> None:
@@ -138,7 +139,7 @@ def test_the_word_vectors_methods_are_the_library_s(method, glove):
     assert doc["layers"] == [1] and "layer" not in doc and "model" not in doc
     att = attend(SENTENCE, glove, Options())
     np.testing.assert_array_equal(doc["contributions"],
-                                  contributions.layer_matrices(method, [mixing.vector_block(att)]))
+                                  contributions.layer_matrices(method, glove.blocks(att)))
     check_rows(doc)
 
 

@@ -246,7 +246,7 @@ def test_a_file_removed_after_the_client_recorded_it_is_refused(cluster, recorde
 
 def test_the_job_holds_absolute_paths_and_their_identities(tmp_path, monkeypatch):
     from attncli import batch, survey
-    from attncli.analyze import Options
+    from attncli.encoder import Options
 
     make_files(tmp_path, seed=0)
     monkeypatch.chdir(tmp_path)

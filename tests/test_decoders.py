@@ -16,7 +16,8 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]
 from clirunner import fails, ok, one, run  # noqa: E402
 
 from attncli import attention, models  # noqa: E402
-from attncli.analyze import mask_keys, merge_words, word_groups  # noqa: E402
+from attncli.documents.merged import merge_words, word_groups  # noqa: E402
+from attncli.models.encoder import mask_keys  # noqa: E402
 from attncli.models import gpt2  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
@@ -242,7 +243,7 @@ def test_explore_shows_the_decoders_mask(model):
     from test_explore import run_app
 
     from attncli import explore
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     app = run_app(explore.Explorer(Trained(model, 2), explore.State(SENTENCES[EARTH], layer=2)), ["m"])
     assert app.news == "a decoder's mask is its own: causal, as it was trained"

@@ -1,4 +1,4 @@
-"""Whole documents: attention.stream, analyze.document_rows and `scores
+"""Whole documents: attention.stream, documents.long.document_rows and `scores
 --file/--document/--window` (many sentences, one a line, are tests/test_batch.py's).
 
 The streamed path computes in float32 a block of rows at a time; every number here is
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from attncli import Options, attention, context_doc, scores_doc
-from attncli.analyze import document_rows
+from attncli.documents.long import document_rows
 from clirunner import fails, ok, one, run
 from helpers import assert_ranked_within_float32, bundled_words, collect, expected_top, random_X
 

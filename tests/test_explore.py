@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("textual", reason="the explore extra: pip install '.[explore]'")
-from attncli.analyze import Options, scores_doc  # noqa: E402
+from attncli.documents.sentence import scores_doc  # noqa: E402
+from attncli.encoder import Options  # noqa: E402
 from attncli.load import load_vectors  # noqa: E402
 import ptys  # noqa: E402
 from clirunner import fails, run  # noqa: E402
@@ -104,7 +105,7 @@ def test_an_edited_sentence_replaces_the_old_and_a_bad_one_keeps_it():
 
 
 def test_explain_steps_through_the_cursors_row():
-    from attncli.analyze import explain_doc
+    from attncli.documents.context import explain_doc
 
     state, _, _, side = drive(["down", "x", "x"])
     assert state.step == 1 and "explain 2/8: Q: its query" in side
@@ -393,7 +394,7 @@ def run_app(app, keys, then=None, size=(120, 40)):
 
 def test_compare_gives_the_cosine_compare_computes():
     from attncli import explore
-    from attncli.analyze import compare_doc
+    from attncli.documents.context import compare_doc
 
     def other(app):
         app.query_one("#ask").value = "Orange is a bright color"
@@ -406,7 +407,7 @@ def test_compare_gives_the_cosine_compare_computes():
 @pytest.mark.parametrize("row", [0, 3])
 def test_compare_of_a_repeated_word_is_of_the_one_under_the_cursor(row):
     from attncli import explore
-    from attncli.analyze import compare_doc
+    from attncli.documents.context import compare_doc
 
     def other(app):
         app.query_one("#ask").value = "a dog saw the cat"
@@ -436,7 +437,7 @@ def test_p_saves_the_screen_to_the_export_file(tmp_path):
 def test_a_models_layers_and_heads(tmp_path):
     pytest.importorskip("safetensors")
     from attncli import explore, models
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
     from tinybert import write_model
 
     model = Trained(models.load_model(str(write_model(tmp_path / "tiny"))), 2)

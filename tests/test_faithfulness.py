@@ -48,7 +48,7 @@ def direct(model: str, lines: list[str], seed: int = 0) -> tuple[dict, int]:
     """mixing.agreement of every line that holds something, here: {method: {"layers": (N, L),
     "rolled": (N,)}}, and the layers."""
     from attncli import mixing, models
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     loaded = models.load_model(model)
     trained = Trained(loaded, loaded.config.layers)
@@ -168,7 +168,7 @@ def test_two_jobs_and_any_chunking_give_the_same_json(tmp_path, monkeypatch):
 
 def test_partials_merged_in_any_order_give_one_summary(tmp_path):
     from attncli import batch, faithfulness, models, survey
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     loaded = models.load_model(GPT2)
     trained = Trained(loaded, loaded.config.layers)

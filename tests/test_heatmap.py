@@ -18,7 +18,7 @@ from rich.console import Console
 from clirunner import one, run
 from grids import check_weights, column_labels, grid, grids, longest_line
 from helpers import FORTY, FRUIT, SENTENCE_TOKENS, TWENTY, flat
-from attncli.analyze import scores_doc
+from attncli.documents.sentence import scores_doc
 from attncli.views import heatmap, sentence
 
 # 32 tokens

@@ -854,16 +854,16 @@ def test_json_escapes_what_a_terminal_would_act_on_and_reads_back_exact():
 
 
 def test_a_long_sentence_takes_the_mean_of_its_heads_once(monkeypatch):
-    from attncli import analyze
+    from attncli import encoder
 
     calls = []
-    mean = analyze.Attention.mean_weights
+    mean = encoder.Attention.mean_weights
 
     def counted(self):
         calls.append(1)
         return mean.fget(self)
 
-    monkeypatch.setattr(analyze.Attention, "mean_weights", property(counted))
+    monkeypatch.setattr(encoder.Attention, "mean_weights", property(counted))
     doc = one(run("scores", " ".join(["the cat sat on a mat"] * 20)))
     assert len(doc["top"]) == 120 and len(calls) == 1  # not once a row: O(T^3) for a long sentence
 

@@ -102,7 +102,7 @@ VIEW_MODULES = ["attncli.views", *(f"attncli.views.{name}" for name in (
 
 def test_the_views_import_only_what_a_view_needs():
     """views/ draws documents and writes JSON: it imports nothing of how they are made
-    (analyze, the vectors, the models) or of the command line, at any depth."""
+    (the documents, the vectors, the models) or of the command line, at any depth."""
     graph = imports()
     views = {name for name in graph if name.split(".")[:2] == ["attncli", "views"]}
     assert views == set(VIEW_MODULES)
@@ -120,7 +120,7 @@ def test_every_view_a_command_names_is_drawn_by_its_module():
     assert all(views.view(name).__module__ == f"attncli.views.{module}" for name, module in views.VIEWS.items())
 
 
-def test_importing_the_views_loads_neither_analyze_nor_the_cli_nor_rich_for_json():
+def test_importing_the_views_loads_neither_the_documents_nor_the_cli_nor_rich_for_json():
     """In a process of its own: importing every module of views/ adds to what `import attncli`
     loads views/ and the helpers it draws with, never the cli; and the package with its JSON
     writers loads no rich, which a JSON run's start-up need not pay for."""

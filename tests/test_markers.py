@@ -180,10 +180,10 @@ def test_a_marker_after_changes_nothing_a_decoder_predicts_from_the_sentence(fol
     ablation effect (the loss over the sentence's own pieces) are those of the sentence
     without it; erasing </s> moves nothing."""
     from attncli import mixing
-    from attncli.analyze import Trained
+    from attncli.models.encoder import Trained
 
     plain, ended = (Trained(models.load_model(str(f)), 2) for f in (DATA / "models" / "tiny-llama", folders["llama-eos"]))
-    a, b = (mixing.model_pass(t, t.model.encode(SENTENCES[0])) for t in (plain, ended))
+    a, b = (t.parts(t.model.encode(SENTENCES[0])) for t in (plain, ended))
     assert b.ids.tolist() == [*a.ids.tolist(), 2] and b.last == a.last == len(a.ids) - 1
     z = FORWARDS["llama-eos_logits"][b.last].astype(np.float64)  # transformers', at "▁orange"
     erased = [mixing.erase(t, s) for t, s in ((plain, a), (ended, b))]

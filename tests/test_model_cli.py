@@ -293,7 +293,7 @@ def test_one_matrix_at_a_time(args, words):
 
 
 def test_merge_words_sums_to_a_word_and_averages_from_it():
-    from attncli.analyze import merge_words
+    from attncli.documents.merged import merge_words
 
     rng = np.random.default_rng(5)
     M = rng.dirichlet(np.ones(5), size=5)  # (T, T)

@@ -27,8 +27,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import analyze, attention, load_vectors, ranking
-from attncli.analyze import Options
+from attncli import attention, load_vectors, ranking
+from attncli.documents import context as context_docs
+from attncli.documents import sentence as sentence_docs
+from attncli.encoder import Options
 from attncli.attention import ScaleError
 from attncli.tokenize import is_punctuation
 from attncli.views.json import to_json
@@ -847,7 +849,7 @@ def test_scores_document_round_trips_and_matches_the_schema(exact_vectors_qkv, s
     vectors, path, _ = exact_vectors_qkv
     (sentence, items), (opts, d_k) = sentence_items, opts_dk
     opts = with_path(opts, path)
-    doc = round_trip(analyze.scores_doc(sentence, vectors, opts))
+    doc = round_trip(sentence_docs.scores_doc(sentence, vectors, opts))
     tokens, _, _ = expected_tokens(items, opts)
     T = len(tokens)
     scores_schema(T, opts.heads, opts.top_k).check(doc, "$")
@@ -887,13 +889,13 @@ def test_context_document_round_trips_and_matches_the_schema(exact_vectors_qkv, 
     index = i if how in ("index", "token+index") else None
     all_contexts = how == "all" or data.draw(st.booleans())
     k = data.draw(st.integers(1, 12))
-    doc = round_trip(analyze.context_doc(sentence, vectors, opts, token=token, index=index,
+    doc = round_trip(context_docs.context_doc(sentence, vectors, opts, token=token, index=index,
                                          all_contexts=all_contexts, neighbors=k))
     followed = how != "all"
     context_schema(T, d_k, opts.heads, opts.top_k, k, followed, all_contexts).check(doc, "$")
     check_common(doc, sentence, items, opts, d_k, vectors, path)
     # the same numbers as the scores document: the two views never disagree
-    whole = analyze.scores_doc(sentence, vectors, opts)
+    whole = sentence_docs.scores_doc(sentence, vectors, opts)
     X = np.array([VOCAB.get(t, np.zeros(D)) for t in tokens])
     z = None
     if opts.qkv == "identity":  # V = X, so z_i = sum_j alpha^h_ij x_j, head h on its columns of x
@@ -934,7 +936,7 @@ def test_explain_document_round_trips_and_matches_the_schema(exact_vectors_qkv, 
     T, H = len(tokens), opts.heads
     follow = data.draw(st.booleans())
     i = data.draw(st.integers(0, T - 1))
-    doc = round_trip(analyze.explain_doc(sentence, vectors, opts, index=i if follow else None))
+    doc = round_trip(context_docs.explain_doc(sentence, vectors, opts, index=i if follow else None))
     explain_schema(T, D, d_k, H, follow).check(doc, "$")
     check_common(doc, sentence, items, opts, d_k, vectors, path)
     steps = {k: np.array(v) for k, v in doc["steps"].items()}

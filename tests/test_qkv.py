@@ -16,8 +16,9 @@ import pytest
 from clirunner import fails, one, run
 from grids import grid
 from helpers import SENTENCE, SENTENCE_TOKENS, close, fsum_dot, loop_softmax, matrix_of, save_npz, to_lists
-from attncli import analyze, attention, load_vectors, projections
-from attncli.analyze import Options
+from attncli import attention, load_vectors, projections
+from attncli import encoder
+from attncli.encoder import Options
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -165,7 +166,7 @@ def test_split_heads_columns_and_merge_inverts_it():
 def test_multihead_end_to_end_against_loops(vectors4, H, causal, seed):
     sentence = "the cat sat on the mat"
     opts = Options(qkv="random", d_k=4, seed=seed, heads=H, mask="causal" if causal else "none")
-    att = analyze.attend(sentence, vectors4, opts)
+    att = encoder.attend(sentence, vectors4, opts)
     X = matrix_of(vectors4, sentence.split())
     Wq, Wk, Wv = draw_projections(4, 4, seed)
     Q, K, V = (loop_project(X, W) for W in (Wq, Wk, Wv))
@@ -183,7 +184,7 @@ def test_multihead_end_to_end_against_loops(vectors4, H, causal, seed):
 
 def test_multihead_end_to_end_with_d_k_unlike_d(vectors4):
     """d_k = 6 from d = 4: three heads of two columns each."""
-    att = analyze.attend("cat dog sat mat", vectors4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
+    att = encoder.attend("cat dog sat mat", vectors4, Options(qkv="random", d_k=6, seed=2, heads=3, scale=0.9,
                                                             temperature=1.3))
     X = matrix_of(vectors4, ["cat", "dog", "sat", "mat"])
     Q, K, V = (loop_project(X, W) for W in draw_projections(4, 6, 2))
@@ -196,7 +197,7 @@ def test_multihead_end_to_end_with_d_k_unlike_d(vectors4):
 
 def test_identity_heads_against_loops(vectors4):
     """No projections, two heads: Q = K = V = X split into columns 0-1 and 2-3."""
-    att = analyze.attend("cat dog sat on", vectors4, Options(heads=2))
+    att = encoder.attend("cat dog sat on", vectors4, Options(heads=2))
     X = matrix_of(vectors4, ["cat", "dog", "sat", "on"])
     omega, alpha, Z = loop_attention(X, X, X, 2)
     close(att.scores, omega)
@@ -246,8 +247,8 @@ def test_hand_computed_two_tokens_with_2x2_projections(tmp_path, vectors2_path):
 def test_permuting_tokens_permutes_everything(vectors4, perm, H):
     words = ["cat", "dog", "sat", "mat", "on"]
     opts = Options(qkv="random", d_k=4, seed=7, heads=H)
-    a = analyze.attend(" ".join(words), vectors4, opts)
-    b = analyze.attend(" ".join(words[p] for p in perm), vectors4, opts)
+    a = encoder.attend(" ".join(words), vectors4, opts)
+    b = encoder.attend(" ".join(words[p] for p in perm), vectors4, opts)
     p = np.array(perm)
     close(b.scores, a.scores[:, p][:, :, p])
     close(b.weights, a.weights[:, p][:, :, p], atol=1e-15)
@@ -256,7 +257,7 @@ def test_permuting_tokens_permutes_everything(vectors4, perm, H):
 
 def test_causal_rows_sum_to_one_with_exact_zeros_above_the_diagonal(vectors4):
     opts = Options(qkv="random", d_k=4, seed=1, heads=2, mask="causal")
-    att = analyze.attend("the cat sat on the mat", vectors4, opts)
+    att = encoder.attend("the cat sat on the mat", vectors4, opts)
     T = 6
     for alpha in att.weights:
         for i in range(T):
@@ -614,9 +615,9 @@ def test_file_projections_are_reread_when_the_file_changes(tmp_path, vectors4):
     """Library use: a notebook that rewrites its projections file gets the new numbers."""
     path = tmp_path / "p.npz"
     save_npz(path, **attention.init_projections(4, 4, 0))
-    before = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
+    before = encoder.attend("cat dog sat", vectors4, Options(qkv=str(path)))
     np.savez(path, **attention.init_projections(4, 4, 1))
-    after = analyze.attend("cat dog sat", vectors4, Options(qkv=str(path)))
+    after = encoder.attend("cat dog sat", vectors4, Options(qkv=str(path)))
     X = matrix_of(vectors4, ["cat", "dog", "sat"])
     close(before.Q, loop_project(X, draw_projections(4, 4, 0)[0]))
     close(after.Q, loop_project(X, draw_projections(4, 4, 1)[0]))

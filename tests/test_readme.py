@@ -152,7 +152,7 @@ def test_the_precision_of_numbers_is_as_documented(tmp_path):
     import numpy as np
 
     from attncli import load_vectors
-    from attncli.analyze import Options, attend
+    from attncli.encoder import Options, attend
 
     page = manual.text(JSON)
     paragraph = page[:page.index("The keys are a stable contract")]

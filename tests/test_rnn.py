@@ -116,15 +116,15 @@ def test_rnn_influence_orders_agree_and_the_cheaper_runs(T, N, d, monkeypatch):
 
 
 def test_rnn_says_how_long_its_derivatives_take(monkeypatch):
-    from attncli import analyze
+    from attncli.documents import rnn as rnn_docs
 
-    monkeypatch.setattr(analyze, "LONG_SECONDS", 0)
+    monkeypatch.setattr(rnn_docs, "LONG_SECONDS", 0)
     result = run("rnn", SENTENCE, "--hidden", "7", "--json")
     assert result.exit_code == 0
     seconds = rnn.influence_seconds(6, 7, 50)
     assert result.stderr == (f"attncli: warning: the exact derivatives of an RNN of hidden size 7 over 6 tokens take "
                              f"about {seconds:,.0f} s here (Ctrl-C stops the run)\n")
-    monkeypatch.setattr(analyze, "LONG_SECONDS", 10)
+    monkeypatch.setattr(rnn_docs, "LONG_SECONDS", 10)
     assert run("rnn", SENTENCE, "--hidden", "7", "--json").stderr == ""
 
 

@@ -28,7 +28,7 @@ from clirunner import fails, run  # noqa: E402
 from marker_variants import template  # noqa: E402
 
 from attncli import limits, models  # noqa: E402
-from attncli.analyze import word_groups  # noqa: E402
+from attncli.documents.merged import word_groups  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 from attncli.models import files, tokenizer  # noqa: E402
 from attncli.models.layers import Config  # noqa: E402

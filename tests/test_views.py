@@ -21,7 +21,8 @@ from rich.text import Text
 from clirunner import one, run
 from grids import longest_line
 from helpers import COLOUR, FRUIT, TWENTY, flat
-from attncli.analyze import Options, compare_doc, explain_doc
+from attncli.documents.context import compare_doc, explain_doc
+from attncli.encoder import Options
 from attncli.views import export, sentence, vectors
 
 
@@ -56,7 +57,7 @@ LONG_WORDS = ("administration responsibility international government informatio
 
 @pytest.mark.parametrize("width", [40, 60, 80])
 def test_a_top_line_longer_than_the_width_keeps_each_weight_beside_its_token(glove, width):
-    from attncli.analyze import scores_doc
+    from attncli.documents.sentence import scores_doc
 
     doc = scores_doc(LONG_WORDS, glove, Options(top_k=6))
     text = draw(sentence.scores_view(doc, width=width), width)

@@ -1,6 +1,6 @@
 """The command line: parse, load, compute, render, and map errors to one-line messages.
 
-Only click code lives in this package; the work is done by analyze (attention over a
+Only click code lives in this package; the work is done by documents/ (attention over a
 sentence), vectors (loading) and views (tables, pictures and JSON). This module holds the group
 and the one place that turns every failure into a line on stderr and an exit status (those
 and the signals that end a run are ending.py's, below it);

@@ -27,7 +27,7 @@ HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure
                    "page's choice among them): raw (the attention weights), rollout (raw rolled out), norm (the size of what j "
                    "sends i, ||a_ij f(x_j)||), norm-res (with the residual), norm-res-ln (and the first layer norm), "
                    "globenc (and the second), alti, value-zeroing, or leave-one-out (the model run again without "
-                   "each token). Over word vectors: " + ", ".join(mixing.ON_VECTORS) + ".")
+                   "each token). Over word vectors: " + ", ".join(measures.ON_VECTORS) + ".")
 @click.option("--rollout/--no-rollout", "rolled", default=None,
               help="Roll each layer's matrix out over the layers before it (Abnar & Zuidema 2020), or not. "
                    "Default: as the method's paper does, rolled out for " + ", ".join(measures.ROLLED_BY_DEFAULT)
@@ -67,7 +67,7 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
         vectors = source.load()
     except OptionError as e:  # --layer or --head beyond the model's: the command line's mistake
         raise click.UsageError(str(e)) from None
-    shown = sum(1 if source.layer or method == "leave-one-out" or not source.model else vectors.model.config.layers
+    shown = sum(1 if source.layer or method == "leave-one-out" or not source.model else vectors.layers
                 for method in methods)
     note_large_json(sentences, vectors, opts, {"contributions": shown}, out,
                     "--layer L shows one layer, and --fields leaves keys out (--fields tokens,top,mixing_ratio "
@@ -83,7 +83,7 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
 def _check(methods: tuple[str, ...], rolled: bool | None, erasure: str | None, source) -> None:
     """The options that do not go together, refused before anything is read or loaded."""
     for method in methods:
-        problem = mixing.method_problem(method, source.model is not None, source.head)
+        problem = mixing.method_problem(method, measures.METHODS if source.model else measures.ON_VECTORS, source.head)
         if problem:
             raise click.UsageError(problem)
         _check_one(method, rolled, source)

@@ -59,7 +59,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
       attncli faithfulness corpus.txt --model minilm --scheduler tcp://10.0.0.5:8786
     """
     from attncli import batch, cluster, faithfulness as faith, survey  # multiprocessing: not at listing's cost
-    from attncli.analyze import Options  # with the modules above: this command's own
+    from attncli.encoder import Options  # with the modules above: this command's own
 
     if not source.model:
         raise click.UsageError("faithfulness needs a model's forward pass (leave-one-out runs it again without "

@@ -7,7 +7,7 @@ import sys
 
 import click
 from attncli import limits, reading
-from attncli.analyze import cell_bytes, check_options, count_tokens, heads_shown
+from attncli.encoder import cell_bytes
 from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError
 
@@ -71,10 +71,10 @@ def note_large_json(sentences: list[tuple[int | None, str]], vectors, opts, cell
     per_cell = sum(n for key, n in cells.items() if out.fields is None or key in out.fields)
     if out.fmt != "json" or not per_cell:
         return
-    check_options(vectors, opts)  # a mistake is the run's one line, with no note before it
-    line, T = max(((line, count_tokens(text, vectors, opts)) for line, text in sentences), key=lambda lt: lt[1])
+    vectors.check(opts)  # a mistake is the run's one line, with no note before it
+    line, T = max(((line, vectors.count(text, opts)) for line, text in sentences), key=lambda lt: lt[1])
     size = T * T * per_cell * JSON_NUMBER
-    if size >= LARGE_JSON and T * T * cell_bytes(heads_shown(vectors, opts), per_cell) <= limits.available():
+    if size >= LARGE_JSON and T * T * cell_bytes(vectors.heads(opts), per_cell) <= limits.available():
         where = f"line {line}: " if line else ""
         click.echo(f"attncli: note: {where}the sentence has {T:,} tokens, and its JSON document will be about "
                    f"{limits.size(size)} ({per_cell} number{'s' * (per_cell > 1)} for each of its {T:,} x {T:,} "

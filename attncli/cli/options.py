@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 from attncli import attention, cache, projections
-from attncli.analyze import Options, Trained, settled_note
+from attncli.documents.context import settled_note
+from attncli.encoder import Options
 from attncli.cli.output import Output, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
 from attncli.entry import bundled_prefix
@@ -108,17 +109,16 @@ class Source:
     predict: bool = False  # --predict, given with --model: a decoder's
 
     def load(self):
-        """With --model, an analyze.Trained, which every document function takes where it
-        takes vectors; else the word vectors."""
+        """The source of attention (encoder.Encoder) every document function takes: with
+        --model, a models.encoder.Trained; else the word vectors."""
         if self.model is None:
             return self.vectors()
-        from attncli import models  # the model's code, and tokenizers within: the model extra's
+        from attncli.models import encoder  # the model's code, and tokenizers within: the model extra's
 
         try:
-            trained = models.load_model(self.model, self.revision, check=self.takes)
+            return encoder.load(self.model, self.revision, self.layer, self.head, check=self.takes)
         except OptionError as e:  # a --revision the model found has none of: the command line's mistake
             raise click.UsageError(str(e)) from None
-        return Trained(trained, trained.config.layers if self.layer is None else self.layer, self.head)
 
     def takes(self, name: str, family) -> None:
         """Refuse, as a usage error, what the model `name` of `family` cannot take: --mask but

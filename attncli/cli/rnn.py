@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 from attncli import projections
 from attncli import rnn as recurrent  # `rnn` is the command below
-from attncli.analyze import Options, rnn_doc
+from attncli.documents.rnn import rnn_doc
+from attncli.encoder import Options
 from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import keep_punct_option, oov_option, output_options, sentence_argument, vectors_options
 from attncli.cli.output import emit, warn

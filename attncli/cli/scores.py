@@ -10,7 +10,8 @@ import sys
 
 import click
 from attncli import reading
-from attncli.analyze import document_rows, document_scale, heads_shown, scores_doc
+from attncli.documents.long import document_rows, document_scale
+from attncli.documents.sentence import scores_doc
 from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, predict_option, refuse_predict, sentence_argument, vectors_options)
@@ -88,7 +89,7 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         raise click.UsageError("--window needs a document: --file DOC.txt or --document")
     sentences = read_sentences(sentence, "give a SENTENCE argument, or a document with --file DOC.txt")
     vectors = source.load()
-    H = heads_shown(vectors, opts)
+    H = vectors.heads(opts)
     cells = {"scores": 1, "weights": 1, "heads": 2 * H + H * norms, "rollout": rollout, "norms": norms}
     fewer = "--fields leaves keys out (--fields tokens,top writes no matrix)"
     note_large_json(sentences, vectors, opts, cells, out,

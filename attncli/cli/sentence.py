@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import click
-from attncli.analyze import (Options, compare_doc, context_doc, embed_sentence, heads_doc, heads_shown, explain_doc,
-                             neighbors_doc)
+from attncli.documents.context import compare_doc, context_doc, explain_doc, neighbors_doc
+from attncli.documents.sentence import heads_doc
+from attncli.encoder import Options
 from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
                                  model_options, neighbors_count, neighbors_option, output_options, png_option,
@@ -122,7 +123,7 @@ def _same_occurrences(doc: dict, static) -> list[int]:
         texts = [t and t.lower() for t in piece_texts(text, sentence["offsets"], sentence["special"])]
         word = texts[i] or sentence["tokens"][i]  # a part of a word (None: no text of its own) by its piece
         nth = texts[:i].count(texts[i]) if texts[i] else 0
-        words = embed_sentence(text, static, Options(), list_missing=False).tokens
+        words = static.embed_sentence(text, Options(), list_missing=False).tokens
         at = [j for j, w in enumerate(words) if w == word]
         if nth >= len(at):
             raise InputError(f"{text!r} holds {word!r} fewer times among its words than among the model's word "
@@ -194,7 +195,7 @@ def explain(sentence, token, index, source, opts, out):
     """
     sentences = read_sentences(sentence)
     vectors = source.load()
-    note_large_json(sentences, vectors, opts, {"steps": 3 * heads_shown(vectors, opts)}, out,
+    note_large_json(sentences, vectors, opts, {"steps": 3 * vectors.heads(opts)}, out,
                     "attncli scores --fields tokens,top writes no matrix" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
     docs = compute_all(sentences, lambda text: explain_doc(text, vectors, opts, token=token, index=index))
@@ -237,7 +238,7 @@ def heads(sentence, ablate, source, opts, out):
     vectors = source.load()
     layer, head = source.layer, source.head  # with --model
     layers = 1 if layer or not source.model else vectors.model.config.layers
-    note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else heads_shown(vectors, opts))}, out,
+    note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else vectors.heads(opts))}, out,
                     "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
     from attncli import mixing  # the measures of context mixing: only heads --ablate needs them

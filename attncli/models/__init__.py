@@ -24,7 +24,7 @@ and a decoder besides:
 
     mask(T, config)                (T, T), True where a piece may not attend: causal, and
                                    a sliding window where the config declares one
-                                   (documents name it: analyze.mask_keys)
+                                   (documents name it: models.encoder.mask_keys)
     logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
 
 and calls attention.py for its attention, never a copy of it. Pass.hidden is what

@@ -1,6 +1,6 @@
 """Documents drawn for people: a module per family of commands (rich tables for a terminal),
 the compact heatmap, the SVG, HTML and PNG pictures, and every JSON writer. A view knows no
-files and computes nothing of the attention: it draws the documents analyze.py makes.
+files and computes nothing of the attention: it draws the documents that documents/ and mixing/ make.
 
 Every view is drawn from the same document the JSON carries, so what a table shows is
 exactly what `--format json` prints. Each view takes the width it may fill and the colour

@@ -13,7 +13,7 @@ from attncli.visible import count, listed
 
 def document_header(name: str, vectors: str, opts, window: int | None, *, scale: float | None = None) -> Text:
     """The lines above a document's rows: what it is, the numbers its weights were computed
-    with (`scale`, analyze.document_scale's), what its lists leave out."""
+    with (`scale`, documents.long.document_scale's), what its lists leave out."""
     text = Text(f"{name}: each token's top attended, as computed\n", style="bold")
     shown = f"scale {scale:.6g}, " if scale is not None else ""
     text.append(f"vectors {vectors}; {shown}temperature {opts.temperature:g}; mask {opts.mask}"

@@ -1,0 +1,1 @@
+"""Word vectors: their files, formats, cache and lookups, text to tokens, and attention over them."""
