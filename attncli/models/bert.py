@@ -44,7 +44,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, dense, every_layer, finite, gelu, norm, whole
+from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, gelu, norm, whole
 
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
@@ -272,22 +272,27 @@ def pass_bytes(T: int, config: Config) -> int:
     return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
 
 
+def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
+        lengths: np.ndarray | None = None) -> None:
+    """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
+    (layers.Consumer); or over a batch (B, T) of sentences padded on the right, of `lengths`
+    (B,), their padding keys masked (layers.forward_many). Numbers that overflow are refused
+    after the embeddings, at each layer's scores and at each layer's output (ModelError),
+    and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        ids = np.asarray(ids)
+        X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
+        masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), to)
+
+
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),
             lengths: np.ndarray | None = None) -> Pass:
-    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
-    in `keep` (indices from 0); or over a batch (B, T) of sentences padded on the right, of
-    `lengths` (B,), their padding keys masked (layers.forward_many). Numbers that overflow
-    are refused after the embeddings, at each layer's scores and at each layer's output
-    (ModelError), and numpy says nothing of them."""
-    with np.errstate(all="ignore"):
-        return _forward(np.asarray(ids), weights, config, keep, lengths)
-
-
-def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...], lengths) -> Pass:
-    X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
-    masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
-    # (L + 1, [B,] T, D), (L, [B,] H, T, T)
-    return every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
+    """run(), every layer's hidden states (L + 1, [B,] T, D) and weights (L, [B,] H, T, T)
+    kept, and the attention steps of the layers in `keep` (indices from 0)."""
+    kept = Kept(config, keep)
+    run(ids, weights, config, kept, lengths=lengths)
+    return kept.result
 
 
 def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:
