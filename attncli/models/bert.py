@@ -262,14 +262,21 @@ def block(X: np.ndarray, weights: dict, l: int, config: Config) -> layers.Block:
                         lambda Y: after_attention(Y, weights, l, config)[-1])
 
 
+def run_bytes(T: int, config: Config) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps: the work
+    of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on,
+    about six (T, F) or (T, D) ones, GELU's output and its work, a block of layers.BLOCK
+    numbers at a time, ten (T, F) in all to be safe, and a weight matrix widened for its
+    product, twice), float64."""
+    H, D, F = config.heads, config.hidden, config.intermediate
+    return 8 * (6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+
+
 def pass_bytes(T: int, config: Config) -> int:
-    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
-    and hidden states (L + 1, T, D), a kept layer's scores, weights and context beside the
-    work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F) or (T, D)
-    ones, GELU's output and its work, a block of layers.BLOCK numbers at a time, ten (T, F)
-    in all to be safe, and a weight matrix widened for its product, twice), float64."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
 
 
 def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,

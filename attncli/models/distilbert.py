@@ -21,7 +21,7 @@ import numpy as np
 
 from attncli.errors import ModelError
 from attncli.models import bert
-from attncli.models.bert import CAUSAL, LINEAR_LAYOUT, pass_bytes, read_tokenizer  # noqa: F401: the family interface, BERT's
+from attncli.models.bert import CAUSAL, LINEAR_LAYOUT, pass_bytes, read_tokenizer, run_bytes  # noqa: F401: the family interface, BERT's
 from attncli.models.layers import Consumer, Pass
 
 MODEL_TYPES = ("distilbert",)  # config.json's model_type

@@ -229,14 +229,20 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     return finite(out, "the logits")  # (T, V)
 
 
+def run_bytes(T: int, config: Config) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps: the mask
+    and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it
+    hands on, about six (T, F) or (T, 3D) ones and GELU's (T, F), and a weight matrix widened
+    for its product, twice), float64."""
+    H, D, F = config.heads, config.hidden, config.intermediate
+    return 8 * (6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
+
+
 def pass_bytes(T: int, config: Config) -> int:
-    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
-    and hidden states (L + 1, T, D), a kept layer's scores, weights and context and the mask
-    beside the work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F)
-    or (T, 3D) ones and GELU's (T, F), and a weight matrix widened for its product, twice),
-    float64."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
 
 
 def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,

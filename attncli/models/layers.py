@@ -339,6 +339,13 @@ class Kept:
         self.result.hidden[-1] = X
 
 
+def kept_bytes(T: int, config: Config) -> int:
+    """What Kept holds for T pieces, float64: every layer's weights (L, H, T, T) and hidden
+    states (L + 1, T, D); a family's pass_bytes is its run_bytes and this."""
+    L, H, D = config.layers, config.heads, config.hidden
+    return 8 * (L * H * T * T + (L + 1) * T * D)
+
+
 @dataclass(frozen=True)
 class Pass:
     """What a forward pass gives (Kept's result): every layer's hidden states and attention

@@ -365,17 +365,23 @@ def block(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple
                         lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
 
-def pass_bytes(T: int, config: LlamaConfig) -> int:
-    """Memory forward() holds at its peak for T pieces, float64: every layer's weights
-    (L, H, T, T) and hidden states (L + 1, T, D); the working layer's softmax (its scores,
-    their masked logits, shifted and exponentiated, and its weights: five (H, T, T)) and a
-    kept layer's scores; about six (T, F) or (T, H d_head) arrays and the kept Q, K, V, Z,
-    context; the largest matrix widened twice for a product; RoPE's angles and the mask.
-    Measured with tracemalloc, the peak is 0.98 of it at T = 512 (tiny-qwen2, its first layer kept)."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
+def run_bytes(T: int, config: LlamaConfig) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps, float64:
+    the working layer's softmax (its scores, their masked logits, shifted and exponentiated,
+    and its weights: five (H, T, T)) and the scores it hands on; about six (T, F) or
+    (T, H d_head) arrays and the Q, K, V, Z, context it hands on; the largest matrix widened
+    twice for a product; RoPE's angles and the mask."""
+    H, D, F = config.heads, config.hidden, config.intermediate
     Hd = H * config.d_head
-    return (8 * ((L + 6) * H * T * T + (L + 1) * T * D + 6 * T * max(D, F, Hd) + 5 * T * Hd
-                 + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T)
+    return 8 * (6 * H * T * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T
+
+
+def pass_bytes(T: int, config: LlamaConfig) -> int:
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer. Measured with tracemalloc, the peak is 0.98 of it at
+    T = 512 (tiny-qwen2, its first layer kept)."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
 
 
 def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer, *,
