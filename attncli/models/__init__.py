@@ -16,7 +16,11 @@ Qwen2) gives what is its own:
     expected_shapes(config)        every tensor its forward pass reads, and its shape
     stored_name(name, header)      a tensor's name in the file
     read_tokenizer(where, config)  its tokenizer, checked
-    forward(ids, weights, config, keep=...) -> layers.Pass, with pass_bytes(T, config)
+    run(ids, weights, config, to)  the forward pass, each layer handed to the consumer `to`
+                                   (layers.Consumer) as it is made, with run_bytes(T, config):
+                                   its memory beside what `to` keeps
+    forward(ids, weights, config, keep=...) -> layers.Pass: run with layers.Kept, keeping
+                                   every layer's arrays, with pass_bytes(T, config)
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
     passed_on(V, weights, l, config)         what each head sends on, f(x_j)
 

@@ -44,7 +44,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, dense, every_layer, finite, gelu, norm, whole
+from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, gelu, norm, whole
 
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
@@ -262,32 +262,44 @@ def block(X: np.ndarray, weights: dict, l: int, config: Config) -> layers.Block:
                         lambda Y: after_attention(Y, weights, l, config)[-1])
 
 
+def run_bytes(T: int, config: Config) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps: the work
+    of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on,
+    about six (T, F) or (T, D) ones, GELU's output and its work, a block of layers.BLOCK
+    numbers at a time, ten (T, F) in all to be safe, and a weight matrix widened for its
+    product, twice), float64."""
+    H, D, F = config.heads, config.hidden, config.intermediate
+    return 8 * (6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+
+
 def pass_bytes(T: int, config: Config) -> int:
-    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
-    and hidden states (L + 1, T, D), a kept layer's scores, weights and context beside the
-    work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F) or (T, D)
-    ones, GELU's output and its work, a block of layers.BLOCK numbers at a time, ten (T, F)
-    in all to be safe, and a weight matrix widened for its product, twice), float64."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
+
+
+def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
+        lengths: np.ndarray | None = None) -> None:
+    """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
+    (layers.Consumer); or over a batch (B, T) of sentences padded on the right, of `lengths`
+    (B,), their padding keys masked (layers.forward_many). Numbers that overflow are refused
+    after the embeddings, at each layer's scores and at each layer's output (ModelError),
+    and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        ids = np.asarray(ids)
+        X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
+        masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), to)
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),
             lengths: np.ndarray | None = None) -> Pass:
-    """Every layer over the word pieces `ids` (T,), keeping the attention steps of the layers
-    in `keep` (indices from 0); or over a batch (B, T) of sentences padded on the right, of
-    `lengths` (B,), their padding keys masked (layers.forward_many). Numbers that overflow
-    are refused after the embeddings, at each layer's scores and at each layer's output
-    (ModelError), and numpy says nothing of them."""
-    with np.errstate(all="ignore"):
-        return _forward(np.asarray(ids), weights, config, keep, lengths)
-
-
-def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...], lengths) -> Pass:
-    X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
-    masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
-    # (L + 1, [B,] T, D), (L, [B,] H, T, T)
-    return every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
+    """run(), every layer's hidden states (L + 1, [B,] T, D) and weights (L, [B,] H, T, T)
+    kept, and the attention steps of the layers in `keep` (indices from 0)."""
+    kept = Kept(config, keep)
+    run(ids, weights, config, kept, lengths=lengths)
+    return kept.result
 
 
 def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:

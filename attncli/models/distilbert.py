@@ -21,8 +21,8 @@ import numpy as np
 
 from attncli.errors import ModelError
 from attncli.models import bert
-from attncli.models.bert import CAUSAL, LINEAR_LAYOUT, pass_bytes, read_tokenizer  # noqa: F401: the family interface, BERT's
-from attncli.models.layers import Pass
+from attncli.models.bert import CAUSAL, LINEAR_LAYOUT, pass_bytes, read_tokenizer, run_bytes  # noqa: F401: the family interface, BERT's
+from attncli.models.layers import Consumer, Pass
 
 MODEL_TYPES = ("distilbert",)  # config.json's model_type
 # Config's sizes, by their keys in DistilBERT's config.json
@@ -75,6 +75,11 @@ def stored_name(name: str, header: dict) -> str | None:
 def as_bert(weights: dict) -> dict:
     """The weights under BERT's names, for bert.py's pass (the same arrays, not copies)."""
     return {_renamed(name, BERTS, "transformer.layer.", "encoder.layer."): W for name, W in weights.items()}
+
+
+def run(ids: np.ndarray, weights: dict, config: bert.BertConfig, to: Consumer, *,
+        lengths: np.ndarray | None = None) -> None:
+    bert.run(ids, as_bert(weights), config, to, lengths=lengths)
 
 
 def forward(ids: np.ndarray, weights: dict, config: bert.BertConfig, *, keep: tuple[int, ...] = (),

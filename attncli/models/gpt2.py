@@ -45,7 +45,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, every_layer, finite, gelu, norm
+from attncli.models.layers import Config, Kept, Pass, every_layer, finite, gelu, norm
 
 
 MODEL_TYPES = ("gpt2",)  # config.json's model_type
@@ -229,35 +229,48 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     return finite(out, "the logits")  # (T, V)
 
 
+def run_bytes(T: int, config: Config) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps: the mask
+    and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it
+    hands on, about six (T, F) or (T, 3D) ones and GELU's (T, F), and a weight matrix widened
+    for its product, twice), float64."""
+    H, D, F = config.heads, config.hidden, config.intermediate
+    return 8 * (6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
+
+
 def pass_bytes(T: int, config: Config) -> int:
-    """Memory forward() holds at its peak for T pieces: every layer's weights (L, H, T, T)
-    and hidden states (L + 1, T, D), a kept layer's scores, weights and context and the mask
-    beside the work of one layer (its own and the softmax's (H, T, T) arrays, about six (T, F)
-    or (T, 3D) ones and GELU's (T, F), and a weight matrix widened for its product, twice),
-    float64."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
-    return 8 * (L * H * T * T + (L + 1) * T * D + 6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
+
+
+def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
+        lengths: np.ndarray | None = None) -> None:
+    """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
+    (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
+    `lengths` need no mask of their own: the causal mask hides every later piece, the
+    padding among them); the last hidden states are after the final norm, as transformers
+    gives them. Numbers that overflow are refused after the embeddings, at each layer's
+    scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        ids = np.asarray(ids)
+        X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
+        masked = mask(ids.shape[-1], config)  # (T, T)
+        # the last state after the final norm, as transformers gives it, over X_L in the
+        # working precision, as Kept holds it
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), to,
+                    shown=lambda X: finite(norm(attention.floating(X), weights, "ln_f", config),
+                                           "the hidden states after the final norm"))
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),
             lengths: np.ndarray | None = None) -> Pass:
-    """Every layer over the word pieces `ids` (T,), or a batch (B, T) of sentences padded on
-    the right (their `lengths` need no mask of their own: the causal mask hides every later
-    piece, the padding among them), keeping the attention steps of the layers
-    in `keep` (indices from 0); the last hidden states are after the final norm, as
-    transformers gives them. Numbers that overflow are refused after the embeddings, at
-    each layer's scores and at each layer's output (ModelError), and numpy says nothing of them."""
-    with np.errstate(all="ignore"):
-        return _forward(np.asarray(ids), weights, config, keep)
-
-
-def _forward(ids: np.ndarray, weights: dict, config: Config, keep: tuple[int, ...]) -> Pass:
-    X = finite(embed(ids, weights, config), "the embeddings")  # (T, D)
-    masked = mask(ids.shape[-1], config)  # (T, T)
-    run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), keep)
-    # transformers' last state: after the final norm
-    run.hidden[-1] = finite(norm(run.hidden[-1], weights, "ln_f", config), "the hidden states after the final norm")
-    return run  # hidden (L + 1, T, D), weights (L, H, T, T)
+    """run(), every layer's hidden states (L + 1, [B,] T, D) and weights (L, [B,] H, T, T)
+    kept, and the attention steps of the layers in `keep` (indices from 0)."""
+    kept = Kept(config, keep)
+    run(ids, weights, config, kept, lengths=lengths)
+    return kept.result
 
 
 def blocks(ids: np.ndarray, weights: dict, config: Config) -> list[layers.Block]:

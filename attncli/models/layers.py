@@ -1,7 +1,9 @@
 """The pieces every trained model's forward pass is made of, in numpy: its sizes (Config),
 a linear layer, layer norm and RMSNorm, GELU (and its erf, Cody's approximations in numpy)
 and SiLU, and the check that the numbers stay within float64. A family (bert.py, llama.py)
-puts them together in its own order around attention.py's attention.
+puts them together in its own order around attention.py's attention, and its pass
+(every_layer) hands each layer to a Consumer as it is made: Kept keeps them all, the Pass
+that forward() gives.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus run asks for
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -263,31 +265,91 @@ def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
     return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
 
 
-def every_layer(X: np.ndarray, config: Config, layer, keep: tuple[int, ...]) -> "Pass":
-    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l) -> (X_l, its
-    attention's steps): each layer's hidden states, checked to be finite, and weights filled
-    into the (L + 1, [B,] T, D) and (L, [B,] H, T, T) arrays a layer at a time (stacking lists
-    at the end would hold every layer's weights twice), and the steps of the layers in `keep`
-    (indices from 0) kept."""
-    L, (*lead, T, D) = config.layers, X.shape
-    dtype = attention.working()
-    states = np.empty((L + 1, *lead, T, D), dtype)
-    alphas, kept = np.empty((L, *lead, config.heads, T, T), dtype), {}
-    states[0] = X
-    for l in range(L):
+class Consumer(Protocol):
+    """What a forward pass hands each layer to, as it makes it, so that a pass holds only
+    what its consumers keep: Kept keeps every layer's arrays (forward's Pass); a reader of
+    a long document or of a corpus keeps its sums. A family's run(ids, weights, config, to)
+    calls it: begin once, layer after each layer in order, end once."""
+
+    def begin(self, X: np.ndarray) -> None:
+        """X_0 ([B,] T, D), the embeddings."""
+
+    def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
+        """Layer l's (from 0) output X_{l+1} ([B,] T, D), checked finite, and its attention's
+        steps (the family's attend: weights ([B,] H, T, T), Q, K, V, ...), which the pass
+        lets go of before the next layer: what is not kept here is gone."""
+
+    def end(self, X: np.ndarray) -> None:
+        """The last hidden states as shown ([B,] T, D): X_L, a decoder's after its final norm."""
+
+
+class Fan:
+    """Several consumers over one pass: each is handed every call, in the order given."""
+
+    def __init__(self, *consumers: Consumer):
+        self.consumers = consumers
+
+    def begin(self, X: np.ndarray) -> None:
+        for c in self.consumers:
+            c.begin(X)
+
+    def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
+        for c in self.consumers:
+            c.layer(l, X, steps)
+
+    def end(self, X: np.ndarray) -> None:
+        for c in self.consumers:
+            c.end(X)
+
+
+def every_layer(X: np.ndarray, config: Config, layer, to: Consumer, shown=None) -> None:
+    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l) -> (its output,
+    its attention's steps), each output checked to be finite and handed to `to` with the
+    steps; the last, through shown(X_L) where given (a decoder's final norm), to to.end."""
+    to.begin(X)
+    for l in range(config.layers):
         X, steps = layer(X, l)
-        states[l + 1] = finite(X, f"the hidden states after layer {l + 1}")
-        alphas[l] = steps["weights"]
-        if l in keep:
-            kept[l] = {**steps, "weights": alphas[l]}
-        del steps  # its (H, T, T) arrays go before the next layer makes its own
-    return Pass(states, alphas, kept)
+        to.layer(l, finite(X, f"the hidden states after layer {l + 1}"), steps)
+        del steps  # its (H, T, T) arrays go before the next layer makes its own, unless `to` kept them
+    to.end(X if shown is None else shown(X))
+
+
+class Kept:
+    """The consumer forward() runs: every layer's hidden states and weights filled into the
+    (L + 1, [B,] T, D) and (L, [B,] H, T, T) arrays a layer at a time (stacking lists at the
+    end would hold every layer's weights twice), and the steps of the layers in `keep`
+    (indices from 0); its `result` the Pass."""
+
+    def __init__(self, config: Config, keep: tuple[int, ...] = ()):
+        self.config, self.keep = config, keep
+
+    def begin(self, X: np.ndarray) -> None:
+        L, H, (*lead, T, D) = self.config.layers, self.config.heads, X.shape
+        dtype = attention.working()
+        self.result = Pass(np.empty((L + 1, *lead, T, D), dtype), np.empty((L, *lead, H, T, T), dtype), {})
+        self.result.hidden[0] = X
+
+    def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
+        self.result.hidden[l + 1] = X
+        self.result.weights[l] = steps["weights"]
+        if l in self.keep:
+            self.result.steps[l] = {**steps, "weights": self.result.weights[l]}
+
+    def end(self, X: np.ndarray) -> None:
+        self.result.hidden[-1] = X
+
+
+def kept_bytes(T: int, config: Config) -> int:
+    """What Kept holds for T pieces, float64: every layer's weights (L, H, T, T) and hidden
+    states (L + 1, T, D); a family's pass_bytes is its run_bytes and this."""
+    L, H, D = config.layers, config.heads, config.hidden
+    return 8 * (L * H * T * T + (L + 1) * T * D)
 
 
 @dataclass(frozen=True)
 class Pass:
-    """What a forward pass gives: every layer's hidden states and attention weights, and the
-    steps of the layers asked to keep them."""
+    """What a forward pass gives (Kept's result): every layer's hidden states and attention
+    weights, and the steps of the layers asked to keep them."""
 
     hidden: np.ndarray  # (L + 1, T, D): X_0 .. X_L
     weights: np.ndarray  # (L, H, T, T): alpha of every layer and head

@@ -46,7 +46,7 @@ import numpy as np
 from attncli import attention, limits
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Pass, dense, every_layer, finite, rms_norm, silu, whole
+from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, silu, whole
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
@@ -365,37 +365,50 @@ def block(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple
                         lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
 
-def pass_bytes(T: int, config: LlamaConfig) -> int:
-    """Memory forward() holds at its peak for T pieces, float64: every layer's weights
-    (L, H, T, T) and hidden states (L + 1, T, D); the working layer's softmax (its scores,
-    their masked logits, shifted and exponentiated, and its weights: five (H, T, T)) and a
-    kept layer's scores; about six (T, F) or (T, H d_head) arrays and the kept Q, K, V, Z,
-    context; the largest matrix widened twice for a product; RoPE's angles and the mask.
-    Measured with tracemalloc, the peak is 0.98 of it at T = 512 (tiny-qwen2, its first layer kept)."""
-    L, H, D, F = config.layers, config.heads, config.hidden, config.intermediate
+def run_bytes(T: int, config: LlamaConfig) -> int:
+    """Memory run() holds at its peak for T pieces beside what its consumer keeps, float64:
+    the working layer's softmax (its scores, their masked logits, shifted and exponentiated,
+    and its weights: five (H, T, T)) and the scores it hands on; about six (T, F) or
+    (T, H d_head) arrays and the Q, K, V, Z, context it hands on; the largest matrix widened
+    twice for a product; RoPE's angles and the mask."""
+    H, D, F = config.heads, config.hidden, config.intermediate
     Hd = H * config.d_head
-    return (8 * ((L + 6) * H * T * T + (L + 1) * T * D + 6 * T * max(D, F, Hd) + 5 * T * Hd
-                 + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T)
+    return 8 * (6 * H * T * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T
+
+
+def pass_bytes(T: int, config: LlamaConfig) -> int:
+    """Memory forward() holds at its peak for T pieces: what Kept holds (layers.kept_bytes:
+    every layer's weights and hidden states; a kept layer's steps are within run_bytes'),
+    beside the work of one layer. Measured with tracemalloc, the peak is 0.98 of it at
+    T = 512 (tiny-qwen2, its first layer kept)."""
+    return layers.kept_bytes(T, config) + run_bytes(T, config)
+
+
+def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer, *,
+        lengths: np.ndarray | None = None) -> None:
+    """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
+    (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
+    `lengths` need no mask of their own: the causal mask, and a window within it, hide
+    every later piece, the padding among them); the last hidden states are after the final
+    norm, as transformers gives them. Numbers that overflow are refused at each layer's
+    norms and scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    with np.errstate(all="ignore"):
+        ids = np.asarray(ids)
+        rope, hidden = _positions(ids.shape[-1], config)
+        X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
+        # the last state after the final norm, as transformers gives it, over X_L in the
+        # working precision, as Kept holds it
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), to,
+                    shown=lambda X: rms_norm(attention.floating(X), weights["norm.weight"], config.norm_eps))
 
 
 def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[int, ...] = (),
             lengths: np.ndarray | None = None) -> Pass:
-    """Every layer over the word pieces `ids` (T,), or a batch (B, T) of sentences padded on
-    the right (their `lengths` need no mask of their own: the causal mask, and a window
-    within it, hide every later piece, the padding among them), keeping the attention steps
-    of the layers in `keep` (indices from 0). Numbers that overflow are refused at each layer's norms and
-    scores and at each layer's output (ModelError), and numpy says nothing of them."""
-    with np.errstate(all="ignore"):
-        return _forward(np.asarray(ids), weights, config, keep)
-
-
-def _forward(ids: np.ndarray, weights: dict, config: LlamaConfig, keep: tuple[int, ...]) -> Pass:
-    rope, hidden = _positions(ids.shape[-1], config)
-    X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
-    run = every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), keep)
-    # transformers' last state: after the final norm
-    run.hidden[-1] = rms_norm(run.hidden[-1], weights["norm.weight"], config.norm_eps)
-    return run  # hidden (L + 1, T, D), weights (L, H, T, T)
+    """run(), every layer's hidden states (L + 1, [B,] T, D) and weights (L, [B,] H, T, T)
+    kept, and the attention steps of the layers in `keep` (indices from 0)."""
+    kept = Kept(config, keep)
+    run(ids, weights, config, kept, lengths=lengths)
+    return kept.result
 
 
 def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
