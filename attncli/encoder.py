@@ -89,13 +89,10 @@ class Attention:
     context: np.ndarray  # (T, d_v) z, the heads' context vectors side by side
     mask: np.ndarray | None  # (T, T) True where masked
     shown: int | None = None  # the head the top-level matrices show (from 0); None: their mean
-    layers: np.ndarray | None = None  # (L, H, T, T): every layer's weights (word vectors: their one, weights[None])
-    hidden: np.ndarray | None = None  # (L + 1, T, D): a trained model's hidden states, every layer
+    layers: np.ndarray | None = None  # (L, H, T, T): every layer's weights (word vectors: their one), where kept
+    hidden: np.ndarray | None = None  # (L + 1, T, D): a trained model's hidden states, every layer, where kept
+    final: np.ndarray | None = None  # (T, D): a trained model's last hidden states, as shown
     pieces: object = None  # a trained model's models.files.Pieces
-
-    def __post_init__(self):
-        if self.layers is None:  # one layer: its own weights
-            self.layers = self.weights[None]  # (1, H, T, T)
 
     @property
     def tokens(self) -> list[str]:
@@ -160,12 +157,14 @@ class Encoder(Protocol):
     def count(self, sentence: str, opts: Options) -> int:
         """The T of the sentence's T x T matrices, at most, before any of them is made."""
 
-    def attend(self, sentence: str, opts: Options, *, listed: int = 0) -> Attention:
+    def attend(self, sentence: str, opts: Options, *, listed: int = 0, keep: tuple[str, ...] = ()) -> Attention:
         """The sentence through every step, refused before anything T x T is made when it and
-        the `listed` numbers a document writes a cell cannot fit in memory."""
+        the `listed` numbers a document writes a cell cannot fit in memory. The layer shown
+        always; every layer's weights (`keep` "layers") or hidden states ("hidden") where the
+        document reports them: a pass keeps only what its document needs."""
 
-    def attend_many(self, sentences: list[str], opts: Options, *,
-                    listed: int = 0) -> Iterator[tuple[int, Attention | AttncliError]]:
+    def attend_many(self, sentences: list[str], opts: Options, *, listed: int = 0,
+                    keep: tuple[str, ...] = ()) -> Iterator[tuple[int, Attention | AttncliError]]:
         """(k, sentences[k]'s Attention or the error that refuses it), for a corpus's lines,
         in whatever order the source computes them best."""
 
@@ -202,11 +201,12 @@ class Encoder(Protocol):
         """The words a token is, left out of its own nearest words."""
 
 
-def attend(sentence: str, source: Encoder, opts: Options = Options(), *, listed: int = 0) -> Attention:
+def attend(sentence: str, source: Encoder, opts: Options = Options(), *, listed: int = 0,
+           keep: tuple[str, ...] = ()) -> Attention:
     """One sentence through every step: `source`'s own attend. `listed`: how many numbers per
     cell of the T x T matrices the caller will write out (a scores document: 2 + 2 H); with
     the arrays' own, that is checked against the memory available before anything T x T is
-    made."""
-    return source.attend(sentence, opts, listed=listed)
+    made; `keep` as Encoder.attend's."""
+    return source.attend(sentence, opts, listed=listed, keep=keep)
 
 

@@ -56,7 +56,7 @@ def sentence_arrays(text: str, source: Encoder, opts: Options, att=None):
     """(alpha (L, H, T, T), allowed (T, T), tokens, punct, cls, sep) of one sentence, from
     its Attention `att` where it was made already (Encoder.attend_many's): every layer's
     weights, and an encoder's markers, [CLS] first and [SEP] after, where put."""
-    att = attend(text, source, opts) if att is None else att
+    att = attend(text, source, opts, keep=("layers",)) if att is None else att
     cls, sep = source.markers(att)  # (T,) each
     allowed = np.ones((len(cls), len(cls)), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
     punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
@@ -95,7 +95,7 @@ def sums(chunk: list[tuple], source: Encoder, job: StatsJob) -> tuple[dict, set[
         keys += [(number, True) for number, _ in lines]
         texts += [shuffle(text, job.seed, number) for number, text in lines]
     out, redone = {}, set()
-    for k, att in source.attend_many(texts, job.load.opts):
+    for k, att in source.attend_many(texts, job.load.opts, keep=("layers",)):
         if isinstance(att, AttncliError):
             out[keys[k]] = att
             continue

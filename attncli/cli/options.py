@@ -113,12 +113,14 @@ class Source:
         --model, a models.encoder.Trained; else the word vectors."""
         if self.model is None:
             return self.vectors()
-        from attncli.models import encoder  # the model's code, and tokenizers within: the model extra's
+        from attncli import models  # the model's code, and tokenizers within: the model extra's
+        from attncli.models.encoder import Trained
 
         try:
-            return encoder.load(self.model, self.revision, self.layer, self.head, check=self.takes)
+            model = models.load_model(self.model, self.revision, check=self.takes)
         except OptionError as e:  # a --revision the model found has none of: the command line's mistake
             raise click.UsageError(str(e)) from None
+        return Trained.of(model, self.layer, self.head)
 
     def takes(self, name: str, family) -> None:
         """Refuse, as a usage error, what the model `name` of `family` cannot take: --mask but

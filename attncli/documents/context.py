@@ -138,7 +138,7 @@ def compare_doc(sentences: list[str], source: Encoder, opts: Options = Options()
     docs, raw, ctx, hidden = [], [], [], []
     for n, sentence in enumerate(sentences, start=1):
         try:
-            att = attend(sentence, source, opts)
+            att = attend(sentence, source, opts, keep=("hidden",))
             i = token_position(att, source, token, indices[n - 1] if indices else None)
         except AttncliError as e:
             raise type(e)(f"sentence {n} ({sentence!r}): {e}") from None

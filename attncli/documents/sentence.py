@@ -67,7 +67,8 @@ def scores_doc(sentence: str, source: Encoder, opts: Options = Options(), *, rol
     `predict`, a decoder's likeliest next pieces, that many (_predicted). `att`: the
     sentence's Attention where it was computed already (Encoder.attend_many's, a batch's)."""
     if att is None:
-        att = attend(sentence, source, opts, listed=scores_listed(opts, rollout or norms))
+        att = attend(sentence, source, opts, listed=scores_listed(opts, rollout or norms),
+                     keep=("layers",) if rollout else ())
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
     if att.heads == 1 and att.shown is None:  # the mean of one head is that head, to the bit: its lists serve twice
@@ -132,7 +133,7 @@ def heads_doc(sentence: str, source: Encoder, opts: Options = Options(), *,
     share on its first piece, the attention sink of Xiao et al. (2023), where a decoder's does.
     (mixing.heads_doc adds each head's ablation effect.)"""
     H, L = source.heads(opts), source.layers
-    att = attend(sentence, source, opts, listed=(1 if layer else L) * (1 if head else H))
+    att = attend(sentence, source, opts, listed=(1 if layer else L) * (1 if head else H), keep=("layers",))
     layers = att.layers[slice(layer - 1, layer) if layer else slice(None),
                         slice(head - 1, head) if head else slice(None)]  # (L', H', T, T)
     doc = {**common("heads", sentence, source, att, opts), "weights": layers.tolist()}

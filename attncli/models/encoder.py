@@ -30,6 +30,54 @@ def mask_keys(mask: np.ndarray) -> dict:
     return {"mask": "causal"} if window >= T else {"mask": "causal+window", "window": window}
 
 
+class Shown:
+    """The consumer of the forward pass a sentence's document runs (models.layers.Consumer):
+    what the document reports and no more. The steps of layer `l` (from 0) and its input
+    X_l, and the last hidden states as shown (a decoder's next piece comes from them),
+    always; every layer's weights (L, H, T, T) where `keep` holds "layers" (heads, a
+    rollout, stats), every layer's hidden states (L + 1, T, D) where it holds "hidden"
+    (compare). A document of one layer holds its (H, T, T) steps, not L of them."""
+
+    KEEPS = ("layers", "hidden")
+
+    def __init__(self, config, l: int, keep: tuple[str, ...] = ()):
+        if not set(keep) <= set(self.KEEPS):
+            raise ValueError(f"keep names some of {self.KEEPS}, got {keep!r}")
+        self.config, self.l, self.keep = config, l, keep
+        self.weights = self.hidden = None
+
+    @staticmethod
+    def bytes(T: int, config, keep: tuple[str, ...] = ()) -> int:
+        """What it keeps for T pieces, float64, beside the steps of the one layer (within the
+        family's run_bytes): the layer's input and the last states, and what `keep` asks."""
+        L, H, D = config.layers, config.heads, config.hidden
+        return 8 * (2 * T * D + ("layers" in keep) * L * H * T * T + ("hidden" in keep) * (L + 1) * T * D)
+
+    def begin(self, X: np.ndarray) -> None:
+        L, H, (T, D) = self.config.layers, self.config.heads, X.shape
+        dtype = attention.working()
+        if "layers" in self.keep:
+            self.weights = np.empty((L, H, T, T), dtype)
+        if "hidden" in self.keep:
+            self.hidden = np.empty((L + 1, T, D), dtype)
+            self.hidden[0] = X
+        self.coming = X  # the next layer's input
+
+    def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
+        if l == self.l:
+            self.steps, self.input = steps, self.coming
+        self.coming = X
+        if self.weights is not None:
+            self.weights[l] = steps["weights"]
+        if self.hidden is not None:
+            self.hidden[l + 1] = X
+
+    def end(self, X: np.ndarray) -> None:
+        self.final = X
+        if self.hidden is not None:
+            self.hidden[-1] = X
+
+
 @dataclass
 class Sentence:
     """A sentence through a trained model, in the parts the measures take apart."""
@@ -74,6 +122,11 @@ class Trained:
     layered = True
     methods = contributions.METHODS
 
+    @classmethod
+    def of(cls, model, layer: int | None = None, head: int | None = None) -> Trained:
+        """The model (models.files.Model) showing `layer` (None: the last) and `head`."""
+        return cls(model, model.config.layers if layer is None else layer, head)
+
     def heads(self, opts: Options) -> int:
         return self.model.config.heads
 
@@ -87,16 +140,20 @@ class Trained:
     def at(self, layer: int | None) -> Trained:
         return Trained(self.model, layer or self.layer, None)
 
-    def run(self, sentence: str, *, keep: tuple[int, ...] = (), listed: int = 0):
-        """The sentence's word pieces and the model's forward pass over them, refused before
-        it starts when the pass and the T x T numbers a document lists (`listed` a cell)
+    def run(self, sentence: str, *, keep: tuple[str, ...] = (), listed: int = 0) -> tuple[Pieces, Shown]:
+        """The sentence's word pieces and the model's forward pass over them, read by Shown
+        (what a document of layer `layer` reports, and `keep`), refused before it starts when
+        the pass, what it keeps and the T x T numbers a document lists (`listed` a cell)
         cannot fit in memory."""
         pieces = self.pieces(sentence)
         config, T = self.model.config, len(pieces.ids)
         family = self.model.family
-        limits.require(family.pass_bytes(T, config) + T * T * cell_bytes(config.heads, listed),
+        limits.require(family.run_bytes(T, config) + Shown.bytes(T, config, keep)
+                       + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
-        return pieces, family.forward(pieces.ids, self.model.weights, config, keep=keep)
+        shown = Shown(config, self.layer - 1, keep)
+        family.run(pieces.ids, self.model.weights, config, shown)
+        return pieces, shown
 
     def pieces(self, sentence: str):
         """The sentence's word pieces (models.files.Pieces), refused when there are none or
@@ -108,18 +165,22 @@ class Trained:
             raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
         return pieces
 
-    def attend(self, sentence: str, opts: Options = Options(), *, listed: int = 0) -> Attention:
-        """The sentence through the model, and layer `layer`'s attention as an Attention."""
-        pieces, run = self.run(sentence, keep=(self.layer - 1,), listed=listed)
-        return self._attention(pieces, run)
+    def attend(self, sentence: str, opts: Options = Options(), *, listed: int = 0,
+               keep: tuple[str, ...] = ()) -> Attention:
+        """The sentence through the model, and layer `layer`'s attention as an Attention;
+        with it every layer's weights (`keep` "layers") or hidden states ("hidden")."""
+        pieces, s = self.run(sentence, keep=keep, listed=listed)
+        return self._attention(pieces, s.steps, s.input, s.final, s.weights, s.hidden)
 
-    def attend_many(self, sentences: list[str], opts: Options = Options(), *, listed: int = 0):
+    def attend_many(self, sentences: list[str], opts: Options = Options(), *, listed: int = 0,
+                    keep: tuple[str, ...] = ()):
         """(k, sentences[k] as attend() gives it, or the AttncliError that refuses it) for
         each sentence, the refused first, then the others a batch at a time as the model
         runs over them (layers.forward_many): a corpus's lines, whose passes one at a time
         would leave a short sentence's products too small to keep the BLAS busy. Only a
-        batch's passes are held while the caller reads them. `listed`: as attend()'s, the
-        numbers a document lists a cell, checked against memory for each sentence."""
+        batch's passes are held while the caller reads them, each kept whole (Kept: every
+        layer, whatever `keep` asks). `listed`: as attend()'s, the numbers a document lists
+        a cell, checked against memory for each sentence."""
         from attncli.models import layers  # here: the model path is imported only with --model
 
         found = []
@@ -138,21 +199,27 @@ class Trained:
         for b, run in layers.forward_many(self.model.family, [pieces.ids for _, pieces in found],
                                           self.model.weights, config, pad=pad, keep=(self.layer - 1,)):
             k, pieces = found[b]
-            yield k, run if isinstance(run, AttncliError) else self._attention(pieces, run)
+            if isinstance(run, AttncliError):
+                yield k, run
+            else:
+                l = self.layer - 1
+                yield k, self._attention(pieces, run.steps[l], run.hidden[l], run.hidden[-1], run.weights, run.hidden)
 
-    def _attention(self, pieces, run) -> Attention:
-        """Layer `layer`'s attention in the forward pass `run` over `pieces`, as an Attention."""
+    def _attention(self, pieces: Pieces, steps: dict, X: np.ndarray, final: np.ndarray, layers: np.ndarray | None,
+                   hidden: np.ndarray | None) -> Attention:
+        """Layer `layer`'s attention, its `steps` over its input X (T, D), as an Attention,
+        with the last hidden states `final` (T, D) and where kept every layer's weights
+        (L, H, T, T) and hidden states (L + 1, T, D)."""
         config, l = self.model.config, self.layer - 1
-        steps = run.steps[l]
         proj = Projections(kind="model", path=self.model.name, **self.projections(l))
-        embedded = Embedded(tokens=list(pieces.pieces), X=run.hidden[l],  # the layer's input X_{l-1}
+        embedded = Embedded(tokens=list(pieces.pieces), X=X,  # the layer's input X_{l-1}
                             lookups=["special" if s else "piece" for s in pieces.special], oov=[])
         shown = None if self.head is None else self.head - 1
         Z = steps["context"] if shown is None else steps["Z"][shown]  # (T, D), or the head's own (T, d_head)
         masked = self.model.family.mask(len(pieces.ids), config) if self.model.causal else None  # (T, T)
         return Attention(embedded, proj, float(attention.default_scale(config.d_head)), steps["Q"], steps["K"],
                          steps["V"], steps["scores"], steps["weights"], Z, masked,
-                         shown=shown, hidden=run.hidden, pieces=pieces, layers=run.weights)
+                         shown=shown, layers=layers, hidden=hidden, final=final, pieces=pieces)
 
     def projections(self, l: int) -> dict[str, dict[str, np.ndarray]]:
         """Layer l's W and b (Projections' fields), the keys' and values' as the query heads
@@ -196,7 +263,7 @@ class Trained:
             raise OptionError(f"{self.model.name} is an encoder: it predicts no next piece")
         family, config = self.model.family, self.model.config
         last = att.pieces.last
-        z = family.logits(att.hidden[-1][last:last + 1], self.model.weights, config)[0]  # (V,)
+        z = family.logits(att.final[last:last + 1], self.model.weights, config)[0]  # (V,)
         p, logp = attention.softmax(z), attention.log_softmax(z)  # (V,) each
         top = ranking.ranked(z)[:k]  # ties: the smaller id first
         return [{"token": self.model.piece(int(i)), "id": int(i), "probability": float(p[i]),
@@ -271,5 +338,4 @@ def load(spec: str, revision: str | None = None, layer: int | None = None, head:
     as a source showing `layer` (from 1; None: the last) and `head` (None: their mean)."""
     from attncli.models import load_model  # the package, which imports this module
 
-    model = load_model(spec, revision, check=check)
-    return Trained(model, model.config.layers if layer is None else layer, head)
+    return Trained.of(load_model(spec, revision, check=check), layer, head)

@@ -86,9 +86,10 @@ class WordEncoder:
                 "is available; give a shorter sentence (attncli scores --file DOC.txt streams a long text a block "
                 "of rows at a time)") from None
 
-    def attend(self, sentence: str, opts: Options, *, listed: int = 0) -> Attention:
+    def attend(self, sentence: str, opts: Options, *, listed: int = 0, keep: tuple[str, ...] = ()) -> Attention:
         """Steps I-III over the sentence's vectors: Q, K, V by the projections, the scores
-        and weights of each head under the mask, and the context vectors."""
+        and weights of each head under the mask, and the context vectors; its one layer's
+        weights are every layer's, whatever `keep` asks."""
         proj = projections.resolve(opts.qkv, self.dim, opts.d_k, opts.seed, opts.heads)
         d_k, H = proj.describe(self.dim)["d_k"], opts.heads
         embedded = self.embed_fitting(sentence, opts, cell_bytes(H, listed))
@@ -101,14 +102,14 @@ class WordEncoder:
         omega, alpha, Z = attention.multi_head(Q, K, V, H, scale, opts.temperature, mask,
                                                check=lambda omega: proj.check_finite("the scores Q K^T", omega))
         proj.check_finite("the context vectors A V", Z)
-        return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask)
+        return Attention(embedded, proj, float(scale), Q, K, V, omega, alpha, Z, mask, layers=alpha[None])
 
-    def attend_many(self, sentences: list[str], opts: Options, *,
-                    listed: int = 0) -> Iterator[tuple[int, Attention | AttncliError]]:
+    def attend_many(self, sentences: list[str], opts: Options, *, listed: int = 0,
+                    keep: tuple[str, ...] = ()) -> Iterator[tuple[int, Attention | AttncliError]]:
         """Each sentence in turn: a product over word vectors is as fast alone."""
         for k, sentence in enumerate(sentences):
             try:
-                yield k, self.attend(sentence, opts, listed=listed)
+                yield k, self.attend(sentence, opts, listed=listed, keep=keep)
             except AttncliError as e:
                 yield k, e
 
