@@ -20,7 +20,6 @@ from attncli.errors import AttncliError, OptionError, finite, positive, whole
 
 if TYPE_CHECKING:
     from attncli.projections import Projections
-    from attncli.vectors import Embedded
 
 OOV_POLICIES = ("skip", "zero", "error")
 MASKS = ("none", "causal", "self")
@@ -72,6 +71,17 @@ class Options:
         if not isinstance(self.from_file, (tuple, list)) or not set(self.from_file) <= {"heads", "mask"}:
             raise OptionError(f"from_file must name some of 'heads' and 'mask', got {self.from_file!r}")
         keep("from_file", tuple(self.from_file))
+
+
+@dataclass
+class Embedded:
+    """A sentence's tokens that got a vector, their vectors, how each was found, and the
+    tokens that had none."""
+
+    tokens: list[str]
+    X: np.ndarray  # (T, d) float32
+    lookups: list[str]  # per token: "word", "subwords" (fastText n-grams) or "zero"
+    oov: list[str]
 
 
 @dataclass

@@ -135,7 +135,7 @@ def test_each_heads_effect_is_its_output_zeroed_and_the_model_run_on(name, what)
 def test_heads_run_in_batches_memory_holds_give_the_same_effects():
     """A layer's heads one at a time (a run's memory as large as the most a batch takes)
     against all at once: the same numbers."""
-    from attncli import contributions, mixing
+    from attncli import contributions
     from attncli.models.encoder import Trained
 
     model = models.load_model(TINY_LLAMA)

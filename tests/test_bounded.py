@@ -47,11 +47,12 @@ from attncli.documents import sentence as sentence_docs
 from attncli import encoder
 from attncli.words import encoder as word_encoder
 from attncli.models import files
-from attncli import vectors as vectors_module
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError
 from attncli.tokenize import iter_tokens
-from attncli.vectors import Embedded, Subwords, TooManyTokens, Vectors, Vocabulary, embed
+from attncli.encoder import Embedded
+from attncli.vectors import Subwords, Vectors, Vocabulary
+from attncli.words.encoder import TooManyTokens, embed
 from clirunner import CLEAN_ENV, fails, ok, one, run
 from helpers import assert_ranked_within_float32, collect, random_X
 
@@ -964,12 +965,12 @@ def random_sentence(vectors: Vectors, rng, n: int) -> list[str]:
     return [str(w) for w in rng.choice(pool, size=n)]
 
 
-@pytest.mark.parametrize("cached", [vectors_module.CACHED_TOKENS, 3, 0], ids=["cache", "small-cache", "no-cache"])
+@pytest.mark.parametrize("cached", [word_encoder.CACHED_TOKENS, 3, 0], ids=["cache", "small-cache", "no-cache"])
 @pytest.mark.parametrize("kind", ["glove", "glove-cased", "fasttext", "nan"])
 def test_embed_equals_the_per_token_path(monkeypatch, kind, cached):
     """X, tokens, lookups and oov, bit for bit, or the same error at the same token: for each
     policy, with and without a bound on the tokens kept, whether lookups are cached or not."""
-    monkeypatch.setattr(vectors_module, "CACHED_TOKENS", cached)
+    monkeypatch.setattr(word_encoder, "CACHED_TOKENS", cached)
     vectors = random_vectors(subwords=kind == "fasttext", cased=kind == "glove-cased", nan=kind == "nan")
     rng = np.random.default_rng(len(kind) + cached)
     seen = set()

@@ -67,11 +67,11 @@ def test_explain_says_it_too():
 
 def test_the_note_comes_before_the_work(monkeypatch):
     """The note is made before the sentence goes through attention, not after its document."""
-    from attncli import encoder
+    from attncli.documents import sentence as sentence_docs
 
     seen = []
-    attend = encoder.attend
-    monkeypatch.setattr(encoder, "attend", lambda *a, **kw: seen.append("attend") or attend(*a, **kw))
+    attend = sentence_docs.attend
+    monkeypatch.setattr(sentence_docs, "attend", lambda *a, **kw: seen.append("attend") or attend(*a, **kw))
     monkeypatch.setattr("attncli.cli.inputs.click.echo",
                         lambda message, err=False: seen.append("note") if message.startswith("attncli: note") else None)
     result = run("scores", sentence(400), "--json")

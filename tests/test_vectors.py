@@ -16,7 +16,8 @@ import pytest
 import attncli
 from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
-from attncli.vectors import Vectors, Vocabulary, embed, fnv1a, ngrams
+from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
+from attncli.words.encoder import embed
 from helpers import brute_nearest
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.

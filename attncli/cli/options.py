@@ -114,7 +114,7 @@ class Source:
         if self.model is None:
             return self.vectors()
         from attncli import models  # the model's code, and tokenizers within: the model extra's
-        from attncli.models.encoder import Trained
+        from attncli.models.encoder import Trained  # as models
 
         try:
             model = models.load_model(self.model, self.revision, check=self.takes)

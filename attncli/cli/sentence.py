@@ -237,7 +237,7 @@ def heads(sentence, ablate, source, opts, out):
     sentences = read_sentences(sentence)
     vectors = source.load()
     layer, head = source.layer, source.head  # with --model
-    layers = 1 if layer or not source.model else vectors.model.config.layers
+    layers = 1 if layer else vectors.layers
     note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else vectors.heads(opts))}, out,
                     "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from attncli import attention, limits
 from attncli.encoder import Options
 from attncli.errors import InputError
-from attncli.vectors import TooManyTokens, Vectors
-from attncli.words.encoder import ALONE
+from attncli.vectors import Vectors
+from attncli.words.encoder import ALONE, TooManyTokens
 
 
 # The longest document scored without --window. Its T x T scores, T^2 = 1.6e11 cells, take

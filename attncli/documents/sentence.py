@@ -14,7 +14,7 @@ import numpy as np
 from attncli import attention
 from attncli.documents.merged import merge_words, word_groups
 from attncli.encoder import Attention, Encoder, Options, attend
-from attncli.vectors import Embedded
+from attncli.encoder import Embedded
 
 
 def common(command: str, sentence: str, source: Encoder, att: Attention, opts: Options) -> dict:

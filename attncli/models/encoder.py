@@ -10,12 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, contributions, limits, ranking
-from attncli.encoder import Attention, Options, cell_bytes
+from attncli.encoder import Attention, Embedded, Options, cell_bytes
 from attncli.errors import AttncliError, InputError, ModelError, OptionError
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
 from attncli.projections import Projections
-from attncli.vectors import Embedded
 
 def mask_keys(mask: np.ndarray) -> dict:
     """What a document says of a model's mask (T, T), True where piece i may not attend to
