@@ -3,9 +3,10 @@
 `resolve` turns a SOURCE into a local regular file (a path, or a gensim-data name already
 downloaded); `detect` tells its format from its content, never from its name alone; `read`
 loads it with gensim into Vectors, except a text file of plain decimals, which numpy parses
-to the very words and float32 values gensim's reader gives (_read_plain_text). gensim is
+to the very words and float32 values gensim's reader gives (plaintext.py). gensim is
 imported only here, and only when a file must be read by it: a cached or bundled load
-never needs it.
+never needs it. A file's bytes reach gensim through a thread that counts and bounds its
+lines (feed.py).
 
 gensim raises bare ValueError or EOFError for most broken files, allocates whatever a header
 claims, and silently stops at a header's word count; the checks here name the file, the
@@ -14,17 +15,14 @@ line or the word, and what to do.
 
 from __future__ import annotations
 
-import bz2
 import codecs
 import contextlib
-import gzip
 import json
 import logging
 import os
 import stat
 import struct
 import sys
-import threading
 import warnings
 import zlib
 from collections.abc import Callable
@@ -33,93 +31,25 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import workers
-from attncli.errors import AttncliError, VectorsError, WorkerLost
+from attncli.errors import AttncliError, VectorsError
+from attncli.feed import (CHUNK, FIRST_LINE_MOST, UNICODE_ERRORS, WORD_MOST, Feed, Lines, LongLine, Progress, Ticker,
+                          decompressed, line_most)
+from attncli.plaintext import read_plain_text
 from attncli.reading import read_file
 from attncli.home import expand, home, no_home
 from attncli.vectors import Subwords, Vectors, Vocabulary
 from attncli.visible import count
 
-Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
 Warn = Callable[[str], None]
 
 FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")  # Facebook's .bin models start with it
 VECTOR_SUFFIXES = (".txt", ".vec", ".bin", ".gz", ".bz2", ".kv", ".model", ".w2v", ".glove")
-UNICODE_ERRORS = "replace"  # a word that is not valid UTF-8 keeps its place, its bad bytes shown as U+FFFD
-CHUNK = 1 << 16
-# The longest word a vectors file may hold, and with it the longest line: a word, then d
-# values of at most 64 bytes each ("-1.2345678901234567e-308" is 24). Past it a file is
-# refused at once, naming the line: a line of hundreds of megabytes (a file that is not
-# vectors, or a damaged one) would otherwise be gathered whole, by gensim and here.
-WORD_MOST = 1 << 20
-VALUE_MOST = 64
-# Line 1 of a GloVe file gives the dimension, so its bound cannot come from it: 4 MiB holds
-# a word and 49,152 values of 64 bytes.
-FIRST_LINE_MOST = 4 << 20
 
 
-def line_most(dim: int) -> int:
-    """The longest line a text vectors file of dimension `dim` may hold."""
-    return VALUE_MOST * dim + WORD_MOST
-
-
-class _LongLine(Exception):
-    """A line longer than its bound: (line number, bound)."""
-
-    def __init__(self, number: int, most: int):
-        super().__init__(number, most)
-        self.number, self.most = number, most
-
-
-def _long_line(path: Path, e: _LongLine, dim: int | None) -> VectorsError:
+def _long_line(path: Path, e: LongLine, dim: int | None) -> VectorsError:
     values = f"a word and {dim:,} values" if dim else "the line that gives a GloVe file's dimension"
     return VectorsError(f"{path}: line {e.number:,} is longer than {e.most:,} bytes, more than {values} can take "
                         "(64 bytes a value, 1 MB for the word); it is not a vectors file, or it is damaged")
-
-
-class _Lines:
-    """The lines of a stream given a chunk at a time, numbered from 1 (blank ones too) and
-    each refused past `most` bytes as soon as it grows beyond them, however long it goes on:
-    a line is gathered only once it ends, so a long one costs no repeated copying."""
-
-    def __init__(self, most: int):
-        self.most = most
-        self.number = 0  # lines ended so far
-        self._parts: list[bytes] = []  # the line still open
-        self._size = 0
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines `chunk` ends (without their newline); _LongLine past the bound."""
-        pieces = chunk.split(b"\n")
-        if len(pieces) == 1:
-            self._parts.append(chunk)
-            self._size += len(chunk)
-            if self._size > self.most:
-                raise _LongLine(self.number + 1, self.most)
-            return []
-        lines = [b"".join(self._parts) + pieces[0], *pieces[1:-1]]
-        for k, line in enumerate(lines):
-            if len(line) > self.most:
-                raise _LongLine(self.number + k + 1, self.most)
-        self.number += len(lines)
-        self._parts, self._size = [pieces[-1]], len(pieces[-1])
-        if self._size > self.most:
-            raise _LongLine(self.number + 1, self.most)
-        return lines
-
-    def end(self) -> bytes:
-        """The last line, which no newline ended (b"" when the stream ended with one)."""
-        return b"".join(self._parts)
-
-    def iterate(self, stream):
-        """(number, line) for every line of a binary stream, read a chunk at a time."""
-        while chunk := stream.read(CHUNK):
-            lines = self.feed(chunk)
-            first = self.number - len(lines) + 1
-            yield from enumerate(lines, start=first)
-        last = self.end()
-        if last:
-            yield self.number + 1, last
 
 
 @dataclass
@@ -234,14 +164,6 @@ def _read_error(path: Path, compression: str | None, e: BaseException) -> Vector
     return VectorsError(f"{path}: the {compression} data is corrupt: {e}")
 
 
-def _decompressed(raw, compression: str | None):
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if compression == "bz2":
-        return bz2.BZ2File(raw, mode="rb")
-    return raw
-
-
 def _is_text(chunk: bytes, dim: int) -> bool:
     """Whether what follows a word2vec header is text lines rather than packed float32.
 
@@ -276,7 +198,7 @@ def detect(source: Source) -> Format:
         head = raw.read(4)
     compression = "gzip" if head[:2] == b"\x1f\x8b" else "bz2" if head[:3] == b"BZh" else None
     try:
-        with open(path, "rb") as raw, _decompressed(raw, compression) as f:
+        with open(path, "rb") as raw, decompressed(raw, compression) as f:
             first = f.readline(FIRST_LINE_MOST + 1)
             rest = f.read(CHUNK)
     except (OSError, EOFError, zlib.error) as e:
@@ -284,7 +206,7 @@ def detect(source: Source) -> Format:
     if not first:
         raise VectorsError(f"{path}: is empty, not a word vectors file")
     if len(first) > FIRST_LINE_MOST and first[:4] != FASTTEXT_MAGIC and first[:1] != b"\x80":
-        raise _long_line(path, _LongLine(1, FIRST_LINE_MOST), None)
+        raise _long_line(path, LongLine(1, FIRST_LINE_MOST), None)
     if first[:1] == b"\x80" and first[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return Format("pickle", compression)
     if first[:4] == FASTTEXT_MAGIC:
@@ -326,7 +248,7 @@ def _quiet():
 
 def read(source: Source, fmt: Format, *, limit: int | None = None, trust_pickle: bool = False,
          progress: Progress | None = None, warn: Warn | None = None) -> Vectors:
-    """Load a source (through gensim, or _read_plain_text) and check what gensim does not."""
+    """Load a source (through gensim, or read_plain_text) and check what gensim does not."""
     warn = warn or (lambda message: None)
     with _quiet():
         return _read(source, fmt, limit, trust_pickle, progress, warn)
@@ -423,7 +345,7 @@ def _read_fasttext(source: Source, limit: int | None, progress: Progress | None)
     _check_fasttext_size(source)
     fd = os.open(source.path, os.O_RDONLY)
     try:
-        with _Ticker(lambda: os.lseek(fd, 0, os.SEEK_CUR), source.stat.st_size, progress):
+        with Ticker(lambda: os.lseek(fd, 0, os.SEEK_CUR), source.stat.st_size, progress):
             kv = load_facebook_vectors(fd)
     except Exception as e:  # noqa: BLE001: gensim's binary reader raises anything on a damaged model
         raise VectorsError(f"{source.path}: not a valid fastText .bin model: {type(e).__name__}: {e}") from e
@@ -508,7 +430,7 @@ def _words_held(source: Source, fmt: Format) -> int:
     smallest record (binary)."""
     lines = size = 0
     try:
-        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
+        with open(source.path, "rb") as raw, decompressed(raw, fmt.compression) as f:
             while chunk := f.read(CHUNK):
                 lines += chunk.count(b"\n")
                 size += len(chunk)
@@ -523,17 +445,17 @@ def _glove_size(source: Source, fmt: Format, progress: Progress | None) -> tuple
     gives (line 1 itself to FIRST_LINE_MOST)."""
     count = dim = 0
     size = source.stat.st_size
-    lines = _Lines(FIRST_LINE_MOST)
+    lines = Lines(FIRST_LINE_MOST)
     try:
-        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
-                _Ticker(lambda: raw.tell(), 2 * size, progress, final=size):
+        with open(source.path, "rb") as raw, decompressed(raw, fmt.compression) as f, \
+                Ticker(lambda: raw.tell(), 2 * size, progress, final=size):
             for _, line in lines.iterate(f):
                 if line.strip():
                     count += 1
                     if not dim:
                         dim = len(line.rstrip().split(b" ")) - 1
                         lines.most = line_most(dim)
-    except _LongLine as e:
+    except LongLine as e:
         raise _long_line(source.path, e, dim) from None
     return count, dim
 
@@ -549,8 +471,8 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
         done_before = size  # the second half of the progress bar
     _check_header(source, fmt, limit)
     binary = fmt.kind == "word2vec-binary"
-    plain = None if binary else _read_plain_text(source, fmt, limit, lambda done: done_before + done,
-                                                 done_before + size, progress)
+    plain = None if binary else read_plain_text(source, fmt, limit, lambda done: done_before + done,
+                                                done_before + size, progress)
     if plain is not None:
         words, matrix = plain
     else:
@@ -563,159 +485,18 @@ def _read_word2vec(source: Source, fmt: Format, limit: int | None, progress: Pro
     return words, matrix, None
 
 
-# What a plain text vectors file's numbers are made of: digits, a point, signs, exponents.
-PLAIN = b"0123456789.+-eE "
-BLOCK = 1 << 20  # bytes of text parsed at a time (about 6 MB in flight): only the matrix grows with the file
-
-
-def _read_plain_text(source: Source, fmt: Format, limit: int | None, done: Callable[[int], int], total: int,
-                     progress: Progress | None) -> tuple[list[str], np.ndarray] | None:
-    """The words and float32 matrix of a text file (word2vec text, fastText .vec, GloVe,
-    compressed or not) in which every line is a word, a space, and fmt.dim decimal numbers
-    between single spaces, exactly as gensim's load_word2vec_format reads them: the first
-    vector of a repeated word, a word's bad bytes as U+FFFD, each number parsed to the
-    nearest double and that rounded to float32, as gensim's np.float32(text) does; None for
-    any other file, which gensim then reads, with today's errors.
-
-    gensim parses a number at a time in Python (94 s for 400,000 x 300); here numpy parses a
-    block of text at once (np.fromstring, the same correctly rounded strtod as Python's
-    float), in worker processes too for a large file (np.fromstring holds the GIL). It stops
-    early at what it cannot read, with a warning (an error here), and its separator " "
-    would take runs of spaces as one: so each line's spaces are counted, the block holds
-    only PLAIN bytes and no two spaces together, and the count of numbers read must be the
-    count of tokens, one number a token."""
-    wanted = min(fmt.count, limit) if limit else fmt.count
-    try:
-        matrix = np.empty((wanted, fmt.dim), dtype=np.float32)  # (V, d): the header was checked against memory
-    except (ValueError, MemoryError):  # a shape numpy refuses (0 words of 2^63 values), or no room
-        return None  # gensim's path says which
-    try:
-        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f, \
-                _Ticker(lambda: done(raw.tell()), total, progress):
-            blocks = _plain_blocks(f, fmt.dim, wanted, fmt.kind == "word2vec-text", limit is None, line_most(fmt.dim))
-            return _assemble(blocks, matrix, _parsers(source.stat.st_size))
-    except (_NotPlain, OSError, EOFError, zlib.error):
-        return None  # gensim reads it again, and says what is wrong
-    except WorkerLost as e:  # read again, it would meet the same end
-        raise VectorsError(f"{source.path}: its numbers were not all parsed, so nothing was loaded: {e}") from None
-
-
-class _NotPlain(Exception):
-    """A file _read_plain_text leaves to gensim."""
-
-
-PARALLEL = 64 << 20  # bytes of a file from which worker processes parse its numbers
-
-
-def _parsers(size: int) -> int:
-    """Processes to parse a file's numbers: one a core (at most four) for a large file, none
-    (this one) for a small one, or where this process is itself a worker (of batch, of Dask)."""
-    import multiprocessing
-
-    if size < PARALLEL or multiprocessing.parent_process() is not None:
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(cores, 4)  # past about four, this process's splitting of the lines is the limit
-
-
-def _plain_blocks(f, dim: int, wanted: int, header: bool, whole: bool, most: int):
-    """(words as bytes, their numbers' text) of each block of lines; _NotPlain at a line
-    that is not a word and `dim` plain numbers, and past `wanted` lines when `whole`."""
-    lines_read, carry, rest = 0, b"", []
-    while lines_read < wanted:
-        block = f.read(BLOCK)
-        lines = (carry + block).split(b"\n")
-        carry = lines.pop() if block else b""  # a line the next block ends; at the end, the last line is one
-        if len(carry) > most:
-            raise _NotPlain
-        if header and lines:
-            lines, header = lines[1:], False  # "COUNT DIM", which detect has read
-        rest = lines[wanted - lines_read :]  # lines past the header's count
-        lines = [line.rstrip() for line in lines[: wanted - lines_read]]  # as gensim strips a line
-        if not lines:
-            if not block:
-                raise _NotPlain  # fewer lines than the header says
-            continue
-        if max(map(len, lines)) > most:
-            raise _NotPlain  # gensim's path names the line
-        split = [line.partition(b" ") for line in lines]  # (word, " ", numbers)
-        numbers = [part[2] for part in split]
-        if any(n.count(b" ") != dim - 1 for n in numbers):
-            raise _NotPlain
-        text = b" ".join(numbers)
-        if text.translate(None, PLAIN) or b"  " in text:
-            raise _NotPlain
-        yield [part[0] for part in split], text
-        lines_read += len(lines)
-    if whole and (rest or carry or f.read(1)):  # more than the header says: gensim's path says what
-        raise _NotPlain
-
-
-def _parse_numbers(block: tuple[bytes, int, int]) -> np.ndarray | None:
-    """A block's text of n x d numbers as float32 (n, d), each cast as gensim casts it;
-    None where it is not one number a token."""
-    text, n, d = block
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)  # numpy's "could not be read to its end"
-            values = np.fromstring(text, dtype=np.float64, sep=" ")  # (n * d,)
-    except (ValueError, DeprecationWarning):
-        return None
-    if values.size != n * d:
-        return None
-    with np.errstate(over="ignore"):  # beyond float32: infinity, as gensim's cast; the finite check names it
-        return values.reshape(n, d).astype(np.float32)  # (n, d)
-
-
-def _parser_start(job, worker: bool = False) -> None:
-    if worker:
-        workers.worker_signals()
-
-
-def _assemble(blocks, matrix: np.ndarray, jobs: int) -> tuple[list[str], np.ndarray]:
-    """The blocks' numbers parsed (by `jobs` processes, in order) into `matrix` (V, d), the
-    first row of each word kept."""
-    from collections import deque
-
-    d = matrix.shape[1]
-    words: dict[str, None] = {}  # the words kept, in order: a repeated one is not kept again
-    stash: deque = deque()  # the words of the blocks sent to be parsed, in order
-
-    def texts():
-        for block_words, text in blocks:
-            stash.append(block_words)
-            yield text, len(block_words), d
-
-    parsed = workers.in_order(_parse_numbers, texts(), _parser_start, None, jobs)
-    try:
-        for rows in parsed:
-            block_words = stash.popleft()
-            if rows is None:
-                raise _NotPlain
-            keep = []
-            for k, word in enumerate(block_words):
-                word = word.decode("utf-8", UNICODE_ERRORS)
-                if word not in words:
-                    words[word] = None
-                    keep.append(k)
-            matrix[len(words) - len(keep) : len(words)] = rows if len(keep) == len(rows) else rows[keep]
-    finally:
-        parsed.close()  # with workers: they end here, whatever happened
-    return list(words), matrix[: len(words)]
-
-
 def _read_through_gensim(source: Source, fmt: Format, limit: int | None, progress: Progress | None, prefix: bytes,
                          done_before: int, size: int) -> tuple[list[str], np.ndarray]:
     _import_gensim()
     from gensim.models import KeyedVectors
 
     binary = fmt.kind == "word2vec-binary"
-    feed = _Feed(source.path, fmt.compression, prefix, drain=not limit, dim=fmt.dim, binary=binary,
-                 header_line=fmt.kind == "word2vec-text")
+    feed = Feed(source.path, fmt.compression, prefix, drain=not limit, dim=fmt.dim, binary=binary,
+                header_line=fmt.kind == "word2vec-text")
     feed.start()
     try:
         # a value beyond float32 becomes infinity as gensim casts it, named by word below (_quiet: not warned of)
-        with _Ticker(lambda: done_before + feed.position, done_before + size, progress):
+        with Ticker(lambda: done_before + feed.position, done_before + size, progress):
             kv = KeyedVectors.load_word2vec_format(feed.read_fd, binary=binary, limit=limit,
                                                    unicode_errors=UNICODE_ERRORS)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError, MemoryError) as e:
@@ -738,21 +519,21 @@ def _read_through_gensim(source: Source, fmt: Format, limit: int | None, progres
     return words, matrix
 
 
-def _too_long(source: Source, fmt: Format, feed: _Feed) -> VectorsError:
-    if isinstance(feed.too_long, _LongLine):
+def _too_long(source: Source, fmt: Format, feed: Feed) -> VectorsError:
+    if isinstance(feed.too_long, LongLine):
         return _long_line(source.path, feed.too_long, fmt.dim)
     return VectorsError(f"{source.path}: from byte {feed.too_long:,} on, more than {4 * fmt.dim + 1 + WORD_MOST:,} "
                         f"bytes hold no space, so a word there is longer than {WORD_MOST:,} bytes (the space after "
                         "a word ends it); it is not a word2vec binary file, or it is damaged")
 
 
-def _wrong_length(source: Source, fmt: Format, feed: _Feed) -> str:
+def _wrong_length(source: Source, fmt: Format, feed: Feed) -> str:
     number, values = feed.bad_line
     said = "its header says" if fmt.kind == "word2vec-text" else "its first line has"
     return f"{source.path}: line {number:,} holds {values:,} values, but {said} {fmt.dim:,}"
 
 
-def _explain(source: Source, fmt: Format, feed: _Feed, e: Exception) -> str:
+def _explain(source: Source, fmt: Format, feed: Feed, e: Exception) -> str:
     if isinstance(e, EOFError):
         held = f", but the file holds {feed.lines - (fmt.kind == 'word2vec-text')}" if fmt.kind != "word2vec-binary" else ""
         return (f"{source.path}: ends before the {fmt.count:,} words its header promises{held}; "
@@ -769,18 +550,18 @@ def _first_bad_line(source: Source, fmt: Format) -> str:
     """", line N" for the first line that is not "word" and DIM numbers; gensim's own
     messages rarely say where."""
     try:
-        with open(source.path, "rb") as raw, _decompressed(raw, fmt.compression) as f:
-            for number, line in _Lines(line_most(fmt.dim)).iterate(f):
+        with open(source.path, "rb") as raw, decompressed(raw, fmt.compression) as f:
+            for number, line in Lines(line_most(fmt.dim)).iterate(f):
                 if number == 1 and fmt.kind == "word2vec-text":
                     continue
                 if _vector_line_size(line.rstrip(b"\r")) != fmt.dim:
                     return f", line {number}"
-    except _LongLine as e:
+    except LongLine as e:
         return f", line {e.number} (longer than {e.most:,} bytes)"
     return ""
 
 
-def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, words: list[str]) -> None:
+def _check_nothing_left(source: Source, fmt: Format, feed: Feed, words: list[str]) -> None:
     """gensim stops at the header's word count without a word about the rest of the file."""
     if fmt.kind == "word2vec-binary":
         # "COUNT DIM\n", then each word's bytes, a space and 4 bytes a value, and a newline
@@ -800,129 +581,3 @@ def _check_nothing_left(source: Source, fmt: Format, feed: _Feed, words: list[st
         if lines > fmt.count:
             raise VectorsError(f"{source.path}: its header says {fmt.count:,} words, but it holds {lines:,} "
                                "lines of vectors; its header is wrong")
-
-
-class _Feed(threading.Thread):
-    """Copies a file's decompressed content into a pipe that gensim reads by descriptor.
-
-    Through it attncli sees how far a load has got (progress), gives GloVe text the
-    header gensim's one-pass reader wants, decompresses by content rather than by name,
-    and counts the lines and bytes the file holds, which gensim does not check. It stops
-    at a line longer than line_most(dim) (text), or a word longer than WORD_MOST (binary:
-    a run of bytes without a space longer than a vector and such a word), so that gensim
-    never gathers one: `too_long` then says where.
-    """
-
-    def __init__(self, path: Path, compression: str | None, prefix: bytes, *, drain: bool, dim: int,
-                 binary: bool = False, header_line: bool = False):
-        super().__init__(daemon=True)
-        self.path, self.compression, self.prefix, self.drain = path, compression, prefix, drain
-        self.dim, self.binary, self.header_line = dim, binary, header_line
-        self.read_fd, self._write_fd = os.pipe()
-        self.position = 0  # bytes of the file read so far (compressed bytes, for .gz and .bz2)
-        self.bytes = 0  # decompressed bytes
-        self.head = b""  # the first decompressed chunk
-        self.lines = 0  # non-blank lines (text formats)
-        self.bad_line: tuple[int, int] | None = None  # (line number, values) of the first of the wrong length
-        self.too_long: _LongLine | int | None = None  # text: the line; binary: where a run without a space starts
-        self.error: Exception | None = None
-
-    def run(self) -> None:
-        sending = True
-        lines = None if self.binary else _Lines(line_most(self.dim))
-        run = 0  # binary: bytes since the last space
-        most_run = 4 * self.dim + 1 + WORD_MOST  # a vector, a newline, a word: between one record's space and the next
-        try:
-            with open(self.path, "rb") as raw, _decompressed(raw, self.compression) as stream:
-                sending = self._send(self.prefix)
-                while chunk := stream.read(CHUNK):
-                    self.position = raw.tell()
-                    self.head = self.head or chunk
-                    if lines is not None:
-                        first = lines.number + 1
-                        for number, line in enumerate(lines.feed(chunk), start=first):
-                            self._check(number, line)
-                    else:  # a chunk is far shorter than most_run: only a run across chunks can pass it
-                        space = chunk.find(b" ")
-                        if space >= 0 and run + space <= most_run:
-                            run = len(chunk) - chunk.rfind(b" ") - 1
-                        elif space >= 0 or run + len(chunk) > most_run:
-                            self.too_long = self.bytes - run  # where the run without a space starts
-                            break
-                        else:
-                            run += len(chunk)
-                    self.bytes += len(chunk)
-                    if sending:
-                        sending = self._send(chunk)
-                    if not sending and not self.drain:
-                        break
-                else:
-                    if lines is not None and lines.end():
-                        self._check(lines.number + 1, lines.end())
-        except _LongLine as e:
-            self.too_long = e
-        except (OSError, EOFError, zlib.error) as e:  # a corrupt .gz or .bz2
-            self.error = e
-        finally:
-            self._close_write()
-
-    def _check(self, number: int, line: bytes) -> None:
-        """Count a text line, and note it if it holds the wrong number of values (split as
-        gensim splits it: on single spaces, trailing white space stripped)."""
-        line = line.rstrip()
-        if not line:
-            return
-        self.lines += 1
-        values = line.count(b" ")
-        if values != self.dim and self.bad_line is None and not (number == 1 and self.header_line):
-            self.bad_line = (number, values)
-
-    def _send(self, data: bytes) -> bool:
-        """Write all of `data`; False once the reader has gone (gensim has what it needs)."""
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._write_fd, view):]
-        except BrokenPipeError:
-            self._close_write()
-            return False
-        return True
-
-    def _close_write(self) -> None:
-        if self._write_fd is not None:
-            os.close(self._write_fd)
-            self._write_fd = None
-
-    def finish(self) -> None:
-        """After gensim: close our end (a feed still writing gets BrokenPipeError) and wait."""
-        if self.read_fd is not None:
-            os.close(self.read_fd)
-            self.read_fd = None
-        self.join()
-
-
-class _Ticker:
-    """Calls progress(position(), total) every tenth of a second while a load runs, and
-    progress(final, total) at its end (final: total, unless a later pass follows)."""
-
-    def __init__(self, position: Callable[[], int], total: int, progress: Progress | None, final: int | None = None):
-        self.position, self.total, self.progress = position, total, progress
-        self.final = total if final is None else final
-        self._done = threading.Event()
-
-    def __enter__(self):
-        if self.progress:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._done.wait(0.1):
-            self.progress(self.position(), self.total)
-
-    def __exit__(self, *exc):
-        self._done.set()
-        if self.progress:
-            self._thread.join()
-            if exc[0] is None:
-                self.progress(self.final, self.total)

@@ -106,7 +106,7 @@ def test_a_second_load_in_another_process_does_not_import_gensim(cache, source):
                           "words": [v.vocab.word(i) for i in range(v.size)], "matrix": v.matrix.tolist()}}))
     """
     first = json.loads(python(code, cache).stdout)
-    assert first["gensim"] is False  # a plain text file is read without gensim (sources._read_plain_text)
+    assert first["gensim"] is False  # a plain text file is read without gensim (plaintext.read_plain_text)
     second = json.loads(python(code, cache).stdout)
     assert second["gensim"] is False
     assert second["entry"] == first["entry"]

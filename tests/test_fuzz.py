@@ -58,7 +58,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import batch, projections, sources
+from attncli import batch, plaintext, projections, sources
 from attncli import entry as entry_module
 from attncli.cli import cli
 from attncli.cli.inputs import decode
@@ -542,7 +542,7 @@ def words_and_matrix(v: Vectors) -> tuple[list[str], np.ndarray]:
 
 
 def check_plain_text_is_gensims(target: str, path: Path) -> None:
-    """Where the fast reader of text files (sources._read_plain_text) takes a file, gensim's
+    """Where the fast reader of text files (plaintext.read_plain_text) takes a file, gensim's
     own reader takes it too and gives the same words and the same float32 bits."""
     try:
         source = sources.resolve(str(path))
@@ -556,7 +556,7 @@ def check_plain_text_is_gensims(target: str, path: Path) -> None:
         sources._check_header(source, fmt, None)
     except AttncliError:
         return
-    plain = sources._read_plain_text(source, fmt, None, lambda done: done, 1, None)
+    plain = plaintext.read_plain_text(source, fmt, None, lambda done: done, 1, None)
     if plain is None:
         NOTES[target]["note: a text file left to gensim"] += 1
         return

@@ -594,7 +594,7 @@ def test_a_worker_killed_mid_stats_is_an_error_and_no_statistics(tmp_path):
 
 
 def test_a_worker_killed_while_it_parses_a_vectors_file_loads_nothing(tmp_path):
-    """A plain text file of 64 MB or more has its numbers parsed by workers (sources.PARALLEL)."""
+    """A plain text file of 64 MB or more has its numbers parsed by workers (plaintext.PARALLEL)."""
     numbers = " ".join(["0.1234"] * 50)
     vectors = tmp_path / "big.txt"
     vectors.write_text("200000 50\n" + "".join(f"w{i} {numbers}\n" for i in range(200_000)))

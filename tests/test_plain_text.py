@@ -1,4 +1,4 @@
-"""The fast reader of text vectors files (sources._read_plain_text) against gensim's own
+"""The fast reader of text vectors files (plaintext.read_plain_text) against gensim's own
 load_word2vec_format: the same words, the same float32 bits, on the spellings of numbers
 and words a file may hold; and every file it cannot read exactly is left to gensim."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import sources
+from attncli import plaintext, sources
 from attncli.load import load_vectors
 
 gensim_models = pytest.importorskip("gensim.models")
@@ -71,7 +71,7 @@ def plain_reads(path: Path, limit: int | None):
     fmt = sources.detect(source)
     if fmt.kind == "glove":
         fmt.count, fmt.dim = sources._glove_size(source, fmt, None)
-    return sources._read_plain_text(source, fmt, limit, lambda done: done, 1, None)
+    return plaintext.read_plain_text(source, fmt, limit, lambda done: done, 1, None)
 
 
 WORDS = ["the", "Orange", "naïve", "東京", "a\tb", "x\udcff", "dup", "dup", "é\udcc3", "\u2028", "", "-1"]
@@ -106,21 +106,21 @@ def test_blocks_cut_anywhere_give_the_same(tmp_path, monkeypatch):
     path = write(tmp_path / "v.txt", lines, "202 5", None)
     want_words, want = gensim_reads(path, False, None)
     for block in (1, 7, 64, 1000):
-        monkeypatch.setattr(sources, "BLOCK", block)
+        monkeypatch.setattr(plaintext, "BLOCK", block)
         words, got = plain_reads(path, None)
         assert words == want_words and got.tobytes() == want.tobytes()
 
 
 def test_worker_processes_parse_to_the_same_bits(tmp_path, monkeypatch):
-    """A large file's numbers are parsed by a process a core (sources.PARALLEL): the blocks
+    """A large file's numbers are parsed by a process a core (plaintext.PARALLEL): the blocks
     come back in order, to the same words and bits; a bad line still leaves it to gensim."""
     rng = np.random.default_rng(2)
     lines = [" ".join([f"w{i % 150}", *spellings(rng, 9)]) for i in range(400)]  # repeated words across blocks
     path = write(tmp_path / "v.txt", lines, "400 9", "gzip")
     want_words, want = gensim_reads(path.rename(tmp_path / "v.txt.gz"), False, None)
-    monkeypatch.setattr(sources, "PARALLEL", 0)
-    monkeypatch.setattr(sources, "BLOCK", 3000)
-    assert sources._parsers(1) == min(len(os.sched_getaffinity(0)), 4)
+    monkeypatch.setattr(plaintext, "PARALLEL", 0)
+    monkeypatch.setattr(plaintext, "BLOCK", 3000)
+    assert plaintext._parsers(1) == min(len(os.sched_getaffinity(0)), 4)
     words, got = plain_reads(tmp_path / "v.txt.gz", None)
     assert words == want_words and got.tobytes() == want.tobytes()
     bad = write(tmp_path / "bad.txt", lines[:300] + ["w 1 2 nan 4 5 6 7 8 9"] + lines[300:399], "400 9", None)
@@ -162,7 +162,7 @@ def test_a_header_numpy_cannot_shape_is_left_to_gensim(tmp_path):
     path = write(tmp_path / "v.txt", ["the 1 2"], f"0 {2**63 - 1}", None)
     source = sources.resolve(str(path))
     fmt = sources.Format("word2vec-text", None, 0, 2**63 - 1)
-    assert sources._read_plain_text(source, fmt, None, lambda done: done, 1, None) is None
+    assert plaintext.read_plain_text(source, fmt, None, lambda done: done, 1, None) is None
 
 
 def test_the_load_gives_the_errors_it_gave(tmp_path):
