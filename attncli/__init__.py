@@ -22,7 +22,7 @@ __all__ = [
 # imports numpy and the rest; and a run of the commands never needs Page or show (a notebook's)
 _WHERE = {"Attention": "encoder", "Options": "encoder", "attend": "encoder", "context_doc": "documents.context",
           "scores_doc": "documents.sentence", "AttncliError": "errors", "InputError": "errors", "OptionError": "errors",
-          "TokenError": "errors", "VectorsError": "errors", "load_vectors": "load", "Vectors": "vectors",
+          "TokenError": "errors", "VectorsError": "errors", "load_vectors": "words.load", "Vectors": "words.vectors",
           "Page": "notebook", "show": "notebook"}
 
 

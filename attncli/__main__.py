@@ -6,7 +6,7 @@ can end cleanly on it, in one line and with its status, not with a traceback fro
 of an import. So this module, and the package's __init__ before it, import nothing else first.
 """
 
-from attncli import ending
+from attncli.system import ending
 
 
 def main() -> None:

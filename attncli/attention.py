@@ -32,7 +32,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from attncli import limits
+from attncli.system import limits
 from attncli.errors import AttncliError, OptionError, RangeError, finite, positive, whole
 from attncli.ranking import TIE, ranked
 

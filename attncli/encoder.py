@@ -19,7 +19,7 @@ import numpy as np
 from attncli.errors import AttncliError, OptionError, finite, positive, whole
 
 if TYPE_CHECKING:
-    from attncli.projections import Projections
+    from attncli.learning.projections import Projections
 
 OOV_POLICIES = ("skip", "zero", "error")
 MASKS = ("none", "causal", "self")

@@ -59,7 +59,7 @@ class Page:
             raise InputError(f"{path}: a page's file name ends in .html or .htm")
         if path.exists() and not _is_page(path):
             raise InputError(f"{path} exists and is not a page attncli wrote; give a new path")
-        from attncli.writing import write_whole  # the one writer of --html's pages too
+        from attncli.system.writing import write_whole  # the one writer of --html's pages too
 
         text = self.to_html().encode("utf-8")
         write_whole(path, lambda f: f.write(text))
@@ -104,11 +104,11 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
     default with a model: the model view and the head view), "scores" (the default over
     word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
     or "contributions" (with `method`). layer and head as --layer and --head."""
-    from attncli import mixing  # numpy and the math, with the first page
+    from attncli.mixing import documents as mixing  # numpy and the math, with the first page
     from attncli.documents.context import compare_doc, context_doc  # as mixing
     from attncli.documents.sentence import heads_doc, scores_doc  # as mixing
     from attncli.encoder import Options  # as mixing
-    from attncli.load import load_vectors  # the vectors' files and cache
+    from attncli.words.load import load_vectors  # the vectors' files and cache
 
     view = view or ("heads" if model else "scores")
     if view not in SHOWN:

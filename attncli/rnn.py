@@ -22,7 +22,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from attncli import limits
+from attncli.system import limits
 
 
 # The largest hidden size N, of --hidden or of a --weights file: its weights take 134 MB and

@@ -49,8 +49,8 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="attncli-bench-checksums-"))
     os.environ["ATTNCLI_CACHE_DIR"] = str(tmp / "cache")
-    from attncli import cache, entry
-    from attncli.vectors import Vectors, Vocabulary
+    from attncli.words import cache, entry
+    from attncli.words.vectors import Vectors, Vocabulary
 
     rng = np.random.default_rng(0)
     words = [f"w{i:07d}_{'x' * (i % 3)}{'ab'[i % 2]}" for i in range(args.words)]

@@ -130,7 +130,7 @@ def write_document_inputs(tmp: Path, tokens: int, dim: int, seed: int = 0) -> tu
 
 
 def write_sentences(path: Path, count: int, seed: int = 0) -> list[str]:
-    from attncli.tokenize import is_punctuation, tokenize
+    from attncli.words.tokenize import is_punctuation, tokenize
 
     pool = WORDS_FILE.read_text(encoding="utf-8").splitlines()[POOL[0] : POOL[1]]
     rng = np.random.default_rng(seed)
@@ -228,7 +228,7 @@ def prepare_document(args, tmp: Path) -> dict:
     # X exactly as scores --file builds it: the warm entry, the document embedded
     os.environ["ATTNCLI_CACHE_DIR"] = str(cache)
     from attncli.encoder import Options
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     vectors = load_vectors(str(vectors_path))
     X = np.ascontiguousarray(vectors.embed_sentence(document.read_text(), Options()).X)

@@ -79,7 +79,8 @@ def profile(model: str, corpus: list[str], precision: str) -> None:
     import cProfile
     import pstats
 
-    from attncli import faithfulness, models
+    from attncli import models
+    from attncli.mixing import faithfulness
     from attncli.models.encoder import Trained
 
     loaded = models.load_model(model)
@@ -101,7 +102,7 @@ def profile(model: str, corpus: list[str], precision: str) -> None:
         return sum(tt for (f, _, n), (_, _, tt, _, _) in stats.items() if n == name and f.endswith(file))
 
     parts = {
-        "leave-one-out's forward passes (mixing.erase)": cumulative("erase", "mixing.py"),
+        "leave-one-out's forward passes (mixing.erase)": cumulative("erase", "mixing/documents.py"),
         "value zeroing (each layer's rest, T times)": cumulative("value_zeroing", "contributions.py"),
         "the sentence's own pass, in parts (Trained.parts)": cumulative("parts", "encoder.py"),
         "every method's matrices (layer_matrices)": cumulative("layer_matrices", "contributions.py"),

@@ -165,7 +165,7 @@ def part_batch(count: int, rounds: int) -> None:
     the two paths' documents are apart."""
     import numpy as np
 
-    from attncli import batch
+    from attncli.corpus import batch
     from attncli.models.encoder import Trained
     from attncli.models import layers, load_model
 

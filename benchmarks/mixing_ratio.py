@@ -39,7 +39,8 @@ import numpy as np  # noqa: E402
 from kjv import sentences  # noqa: E402
 from startup import machine  # noqa: E402
 
-from attncli import contributions, mixing, models  # noqa: E402
+from attncli import models  # noqa: E402
+from attncli.mixing import contributions, documents as mixing  # noqa: E402
 from attncli.models.encoder import Trained  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -34,7 +34,7 @@ ATTNCLI = str(Path(PYTHON).with_name("attncli"))
 
 
 def write_corpus(path: Path, count: int, seed: int = 0) -> None:
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     vectors = load_vectors()
     words = [w for w in (vectors.vocab.word(i) for i in range(20_000)) if w.isalpha()]
@@ -63,7 +63,7 @@ def sonnets(path: Path, count: int) -> bool:
 
 def forward_share(corpus: Path) -> float:
     """The share of a MiniLM stats run's time (in this process) spent in bert.forward."""
-    from attncli import batch, survey
+    from attncli.corpus import batch, survey
     from attncli.models.encoder import Trained
     from attncli.models import load_model
 

@@ -106,8 +106,9 @@ def whole_runs(corpus: Path, runs: int, tmp: Path) -> dict:
 
 def step_passes(corpus: Path, repeats: int = 40) -> dict:
     """One default step's forward and backward pass, in this process: medians of `repeats`."""
-    from attncli import attention, learn, train
-    from attncli.load import load_vectors
+    from attncli import attention
+    from attncli.learning import learn, train
+    from attncli.words.load import load_vectors
 
     vectors, options = load_vectors(), train.TrainOptions()
     sentences = train.sentences_of(corpus.read_text(encoding="utf-8"), vectors)

@@ -5,7 +5,7 @@ two files have the same bytes.
     python benchmarks/train_threads.py --runs 5
 
 The corpus is the training guide's (docs/guide/training.md), gensim's lee_background.cor.
-Training holds the BLAS to attncli.train.BLAS_THREADS threads; each run here is a fresh
+Training holds the BLAS to attncli.learning.train.BLAS_THREADS threads; each run here is a fresh
 `attncli train` process with that set to 1 or 2 before the command starts, timed by the
 launcher of benchmarks/vectors.py. The runs take turns (1, 2, 1, 2, ...), one at a time, so
 that both counts meet the same load.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from vectors import PYTHON, child_env, log, machine, run  # noqa: E402: the launcher, one copy
 
 # the CLI, with training's BLAS threads set first
-TRAIN = "import sys, attncli.train as t; t.BLAS_THREADS = int(sys.argv.pop(1)); from attncli.cli import main; main()"
+TRAIN = "import sys, attncli.learning.train as t; t.BLAS_THREADS = int(sys.argv.pop(1)); from attncli.cli import main; main()"
 
 RUNS = {"the training guide's run (1,500 steps)": [], "150 steps": ["--steps", "150"]}
 

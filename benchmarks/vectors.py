@@ -59,7 +59,7 @@ print(json.dumps({"import": imported - start, "load": done - imported, "words": 
 # what attncli read into its cache entry, hashed as GENSIM_CHILD hashes gensim's
 ENTRY_CHILD = """
 import hashlib, json, sys, numpy
-from attncli.load import load_vectors
+from attncli.words.load import load_vectors
 v = load_vectors(sys.argv[1])
 digest = hashlib.sha256(memoryview(numpy.ascontiguousarray(v.matrix, dtype=numpy.float32)).cast("B"))
 digest.update("\\n".join(v.vocab.word(i) for i in range(v.size)).encode("utf-8", "surrogatepass"))

@@ -11,7 +11,7 @@ reading its parquet word index needs pyarrow. The text file is Stanford's releas
 100,000 rows are the 100,000 most frequent words. Values are the released float32
 numbers, unchanged.
 
-Writes, beside this script, an attncli vectors entry (see attncli/entry.py):
+Writes, beside this script, an attncli vectors entry (see attncli/words/entry.py):
     glove.6B.50d.100k.npy          (100000, 50) float32, C order, no pickle
     glove.6B.50d.100k.words.txt    one word a line, UTF-8, row i of the matrix is line i
     glove.6B.50d.100k.offsets.npy  where each word starts in words.txt
@@ -78,8 +78,8 @@ def main() -> None:
     source.add_argument("--glove", type=Path, help="glove.6B.50d.txt")
     args = parser.parse_args()
 
-    from attncli.entry import write_entry
-    from attncli.vectors import Vectors, Vocabulary
+    from attncli.words.entry import write_entry
+    from attncli.words.vectors import Vectors, Vocabulary
 
     words, matrix = from_wheel(args.wheel) if args.wheel else from_glove_text(args.glove)
     check(words, matrix)

@@ -135,7 +135,7 @@ def test_each_heads_effect_is_its_output_zeroed_and_the_model_run_on(name, what)
 def test_heads_run_in_batches_memory_holds_give_the_same_effects():
     """A layer's heads one at a time (a run's memory as large as the most a batch takes)
     against all at once: the same numbers."""
-    from attncli import contributions
+    from attncli.mixing import contributions
     from attncli.models.encoder import Trained
 
     model = models.load_model(TINY_LLAMA)
@@ -184,7 +184,7 @@ def test_ablate_needs_a_model():
     fails(run("heads", "the cat", "--ablate"), "--ablate", "needs --model", code=2)
     fails(run("heads", "the cat", "--ablate", "--qkv", "random", "--heads", "2"), "--ablate", "needs --model", code=2)
     from attncli import Options, load_vectors
-    from attncli.mixing import heads_doc
+    from attncli.mixing.documents import heads_doc
     from attncli.errors import OptionError
 
     with pytest.raises(OptionError, match="a trained model's heads"):
@@ -377,7 +377,7 @@ def test_stats_leaves_an_undefined_importance_out_of_its_mean(silent, tmp_path):
 def test_a_head_s_mean_importance_counts_only_the_sentences_that_gave_one():
     """Three sentences' effects on 1 x 2 heads, one undefined for head 1 and two for head 2:
     each head's mean and count over its own, by hand."""
-    from attncli import stats
+    from attncli.corpus import stats
 
     effects = [np.array([[0.5, np.nan]]), np.array([[np.nan, np.nan]]), np.array([[0.25, 0.125]])]
     seen = []

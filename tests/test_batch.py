@@ -1,5 +1,5 @@
-"""`attncli batch` (attncli/batch.py): input lines to results, in order, each a document or
-its error, in one process and in several (attncli/workers.py).
+"""`attncli batch` (attncli/corpus/batch.py): input lines to results, in order, each a document or
+its error, in one process and in several (attncli/corpus/workers.py).
 
 Every result is held against `scores` or `context` on the same line, through the CLI or the
 library, byte for byte where the workers write it; every bad line against its error, in its
@@ -17,8 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from attncli import limits, scores_doc
-from attncli import batch as batches
+from attncli import scores_doc
+from attncli.system import limits
+from attncli.corpus import batch as batches
 from clirunner import fails, ok, one, run
 from helpers import ENTRY_POINT, bundled_words, process_env
 
@@ -345,7 +346,7 @@ def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path)
     """A worker that fails to load must not end: its lines, and the run, would be lost with
     it. In a child process, so that a run that never ends is killed."""
     gone = tmp_path / "gone.txt"
-    script = ("import json, sys; from attncli import batch\n"
+    script = ("import json, sys; from attncli.corpus import batch\n"
               f"items = [(n, 'the cat', None) for n in range(1, 6)]\n"
               f"print(json.dumps(list(batch.run(items, batch.Job(source={str(gone)!r}), jobs=2))))\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -366,7 +367,7 @@ def test_workers_that_cannot_load_the_vectors_give_each_line_the_error(tmp_path)
 def test_in_order_with_workers_gives_each_answer_or_its_failure_in_order():
     """Workers of in_order answer in input order; a chunk whose answer cannot be pickled (a
     memoryview) is a failure raised in its turn, never a worker's traceback and a lost run."""
-    from attncli import workers
+    from attncli.corpus import workers
 
     assert list(workers.in_order(len, [b"a", b"bb", b"ccc", b"dddd", b""], max, 0, jobs=2)) == [1, 2, 3, 4, 0]
     results = workers.in_order(memoryview, [b"ab", b"cd"], max, 0, jobs=2)

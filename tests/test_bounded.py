@@ -40,7 +40,9 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from attncli import attention, limits, load_vectors, projections, reading, rnn
+from attncli import attention, load_vectors, rnn
+from attncli.learning import projections
+from attncli.system import limits, reading
 from attncli.documents import long as long_docs
 from attncli.words.encoder import WordEncoder
 from attncli.documents import sentence as sentence_docs
@@ -49,9 +51,9 @@ from attncli.words import encoder as word_encoder
 from attncli.models import files
 from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError
-from attncli.tokenize import iter_tokens
+from attncli.words.tokenize import iter_tokens
 from attncli.encoder import Embedded
-from attncli.vectors import Subwords, Vectors, Vocabulary
+from attncli.words.vectors import Subwords, Vectors, Vocabulary
 from attncli.words.encoder import TooManyTokens, embed
 from clirunner import CLEAN_ENV, fails, ok, one, run
 from helpers import assert_ranked_within_float32, collect, random_X

@@ -435,7 +435,7 @@ def test_contributions_page_shows_an_undefined_share_grey_with_a_dash_and_says_w
 
 
 def test_a_page_of_512_tokens_draws_and_answers_a_hover(tmp_path, open_page):
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     vectors = load_vectors()
     words = [w for w in (vectors.vocab.word(i) for i in range(100, 3000)) if w.isalpha()][:512]
@@ -567,7 +567,7 @@ def framed(kind: str):
 
     bank = ["I sat on the bank of the river", "The bank raised interest rates", "A bank of snow"]
     if kind.startswith("contributions, two methods"):
-        from attncli import mixing
+        from attncli.mixing import documents as mixing
 
         sentence, methods = ("cat", ("value-zeroing", "raw")) if "undefined" in kind else (ORANGE, ("raw", "norm"))
         vectors = attncli.load_vectors()

@@ -1,4 +1,4 @@
-"""The vectors cache (attncli.cache, attncli.load) and the `attncli vectors` commands.
+"""The vectors cache (attncli.words.cache, attncli.words.load) and the `attncli vectors` commands.
 
 Each test has its own ATTNCLI_CACHE_DIR. A cached load must give the numbers of the source,
 never import gensim, notice a changed source and a damaged entry, survive a cache dir it
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import cache as cache_module
-from attncli import entry as entry_module
+from attncli.words import cache as cache_module
+from attncli.words import entry as entry_module
 from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
 from helpers import NINE_WORDS, matrix, temporaries, write_text
@@ -124,7 +124,7 @@ def test_the_bundled_vectors_never_import_gensim(cache):
             rc1 = cli.main(["vectors", "info", "--json"], standalone_mode=False)
             rc2 = cli.main(["scores", "the earth is like an orange", "--json"], standalone_mode=False)
         docs = [json.loads(line) for line in out.getvalue().splitlines()]
-        print(json.dumps({"gensim": "gensim" in sys.modules, "sources": "attncli.sources" in sys.modules,
+        print(json.dumps({"gensim": "gensim" in sys.modules, "sources": "attncli.words.sources" in sys.modules,
                           "rc": [rc1, rc2], "size": v.size, "info": docs[0], "tokens": docs[1]["tokens"]}))
     """
     got = json.loads(python(code, cache).stdout)

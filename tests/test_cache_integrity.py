@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import cache as cache_module
-from attncli import entry as entry_module
+from attncli.words import cache as cache_module
+from attncli.words import entry as entry_module
 from attncli import load_vectors
 from attncli.errors import VectorsError
 from clirunner import fails, ok, one, one_warning, run, words_of
@@ -130,7 +130,7 @@ def killed_run(cache: Path, path: Path) -> Path:
     matrix written): its lock let go, as a kill lets it go."""
     code = f"""
         import os, numpy as np, attncli
-        from attncli import cache
+        from attncli.words import cache
         def killed(prefix, vectors, meta, **kw):
             np.save(f"{{prefix}}.npy", np.asarray(vectors.matrix))
             os._exit(9)
@@ -325,8 +325,9 @@ def test_a_temporary_folder_being_written_is_kept(cache, source):
 KILLED_AT_EACH_STEP = """
     import fcntl, json, os, signal, sys
     from pathlib import Path
-    from attncli import cache, ending, entry
-    from attncli.load import load_vectors
+    from attncli.system import ending
+    from attncli.words import cache, entry
+    from attncli.words.load import load_vectors
 
     source, sig, user = sys.argv[1], getattr(signal, sys.argv[2]), Path(sys.argv[3])
     root = cache.cache_dir()
@@ -981,7 +982,7 @@ def test_a_write_that_runs_out_of_descriptors_leaves_nothing(cache, source, wher
     path, M = source
     code = f"""
         import json, os, tempfile, attncli
-        from attncli import entry
+        from attncli.words import entry
         held = []
         def exhaust():
             while True:
@@ -1035,7 +1036,7 @@ def test_a_read_error_of_the_machine_is_no_damage(cache, source, monkeypatch, co
 
     def failing(p, what):
         if str(p).endswith("vectors.offsets.npy"):
-            from attncli.limits import ResourceError
+            from attncli.system.limits import ResourceError
             raise ResourceError(f"{p}: cannot be read: {os.strerror(code)}")
         return real(p, what)
 
@@ -1401,7 +1402,7 @@ def test_an_entry_that_cannot_be_read_now_is_reported_and_left(cache, source, mo
 
     def refused(p, what):
         if str(p).endswith("vectors.npy"):
-            from attncli.limits import ResourceError
+            from attncli.system.limits import ResourceError
             raise ResourceError(f"{p}: cannot be read: {os.strerror(errno.EACCES)}")
         return real(p, what)
 

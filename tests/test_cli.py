@@ -2,7 +2,7 @@
 processes (the installed entry point, python -m attncli, a reader that closes the pipe early).
 
 Every number is checked against an independent float64 computation from the vectors that
-attncli.vectors.load_vectors() returns, or against a hand-computed softmax on a word2vec
+attncli.words.vectors.load_vectors() returns, or against a hand-computed softmax on a word2vec
 file of six words written here; every error against its exit status and its one-line message.
 """
 

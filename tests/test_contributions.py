@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import attention, contributions as C, models
+from attncli import attention, models
+from attncli.mixing import contributions as C
 from attncli.models import bert, gpt2, layers, llama
 
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")

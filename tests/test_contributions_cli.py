@@ -20,7 +20,7 @@ import pytest
 
 import manual
 
-from attncli import contributions, mixing
+from attncli.mixing import contributions, documents as mixing
 from attncli.encoder import Options, attend
 from attncli.models.encoder import Trained
 from clirunner import fails, ok, one, run

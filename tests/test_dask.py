@@ -197,7 +197,7 @@ def test_a_copy_of_another_file_kept_at_the_same_size_and_time_is_refused(cluste
 @pytest.fixture
 def recorded(tmp_path):
     """A vectors file and a batch.Job whose files the client recorded as they are now."""
-    from attncli import batch, survey
+    from attncli.corpus import batch, survey
 
     path = vectors_file(tmp_path / "v.txt", seed=0)
     return path, batch.for_workers(batch.Job(source=str(path)))
@@ -205,7 +205,7 @@ def recorded(tmp_path):
 
 def _refused(job, cluster) -> str:
     """Both Dask paths' error for `job`, which must be the same; never a result first."""
-    from attncli import cluster as cluster_module, survey
+    from attncli.corpus import cluster as cluster_module, survey
     from attncli.errors import InputError
 
     said = []
@@ -245,7 +245,7 @@ def test_a_file_removed_after_the_client_recorded_it_is_refused(cluster, recorde
 
 
 def test_the_job_holds_absolute_paths_and_their_identities(tmp_path, monkeypatch):
-    from attncli import batch, survey
+    from attncli.corpus import batch, survey
     from attncli.encoder import Options
 
     make_files(tmp_path, seed=0)
@@ -423,7 +423,7 @@ def test_a_workers_address_is_not_the_schedulers(cluster, tmp_path):
 
 
 def test_a_scheduler_without_workers_is_an_error_not_a_wait():
-    from attncli import cluster as cluster_module
+    from attncli.corpus import cluster as cluster_module
     from attncli.errors import InputError
 
     with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address="127.0.0.1:0",
@@ -439,7 +439,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_wait():
 def test_a_cluster_left_with_no_worker_ends_the_run(monkeypatch, ordered):
     """Every worker gone mid-run: Dask would wait for a new one for ever; the run ends once
     the cluster has had none for cluster.WORKERLESS seconds, in one line."""
-    from attncli import batch, cluster as cluster_module, survey
+    from attncli.corpus import batch, cluster as cluster_module, survey
     from attncli.errors import InputError
 
     monkeypatch.setattr(cluster_module, "WORKERLESS", 2.0)

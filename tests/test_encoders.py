@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import limits, models
+from attncli import models
+from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import bert, distilbert, tokenizer
 

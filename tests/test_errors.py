@@ -65,7 +65,7 @@ def make_files(folder: Path) -> None:
     np.savez(folder / "nanproj.npz", W_query=np.full((50, 4), np.nan), W_key=ones, W_value=ones)
     np.savez(folder / "objproj.npz", W_query=np.array([None] * 4, dtype=object), W_key=ones, W_value=ones)
     # as attncli train writes them: its record beside the weights, then one edited by hand
-    from attncli.train import record_array
+    from attncli.learning.train import record_array
 
     square = {w: np.eye(50) for w in ("W_query", "W_key", "W_value")}
     np.savez(folder / "trained.npz", **square, train=record_array({"options": {"heads": 2, "objective": "hide"}}))

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("textual", reason="the explore extra: pip install '.[explore]'")
 from attncli.documents.sentence import scores_doc  # noqa: E402
 from attncli.encoder import Options  # noqa: E402
-from attncli.load import load_vectors  # noqa: E402
+from attncli.words.load import load_vectors  # noqa: E402
 import ptys  # noqa: E402
 from clirunner import fails, run  # noqa: E402
 

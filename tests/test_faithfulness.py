@@ -47,7 +47,8 @@ def records(result, stderr="") -> list[dict]:
 def direct(model: str, lines: list[str], seed: int = 0) -> tuple[dict, int]:
     """mixing.agreement of every line that holds something, here: {method: {"layers": (N, L),
     "rolled": (N,)}}, and the layers."""
-    from attncli import mixing, models
+    from attncli import models
+    from attncli.mixing import documents as mixing
     from attncli.models.encoder import Trained
 
     loaded = models.load_model(model)
@@ -92,7 +93,7 @@ def test_each_mean_is_the_mean_of_the_sentences_agreement(corpus, name):
 
 
 def test_the_interval_is_the_bootstrap_of_the_sentences_rhos_and_its_seed_gives_it(corpus):
-    from attncli import contributions
+    from attncli.mixing import contributions
 
     docs = records(run("faithfulness", corpus, "--model", GPT2, "--json"))
     agreed, _ = direct(GPT2, LINES)
@@ -132,7 +133,7 @@ def test_float32_gives_the_agreement_computed_in_float32_and_says_so(corpus):
 def test_an_attribution_holding_an_undefined_share_is_left_out_of_its_column_not_ranked():
     """A row that cannot be shared out (NaN) makes the mean row unknown: that sentence's rho
     is undefined and counted so, never a rank of the other rows nor of a 0."""
-    from attncli import contributions, faithfulness, mixing
+    from attncli.mixing import contributions, faithfulness, documents as mixing
 
     M = np.array([[0.5, 0.5, 0.0], [np.nan] * 3, [0.2, 0.3, 0.5]])
     loo = np.array([0.1, 0.3, 0.2])
@@ -144,7 +145,7 @@ def test_an_attribution_holding_an_undefined_share_is_left_out_of_its_column_not
 
 
 def test_bootstrap_resamples_drawn_in_blocks_are_those_drawn_at_once(monkeypatch):
-    from attncli import contributions
+    from attncli.mixing import contributions
 
     values = np.random.default_rng(2).normal(size=1001)
     values[::9] = np.nan
@@ -154,7 +155,7 @@ def test_bootstrap_resamples_drawn_in_blocks_are_those_drawn_at_once(monkeypatch
 
 
 def test_two_jobs_and_any_chunking_give_the_same_json(tmp_path, monkeypatch):
-    from attncli import faithfulness
+    from attncli.mixing import faithfulness
 
     path = tmp_path / "more.txt"
     path.write_text("\n".join(MORE) + "\n", encoding="utf-8")
@@ -167,7 +168,9 @@ def test_two_jobs_and_any_chunking_give_the_same_json(tmp_path, monkeypatch):
 
 
 def test_partials_merged_in_any_order_give_one_summary(tmp_path):
-    from attncli import batch, faithfulness, models, survey
+    from attncli import models
+    from attncli.corpus import batch, survey
+    from attncli.mixing import faithfulness
     from attncli.models.encoder import Trained
 
     loaded = models.load_model(GPT2)

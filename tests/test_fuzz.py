@@ -58,14 +58,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli import batch, plaintext, projections, sources
-from attncli import entry as entry_module
+from attncli.corpus import batch
+from attncli.learning import projections
+from attncli.words import plaintext, sources
+from attncli.words import entry as entry_module
 from attncli.cli import cli
 from attncli.cli.inputs import decode
 from attncli.errors import AttncliError, InputError, VectorsError
-from attncli.load import load_vectors
-from attncli.tokenize import tokenize
-from attncli.vectors import Vectors
+from attncli.words.load import load_vectors
+from attncli.words.tokenize import tokenize
+from attncli.words.vectors import Vectors
 
 # gensim's own numeric warnings on nonsense headers, and zipfile's on duplicate member names,
 # are not part of the contract
@@ -487,7 +489,7 @@ def random_vector_files(draw):
 
 
 def _refused_by_fasttext_size_check(data: bytes) -> bool:
-    from attncli import sources
+    from attncli.words import sources
 
     check = getattr(sources, "_check_fasttext_size", None)
     if check is None:

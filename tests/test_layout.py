@@ -32,7 +32,7 @@ def imports() -> dict[str, set[str]]:
                 base = node.module or ""
                 if node.level:  # relative: from the package, one level up a dot
                     base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
-                # from attncli import limits names the module attncli.limits; from attncli.x import f, attncli.x
+                # from attncli.system import limits names the module attncli.system.limits; from attncli.x import f, attncli.x
                 found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names}
         graph[name] = {m for m in found if m in files and m != name}
     return graph
@@ -63,8 +63,8 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read():
     graph = imports()
-    assert "attncli.workers" in graph["attncli.batch"] and "attncli.workers" in graph["attncli.plaintext"]
-    assert "attncli.sources" in graph["attncli.load"]  # an import inside a function counts
+    assert "attncli.corpus.workers" in graph["attncli.corpus.batch"] and "attncli.corpus.workers" in graph["attncli.words.plaintext"]
+    assert "attncli.words.sources" in graph["attncli.words.load"]  # an import inside a function counts
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b"}, "b": set()}) is None
 
@@ -106,7 +106,7 @@ def test_the_views_import_only_what_a_view_needs():
     graph = imports()
     views = {name for name in graph if name.split(".")[:2] == ["attncli", "views"]}
     assert views == set(VIEW_MODULES)
-    assert reached(graph, views) - views == {"attncli.visible", "attncli.limits", "attncli.errors", "attncli.ranking"}
+    assert reached(graph, views) - views == {"attncli.visible", "attncli.system.limits", "attncli.errors", "attncli.ranking"}
 
 
 def test_every_view_a_command_names_is_drawn_by_its_module():
@@ -132,7 +132,7 @@ def test_importing_the_views_loads_neither_the_documents_nor_the_cli_nor_rich_fo
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     for_json, every = json.loads(done.stdout)
     assert for_json == ["attncli.views", "attncli.views.json"]
-    assert set(VIEW_MODULES) <= set(every) and set(every) - set(VIEW_MODULES) <= {"attncli.visible", "attncli.limits",
+    assert set(VIEW_MODULES) <= set(every) and set(every) - set(VIEW_MODULES) <= {"attncli.visible", "attncli.system", "attncli.system.limits",
                                                                                    "attncli.errors", "attncli.ranking"}
 
 
@@ -156,7 +156,7 @@ def uncommented_imports(text: str) -> list[int]:
 
 def test_an_import_in_a_function_says_what_it_puts_off():
     sample = ("def f():\n    from attncli import plot  # matplotlib\n    # rich\n    from attncli import render\n"
-              "    from attncli import batch\n    import json\n")
+              "    from attncli.corpus import batch\n    import json\n")
     assert uncommented_imports(sample) == [5]
     where = {str(path.relative_to(PACKAGE.parent)): lines for path in sorted(PACKAGE.rglob("*.py"))
              if (lines := uncommented_imports(path.read_text(encoding="utf-8")))}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attncli import learn
+from attncli.learning import learn
 from test_gradients import numeric  # central differences, one helper for every gradient check
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import attention, limits, models
+from attncli import attention, models
+from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import llama
 from clirunner import ok, run

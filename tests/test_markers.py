@@ -179,7 +179,7 @@ def test_a_marker_after_changes_nothing_a_decoder_predicts_from_the_sentence(fol
     piece (transformers' likeliest at the sentence's last piece), its falls and every head's
     ablation effect (the loss over the sentence's own pieces) are those of the sentence
     without it; erasing </s> moves nothing."""
-    from attncli import mixing
+    from attncli.mixing import documents as mixing
     from attncli.models.encoder import Trained
 
     plain, ended = (Trained(models.load_model(str(f)), 2) for f in (DATA / "models" / "tiny-llama", folders["llama-eos"]))

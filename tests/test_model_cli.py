@@ -273,7 +273,7 @@ def test_rollout_through_the_cli(tinybert_folder, reference):
     static = one(run("scores", SENTENCE, "--rollout", "--json"))
     np.testing.assert_allclose(static["rollout"], 0.5 * np.array(static["weights"]) + 0.5 * np.eye(6), atol=1e-15)
     values = one(run("scores", SENTENCE, "--norms", "--json"))
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     vectors = load_vectors()
     X = np.array([vectors.vector(t) for t in values["tokens"]], dtype=float)

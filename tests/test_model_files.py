@@ -30,7 +30,8 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]
 from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
 from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
-from attncli import limits, models  # noqa: E402
+from attncli import models  # noqa: E402
+from attncli.system import limits  # noqa: E402
 from attncli.models import bert, files  # noqa: E402
 from attncli.models.tokenizer import WORDPIECE  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402

@@ -95,7 +95,7 @@ def test_neighbors_has_no_options_it_cannot_use(option):
 
 def test_neighbors_of_a_trained_context_vector_and_not_of_random_projections(trained):
     from attncli.encoder import Options, attend
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     doc = ok(run("neighbors", "earth", "--context", OTHER, "--qkv", trained, "--k", "3", "--json"))[0]
     vectors = load_vectors()

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import plaintext, sources
-from attncli.load import load_vectors
+from attncli.words import plaintext, sources
+from attncli.words.load import load_vectors
 
 gensim_models = pytest.importorskip("gensim.models")
 
@@ -182,7 +182,7 @@ def test_a_plain_file_is_read_without_importing_gensim(tmp_path):
     import sys
 
     path = write(tmp_path / "v.txt", ["a 1 2", "b 3 4"], "2 2", None)
-    code = ("import json, sys; from attncli.load import load_vectors; v = load_vectors(sys.argv[1], use_cache=False); "
+    code = ("import json, sys; from attncli.words.load import load_vectors; v = load_vectors(sys.argv[1], use_cache=False); "
             "print(json.dumps([[v.vocab.word(i) for i in range(v.size)], v.matrix.tolist(), str(v.matrix.dtype), "
             "sorted(m for m in sys.modules if 'gensim' in m)]))")
     child = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)

@@ -32,7 +32,7 @@ from attncli.documents import context as context_docs
 from attncli.documents import sentence as sentence_docs
 from attncli.encoder import Options
 from attncli.attention import ScaleError
-from attncli.tokenize import is_punctuation
+from attncli.words.tokenize import is_punctuation
 from attncli.views.json import to_json
 from helpers import by_rule
 

@@ -16,7 +16,8 @@ import pytest
 from clirunner import fails, one, run
 from grids import grid
 from helpers import SENTENCE, SENTENCE_TOKENS, close, fsum_dot, loop_softmax, matrix_of, save_npz, to_lists
-from attncli import attention, load_vectors, projections
+from attncli import attention, load_vectors
+from attncli.learning import projections
 from attncli import encoder
 from attncli.encoder import Options
 

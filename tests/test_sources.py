@@ -1,4 +1,4 @@
-"""Users' word vectors (attncli.sources): every kind of source and how it is detected,
+"""Users' word vectors (attncli.words.sources): every kind of source and how it is detected,
 gensim-data names, and bad inputs.
 
 Every file is written here, in tmp_path, from numbers the test holds: a load must give back
@@ -31,7 +31,7 @@ from attncli.cli import cli
 from clirunner import fails, one, run, words_of
 from helpers import write_text
 from attncli.errors import VectorsError
-from attncli.sources import detect, resolve
+from attncli.words.sources import detect, resolve
 
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import stats
+from attncli.corpus import stats
 from attncli.views import corpus as corpus_views
 from clirunner import fails, ok, run
 
@@ -421,7 +421,7 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
     import os
     import signal
 
-    from attncli import batch, cluster as cluster_module, survey
+    from attncli.corpus import batch, cluster as cluster_module, survey
     from distributed import Client
 
     with Client(cluster.scheduler_address, set_as_default=False) as client:
@@ -446,13 +446,13 @@ def test_a_worker_killed_mid_run_has_its_chunks_run_again(corpus, cluster):
 
 
 def _bundled():
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     return load_vectors()
 
 
 def test_workers_that_cannot_load_the_vectors_name_themselves_and_the_path(cluster):
-    from attncli import batch, cluster as cluster_module, survey
+    from attncli.corpus import batch, cluster as cluster_module, survey
     from attncli.errors import InputError
 
     job = survey.StatsJob(batch.Job(source="/nowhere/vectors.txt"))
@@ -494,7 +494,7 @@ def test_option_errors_are_said_at_once_not_as_skipped_lines(corpus, tmp_path):
 def test_the_random_baseline_is_held_to_memory_before_a_line_is_read(corpus, monkeypatch):
     """It draws d x d projections whatever --d-k says: where they cannot fit, the run says so
     at once and how to leave the baseline out, rather than naming --d-k."""
-    from attncli import limits
+    from attncli.system import limits
 
     monkeypatch.setattr(limits, "available", lambda: 50_000)  # the bundled d = 50: 60,000 bytes
     fails(run("stats", corpus), "the random projections baseline (W_query, W_key, W_value of 50 x 50) needs about "

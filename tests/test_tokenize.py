@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli import tokenize as tokenize_module
-from attncli.tokenize import is_punctuation, iter_tokens, tokenize
+from attncli.words import tokenize as tokenize_module
+from attncli.words.tokenize import is_punctuation, iter_tokens, tokenize
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_a_long_text_is_tokenized_a_piece_at_a_time(monkeypatch):
 
 
 def test_the_treebank_opening_quote_is_punctuation():
-    from attncli.tokenize import is_punctuation
+    from attncli.words.tokenize import is_punctuation
 
     assert is_punctuation("``") and is_punctuation("''") and is_punctuation("`")
     assert not is_punctuation("^") and not is_punctuation("`a")

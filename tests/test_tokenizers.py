@@ -27,7 +27,8 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]
 from clirunner import fails, run  # noqa: E402
 from marker_variants import template  # noqa: E402
 
-from attncli import limits, models  # noqa: E402
+from attncli import models  # noqa: E402
+from attncli.system import limits  # noqa: E402
 from attncli.documents.merged import word_groups  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 from attncli.models import files, tokenizer  # noqa: E402

@@ -110,7 +110,7 @@ def test_a_corpus_too_small_or_empty(tmp_path):
 
 
 def test_a_loss_that_is_no_longer_a_number_stops_at_once(corpus, tmp_path, monkeypatch):
-    from attncli import learn
+    from attncli.learning import learn
 
     real, calls = learn.forward, []
 
@@ -193,7 +193,7 @@ def test_trained_projections_give_context_vectors_nearest_words(corpus, tmp_path
     """What train learned lives among the word vectors (d_k = d, learned to predict words),
     so compare and context list the words nearest its context vectors; other projections
     files do not."""
-    from attncli.load import load_vectors
+    from attncli.words.load import load_vectors
 
     out = tmp_path / "proj.npz"
     assert run("train", corpus, "-o", out, *ARGS).exit_code == 0
@@ -240,7 +240,8 @@ def test_heads_train_apart_and_the_file_shows_them_with_heads(corpus, tmp_path):
 
 
 def test_sizes_are_checked_against_memory_before_training(corpus, tmp_path, monkeypatch):
-    from attncli import limits, train
+    from attncli.learning import train
+    from attncli.system import limits
 
     need = train.working_bytes(train.TrainOptions(batch=65_536, window=100), 40, 50, 10_000)
     assert need > 5e9  # (65,536 x 200 x 50) float64 arrays, several of them
@@ -262,7 +263,7 @@ def test_examples_keep_visible_what_each_objective_says():
     """hide and mask: the words within --window either side, never the word; next: the
     --window words up to the query, which is the word before the target (itself left out
     with mask_self)."""
-    from attncli.train import TrainOptions, examples_of
+    from attncli.learning.train import TrainOptions, examples_of
 
     s = [np.arange(10, 16), np.arange(20, 23)]  # two sentences: rows 10..15, 20..22
     out = np.array([*range(10, 16), *range(20, 23)])  # every word an output word, in order
@@ -313,7 +314,7 @@ def test_narrow_queries_and_keys_start_at_the_principal_directions(corpus, tmp_p
     ctx = one(run("context", "the cat sat on a mat", "--token", "sat", "--qkv", out, "--heads", "2", "--json"))
     assert len(ctx["context"]) == 50 and ctx["neighbors"]  # the values, so the context vectors, keep d: words near
     # where it started: W_Q = W_K, orthonormal columns spanning the output words' top directions
-    from attncli.train import principal
+    from attncli.learning.train import principal
 
     E = np.random.default_rng(0).normal(size=(40, 6)) * np.arange(1, 7)
     U = principal(E, 3)
@@ -371,19 +372,19 @@ def test_the_commands_objectives_are_the_librarys_and_train_is_not_imported_to_s
     import subprocess
     import sys
 
-    from attncli import projections as library
+    from attncli.learning import projections as library
     from attncli.cli import train as command
 
     objective = next(param for param in command.train.params if param.name == "objective")
     assert tuple(objective.type.choices) == library.OBJECTIVES  # --objective offers the library's own
-    code = "import sys, attncli.cli; print('attncli.train' in sys.modules, 'attncli.learn' in sys.modules)"
+    code = "import sys, attncli.cli; print('attncli.learning.train' in sys.modules, 'attncli.learning.learn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split() == ["False", "False"]
 
 
 def test_projections_too_large_to_learn_are_refused_before_any_is_made(corpus, tmp_path, monkeypatch):
     """Vectors of d = 2,000: W_query, W_key and W_value, each with a gradient and two Adam
     moments, take 384 MB; with less memory than that the run says so before np.eye(d)."""
-    from attncli import limits
+    from attncli.system import limits
 
     wide = tmp_path / "wide.txt"
     words = ["the", "cat", "sat", "on", "a", "mat", "dog", "in", "park"]

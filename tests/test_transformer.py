@@ -225,7 +225,7 @@ def test_a_tokenizer_json_that_is_not_one(tmp_path):
 
 
 def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
-    from attncli import limits
+    from attncli.system import limits
 
     write_model(tmp_path / "m")
     monkeypatch.setattr(limits, "available", lambda: 1000)

@@ -1,4 +1,4 @@
-"""Word vectors in memory (attncli/vectors.py) and the bundled GloVe: the vocabulary, n-grams,
+"""Word vectors in memory (attncli/words/vectors.py) and the bundled GloVe: the vocabulary, n-grams,
 lookups, nearest words and cosines, down to float32's edges; the bundled files, found from
 anywhere and as they were released."""
 
@@ -16,7 +16,7 @@ import pytest
 import attncli
 from attncli import load_vectors
 from attncli.errors import InputError, VectorsError
-from attncli.vectors import Vectors, Vocabulary, fnv1a, ngrams
+from attncli.words.vectors import Vectors, Vocabulary, fnv1a, ngrams
 from attncli.words.encoder import embed
 from helpers import brute_nearest
 
@@ -208,7 +208,7 @@ def test_bundled_files_match_the_checksums_in_their_readme():
     import re
     from pathlib import Path
 
-    from attncli.entry import bundled_prefix
+    from attncli.words.entry import bundled_prefix
 
     readme = (Path(__file__).resolve().parent.parent / "embeddings" / "README.md").read_text(encoding="utf-8")
     listed = dict(re.findall(r"^\| `(glove\.6B\.50d\.100k\.[\w.]+)` \|.*\| `([0-9a-f]{64})` \|$", readme, flags=re.M))
@@ -378,7 +378,7 @@ def test_nearest_mixes_huge_tiny_and_ordinary_rows_in_one_block():
 def test_cosines_do_not_depend_on_the_vectors_size():
     """vectors.cosines of rows scaled by powers of two is bit for bit the same, from 2^-1000
     to 2^1000, and by other factors the same to rounding; a zero row's cosines are NaN."""
-    from attncli.vectors import cosines
+    from attncli.words.vectors import cosines
 
     rng = np.random.default_rng(5)
     M = rng.standard_normal((4, 9))
@@ -397,7 +397,7 @@ def test_a_vectors_cosine_with_itself_is_one_and_no_cosine_leaves_the_range():
     """The diagonal of vectors.cosines is 1 exactly, and so is the cosine of a row with its
     copy or a power-of-two multiple of it; nearly parallel and nearly opposite rows, whose
     products round past 1 in size, stay within [-1, 1]; a zero row's stay NaN."""
-    from attncli.vectors import cosines
+    from attncli.words.vectors import cosines
 
     rng = np.random.default_rng(11)
     for _ in range(200):

@@ -1,12 +1,12 @@
 """The contributions command: how much each token's representation is made of each other
-token's, by one of the measures of context mixing (mixing.py's document, contributions.py's
+token's, by one of the measures of context mixing (mixing/documents.py's document, contributions.py's
 math), at every layer or at one."""
 
 from __future__ import annotations
 
 import click
-from attncli import contributions as measures
-from attncli import mixing
+from attncli.mixing import contributions as measures
+from attncli.mixing import documents as mixing
 from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTRIBUTIONS_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)

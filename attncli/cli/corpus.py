@@ -15,7 +15,7 @@ from attncli.cli.options import (CONTEXT_FIELDS, SCORES_FIELDS, TextParam, atten
 from attncli.cli.output import progress, progress_shown, writing_stdout
 from attncli.cli.sections import Command
 from attncli.errors import AttncliError, InputError
-from attncli.reading import open_regular
+from attncli.system.reading import open_regular
 from attncli.views.json import utf8, write_bytes
 from attncli.visible import count
 
@@ -57,7 +57,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
       attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
-    from attncli import batch as batches, cluster  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+    from attncli.corpus import batch as batches, cluster  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")

@@ -12,7 +12,7 @@ from attncli.cli.options import (TextParam, attention_options, model_options, ou
 from attncli.cli.output import say_now
 from attncli.cli.sections import Command
 from attncli.errors import InputError
-from attncli.writing import write_whole
+from attncli.system.writing import write_whole
 
 
 @click.command(cls=Command, short_help="move through a sentence's attention with the keyboard")

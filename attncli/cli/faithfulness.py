@@ -6,7 +6,7 @@ import contextlib
 import os
 
 import click
-from attncli import reading
+from attncli.system import reading
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.options import (TextParam, complete_path, model_options, output_options, output_path,
                                  precision_option, scheduler_address)
@@ -58,7 +58,8 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
       attncli faithfulness corpus.txt --model gpt2 --json | jq -c '{method, rolled}'
       attncli faithfulness corpus.txt --model minilm --scheduler tcp://10.0.0.5:8786
     """
-    from attncli import batch, cluster, faithfulness as faith, survey  # multiprocessing: not at listing's cost
+    from attncli.corpus import batch, cluster, survey  # multiprocessing: not at listing's cost
+    from attncli.mixing import faithfulness as faith  # multiprocessing: not at listing's cost
     from attncli.encoder import Options  # with the modules above: this command's own
 
     if not source.model:

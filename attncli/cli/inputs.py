@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import click
-from attncli import limits, reading
+from attncli.system import limits, reading
 from attncli.encoder import cell_bytes
 from attncli.cli.output import one_line
 from attncli.errors import AttncliError, InputError

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from attncli import attention, cache, projections
+from attncli import attention
+from attncli.learning import projections
+from attncli.words import cache
 from attncli.documents.context import settled_note
 from attncli.encoder import Options
 from attncli.cli.output import Output, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
-from attncli.entry import bundled_prefix
+from attncli.words.entry import bundled_prefix
 from attncli.errors import AttncliError, InputError, OptionError, OutputError
-from attncli.load import load_vectors
-from attncli.projections import MOST_D_K
-from attncli.vectors import Vectors
+from attncli.words.load import load_vectors
+from attncli.learning.projections import MOST_D_K
+from attncli.words.vectors import Vectors
 
 
 class FiniteFloat(click.ParamType):
@@ -415,7 +417,7 @@ def _read_by_this_run(ctx) -> tuple[list[tuple[str, os.stat_result]], list[tuple
             continue
         path = Path(value)
         if name in ("vectors_source", "source"):
-            from attncli import sources  # file formats and gensim: not needed for the bundled vectors
+            from attncli.words import sources  # file formats and gensim: not needed for the bundled vectors
 
             with contextlib.suppress(AttncliError):  # a gensim-data name: the file it names
                 path = sources.resolve(value).path
@@ -553,7 +555,7 @@ def scheduler_address(ctx, param, value):
     this run is Dask's, and Dask's own voice is kept off stderr (quiet_dask)."""
     if value is None:
         return None
-    from attncli.cluster import ADDRESS  # multiprocessing, at workers' top: 20 ms
+    from attncli.corpus.cluster import ADDRESS  # multiprocessing, at workers' top: 20 ms
 
     if not ADDRESS.match(value) or not 1 <= int(value.rsplit(":", 1)[1]) <= 65535:
         raise click.BadParameter(f"{value!r} is not a scheduler's address; give one as tcp://HOST:PORT, a port "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 from attncli.errors import OutputError
-from attncli.writing import not_replaceable, write_whole
+from attncli.system.writing import not_replaceable, write_whole
 from attncli.views.json import pretty_json, utf8, write_json
 from attncli.views.progress import fitted_bar
 from attncli.visible import visible, visible_all
@@ -154,7 +154,7 @@ def emit(docs: list[dict], out: Output, view: str, json_docs: list[dict] | None 
         _draw(docs, out, view, view_args)
     shown = docs if json_docs is None else json_docs
     if out.fields is not None:
-        from attncli.batch import only  # multiprocessing, at workers' top: 20 ms
+        from attncli.corpus.batch import only  # multiprocessing, at workers' top: 20 ms
 
         shown = [only(doc, out.fields) for doc in shown]
     if out.fmt == "json" and sys.stdout.isatty():  # a person reads it: laid out, and coloured

@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 import numpy as np
 from attncli import attention
-from attncli.projections import MOST_D_K
+from attncli.learning.projections import MOST_D_K
 from attncli.cli.options import output_options, output_path, vectors_options
 from attncli.cli.output import emit
 from attncli.cli.sections import Group
-from attncli.writing import write_whole
+from attncli.system.writing import write_whole
 
 
 @click.group(cls=Group, short_help="query, key and value projections as .npz files")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import click
-from attncli import projections
+from attncli.learning import projections
 from attncli import rnn as recurrent  # `rnn` is the command below
 from attncli.documents.rnn import rnn_doc
 from attncli.encoder import Options

@@ -9,7 +9,7 @@ import itertools
 import sys
 
 import click
-from attncli import reading
+from attncli.system import reading
 from attncli.documents.long import document_rows, document_scale
 from attncli.documents.sentence import scores_doc
 from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin

@@ -241,7 +241,7 @@ def heads(sentence, ablate, source, opts, out):
     note_large_json(sentences, vectors, opts, {"weights": layers * (1 if head else vectors.heads(opts))}, out,
                     "--layer and --head show fewer heads" if source.model
                     else "attncli scores --file DOC.txt streams a long text, a line a token")
-    from attncli import mixing  # the measures of context mixing: only heads --ablate needs them
+    from attncli.mixing import documents as mixing  # the measures of context mixing: only heads --ablate needs them
 
     make = mixing.heads_doc if ablate else heads_doc
     docs = compute_all(sentences, lambda text: make(text, vectors, opts, layer=layer, head=head,

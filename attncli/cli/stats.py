@@ -6,7 +6,7 @@ import contextlib
 import os
 
 import click
-from attncli import reading
+from attncli.system import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, precision_option, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
@@ -75,7 +75,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --model minilm --no-shuffled --precision float32
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
     """
-    from attncli import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+    from attncli.corpus import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model, precision)
     vectors = source.load()
@@ -130,7 +130,7 @@ def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importan
 
 def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, field_name: str, jobs: int):
     """(items, name) of CORPUS's lines, or standard input's; the file closed by `stack`."""
-    from attncli import survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+    from attncli.corpus import survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     if corpus in (None, "-"):
         stream, name = stdin_stream("give CORPUS, or --probe repeated"), "standard input"

@@ -6,17 +6,17 @@ import contextlib
 from pathlib import Path
 
 import click
-from attncli import reading
+from attncli.system import reading
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
                                  vectors_options)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command
-from attncli.ending import ctrl_c_noted
+from attncli.system.ending import ctrl_c_noted
 from attncli.errors import InputError
-from attncli.writing import write_whole
-from attncli.projections import OBJECTIVES
+from attncli.system.writing import write_whole
+from attncli.learning.projections import OBJECTIVES
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
           "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past
@@ -99,7 +99,7 @@ def train(corpus, output, force, objective, d_k, mask_self, steps, epochs, lr, b
       attncli train corpus.txt -o proj.npz --steps 3000 --seed 1 --probe "I sat on the bank|The bank raised rates" --token bank
       attncli train corpus.txt -o proj.npz --objective mask --heads 2 --d-k 20 --epochs 2
     """
-    from attncli import train as learning  # the training code, 20 ms that listing the commands need not pay
+    from attncli.learning import train as learning  # the training code, 20 ms that listing the commands need not pay
 
     if epochs is not None and given_options(click.get_current_context(), ("steps",)):
         raise click.UsageError("give --steps or --epochs, not both")
@@ -187,7 +187,7 @@ def _epochs(value: float | None) -> float | None:
 
 def _jsonl_text(data: bytes, corpus: str, field_name: str) -> str:
     """The --field of each JSON line, a line each; the lines that have none skipped, with a note."""
-    from attncli import batch  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
+    from attncli.corpus import batch  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     items = batch.parse_lines(data, jsonl=True, field_name=field_name)
     bad = [(n, error) for n, _, error in items if error is not None]

@@ -7,14 +7,14 @@ import sys
 import time
 
 import click
-from attncli import cache
-from attncli.entry import entry_bytes, verify_entry
+from attncli.words import cache
+from attncli.words.entry import entry_bytes, verify_entry
 from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli import ExitStatus
 from attncli.cli.output import emit, one_line, progress, warn
 from attncli.cli.sections import Group
 from attncli.errors import AttncliError
-from attncli.limits import size
+from attncli.system.limits import size
 from attncli.visible import count
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import limits
+from attncli.system import limits
 from attncli.documents.sentence import _predicted, _top, common, json_lists
 from attncli.encoder import Attention, Encoder, Options, attend
 from attncli.errors import AttncliError, OptionError, TokenError
-from attncli.tokenize import tokenize
-from attncli.vectors import Vectors, cosines, unit_rows
+from attncli.words.tokenize import tokenize
+from attncli.words.vectors import Vectors, cosines, unit_rows
 
 
 def find_position(tokens: list[str], oov: list[str], token: str | None, index: int | None, *, lowercase: bool,

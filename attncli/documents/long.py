@@ -5,10 +5,11 @@ bounds a document is held to before its first row.
 
 from __future__ import annotations
 
-from attncli import attention, limits
+from attncli import attention
+from attncli.system import limits
 from attncli.encoder import Options
 from attncli.errors import InputError
-from attncli.vectors import Vectors
+from attncli.words.vectors import Vectors
 from attncli.words.encoder import ALONE, TooManyTokens
 
 

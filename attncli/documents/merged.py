@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.tokenize import token_spans, tokenize, trimmed
+from attncli.words.tokenize import token_spans, tokenize, trimmed
 
 
 def word_groups(sentence: str, pieces) -> tuple[list[list[int]], list[str]]:

@@ -9,7 +9,7 @@ import numpy as np
 from attncli import attention, rnn
 from attncli.encoder import Options, cell_bytes
 from attncli.errors import InputError
-from attncli.vectors import Vectors
+from attncli.words.vectors import Vectors
 
 
 # A computation expected to take longer than this is announced on stderr before it starts.

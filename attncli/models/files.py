@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import limits, reading
+from attncli.system import limits, reading
 from attncli.errors import ModelError, OptionError
-from attncli.home import expand
+from attncli.system.home import expand
 from attncli.models.layers import Config
-from attncli.tokenize import trimmed
+from attncli.words.tokenize import trimmed
 
 
 # a model's name on the Hugging Face hub, as huggingface_hub's validate_repo_id takes it: NAME or ORG/NAME

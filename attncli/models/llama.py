@@ -43,7 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import attention, limits
+from attncli import attention
+from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, silu, whole

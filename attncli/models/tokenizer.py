@@ -55,7 +55,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attncli import limits
+from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import files
 from attncli.models.layers import Config

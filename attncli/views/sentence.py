@@ -15,8 +15,8 @@ from rich.text import Text
 from attncli import ranking
 from attncli.views import heatmap
 from attncli.views.common import (FOLDS, ONE_LINE, UNDEFINED, blocked, column_blocks, cosine_text, last_piece,
-                                   least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, repeated,
-                                   top_line, weight_bar)
+                                  least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, repeated,
+                                  top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count, listed
 

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attncli.limits import size  # as every other size the tool writes: 1.5 kB, not 0.0 MB
+from attncli.system.limits import size  # as every other size the tool writes: 1.5 kB, not 0.0 MB
 from attncli.visible import visible
 
 

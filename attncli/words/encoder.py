@@ -17,10 +17,13 @@ from typing import Iterator
 
 import numpy as np
 
-from attncli import attention, contributions, limits, projections
+from attncli import attention
+from attncli.learning import projections
+from attncli.mixing import contributions
+from attncli.system import limits
 from attncli.encoder import Attention, Embedded, Options, cell_bytes
 from attncli.errors import AttncliError, InputError, OptionError
-from attncli.tokenize import is_punctuation, iter_tokens
+from attncli.words.tokenize import is_punctuation, iter_tokens
 
 UNASKED = 1 << 20  # bytes a sentence's T x T matrices may take before the system is asked for room
 

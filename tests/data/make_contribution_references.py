@@ -1,5 +1,5 @@
 """Make tests/data/models/contributions-NAME.npz: the measures of context mixing that
-attncli/contributions.py computes, computed once more with torch, from what forward hooks
+attncli/mixing/contributions.py computes, computed once more with torch, from what forward hooks
 capture on transformers' own modules, in the way each method's authors' code computes it.
 
 The tests (tests/test_contributions.py) hold attncli's numbers against these; they only

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import attention, batch, contributions, mixing, train
+from attncli import attention
+from attncli.corpus import batch
+from attncli.learning import train
+from attncli.mixing import contributions, documents as mixing
 from attncli.models.encoder import Trained
 from attncli.errors import AttncliError, InputError
 

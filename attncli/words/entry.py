@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import limits, npyfile, reading
+from attncli.system import limits, reading
+from attncli.words import npyfile
 from attncli.errors import VectorsError
-from attncli.limits import ResourceError
-from attncli.vectors import Subwords, Vectors, Vocabulary
+from attncli.system.limits import ResourceError
+from attncli.words.vectors import Subwords, Vectors, Vocabulary
 
 FORMAT = "attncli-vectors"
 FORMAT_VERSION = 2  # 2: a marker in each folder, and checksums verified at each load
@@ -76,7 +77,7 @@ def bundled_prefix() -> Path:
     spec = importlib.util.find_spec("attncli.embeddings")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations))) / BUNDLED
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     beside = package.parent / "embeddings"
     if (beside / f"{BUNDLED}.json").is_file():
         return beside / BUNDLED

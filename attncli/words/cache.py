@@ -23,12 +23,12 @@ import stat
 import time
 from pathlib import Path
 
-from attncli import reading
-from attncli.entry import (BUNDLED, FORMAT, FORMAT_VERSION, META_MOST, NGRAMS, SUFFIXES, DamagedEntry, bundled_prefix,
-                           is_int, read_entry, read_meta, read_small, unreadable, write_entry)
+from attncli.system import reading
+from attncli.words.entry import (BUNDLED, FORMAT, FORMAT_VERSION, META_MOST, NGRAMS, SUFFIXES, DamagedEntry,
+                                 bundled_prefix, is_int, read_entry, read_meta, read_small, unreadable, write_entry)
 from attncli.errors import VectorsError
-from attncli.home import expand, no_home
-from attncli.vectors import Vectors
+from attncli.system.home import expand, no_home
+from attncli.words.vectors import Vectors
 from attncli.version import __version__
 
 PREFIX = "vectors"  # a cache entry's files: FOLDER/vectors.npy, FOLDER/vectors.words.txt, ...

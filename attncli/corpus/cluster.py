@@ -19,7 +19,8 @@ import itertools
 import re
 import time
 
-from attncli import batch, limits, reading
+from attncli.corpus import batch
+from attncli.system import limits, reading
 from attncli.errors import AttncliError, InputError
 
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job

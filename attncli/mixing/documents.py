@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import attention, contributions, limits
+from attncli import attention
+from attncli.mixing import contributions
+from attncli.system import limits
 from attncli.documents.sentence import common, json_lists
 from attncli.documents.sentence import heads_doc as sentence_heads_doc
 from attncli.encoder import Attention, Encoder, Options, attend

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.lib import format as npy
 
-from attncli import attention, limits, npyfile, reading, rnn
+from attncli import attention, rnn
+from attncli.system import limits, reading
+from attncli.words import npyfile
 from attncli.errors import AttncliError
 
 if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's runs need not pay for it

@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli import attention, batch, limits, mixing, stats, workers
+from attncli import attention
+from attncli.corpus import batch, stats, workers
+from attncli.mixing import documents as mixing
+from attncli.system import limits
 from attncli.encoder import Encoder, Options, attend
 from attncli.models.encoder import Trained
 from attncli.errors import AttncliError, InputError
-from attncli.tokenize import is_punctuation
+from attncli.words.tokenize import is_punctuation
 
 
 @dataclass(frozen=True)

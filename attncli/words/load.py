@@ -7,10 +7,10 @@ import os
 
 from collections.abc import Callable
 
-from attncli import cache
-from attncli.entry import DamagedEntry, EntryUnreadable, entry_bytes, read_bundled, verify_entry
+from attncli.words import cache
+from attncli.words.entry import DamagedEntry, EntryUnreadable, entry_bytes, read_bundled, verify_entry
 from attncli.errors import VectorsError, whole
-from attncli.vectors import Vectors
+from attncli.words.vectors import Vectors
 
 
 def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None = None, trust_pickle: bool = False,
@@ -43,7 +43,7 @@ def load_vectors(source: str | os.PathLike | None = None, *, limit: int | None =
     if source is None:
         bundled = read_bundled()
         return bundled.first(limit) if limit else bundled
-    from attncli import sources  # file formats and gensim: not needed for the bundled vectors
+    from attncli.words import sources  # file formats and gensim: not needed for the bundled vectors
 
     src = sources.resolve(os.fspath(source), param)
     options = {"limit": limit, "unicode_errors": sources.UNICODE_ERRORS}

@@ -12,8 +12,8 @@ import errno
 import os
 import stat
 
-from attncli import limits
-from attncli.limits import ResourceError, size
+from attncli.system import limits
+from attncli.system.limits import ResourceError, size
 
 
 def regular_file(path: str | os.PathLike, what: str) -> os.stat_result:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attncli import workers
+from attncli.corpus import workers
 from attncli.errors import VectorsError, WorkerLost
-from attncli.feed import UNICODE_ERRORS, Progress, Ticker, decompressed, line_most
+from attncli.words.feed import UNICODE_ERRORS, Progress, Ticker, decompressed, line_most
 
 # What a plain text vectors file's numbers are made of: digits, a point, signs, exponents.
 PLAIN = b"0123456789.+-eE "

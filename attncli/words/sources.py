@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from attncli.errors import AttncliError, VectorsError
-from attncli.feed import (CHUNK, FIRST_LINE_MOST, UNICODE_ERRORS, WORD_MOST, Feed, Lines, LongLine, Progress, Ticker,
-                          decompressed, line_most)
-from attncli.plaintext import read_plain_text
-from attncli.reading import read_file
-from attncli.home import expand, home, no_home
-from attncli.vectors import Subwords, Vectors, Vocabulary
+from attncli.words.feed import (CHUNK, FIRST_LINE_MOST, UNICODE_ERRORS, WORD_MOST, Feed, Lines, LongLine, Progress,
+                                Ticker, decompressed, line_most)
+from attncli.words.plaintext import read_plain_text
+from attncli.system.reading import read_file
+from attncli.system.home import expand, home, no_home
+from attncli.words.vectors import Subwords, Vectors, Vocabulary
 from attncli.visible import count
 
 Warn = Callable[[str], None]

@@ -63,7 +63,8 @@ from typing import Callable
 
 import numpy as np
 
-from attncli import attention, limits
+from attncli import attention
+from attncli.system import limits
 
 METHODS = ("raw", "rollout", "norm", "norm-res", "norm-res-ln", "globenc", "alti", "value-zeroing", "leave-one-out")
 ROLLED_BY_DEFAULT = ("rollout", "globenc", "alti")  # as the papers define them: rolled out over the layers
