@@ -473,6 +473,23 @@ def test_ctrl_c_as_the_run_ends_never_kills_it_by_the_signal(command):
             assert err == b"attncli: interrupted\n", err
 
 
+def test_a_signal_ignored_as_it_comes_writes_nothing():
+    """A Ctrl-C that another thread takes just as the run's handler becomes SIG_IGN is marked
+    for the main thread, which finds no handler: Python writes "Signal 2 ignored due to race
+    condition" with a traceback (once in the suite's 20 runs above, under load). The
+    command's hook drops that one note, and only it."""
+    from types import SimpleNamespace
+
+    from attncli.system import ending
+
+    seen = []
+    hook = ending.quiet_races(seen.append)
+    for error in (OSError("Signal 2 ignored due to race condition"), OSError("Signal 15 ignored due to race condition"),
+                  OSError("a full disk"), ValueError("ignored due to race condition")):
+        hook(SimpleNamespace(exc_value=error))
+    assert [str(args.exc_value) for args in seen] == ["a full disk", "ignored due to race condition"]
+
+
 def test_sighup_stays_ignored_under_nohup(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the earth is like an orange\n" * 20_000)
@@ -714,7 +731,7 @@ def test_a_long_document_shows_its_progress_on_a_terminal(tmp_path):
 
 
 def test_outputs_onto_files_read_beside_the_named_input_are_refused(tmp_path, monkeypatch):
-    from attncli import entry
+    from attncli.words import entry
 
     data = tmp_path / "gensim-data"
     (data / "fakemodel").mkdir(parents=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from enum import IntEnum
@@ -130,6 +131,21 @@ def _relayed() -> Iterator[None]:
         os.close(wakeups)
 
 
+def quiet_races(hook: Callable) -> Callable:
+    """sys.unraisablehook `hook`, but for what Python writes when one of SIGNALS is ignored
+    as it comes: taken by another thread (numpy's BLAS threads) just as its handler became
+    SIG_IGN, it is marked for the main thread, which then finds no handler to run and writes
+    "Signal 2 ignored due to race condition" with a traceback to stderr. Ignoring it is what
+    the run asked for (a second Ctrl-C while it ends, any after it): nothing to say."""
+
+    def unraisable(args) -> None:
+        if isinstance(args.exc_value, OSError) and str(args.exc_value).endswith("ignored due to race condition"):
+            return
+        hook(args)
+
+    return unraisable
+
+
 @contextlib.contextmanager
 def stopping(held: set[int] | None = None) -> Iterator[Callable[[], None]]:
     """_stop for SIGNALS while the run lasts (not for one started ignoring it: nohup, a
@@ -152,6 +168,7 @@ def stopping(held: set[int] | None = None) -> Iterator[Callable[[], None]]:
                 previous.clear()
             if held is not None:
                 stack.enter_context(_relayed())
+                sys.unraisablehook = quiet_races(sys.unraisablehook)
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
         try:
