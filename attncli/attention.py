@@ -32,9 +32,9 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from attncli.system import limits
 from attncli.errors import AttncliError, OptionError, RangeError, finite, positive, whole
 from attncli.ranking import TIE, ranked
+from attncli.system import limits
 
 Result = TypeVar("Result")  # what in_range's run gives
 

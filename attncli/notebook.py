@@ -104,10 +104,10 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
     default with a model: the model view and the head view), "scores" (the default over
     word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
     or "contributions" (with `method`). layer and head as --layer and --head."""
-    from attncli.mixing import documents as mixing  # numpy and the math, with the first page
     from attncli.documents.context import compare_doc, context_doc  # as mixing
     from attncli.documents.sentence import heads_doc, scores_doc  # as mixing
     from attncli.encoder import Options  # as mixing
+    from attncli.mixing import documents as mixing  # numpy and the math, with the first page
     from attncli.words.load import load_vectors  # the vectors' files and cache
 
     view = view or ("heads" if model else "scores")

@@ -166,8 +166,8 @@ def part_batch(count: int, rounds: int) -> None:
     import numpy as np
 
     from attncli.corpus import batch
-    from attncli.models.encoder import Trained
     from attncli.models import layers, load_model
+    from attncli.models.encoder import Trained
 
     items = [(k + 1, text, None) for k, text in enumerate(sentences(count))]
     model, job = Trained(load_model("minilm"), 6), batch.Job(model="minilm", layer=6)

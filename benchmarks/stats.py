@@ -64,8 +64,8 @@ def sonnets(path: Path, count: int) -> bool:
 def forward_share(corpus: Path) -> float:
     """The share of a MiniLM stats run's time (in this process) spent in bert.forward."""
     from attncli.corpus import batch, survey
-    from attncli.models.encoder import Trained
     from attncli.models import load_model
+    from attncli.models.encoder import Trained
 
     model = Trained(load_model("minilm"), 6)
     items = list(survey.read_lines(open(corpus, "rb")))

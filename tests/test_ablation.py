@@ -184,8 +184,8 @@ def test_ablate_needs_a_model():
     fails(run("heads", "the cat", "--ablate"), "--ablate", "needs --model", code=2)
     fails(run("heads", "the cat", "--ablate", "--qkv", "random", "--heads", "2"), "--ablate", "needs --model", code=2)
     from attncli import Options, load_vectors
-    from attncli.mixing.documents import heads_doc
     from attncli.errors import OptionError
+    from attncli.mixing.documents import heads_doc
 
     with pytest.raises(OptionError, match="a trained model's heads"):
         heads_doc("the cat", load_vectors(), Options(), ablate=True)

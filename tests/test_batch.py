@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from attncli import scores_doc
-from attncli.system import limits
 from attncli.corpus import batch as batches
+from attncli.system import limits
 from clirunner import fails, ok, one, run
 from helpers import ENTRY_POINT, bundled_words, process_env
 

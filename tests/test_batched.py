@@ -138,8 +138,8 @@ def test_batch_over_a_model_in_batches_is_each_line_alone_and_the_same_bytes_for
     the one-sentence path, and --jobs 2 writes the bytes --jobs 1 does."""
     from attncli.documents.sentence import scores_doc
     from attncli.encoder import Options
-    from attncli.models.encoder import Trained
     from attncli.models import layers
+    from attncli.models.encoder import Trained
 
     corpus = tmp_path / "c.txt"
     too_long = " ".join(["word"] * 600)  # past the tiny models' positions

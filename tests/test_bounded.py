@@ -41,20 +41,20 @@ import pytest
 from numpy.lib import format as npy
 
 from attncli import attention, load_vectors, rnn
-from attncli.learning import projections
-from attncli.system import limits, reading
-from attncli.documents import long as long_docs
-from attncli.words.encoder import WordEncoder
-from attncli.documents import sentence as sentence_docs
 from attncli import encoder
-from attncli.words import encoder as word_encoder
-from attncli.models import files
 from attncli.attention import ScaleError
-from attncli.errors import AttncliError, InputError
-from attncli.words.tokenize import iter_tokens
+from attncli.documents import long as long_docs
+from attncli.documents import sentence as sentence_docs
 from attncli.encoder import Embedded
-from attncli.words.vectors import Subwords, Vectors, Vocabulary
+from attncli.errors import AttncliError, InputError
+from attncli.learning import projections
+from attncli.models import files
+from attncli.system import limits, reading
+from attncli.words import encoder as word_encoder
 from attncli.words.encoder import TooManyTokens, embed
+from attncli.words.encoder import WordEncoder
+from attncli.words.tokenize import iter_tokens
+from attncli.words.vectors import Subwords, Vectors, Vocabulary
 from clirunner import CLEAN_ENV, fails, ok, one, run
 from helpers import assert_ranked_within_float32, collect, random_X
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attncli import load_vectors
 from attncli.words import cache as cache_module
 from attncli.words import entry as entry_module
-from attncli import load_vectors
 from clirunner import fails, ok, one, one_warning, run, words_of
 from helpers import NINE_WORDS, matrix, temporaries, write_text
 from test_cache_integrity import killed_run  # one killed run for both files

@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli.words import cache as cache_module
-from attncli.words import entry as entry_module
 from attncli import load_vectors
 from attncli.errors import VectorsError
+from attncli.words import cache as cache_module
+from attncli.words import entry as entry_module
 from clirunner import fails, ok, one, one_warning, run, words_of
 from helpers import NINE_WORDS, matrix, temporaries, write_text
 

@@ -20,9 +20,10 @@ import pytest
 
 import manual
 
-from attncli.mixing import contributions, documents as mixing
 from attncli.encoder import Options, attend
+from attncli.mixing import contributions, documents as mixing
 from attncli.models.encoder import Trained
+from attncli.words.encoder import WordEncoder
 from clirunner import fails, ok, one, run
 from helpers import ENTRY_POINT, SENTENCE, by_rule, edited_model, process_env
 
@@ -30,7 +31,7 @@ pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]
 
 TINY_GPT2 = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 ALL = contributions.METHODS
-ON_VECTORS = contributions.ON_VECTORS
+ON_VECTORS = WordEncoder.methods
 
 
 def load(name: str) -> Trained:

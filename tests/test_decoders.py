@@ -17,8 +17,8 @@ from clirunner import fails, ok, one, run  # noqa: E402
 
 from attncli import attention, models  # noqa: E402
 from attncli.documents.merged import merge_words, word_groups  # noqa: E402
-from attncli.models.encoder import mask_keys  # noqa: E402
 from attncli.models import gpt2  # noqa: E402
+from attncli.models.encoder import mask_keys  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "models" / "tiny-gpt2"
 with np.load(TINY.with_suffix(".npz")) as _data:

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from attncli import models
-from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import bert, distilbert, tokenizer
+from attncli.system import limits
 
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")

@@ -58,13 +58,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attncli.corpus import batch
-from attncli.learning import projections
-from attncli.words import plaintext, sources
-from attncli.words import entry as entry_module
 from attncli.cli import cli
 from attncli.cli.inputs import decode
+from attncli.corpus import batch
 from attncli.errors import AttncliError, InputError, VectorsError
+from attncli.learning import projections
+from attncli.words import entry as entry_module
+from attncli.words import plaintext, sources
 from attncli.words.load import load_vectors
 from attncli.words.tokenize import tokenize
 from attncli.words.vectors import Vectors

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from attncli import attention, models
-from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import llama
+from attncli.system import limits
 from clirunner import ok, run
 
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")

@@ -31,10 +31,10 @@ from clirunner import CLEAN_ENV, fails, one, run  # noqa: E402
 from tinybert import TINY, VOCAB, tiny_weights, write_model  # noqa: E402
 
 from attncli import models  # noqa: E402
-from attncli.system import limits  # noqa: E402
+from attncli.errors import ModelError  # noqa: E402
 from attncli.models import bert, files  # noqa: E402
 from attncli.models.tokenizer import WORDPIECE  # noqa: E402
-from attncli.errors import ModelError  # noqa: E402
+from attncli.system import limits  # noqa: E402
 
 # A numpy warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attncli import attention, load_vectors, ranking
+from attncli.attention import ScaleError
 from attncli.documents import context as context_docs
 from attncli.documents import sentence as sentence_docs
 from attncli.encoder import Options
-from attncli.attention import ScaleError
-from attncli.words.tokenize import is_punctuation
 from attncli.views.json import to_json
+from attncli.words.tokenize import is_punctuation
 from helpers import by_rule
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here,

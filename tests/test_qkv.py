@@ -17,9 +17,9 @@ from clirunner import fails, one, run
 from grids import grid
 from helpers import SENTENCE, SENTENCE_TOKENS, close, fsum_dot, loop_softmax, matrix_of, save_npz, to_lists
 from attncli import attention, load_vectors
-from attncli.learning import projections
 from attncli import encoder
 from attncli.encoder import Options
+from attncli.learning import projections
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")

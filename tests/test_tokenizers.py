@@ -28,11 +28,11 @@ from clirunner import fails, run  # noqa: E402
 from marker_variants import template  # noqa: E402
 
 from attncli import models  # noqa: E402
-from attncli.system import limits  # noqa: E402
 from attncli.documents.merged import word_groups  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
 from attncli.models import files, tokenizer  # noqa: E402
 from attncli.models.layers import Config  # noqa: E402
+from attncli.system import limits  # noqa: E402
 
 MODELS = Path(__file__).parent / "data" / "models"
 # each reference model: its family's name, the kinds of its tokenizers, the class that reads them

@@ -372,8 +372,8 @@ def test_the_commands_objectives_are_the_librarys_and_train_is_not_imported_to_s
     import subprocess
     import sys
 
-    from attncli.learning import projections as library
     from attncli.cli import train as command
+    from attncli.learning import projections as library
 
     objective = next(param for param in command.train.params if param.name == "objective")
     assert tuple(objective.type.choices) == library.OBJECTIVES  # --objective offers the library's own

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from attncli import models
-from attncli.models import bert, files, layers
 from attncli.errors import ModelError
+from attncli.models import bert, files, layers
 
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import attncli
 from attncli import load_vectors
+import attncli
 from attncli.errors import InputError, VectorsError
-from attncli.words.vectors import Vectors, Vocabulary, fnv1a, ngrams
 from attncli.words.encoder import embed
+from attncli.words.vectors import Vectors, Vocabulary, fnv1a, ngrams
 from helpers import brute_nearest
 
 # A numpy overflow warning would be a second line on stderr in a real run: make it fail here.

@@ -17,11 +17,11 @@ import os
 import sys
 
 import click
-from attncli.version import __version__
 from attncli.cli.output import cwd_hint, fail, silence_stdout, to_terminal
 from attncli.cli.sections import Command, Group, no_such_command, show_help
-from attncli.system.ending import RUN, SAID, ExitStatus, Terminated, ending_signals, stopping  # noqa: F401: the commands' too
 from attncli.errors import AttncliError, OutputError
+from attncli.system.ending import RUN, SAID, ExitStatus, Terminated, ending_signals, stopping  # noqa: F401: the commands' too
+from attncli.version import __version__
 from attncli.views.json import utf8
 
 

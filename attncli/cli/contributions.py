@@ -5,14 +5,15 @@ math), at every layer or at one."""
 from __future__ import annotations
 
 import click
+from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.mixing import contributions as measures
 from attncli.mixing import documents as mixing
-from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTRIBUTIONS_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
 from attncli.cli.output import emit
 from attncli.cli.sections import Command
 from attncli.errors import OptionError
+from attncli.words.encoder import ON_VECTORS
 
 HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure, from 1 (of each layer shown). "
              "Default: the layer's, over every head (raw and rollout their mean weights, norm their summed "
@@ -27,7 +28,7 @@ HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure
                    "page's choice among them): raw (the attention weights), rollout (raw rolled out), norm (the size of what j "
                    "sends i, ||a_ij f(x_j)||), norm-res (with the residual), norm-res-ln (and the first layer norm), "
                    "globenc (and the second), alti, value-zeroing, or leave-one-out (the model run again without "
-                   "each token). Over word vectors: " + ", ".join(measures.ON_VECTORS) + ".")
+                   "each token). Over word vectors: " + ", ".join(ON_VECTORS) + ".")
 @click.option("--rollout/--no-rollout", "rolled", default=None,
               help="Roll each layer's matrix out over the layers before it (Abnar & Zuidema 2020), or not. "
                    "Default: as the method's paper does, rolled out for " + ", ".join(measures.ROLLED_BY_DEFAULT)
@@ -83,7 +84,7 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
 def _check(methods: tuple[str, ...], rolled: bool | None, erasure: str | None, source) -> None:
     """The options that do not go together, refused before anything is read or loaded."""
     for method in methods:
-        problem = mixing.method_problem(method, measures.METHODS if source.model else measures.ON_VECTORS, source.head)
+        problem = mixing.method_problem(method, measures.METHODS if source.model else ON_VECTORS, source.head)
         if problem:
             raise click.UsageError(problem)
         _check_one(method, rolled, source)

@@ -6,8 +6,8 @@ import contextlib
 import os
 
 import click
-from attncli.system import reading
 from attncli.cli.inputs import stdin_stream
+from attncli.system import reading
 from attncli.cli.options import (TextParam, complete_path, model_options, output_options, output_path,
                                  precision_option, scheduler_address)
 from attncli.cli.output import emit, note_redone, progress, warn
@@ -59,8 +59,8 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
       attncli faithfulness corpus.txt --model minilm --scheduler tcp://10.0.0.5:8786
     """
     from attncli.corpus import batch, cluster, survey  # multiprocessing: not at listing's cost
-    from attncli.mixing import faithfulness as faith  # multiprocessing: not at listing's cost
     from attncli.encoder import Options  # with the modules above: this command's own
+    from attncli.mixing import faithfulness as faith  # multiprocessing: not at listing's cost
 
     if not source.model:
         raise click.UsageError("faithfulness needs a model's forward pass (leave-one-out runs it again without "

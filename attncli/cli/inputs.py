@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 
 import click
-from attncli.system import limits, reading
-from attncli.encoder import cell_bytes
 from attncli.cli.output import one_line
+from attncli.encoder import cell_bytes
 from attncli.errors import AttncliError, InputError
+from attncli.system import limits, reading
 
 
 def stdin_stream(other: str):

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import click
 from attncli import attention
-from attncli.learning import projections
-from attncli.words import cache
-from attncli.documents.context import settled_note
-from attncli.encoder import Options
 from attncli.cli.output import Output, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
-from attncli.words.entry import bundled_prefix
+from attncli.documents.context import settled_note
+from attncli.encoder import Options
 from attncli.errors import AttncliError, InputError, OptionError, OutputError
-from attncli.words.load import load_vectors
+from attncli.learning import projections
 from attncli.learning.projections import MOST_D_K
+from attncli.words import cache
+from attncli.words.entry import bundled_prefix
+from attncli.words.load import load_vectors
 from attncli.words.vectors import Vectors
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 import numpy as np
 from attncli import attention
-from attncli.learning.projections import MOST_D_K
 from attncli.cli.options import output_options, output_path, vectors_options
 from attncli.cli.output import emit
 from attncli.cli.sections import Group
+from attncli.learning.projections import MOST_D_K
 from attncli.system.writing import write_whole
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import click
-from attncli.learning import projections
 from attncli import rnn as recurrent  # `rnn` is the command below
-from attncli.documents.rnn import rnn_doc
-from attncli.encoder import Options
 from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import keep_punct_option, oov_option, output_options, sentence_argument, vectors_options
 from attncli.cli.output import emit, warn
 from attncli.cli.sections import Command
+from attncli.documents.rnn import rnn_doc
+from attncli.encoder import Options
+from attncli.learning import projections
 
 MOST_HIDDEN = recurrent.MOST_HIDDEN
 

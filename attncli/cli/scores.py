@@ -9,10 +9,10 @@ import itertools
 import sys
 
 import click
-from attncli.system import reading
+from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
 from attncli.documents.long import document_rows, document_scale
 from attncli.documents.sentence import scores_doc
-from attncli.cli.inputs import compute_all, decode, note_large_json, read_sentences, read_stdin
+from attncli.system import reading
 from attncli.cli.options import (SCORES_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, predict_option, refuse_predict, sentence_argument, vectors_options)
 from attncli.cli.output import Output, emit, make_console, progress, writing_stdout

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
+from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.documents.context import compare_doc, context_doc, explain_doc, neighbors_doc
 from attncli.documents.sentence import heads_doc
 from attncli.encoder import Options
-from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.cli.options import (CONTEXT_FIELDS, TextParam, attention_options, fields_option, given_options,
                                  model_options, neighbors_count, neighbors_option, output_options, png_option,
                                  predict_option, refuse_predict, sentence_argument, vectors_options)

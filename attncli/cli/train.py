@@ -6,17 +6,17 @@ import contextlib
 from pathlib import Path
 
 import click
-from attncli.system import reading
 from attncli.cli import ExitStatus
 from attncli.cli.inputs import decode
+from attncli.system import reading
 from attncli.cli.options import (FiniteFloat, TextParam, complete_path, given_options, output_options, output_path,
                                  vectors_options)
 from attncli.cli.output import emit, progress, warn
 from attncli.cli.sections import Command
-from attncli.system.ending import ctrl_c_noted
 from attncli.errors import InputError
-from attncli.system.writing import write_whole
 from attncli.learning.projections import OBJECTIVES
+from attncli.system.ending import ctrl_c_noted
+from attncli.system.writing import write_whole
 
 PROBES = {"hide": "The earth is like an orange|Orange is a bright color",
           "next": "The earth is like an orange|She peeled a ripe orange"}  # next: the word last, to see its past

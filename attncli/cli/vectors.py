@@ -7,15 +7,15 @@ import sys
 import time
 
 import click
-from attncli.words import cache
-from attncli.words.entry import entry_bytes, verify_entry
-from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli import ExitStatus
+from attncli.cli.options import complete_path, output_options, vectors_options
 from attncli.cli.output import emit, one_line, progress, warn
 from attncli.cli.sections import Group
 from attncli.errors import AttncliError
 from attncli.system.limits import size
 from attncli.visible import count
+from attncli.words import cache
+from attncli.words.entry import entry_bytes, verify_entry
 
 
 @click.group(cls=Group, short_help="word vectors: what a source holds, and the cache")

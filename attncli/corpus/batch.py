@@ -17,14 +17,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from attncli.system import limits, reading
+from attncli.corpus.workers import in_order, worker_signals
 from attncli.documents.context import context_doc
 from attncli.documents.sentence import scores_doc, scores_listed
 from attncli.encoder import Options
 from attncli.errors import AttncliError
-from attncli.words.load import load_vectors
-from attncli.corpus.workers import in_order, worker_signals
+from attncli.system import limits, reading
 from attncli.views.json import to_json
+from attncli.words.load import load_vectors
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import re
 import time
 
 from attncli.corpus import batch
-from attncli.system import limits, reading
 from attncli.errors import AttncliError, InputError
+from attncli.system import limits, reading
 
 _loaded: dict = {}  # in a Dask worker: the vectors or model of the last job it ran, by its job
 

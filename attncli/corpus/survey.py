@@ -23,11 +23,11 @@ import numpy as np
 
 from attncli import attention
 from attncli.corpus import batch, stats, workers
-from attncli.mixing import documents as mixing
-from attncli.system import limits
 from attncli.encoder import Encoder, Options, attend
-from attncli.models.encoder import Trained
 from attncli.errors import AttncliError, InputError
+from attncli.mixing import documents as mixing
+from attncli.models.encoder import Trained
+from attncli.system import limits
 from attncli.words.tokenize import is_punctuation
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.system import limits
 from attncli.documents.sentence import _predicted, _top, common, json_lists
 from attncli.encoder import Attention, Encoder, Options, attend
 from attncli.errors import AttncliError, OptionError, TokenError
+from attncli.system import limits
 from attncli.words.tokenize import tokenize
 from attncli.words.vectors import Vectors, cosines, unit_rows
 

@@ -6,11 +6,11 @@ bounds a document is held to before its first row.
 from __future__ import annotations
 
 from attncli import attention
-from attncli.system import limits
 from attncli.encoder import Options
 from attncli.errors import InputError
-from attncli.words.vectors import Vectors
+from attncli.system import limits
 from attncli.words.encoder import ALONE, TooManyTokens
+from attncli.words.vectors import Vectors
 
 
 # The longest document scored without --window. Its T x T scores, T^2 = 1.6e11 cells, take

@@ -26,9 +26,9 @@ import numpy as np
 from numpy.lib import format as npy
 
 from attncli import attention, rnn
+from attncli.errors import AttncliError
 from attncli.system import limits, reading
 from attncli.words import npyfile
-from attncli.errors import AttncliError
 
 if TYPE_CHECKING:  # zipfile is imported where a .npz is read: the identity's runs need not pay for it
     import zipfile

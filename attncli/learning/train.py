@@ -34,16 +34,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from attncli import attention
-from attncli.learning import learn
-from attncli.system import limits
+from attncli.attention import ScaleError
 from attncli.documents.context import find_position
 from attncli.encoder import Options
-from attncli.attention import ScaleError
 from attncli.errors import AttncliError, InputError, TokenError
+from attncli.learning import learn
 from attncli.learning.projections import SHOWN_WITH
+from attncli.system import limits
+from attncli.version import __version__
 from attncli.words.tokenize import is_punctuation, iter_tokens
 from attncli.words.vectors import Vectors, cosines
-from attncli.version import __version__
 
 
 class TrainingError(AttncliError):

@@ -72,7 +72,6 @@ WITHOUT_RESIDUAL = ("raw", "rollout", "norm")  # rolled out with the identity mi
 AS_THEY_ARE = ("norm-res", "norm-res-ln", "globenc")  # rolled out without normalising each layer (GlobEnc)
 PER_HEAD = ("raw", "rollout", "norm")  # defined for one head as well as for the layer
 SHARES = ("alti", "value-zeroing")  # each layer's rows normalised by the measure itself
-ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")  # those of a layer with no residual and no norm (word vectors')
 # why a row has no share to give (undefined_rows)
 ZERO_OUTPUT = "zero output"  # token i's output is the zero vector (ALTI's y_i, value zeroing's x~_i)
 NOTHING_NEARER = "nothing nearer"  # ALTI: no part is nearer y_i than ||y_i||_1, every score 0

@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from attncli import attention
-from attncli.mixing import contributions
-from attncli.system import limits
 from attncli.documents.sentence import common, json_lists
 from attncli.documents.sentence import heads_doc as sentence_heads_doc
 from attncli.encoder import Attention, Encoder, Options, attend
 from attncli.errors import InputError, OptionError
+from attncli.mixing import contributions
 from attncli.models.encoder import Sentence, Trained
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
+from attncli.system import limits
 from attncli.visible import listed
 ERASURES = ("remove", "mask")
 REPLACEMENTS = ("[MASK]", "<mask>", "[UNK]", "<unk>", "<|endoftext|>")  # a piece to erase with, the first the model has

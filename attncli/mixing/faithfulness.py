@@ -28,10 +28,10 @@ import numpy as np
 
 from attncli import attention
 from attncli.corpus import batch
+from attncli.errors import AttncliError, InputError
 from attncli.learning import train
 from attncli.mixing import contributions, documents as mixing
 from attncli.models.encoder import Trained
-from attncli.errors import AttncliError, InputError
 
 CHUNK = 8  # lines a task: a MiniLM sentence takes about a second, and the progress bar moves a chunk at a time
 LEVEL = 0.95  # of the bootstrap interval

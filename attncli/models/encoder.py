@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, ranking
-from attncli.mixing import contributions
-from attncli.system import limits
 from attncli.encoder import Attention, Embedded, Options, cell_bytes
 from attncli.errors import AttncliError, InputError, ModelError, OptionError
+from attncli.learning.projections import Projections
+from attncli.mixing import contributions
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
-from attncli.learning.projections import Projections
+from attncli.system import limits
 
 def mask_keys(mask: np.ndarray) -> dict:
     """What a document says of a model's mask (T, T), True where piece i may not attend to

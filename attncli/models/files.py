@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.system import limits, reading
 from attncli.errors import ModelError, OptionError
-from attncli.system.home import expand
 from attncli.models.layers import Config
+from attncli.system import limits, reading
+from attncli.system.home import expand
 from attncli.words.tokenize import trimmed
 
 

@@ -23,8 +23,8 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 
 from attncli import attention
-from attncli.system import limits
 from attncli.errors import AttncliError, ModelError, RangeError
+from attncli.system import limits
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,10 @@ from pathlib import Path
 import numpy as np
 
 from attncli import attention
-from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, silu, whole
+from attncli.system import limits
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type

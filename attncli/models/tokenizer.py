@@ -55,10 +55,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attncli.system import limits
 from attncli.errors import ModelError
 from attncli.models import files
 from attncli.models.layers import Config
+from attncli.system import limits
 
 CONFIG_MOST = 10_000_000  # bytes of a tokenizer_config.json: Llama 3.1's, the largest met, is 55 kB
 # The regular expressions of real tokenizers' Split pre-tokenizers, as their tokenizer.json

@@ -28,8 +28,8 @@ from attncli.words.entry import (BUNDLED, FORMAT, FORMAT_VERSION, META_MOST, NGR
                                  bundled_prefix, is_int, read_entry, read_meta, read_small, unreadable, write_entry)
 from attncli.errors import VectorsError
 from attncli.system.home import expand, no_home
-from attncli.words.vectors import Vectors
 from attncli.version import __version__
+from attncli.words.vectors import Vectors
 
 PREFIX = "vectors"  # a cache entry's files: FOLDER/vectors.npy, FOLDER/vectors.words.txt, ...
 MARKER = ".attncli-entry"  # in every folder attncli makes in the cache directory

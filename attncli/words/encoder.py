@@ -18,12 +18,15 @@ from typing import Iterator
 import numpy as np
 
 from attncli import attention
-from attncli.learning import projections
-from attncli.mixing import contributions
-from attncli.system import limits
 from attncli.encoder import Attention, Embedded, Options, cell_bytes
 from attncli.errors import AttncliError, InputError, OptionError
+from attncli.learning import projections
+from attncli.system import limits
 from attncli.words.tokenize import is_punctuation, iter_tokens
+
+# the measures of context mixing a layer with no residual and no norm has (mixing.contributions.METHODS'):
+# the one attention over word vectors
+ON_VECTORS = ("raw", "rollout", "norm", "value-zeroing")
 
 UNASKED = 1 << 20  # bytes a sentence's T x T matrices may take before the system is asked for room
 
@@ -171,7 +174,7 @@ class WordEncoder:
     layers = 1  # one attention, over the vectors themselves
     layer = 1
     layered = False
-    methods = contributions.ON_VECTORS
+    methods = ON_VECTORS
 
     def heads(self, opts: Options) -> int:
         return opts.heads

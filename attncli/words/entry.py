@@ -39,10 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.system import limits, reading
-from attncli.words import npyfile
 from attncli.errors import VectorsError
+from attncli.system import limits, reading
 from attncli.system.limits import ResourceError
+from attncli.words import npyfile
 from attncli.words.vectors import Subwords, Vectors, Vocabulary
 
 FORMAT = "attncli-vectors"

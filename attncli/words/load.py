@@ -7,9 +7,9 @@ import os
 
 from collections.abc import Callable
 
+from attncli.errors import VectorsError, whole
 from attncli.words import cache
 from attncli.words.entry import DamagedEntry, EntryUnreadable, entry_bytes, read_bundled, verify_entry
-from attncli.errors import VectorsError, whole
 from attncli.words.vectors import Vectors
 
 

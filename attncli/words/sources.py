@@ -34,11 +34,11 @@ import numpy as np
 from attncli.errors import AttncliError, VectorsError
 from attncli.words.feed import (CHUNK, FIRST_LINE_MOST, UNICODE_ERRORS, WORD_MOST, Feed, Lines, LongLine, Progress,
                                 Ticker, decompressed, line_most)
-from attncli.words.plaintext import read_plain_text
-from attncli.system.reading import read_file
 from attncli.system.home import expand, home, no_home
-from attncli.words.vectors import Subwords, Vectors, Vocabulary
+from attncli.system.reading import read_file
 from attncli.visible import count
+from attncli.words.plaintext import read_plain_text
+from attncli.words.vectors import Subwords, Vectors, Vocabulary
 
 Warn = Callable[[str], None]
 
