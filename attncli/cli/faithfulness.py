@@ -9,7 +9,7 @@ import click
 from attncli.cli.inputs import stdin_stream
 from attncli.system import reading
 from attncli.cli.options import (TextParam, complete_path, model_options, output_options, output_path,
-                                 precision_option, scheduler_address)
+                                 scheduler_address)
 from attncli.cli.output import emit, note_redone, progress, warn
 from attncli.cli.sections import Command, option
 
@@ -29,12 +29,11 @@ from attncli.cli.sections import Command, option
               callback=scheduler_address,
               help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'dask[distributed]'.")
 @model_options(head=False, layer=False)
-@precision_option
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw the table as a picture: mean rho per method and column, the intervals written in "
              "(needs matplotlib: pip install matplotlib).")
 @output_options
-def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, scheduler, source, precision, out):
+def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, scheduler, source, out):
     """How faithful each measure of context mixing is to the model: over CORPUS (or standard
     input), one sentence a line, each method's agreement with leave-one-out, Spearman's rho
     per sentence between the method's attribution of the sentence's output (the mean of its
@@ -69,7 +68,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     trained = source.load()
     job = faith.Job(batch.Job.from_source(source, trained, Options(), dask=scheduler is not None),
-                    seed=seed_number, precision=precision)
+                    seed=seed_number, precision=source.precision)
     jobs = min(jobs, os.cpu_count() or 1)
     with contextlib.ExitStack() as stack:
         if corpus in (None, "-"):
@@ -83,7 +82,7 @@ def faithfulness(corpus, jsonl, field_name, resamples, seed_number, jobs, schedu
         with progress("lines", streaming=False) as update:
             total = survey.summarise(parts, lambda t: update(t.lines, None, f"{t.sentences:,} sentences"),
                                      job.empty())
-    summary = faith.summary(total, name, trained, resamples=resamples, seed=seed_number, precision=precision)
+    summary = faith.summary(total, name, trained, resamples=resamples, seed=seed_number, precision=source.precision)
     if total.skipped:
         line, reason = total.first_skip
         warn(f"{total.skipped:,} of {total.lines:,} lines skipped (line {line:,}: {reason})")

@@ -109,6 +109,7 @@ class Source:
     head: int | None = None  # None: the mean over the heads, or every head where a command shows each
     mask: str | None = None  # --mask, given with --model: a decoder's own causal one only
     predict: bool = False  # --predict, given with --model: a decoder's
+    precision: str = "float64"  # --precision, given with --model: its forward passes'
 
     def load(self):
         """The source of attention (encoder.Encoder) every document function takes: with
@@ -311,12 +312,15 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False, layer
         return functools.partial(model_options, head=head, every=every, layer=layer)
 
     @functools.wraps(f)
-    def wrapper(*args, model, revision, source=Source(), layer=None, head=None, **kwargs):
+    def wrapper(*args, model, revision, precision, source=Source(), layer=None, head=None, **kwargs):
         if model is None:
             unused = next((name for name, value in (("--layer", layer), ("--head", head), ("--revision", revision))
                            if value is not None), None)
             if unused:
                 raise click.UsageError(f"{unused} needs --model NAME|DIR")
+            if precision != "float64":
+                raise click.UsageError("--precision sets a trained model's forward passes; give --model NAME|DIR, or "
+                                       "leave it out over word vectors")
             return f(*args, source=source, **kwargs)
         if revision is not None:
             from attncli.models.files import check_revision  # the model's code: only with --revision
@@ -329,8 +333,10 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False, layer
         if refused:
             raise click.UsageError(_MODEL_FIXES.format(refused[0]))
         mask = ctx.params["mask"] if given_options(ctx, ("mask",)) else None  # the model's family judges it
-        return f(*args, source=dataclasses.replace(source, model=model, revision=revision, layer=layer, head=head,
-                                                   mask=mask, predict=bool(ctx.params.get("predict"))), **kwargs)
+        source = dataclasses.replace(source, model=model, revision=revision, layer=layer, head=head, mask=mask,
+                                     predict=bool(ctx.params.get("predict")), precision=precision)
+        with attention.precision(precision):  # the run's every pass; workers take it from their job
+            return f(*args, source=source, **kwargs)
 
     options = [
         option("model", "--model", metavar="NAME|DIR", envvar="ATTNCLI_MODEL", show_envvar=True,
@@ -342,6 +348,12 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False, layer
         option("model", "--revision", metavar="REV",
                help="With --model NAME from the Hugging Face cache: the branch, tag or commit to read. "
                     "Default: main."),
+        option("model", "--precision", type=click.Choice(attention.PRECISIONS), default="float64",
+               show_default=True,
+               help="With --model: the precision of its forward passes. float32 (torch's) is about twice as fast; "
+                    "its numbers differ from float64's in the 6th or 7th digit (benchmarks/README.md). A sentence "
+                    "whose numbers overflow float32 is computed in float64 instead, as the document's precision "
+                    "says."),
     ]
     if layer:
         options.append(option("model", "--layer", type=click.IntRange(min=1), metavar="L",
@@ -539,15 +551,6 @@ class TextParam(click.ParamType):
 
 
 sentence_argument = click.argument("sentence", required=False, type=TextParam("the sentence"))
-
-
-# --precision of the commands that run a model over a corpus (stats, faithfulness): float64
-# by default, as every one-sentence command computes; float32 about twice as fast
-precision_option = click.option(
-    "--precision", type=click.Choice(attention.PRECISIONS), default="float64", show_default=True,
-    help="With --model: the precision of its forward passes. float32 (torch's) is about twice as fast; its numbers "
-         "differ from float64's in the 6th or 7th digit (benchmarks/README.md). A sentence whose numbers overflow "
-         "float32 is computed in float64 instead, and counted (redone_in_float64).")
 
 
 def scheduler_address(ctx, param, value):

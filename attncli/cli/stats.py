@@ -8,7 +8,7 @@ import os
 import click
 from attncli.system import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
-                                 output_path, precision_option, scheduler_address, vectors_options)
+                                 output_path, scheduler_address, vectors_options)
 from attncli.cli.inputs import stdin_stream
 from attncli.cli.output import emit, note_redone, progress, warn
 from attncli.cli.sections import Command, option
@@ -43,13 +43,12 @@ from attncli.errors import InputError
               help="A Dask scheduler (tcp://host:8786) whose workers do the work; needs pip install 'dask[distributed]'.")
 @vectors_options
 @model_options(head=False)
-@precision_option
 @attention_options(top=False)
 @option("output", "--png", type=click.Path(), callback=output_path("png", (".png",)), metavar="FILE.png",
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install matplotlib).")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, importance, jobs, scheduler, source, precision, opts, out):
+          no_shuffled, importance, jobs, scheduler, source, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -77,7 +76,8 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     """
     from attncli.corpus import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
-    _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model, precision)
+    _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model)
+    precision = source.precision
     vectors = source.load()
     if by == "word" and source.model:
         raise InputError("--by word counts words, and a model's tokens are word pieces; leave out --model "
@@ -107,8 +107,7 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     emit([summary], out, "stats_view", json_docs=summary["records"])
 
 
-def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importance: bool, model,
-                     precision: str) -> None:
+def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importance: bool, model) -> None:
     """The options that cannot go together, refused before anything is loaded."""
     if probe is not None and corpus is not None:
         raise click.UsageError("--probe repeated makes its own sentences; leave out CORPUS")
@@ -120,9 +119,6 @@ def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importan
     if importance and not model:
         raise click.UsageError("--importance zeroes a trained model's heads in turn and runs the model on; it needs "
                                "--model NAME|DIR")
-    if precision != "float64" and not model:
-        raise click.UsageError("--precision sets a trained model's forward passes; give --model NAME|DIR, or leave "
-                               "it out over word vectors")
     if importance and by == "word":
         raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
                                "give one of them")

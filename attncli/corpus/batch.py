@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from attncli import attention
 from attncli.corpus.workers import in_order, worker_signals
 from attncli.documents.context import context_doc
 from attncli.documents.sentence import scores_doc, scores_listed
@@ -43,6 +44,7 @@ class Job:
     revision: str | None = None  # the cache's model: the commit of its snapshot, as this run read it
     layer: int = 1
     head: int | None = None
+    precision: str = "float64"  # the model's passes (attention.PRECISIONS), as --precision gives it
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
     spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
@@ -58,7 +60,7 @@ class Job:
         if source.model:
             model = loaded.model
             job = cls(model=model.name if model.revision else str(model.path), revision=model.revision,
-                      layer=loaded.layer, head=loaded.head, opts=opts, **fields)
+                      layer=loaded.layer, head=loaded.head, precision=source.precision, opts=opts, **fields)
         else:
             job = cls(source=loaded.source if loaded.source != "bundled" else None, limit=source.limit,
                       trust_pickle=source.trust_pickle, opts=opts, **fields)
@@ -248,8 +250,9 @@ def _start(job: Job, worker: bool = False) -> None:
 
 
 def _docs(chunk: list[tuple[int, str | None, str | None]]) -> list[dict]:
-    done = batched(chunk, _vectors, _job, _failed)
-    return [one_line(item, _vectors, _job, _failed, done.get(item[0])) for item in chunk]
+    with attention.precision(_job.precision):  # in a worker too, which the command's own does not reach
+        done = batched(chunk, _vectors, _job, _failed)
+        return [one_line(item, _vectors, _job, _failed, done.get(item[0])) for item in chunk]
 
 
 def batched(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> dict:
@@ -311,9 +314,11 @@ class Encoded(NamedTuple):
 
 
 def encoded_chunk(chunk: list[tuple], vectors, job: Job, failed: str | None = None) -> Encoded:
-    """A chunk of items' results, as JSON Lines."""
-    done = batched(chunk, vectors, job, failed)
-    lines = [encoded_line(item, vectors, job, failed, done.get(item[0])) for item in chunk]
+    """A chunk of items' results, as JSON Lines, computed in the job's precision (in a worker
+    too, which the command's own does not reach)."""
+    with attention.precision(job.precision):
+        done = batched(chunk, vectors, job, failed)
+        lines = [encoded_line(item, vectors, job, failed, done.get(item[0])) for item in chunk]
     text = "".join(line + "\n" for _, line in lines)
     return Encoded(sum(error for error, _ in lines), len(lines), chunk[-1][0],
                    text.encode("utf-8"))  # json_safe escaped every surrogate

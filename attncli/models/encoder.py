@@ -152,9 +152,13 @@ class Trained:
         limits.require(family.run_bytes(T, config) + Shown.bytes(T, config, keep)
                        + T * T * cell_bytes(config.heads, listed),
                        f"{self.model.name}'s forward pass over {T:,} word pieces", "give a shorter sentence")
-        shown = Shown(config, self.layer - 1, keep)
-        family.run(pieces.ids, self.model.weights, config, shown)
-        return pieces, shown
+
+        def run() -> Shown:
+            shown = Shown(config, self.layer - 1, keep)
+            family.run(pieces.ids, self.model.weights, config, shown)
+            return shown
+
+        return pieces, attention.in_range(run)[0]  # in float32, a sentence it cannot hold in float64
 
     def pieces(self, sentence: str):
         """The sentence's word pieces (models.files.Pieces), refused when there are none or
@@ -235,10 +239,11 @@ class Trained:
         return {"W": W, "b": b}
 
     def describe(self, att: Attention) -> dict:
-        """What a model adds to a document's keys; its key/value heads where its query heads
-        share them, d_head where it is not d_model / heads, and a decoder's mask in
+        """What a model adds to a document's keys: the model (about), the precision its pass
+        ran in, the layer and head shown, its markers and offsets, and a decoder's mask in
         place of --mask's."""
-        doc = {"model": self.about(), "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
+        doc = {"model": self.about(), "precision": att.weights.dtype.name,  # float64 where float32 could not hold it
+               "layer": self.layer, "head": self.head, "special": list(att.pieces.special),
                "offsets": [list(o) for o in att.pieces.offsets]}
         return doc if att.mask is None else {**mask_keys(att.mask), **doc}
 
