@@ -10,6 +10,7 @@ cannot hold either refused as float64 refuses it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 from attncli import attention
 from attncli.errors import ModelError, OptionError
 from attncli.models import layers
-from clirunner import fails, ok, run
+from clirunner import fails, ok, one, run
 
 MODELS = Path(__file__).parent / "data" / "models"
 FAMILIES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama",
@@ -273,3 +274,65 @@ def test_what_float64_cannot_hold_either_is_its_error(precision, huge):
     model, corpus = huge[2], huge[3]
     fails(run("faithfulness", corpus, "--model", model, "--precision", precision),
           "no line of", "could be read (3 skipped; line 1: the embeddings leave float64's range")
+
+
+# --- --precision on every --model command ------------------------------------------------------
+
+SENTENCE_COMMANDS = [["scores", "The earth is like an orange"], ["context", "The earth is like an orange", "--token", "earth"],
+                     ["explain", "The earth is like an orange"], ["heads", "The earth is like an orange"],
+                     ["contributions", "The earth is like an orange", "--method", "alti"],
+                     ["compare", "The earth is like an orange", "An orange is round", "--token", "orange"]]
+
+
+def without_precision(doc):
+    """The document with every `precision` key taken out, and what they said."""
+    said = []
+    if isinstance(doc, dict):
+        if "precision" in doc:
+            said.append(doc.pop("precision"))
+        for value in doc.values():
+            said += without_precision(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            said += without_precision(value)
+    return said
+
+
+@pytest.mark.parametrize("command", SENTENCE_COMMANDS, ids=lambda c: c[0])
+def test_every_model_command_takes_float32_and_says_it_ran_in_it(command):
+    """A sentence command's numbers in float32 are float64's within float32's rounding, and
+    its document says which ran; float64 stays the default."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
+    model = str(MODELS / "tiny-bert")
+    wide = ok(run(*command, "--model", model, "--json"))
+    narrow = ok(run(*command, "--model", model, "--json", "--precision", "float32"))
+    assert set(without_precision(wide)) == {"float64"} and set(without_precision(narrow)) == {"float32"}
+    numbers_equal(wide, narrow, tol=1e-4)
+
+
+def test_a_sentence_float32_cannot_hold_runs_in_float64_and_says_so(huge):
+    model = str(huge[0])  # every sentence's embeddings x 1e30
+    wide = one(run("scores", CORPUS[0], "--model", model, "--json"))
+    narrow = one(run("scores", CORPUS[0], "--model", model, "--json", "--precision", "float32"))
+    assert wide["precision"] == narrow["precision"] == "float64"
+    numbers_equal(wide, narrow)
+
+
+def test_batch_takes_the_precision_to_its_workers(tmp_path):
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(CORPUS * 3) + "\n", encoding="utf-8")
+    model = str(MODELS / "tiny-bert")
+    one = run("batch", corpus, "--model", model, "--precision", "float32")
+    two = run("batch", corpus, "--model", model, "--precision", "float32", "--jobs", "2")
+    assert one.exit_code == two.exit_code == 0 and one.stdout == two.stdout
+    docs = [json.loads(line) for line in one.stdout.splitlines()]
+    assert len(docs) == 9 and {d["precision"] for d in docs} == {"float32"}
+
+
+@pytest.mark.parametrize("command", [c[0] for c in SENTENCE_COMMANDS] + ["batch", "explore"])
+def test_precision_over_word_vectors_is_a_usage_error(command):
+    args = {"compare": ["a b", "b c", "--token", "b"], "batch": ["-"], "explore": ["a b"]}.get(command, ["a b"])
+    fails(run(command, *args, "--precision", "float32", input="a b\n"), code=2,
+          *["--precision sets a trained model's forward passes; give --model NAME|DIR, or leave it out over word "
+            "vectors"])
