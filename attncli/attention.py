@@ -138,9 +138,11 @@ def default_scale(d_k: int) -> float:
     return 1.0 / np.sqrt(whole("d_k", d_k, 1))
 
 
-def causal_mask(T: int) -> np.ndarray:
-    """True where token i may not attend to token j: every j after i."""
-    return np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T)
+def causal_mask(T: int, rows: slice = slice(None)) -> np.ndarray:
+    """True where token i may not attend to token j: every j after i. For the query rows
+    `rows` (a block of them, R) only: those rows of the (T, T) mask, made without it. (R, T)"""
+    i = np.arange(T)[rows]  # (R,) the rows' positions
+    return i[:, None] < np.arange(T)[None, :]  # (R, T): j > i
 
 
 def self_mask(T: int) -> np.ndarray:
@@ -210,30 +212,57 @@ def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
         return alpha @ floating(V)  # (T, T) @ (T, d_k) -> (T, d_k)
 
 
+def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,
+                    mask=None, check=None, rows: int | None = None):
+    """Steps I-III over `heads` heads, a block of `rows` query rows at a time (None: every
+    row, as one block): Q, K (..., T, d_k) and V (..., T', d_v) split into heads once; then
+    for each block of R rows, its scores against every key, its weights and its context
+    vectors, the heads side by side again. Yields (the block's rows, a slice of T; omega
+    and alpha (..., H, R, T'); Z (..., R, d_v)), each let go once the caller moves on, so
+    that no T x T' array need exist: each row's softmax is exact all the same, its maximum
+    and sum taken over the whole row of T' keys at once.
+
+    `mask`: None; the (..., T, T') mask, or one whose row axis is 1 (a batch's padding
+    keys, the same for every row), of which each block takes its rows; or a function of a
+    block's rows (a slice) giving that block's (..., R, T') (a family's mask(T, config,
+    rows)), so that the whole mask is never made either. check(omega), when given, sees
+    each block's scores before Step II, to refuse in the caller's words scores that
+    overflowed."""
+    Qh, Kh, Vh = (split_heads(M, heads) for M in (Q, K, V))  # (..., H, T, d_k/H), twice, and (..., H, T', d_v/H)
+    T = Qh.shape[-2]
+    if mask is None or callable(mask):
+        rows_of = mask
+    else:
+        rows_of = (lambda block: mask) if mask.shape[-2] == 1 else (lambda block: mask[..., block, :])
+    step = T if rows is None else whole("rows", rows, 1)
+    for start in range(0, max(T, 1), max(step, 1)):
+        block = slice(start, min(start + step, T))
+        omega = scores(Qh[..., block, :], Kh)  # (..., H, R, T')
+        if check is not None:
+            check(omega)
+        alpha = weights(omega, scale, temperature, None if rows_of is None else rows_of(block))  # (..., H, R, T')
+        yield block, omega, alpha, merge_heads(context(alpha, Vh))  # (..., R, d_v)
+
+
 def multi_head(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,
                mask: np.ndarray | None = None, check=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Steps I-III over `heads` heads, as every caller runs them (the word vectors' path, a
-    trained model's layer, training's forward pass and its probe): Q, K (..., T, d_k) and V
-    (..., T', d_v) split into heads, each head's scores, weights and context vectors, and
-    the heads' context vectors side by side again. Gives omega and alpha (..., H, T, T')
-    and Z (..., T, d_v). check(omega), when given, sees the scores before Step II, to
-    refuse in the caller's words scores that overflowed."""
-    Qh, Kh, Vh = (split_heads(M, heads) for M in (Q, K, V))  # (..., H, T, d_k/H), twice, and (..., H, T', d_v/H)
-    omega = scores(Qh, Kh)  # (..., H, T, T')
-    if check is not None:
-        check(omega)
-    alpha = weights(omega, scale, temperature, mask)  # (..., H, T, T')
-    return omega, alpha, merge_heads(context(alpha, Vh))  # (..., T, d_v)
+    """Steps I-III over `heads` heads, every row at once, as the word vectors' path,
+    training's forward pass and its probe run them: multi_head_rows' one block (a trained
+    model's layer runs multi_head_rows itself, in blocks where its pass asks for them).
+    Gives omega and alpha (..., H, T, T') and Z (..., T, d_v)."""
+    ((_, omega, alpha, Z),) = multi_head_rows(Q, K, V, heads, scale, temperature, mask, check)
+    return omega, alpha, Z
 
 
-def causal_window_mask(T: int, window: int) -> np.ndarray:
+def causal_window_mask(T: int, window: int, rows: slice = slice(None)) -> np.ndarray:
     """True where token i may not attend to token j: every j after i, and every j `window`
     or more places before it, so that a row sees its own token and the window - 1 before
     (Mistral's sliding window, as transformers' sliding_window_overlay keeps kv_idx >
-    q_idx - window: position i - window is hidden)."""
+    q_idx - window: position i - window is hidden). For the query rows `rows` only, as
+    causal_mask. (R, T)"""
     window = whole("window", window, 1)
-    offset = np.arange(T)[:, None] - np.arange(T)[None, :]  # (T, T): i - j
-    return (offset < 0) | (offset >= window)  # (T, T)
+    offset = np.arange(T)[rows][:, None] - np.arange(T)[None, :]  # (R, T): i - j
+    return (offset < 0) | (offset >= window)  # (R, T)
 
 
 # Rotary position embeddings and grouped-query attention: what the Llama family's attention

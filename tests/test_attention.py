@@ -275,6 +275,61 @@ def test_multi_head_is_each_head_apart_side_by_side():
             assert Z[i, 3 * h:3 * h + 3] == pytest.approx(sum(a[j] * v[j] for j in range(4)), abs=1e-12)
 
 
+def loop_softmax_rows(logits, hidden):
+    """Each row's softmax over the keys it may attend to, a Python float at a time."""
+    out = np.zeros(logits.shape)
+    for index in np.ndindex(logits.shape[:-1]):
+        row = [float(x) for x, h in zip(logits[index], hidden[index[-1]]) if not h]
+        top = max(row)
+        total = sum(math.exp(x - top) for x in row)
+        out[index] = [0.0 if h else math.exp(float(x) - top) / total for x, h in zip(logits[index], hidden[index[-1]])]
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_blocks_of_rows_give_the_whole_matrix(window):
+    """multi_head_rows a block of R query rows at a time, R = 1, 7 and T, the mask made a
+    block's rows at a time (causal_mask's and causal_window_mask's rows): the same scores,
+    weights and context vectors as multi_head over the whole (T, T) mask, within 1e-12, each
+    row's weights its whole softmax (a loop over the row's allowed keys); the rows of a
+    mask are the whole mask's rows."""
+    rng = np.random.default_rng(7)
+    T, H = 23, 3
+    Q, K, V = rng.normal(size=(T, 12)), rng.normal(size=(T, 12)), rng.normal(size=(T, 9))
+    whole = attention.causal_mask(T) if window is None else attention.causal_window_mask(T, window)
+    rows_of = ((lambda rows: attention.causal_mask(T, rows)) if window is None
+               else (lambda rows: attention.causal_window_mask(T, window, rows)))
+    np.testing.assert_array_equal(whole, np.triu(np.ones((T, T), dtype=bool), k=1) | (
+        False if window is None else np.tril(np.ones((T, T), dtype=bool), k=-window)))
+    omega, alpha, Z = attention.multi_head(Q, K, V, H, 0.4, 1.5, whole)
+    np.testing.assert_allclose(alpha, loop_softmax_rows(omega * 0.4 / 1.5, whole), rtol=0, atol=1e-14)
+    for R in (1, 7, T, 100):
+        blocks = list(attention.multi_head_rows(Q, K, V, H, 0.4, 1.5, rows_of, rows=R))
+        assert [b[0] for b in blocks] == [slice(s, min(s + R, T)) for s in range(0, T, R)]
+        assert all(b[2].shape == (H, b[0].stop - b[0].start, T) for b in blocks)  # (H, R, T): never T x T
+        for rows, o, a, z in blocks:
+            np.testing.assert_array_equal(rows_of(rows), whole[rows])
+            np.testing.assert_allclose(o, omega[:, rows], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(a, alpha[:, rows], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(z, Z[rows], rtol=0, atol=1e-12)
+        # the whole mask handed as an array: each block takes its rows
+        again = list(attention.multi_head_rows(Q, K, V, H, 0.4, 1.5, whole, rows=R))
+        np.testing.assert_allclose(np.concatenate([b[2] for b in again], axis=1), alpha, rtol=0, atol=1e-12)
+
+
+def test_blocks_of_a_padded_batch_keep_its_padding_mask():
+    """A batch (B, T) with a padding mask (B, 1, 1, T), the same for every row: blocks of
+    rows equal the whole, and a padding key gets weight 0 in every block."""
+    rng = np.random.default_rng(8)
+    Q, K, V = rng.normal(size=(2, 9, 8)), rng.normal(size=(2, 9, 8)), rng.normal(size=(2, 9, 8))
+    padding = attention.padding_mask(np.array([9, 5]), 9)  # (2, 1, 1, 9)
+    _, alpha, Z = attention.multi_head(Q, K, V, 2, 0.5, mask=padding)
+    for rows, _, a, z in attention.multi_head_rows(Q, K, V, 2, 0.5, mask=padding, rows=4):
+        np.testing.assert_allclose(a, alpha[..., rows, :], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(z, Z[:, rows], rtol=0, atol=1e-12)
+        assert (a[1, ..., 5:] == 0).all()
+
+
 def test_multi_head_backward_is_the_gradient():
     rng = np.random.default_rng(4)
     Q, K, V, G = (rng.normal(size=(4, 6)) for _ in range(4))  # G: dL/dZ of L = sum(G * Z)

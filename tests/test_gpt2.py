@@ -117,11 +117,11 @@ def test_the_steps_are_the_layers_projections(model, reference):
 
 def test_the_attention_is_attention_py(monkeypatch, model, reference):
     called = []
-    for name in ("scores", "weights", "context", "multi_head", "causal_mask"):
+    for name in ("scores", "weights", "context", "multi_head_rows", "causal_mask"):
         original = getattr(attention, name)
         monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
     gpt2.forward(reference["ids_0"], model.weights, model.config)
-    assert called.count("multi_head") == called.count("scores") == called.count("weights") == 2
+    assert called.count("multi_head_rows") == called.count("scores") == called.count("weights") == 2
     assert called.count("causal_mask") == 1
 
 

@@ -180,17 +180,17 @@ def test_linear_scaling_divides_the_positions():
 
 def test_the_api_is_attention_py(monkeypatch, tmp_path):
     """No second copy of the attention math: a layer rotates its queries and keys, shares its
-    keys and values and runs multi_head, all attention.py's."""
+    keys and values and runs multi_head_rows, all attention.py's."""
     write_model(tmp_path / "m")
     model = models.load_model(str(tmp_path / "m"))
     called = []
-    for name in ("rotate", "share_heads", "multi_head", "scores", "weights", "context", "merge_heads"):
+    for name in ("rotate", "share_heads", "multi_head_rows", "scores", "weights", "context", "merge_heads"):
         original = getattr(attention, name)
         monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
     llama.forward(model.encode("the earth").ids, model.weights, model.config)
-    assert [called.count(n) for n in ("rotate", "share_heads", "multi_head", "scores", "weights", "context")] == \
+    assert [called.count(n) for n in ("rotate", "share_heads", "multi_head_rows", "scores", "weights", "context")] == \
         [4, 4, 2, 2, 2, 2]
-    assert called.count("merge_heads") == 4 + 4 + 2  # inside rotate, share_heads and multi_head alone
+    assert called.count("merge_heads") == 4 + 4 + 2  # inside rotate, share_heads and multi_head_rows alone
 
 
 @pytest.mark.parametrize("T", [16, 200])

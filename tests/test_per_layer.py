@@ -128,6 +128,45 @@ def test_a_consumer_sees_a_padded_batch_as_forward_gives_it(name):
     assert_saw_the_pass(seen.calls, run, model.config.layers)
 
 
+class Blocks(Recorder):
+    """A Recorder that also writes down every block of rows a pass run in blocks hands it."""
+
+    def rows(self, l, start, steps):
+        self.calls.append(("rows", l, start, {name: M.copy() for name, M in steps.items()}))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_pass_run_in_blocks_of_rows_is_forward_a_block_at_a_time(name):
+    """run(..., rows=R), R = 1, 7 and T: every layer's rows handed block by block, in order,
+    before its layer(), each block (H, R, T) and never T x T; the blocks together are
+    forward's weights and scores within 1e-12, and every hidden state is forward's within
+    1e-12 too (the context vectors filled in a block at a time); layer() is handed the
+    other steps but no scores or weights."""
+    model, ref = load(name), reference(name)
+    c, ids = model.config, ref["ids_4"]
+    T = len(ids)
+    run = model.family.forward(ids, model.weights, c, keep=tuple(range(c.layers)))
+    for R in (1, 7, T):
+        seen = Blocks()
+        model.family.run(ids, model.weights, c, seen, rows=R)
+        starts = list(range(0, T, R))
+        assert [call[:3] if call[0] == "rows" else call[0] for call in seen.calls] == \
+            ["begin", *(x for l in range(c.layers) for x in [*(("rows", l, s) for s in starts), l]), "end"]
+        for l in range(c.layers):
+            blocks = [call[3] for call in seen.calls if call[0] == "rows" and call[1] == l]
+            assert all(b["weights"].shape == (c.heads, min(R, T - s), T) for b, s in zip(blocks, starts))
+            for step in ("weights", "scores"):
+                np.testing.assert_allclose(np.concatenate([b[step] for b in blocks], axis=1), run.steps[l][step],
+                                           rtol=0, atol=1e-12)
+        layers_seen = [call for call in seen.calls if call[0] in range(c.layers)]
+        for l, X, steps in layers_seen:
+            assert "weights" not in steps and "scores" not in steps
+            np.testing.assert_allclose(steps["context"], run.steps[l]["context"], rtol=0, atol=1e-12)
+            if l < c.layers - 1:
+                np.testing.assert_allclose(X, run.hidden[l + 1], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(seen.calls[-1][1], run.hidden[-1], rtol=0, atol=1e-12)
+
+
 def peak(f) -> int:
     """The most numpy's arrays (tracemalloc) held at once while f() ran."""
     tracemalloc.start()

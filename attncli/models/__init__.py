@@ -18,7 +18,10 @@ Qwen2) gives what is its own:
     read_tokenizer(where, config)  its tokenizer, checked
     run(ids, weights, config, to)  the forward pass, each layer handed to the consumer `to`
                                    (layers.Consumer) as it is made, with run_bytes(T, config):
-                                   its memory beside what `to` keeps
+                                   its memory beside what `to` keeps; run(..., rows=R) and
+                                   run_bytes(T, config, R) the same a block of R query rows
+                                   at a time (layers.attention_of), each block's weights
+                                   handed to to.rows() and let go
     forward(ids, weights, config, keep=...) -> layers.Pass: run with layers.Kept, keeping
                                    every layer's arrays, with pass_bytes(T, config)
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
@@ -26,9 +29,10 @@ Qwen2) gives what is its own:
 
 and a decoder besides:
 
-    mask(T, config)                (T, T), True where a piece may not attend: causal, and
+    mask(T, config, rows)          (T, T), True where a piece may not attend: causal, and
                                    a sliding window where the config declares one
-                                   (documents name it: models.encoder.mask_keys)
+                                   (documents name it: models.encoder.mask_keys); with
+                                   `rows` (a slice), those query rows of it (R, T) alone
     logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
 
 and calls attention.py for its attention, never a copy of it. Pass.hidden is what

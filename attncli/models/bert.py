@@ -191,22 +191,21 @@ def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
     return norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
 
 
-def attend(X: np.ndarray, weights: dict, l: int, config: Config,
-           masked: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None,
+           blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
     scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head), and side
     by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D).
-    `masked`: a padded batch's padding keys (attention.padding_mask), or None."""
+    `masked`: a padded batch's padding keys (attention.padding_mask), or None. With
+    `blocks`, the scores and weights a block of query rows at a time, each handed to its
+    consumer and not kept (layers.attention_of)."""
     p = f"encoder.layer.{l}.attention"
     Q = dense(X, weights, f"{p}.self.query")  # (T, D)
     K = dense(X, weights, f"{p}.self.key")  # (T, D)
     V = dense(X, weights, f"{p}.self.value")  # (T, D)
-    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head),
-                                           mask=masked,
-                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    kept, Z = layers.attention_of(Q, K, V, l, config, masked, blocks)  # omega and alpha (H, T, T), or none; (T, D)
     A = dense(Z, weights, f"{p}.output.dense")  # (T, D)
-    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),
-            "context": Z, "A": A}
+    return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, config.heads), "context": Z, "A": A}
 
 
 def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -241,10 +240,11 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> tup
     return X1, S, norm(S, weights, f"encoder.layer.{l}.output.LayerNorm", config)  # (..., T, D)
 
 
-def layer(X: np.ndarray, weights: dict, l: int, config: Config,
-          masked: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """X_l from X_{l-1}, and the steps of its attention (over the keys `masked` leaves)."""
-    steps = attend(X, weights, l, config, masked)
+def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None,
+          blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, and the steps of its attention (over the keys `masked` leaves; its
+    weights a block of rows at a time with `blocks`)."""
+    steps = attend(X, weights, l, config, masked, blocks)
     return after_attention(X + steps["A"], weights, l, config)[-1], steps  # (T, D)
 
 
@@ -262,14 +262,14 @@ def block(X: np.ndarray, weights: dict, l: int, config: Config) -> layers.Block:
                         lambda Y: after_attention(Y, weights, l, config)[-1])
 
 
-def run_bytes(T: int, config: Config) -> int:
+def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps: the work
-    of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on,
-    about six (T, F) or (T, D) ones, GELU's output and its work, a block of layers.BLOCK
-    numbers at a time, ten (T, F) in all to be safe, and a weight matrix widened for its
-    product, twice), float64."""
-    H, D, F = config.heads, config.hidden, config.intermediate
-    return 8 * (6 * H * T * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+    of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on, or
+    with `rows` R, (H, R, T) ones; about six (T, F) or (T, D) ones, GELU's output and its
+    work, a block of layers.BLOCK numbers at a time, ten (T, F) in all to be safe, and a
+    weight matrix widened for its product, twice), float64."""
+    H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
+    return 8 * (6 * H * R * T + 10 * T * max(D, F) + 2 * D * max(D, F))
 
 
 def pass_bytes(T: int, config: Config) -> int:
@@ -280,17 +280,20 @@ def pass_bytes(T: int, config: Config) -> int:
 
 
 def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
-        lengths: np.ndarray | None = None) -> None:
+        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
     """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
     (layers.Consumer); or over a batch (B, T) of sentences padded on the right, of `lengths`
-    (B,), their padding keys masked (layers.forward_many). Numbers that overflow are refused
-    after the embeddings, at each layer's scores and at each layer's output (ModelError),
-    and numpy says nothing of them."""
+    (B,), their padding keys masked (layers.forward_many). With `rows` R, each layer's
+    attention a block of R query rows at a time, each block handed to to.rows() and let go
+    (a long text: nothing T x T is held). Numbers that overflow are refused after the
+    embeddings, at each layer's scores and at each layer's output (ModelError), and numpy
+    says nothing of them."""
     with np.errstate(all="ignore"):
         ids = np.asarray(ids)
         X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
         masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), to)
+        blocks = None if rows is None else layers.Blocks(rows, to)
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked, blocks), to)
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),

@@ -78,8 +78,8 @@ def as_bert(weights: dict) -> dict:
 
 
 def run(ids: np.ndarray, weights: dict, config: bert.BertConfig, to: Consumer, *,
-        lengths: np.ndarray | None = None) -> None:
-    bert.run(ids, as_bert(weights), config, to, lengths=lengths)
+        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
+    bert.run(ids, as_bert(weights), config, to, lengths=lengths, rows=rows)
 
 
 def forward(ids: np.ndarray, weights: dict, config: bert.BertConfig, *, keep: tuple[int, ...] = (),

@@ -135,25 +135,27 @@ def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
     return attention.project(X, weights[f"{name}.weight"], weights[f"{name}.bias"])
 
 
-def mask(T: int, config: Config) -> np.ndarray:
-    """(T, T) True where piece i may not attend to piece j: every j after i."""
-    return attention.causal_mask(T)
+def mask(T: int, config: Config, rows: slice = slice(None)) -> np.ndarray:
+    """(T, T) True where piece i may not attend to piece j: every j after i; for the query
+    rows `rows` only, (R, T)."""
+    return attention.causal_mask(T, rows)
 
 
-def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray) -> dict[str, np.ndarray]:
+def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked,
+           blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over its normed input X (T, D), every step kept: Q, K, V
     (T, D); per head the scores omega and weights alpha (H, T, T) and context vectors Z
     (H, T, d_head), and side by side (context, T x D); and the output A = merge(Z) W_O + b_O.
-    `masked` (T, T) is the causal mask."""
+    `masked` is the causal mask (T, T), or the function of a block's rows that gives its
+    rows (mask(T, config, rows)). With `blocks`, the scores and weights a block of query
+    rows at a time, each handed to its consumer and not kept (layers.attention_of)."""
     p = f"h.{l}.attn"
     D = config.hidden
     QKV = conv1d(X, weights, f"{p}.c_attn")  # (T, 3D)
     Q, K, V = QKV[..., :D], QKV[..., D:2 * D], QKV[..., 2 * D:]  # (T, D) each
-    omega, alpha, Z = attention.multi_head(Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
-                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    kept, Z = layers.attention_of(Q, K, V, l, config, masked, blocks)  # omega and alpha (H, T, T), or none; (T, D)
     A = conv1d(Z, weights, f"{p}.c_proj")  # (T, D)
-    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, config.heads),
-            "context": Z, "A": A}
+    return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, config.heads), "context": Z, "A": A}
 
 
 def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -189,11 +191,12 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> np.
     return Y + feed_forward(norm(Y, weights, f"h.{l}.ln_2", config), weights, l, config)  # (..., T, D)
 
 
-def layer(X: np.ndarray, weights: dict, l: int, config: Config,
-          masked: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """X_l from X_{l-1}, and the steps of its attention: each half of the block adds to the
-    residual stream what it makes of that stream normed."""
-    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked)
+def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked,
+          blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """X_l from X_{l-1}, and the steps of its attention (its weights a block of rows at a
+    time with `blocks`): each half of the block adds to the residual stream what it makes
+    of that stream normed."""
+    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked, blocks)
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
 
@@ -229,13 +232,14 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     return finite(out, "the logits")  # (T, V)
 
 
-def run_bytes(T: int, config: Config) -> int:
+def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps: the mask
     and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it
-    hands on, about six (T, F) or (T, 3D) ones and GELU's (T, F), and a weight matrix widened
-    for its product, twice), float64."""
-    H, D, F = config.heads, config.hidden, config.intermediate
-    return 8 * (6 * H * T * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + T * T
+    hands on, or with `rows` R, (H, R, T) ones and the mask's R rows; about six (T, F) or
+    (T, 3D) ones and GELU's (T, F), and a weight matrix widened for its product, twice),
+    float64."""
+    H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
+    return 8 * (6 * H * R * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + R * T
 
 
 def pass_bytes(T: int, config: Config) -> int:
@@ -246,20 +250,25 @@ def pass_bytes(T: int, config: Config) -> int:
 
 
 def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
-        lengths: np.ndarray | None = None) -> None:
+        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
     """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
     (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
     `lengths` need no mask of their own: the causal mask hides every later piece, the
     padding among them); the last hidden states are after the final norm, as transformers
-    gives them. Numbers that overflow are refused after the embeddings, at each layer's
-    scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    gives them. With `rows` R, each layer's attention a block of R query rows at a time,
+    each block handed to to.rows() and let go, the mask made a block's rows at a time too
+    (a long text: nothing T x T is held). Numbers that overflow are refused after the
+    embeddings, at each layer's scores and at each layer's output (ModelError), and numpy
+    says nothing of them."""
     with np.errstate(all="ignore"):
         ids = np.asarray(ids)
+        T = ids.shape[-1]
         X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
-        masked = mask(ids.shape[-1], config)  # (T, T)
+        masked = mask(T, config) if rows is None else (lambda block: mask(T, config, block))  # (T, T), or a block's
+        blocks = None if rows is None else layers.Blocks(rows, to)
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked), to,
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked, blocks), to,
                     shown=lambda X: finite(norm(attention.floating(X), weights, "ln_f", config),
                                            "the hidden states after the final norm"))
 

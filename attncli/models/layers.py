@@ -3,7 +3,9 @@ a linear layer, layer norm and RMSNorm, GELU (and its erf, Cody's approximations
 and SiLU, and the check that the numbers stay within float64. A family (bert.py, llama.py)
 puts them together in its own order around attention.py's attention, and its pass
 (every_layer) hands each layer to a Consumer as it is made: Kept keeps them all, the Pass
-that forward() gives.
+that forward() gives. A pass may run each layer's attention a block of query rows at a
+time (Blocks, attention_of), handing the consumer each block's weights and letting them
+go, so that a long text's pass holds nothing T x T.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus run asks for
@@ -270,15 +272,23 @@ class Consumer(Protocol):
     """What a forward pass hands each layer to, as it makes it, so that a pass holds only
     what its consumers keep: Kept keeps every layer's arrays (forward's Pass); a reader of
     a long document or of a corpus keeps its sums. A family's run(ids, weights, config, to)
-    calls it: begin once, layer after each layer in order, end once."""
+    calls it: begin once, layer after each layer in order, end once; and a pass run a
+    block of query rows at a time (run(..., rows=R)), rows for each block of each layer,
+    before that layer's layer()."""
 
     def begin(self, X: np.ndarray) -> None:
         """X_0 ([B,] T, D), the embeddings."""
 
+    def rows(self, l: int, start: int, steps: dict[str, np.ndarray]) -> None:
+        """In a pass run in blocks only: layer l's query rows start .. start + R - 1, their
+        scores and weights ([B,] H, R, T), each row's weights its whole softmax over the T
+        keys; let go of once this returns, so that no T x T array exists."""
+
     def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
         """Layer l's (from 0) output X_{l+1} ([B,] T, D), checked finite, and its attention's
-        steps (the family's attend: weights ([B,] H, T, T), Q, K, V, ...), which the pass
-        lets go of before the next layer: what is not kept here is gone."""
+        steps (the family's attend: weights ([B,] H, T, T), Q, K, V, ...; in a pass run in
+        blocks, no scores or weights, which rows was handed), which the pass lets go of
+        before the next layer: what is not kept here is gone."""
 
     def end(self, X: np.ndarray) -> None:
         """The last hidden states as shown ([B,] T, D): X_L, a decoder's after its final norm."""
@@ -294,6 +304,10 @@ class Fan:
         for c in self.consumers:
             c.begin(X)
 
+    def rows(self, l: int, start: int, steps: dict[str, np.ndarray]) -> None:
+        for c in self.consumers:
+            c.rows(l, start, steps)
+
     def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
         for c in self.consumers:
             c.layer(l, X, steps)
@@ -301,6 +315,43 @@ class Fan:
     def end(self, X: np.ndarray) -> None:
         for c in self.consumers:
             c.end(X)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """A pass run a block of query rows at a time (a family's run(..., rows=R)): `size`
+    rows a block, each block's scores and weights handed to `to`'s rows() as they are made."""
+
+    size: int
+    to: Consumer
+
+
+def attention_of(Q: np.ndarray, K: np.ndarray, V: np.ndarray, l: int, config: Config, masked,
+                 blocks: Blocks | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Layer l's Steps I-III over its Q, K (..., T, H d_head) and V, at the scale
+    1/sqrt(d_head), its scores refused where they overflow: attention.multi_head_rows, the
+    mask `masked` as it takes one. Without `blocks`, every row as one block, its scores
+    and weights (..., H, T, T) among the steps given back; with them, a block of
+    blocks.size query rows at a time, each block's scores and weights (..., H, R, T)
+    handed to blocks.to.rows() and let go, none given back. -> (those steps, the context
+    vectors side by side (..., T, H d_v), each block's rows filled in)"""
+    kept, Z = {}, None
+    T = Q.shape[-2]
+    for rows, omega, alpha, Z_rows in attention.multi_head_rows(
+            Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
+            check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"),
+            rows=None if blocks is None else blocks.size):
+        if rows.start == 0 and rows.stop == T:  # one block of every row: its context vectors are Z
+            Z = Z_rows
+        else:
+            if Z is None:
+                Z = np.empty((*Z_rows.shape[:-2], T, Z_rows.shape[-1]), Z_rows.dtype)  # (..., T, H d_v)
+            Z[..., rows, :] = Z_rows
+        if blocks is None:
+            kept = {"scores": omega, "weights": alpha}
+        else:
+            blocks.to.rows(l, rows.start, {"scores": omega, "weights": alpha})
+    return kept, Z
 
 
 def every_layer(X: np.ndarray, config: Config, layer, to: Consumer, shown=None) -> None:

@@ -274,32 +274,33 @@ def frequencies(config: LlamaConfig) -> np.ndarray:
     return inv_freq
 
 
-def mask(T: int, config: LlamaConfig) -> np.ndarray:
+def mask(T: int, config: LlamaConfig, rows: slice = slice(None)) -> np.ndarray:
     """True where a piece may not attend (T, T): every piece after it, and with a sliding
-    window w, every piece w or more places before it."""
+    window w, every piece w or more places before it; for the query rows `rows` only, (R, T)."""
     if config.window:
-        return attention.causal_window_mask(T, config.window)
-    return attention.causal_mask(T)
+        return attention.causal_window_mask(T, config.window, rows)
+    return attention.causal_mask(T, rows)
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-           hidden: np.ndarray) -> dict[str, np.ndarray]:
+           hidden, blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over the normed X (T, D), every step kept: Q, K, V
     (T, H d_head: turned by RoPE, the keys and values written out for every query head);
     per head the scores omega and weights alpha (H, T, T) and context vectors Z
     (H, T, d_head), and side by side (context, T x H d_head); and the attention's output
-    A = merge(Z) W_O (+ b_O) (T, D). `rope` is (cos, sin) (T, d_head), `hidden` the mask."""
+    A = merge(Z) W_O (+ b_O) (T, D). `rope` is (cos, sin) (T, d_head), `hidden` the mask
+    (T, T), or the function of a block's rows that gives its rows (mask(T, config, rows)).
+    With `blocks`, the scores and weights a block of query rows at a time, each handed to
+    its consumer and not kept (layers.attention_of)."""
     p = f"layers.{l}.self_attn"
     H, KV = config.heads, config.key_heads
     cos, sin = rope
     Q = attention.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
     K = attention.share_heads(attention.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
     V = attention.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
-    omega, alpha, Z = attention.multi_head(Q, K, V, H, attention.default_scale(config.d_head), mask=hidden,
-                                           check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"))
+    kept, Z = layers.attention_of(Q, K, V, l, config, hidden, blocks)  # omega and alpha (H, T, T), or none; (T, H d)
     A = dense(Z, weights, f"{p}.o_proj")  # (T, D)
-    return {"Q": Q, "K": K, "V": V, "scores": omega, "weights": alpha, "Z": attention.split_heads(Z, H),
-            "context": Z, "A": A}
+    return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, H), "context": Z, "A": A}
 
 
 def projections(weights: dict, l: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -331,11 +332,11 @@ def feed_forward(X: np.ndarray, weights: dict, l: int) -> np.ndarray:
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-          hidden: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          hidden, blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
-    the steps of its attention."""
+    the steps of its attention (its weights a block of rows at a time with `blocks`)."""
     steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
-                   rope, hidden)
+                   rope, hidden, blocks)
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
 
@@ -366,15 +367,15 @@ def block(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple
                         lambda Y: shown(after_attention(Y, weights, l, config), l, weights, config))
 
 
-def run_bytes(T: int, config: LlamaConfig) -> int:
+def run_bytes(T: int, config: LlamaConfig, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps, float64:
     the working layer's softmax (its scores, their masked logits, shifted and exponentiated,
-    and its weights: five (H, T, T)) and the scores it hands on; about six (T, F) or
-    (T, H d_head) arrays and the Q, K, V, Z, context it hands on; the largest matrix widened
-    twice for a product; RoPE's angles and the mask."""
-    H, D, F = config.heads, config.hidden, config.intermediate
+    and its weights: five (H, T, T), or with `rows` R, (H, R, T)) and the scores it hands
+    on; about six (T, F) or (T, H d_head) arrays and the Q, K, V, Z, context it hands on;
+    the largest matrix widened twice for a product; RoPE's angles and the mask (its R rows)."""
+    H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
     Hd = H * config.d_head
-    return 8 * (6 * H * T * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head) + T * T
+    return 8 * (6 * H * R * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head) + R * T
 
 
 def pass_bytes(T: int, config: LlamaConfig) -> int:
@@ -386,20 +387,25 @@ def pass_bytes(T: int, config: LlamaConfig) -> int:
 
 
 def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer, *,
-        lengths: np.ndarray | None = None) -> None:
+        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
     """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
     (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
     `lengths` need no mask of their own: the causal mask, and a window within it, hide
     every later piece, the padding among them); the last hidden states are after the final
-    norm, as transformers gives them. Numbers that overflow are refused at each layer's
-    norms and scores and at each layer's output (ModelError), and numpy says nothing of them."""
+    norm, as transformers gives them. With `rows` R, each layer's attention a block of R
+    query rows at a time, each block handed to to.rows() and let go, the mask made a
+    block's rows at a time too (a long text: nothing T x T is held). Numbers that overflow
+    are refused at each layer's norms and scores and at each layer's output (ModelError),
+    and numpy says nothing of them."""
     with np.errstate(all="ignore"):
         ids = np.asarray(ids)
-        rope, hidden = _positions(ids.shape[-1], config)
+        T = ids.shape[-1]
+        rope, hidden = _positions(T, config, blocked=rows is not None)
+        blocks = None if rows is None else layers.Blocks(rows, to)
         X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden), to,
+        every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden, blocks), to,
                     shown=lambda X: rms_norm(attention.floating(X), weights["norm.weight"], config.norm_eps))
 
 
@@ -428,9 +434,11 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     return finite(out, "the logits")
 
 
-def _positions(T: int, config: LlamaConfig) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces."""
-    return attention.rope_angles(np.arange(T), frequencies(config)), mask(T, config)
+def _positions(T: int, config: LlamaConfig, blocked: bool = False) -> tuple[tuple[np.ndarray, np.ndarray], object]:
+    """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces; `blocked`, instead
+    of the mask the function of a block's rows that gives its (R, T) rows."""
+    rope = attention.rope_angles(np.arange(T), frequencies(config))
+    return rope, (lambda rows: mask(T, config, rows)) if blocked else mask(T, config)
 
 
 def blocks(ids: np.ndarray, weights: dict, config: LlamaConfig) -> list[layers.Block]:
