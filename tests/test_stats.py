@@ -66,6 +66,73 @@ def test_each_statistic_is_its_definition(seed, masked):
     assert sums.counts["rows_next"] == (0 if masked else T - 1)  # causal: no row may attend to the next
 
 
+@pytest.mark.parametrize("seed,masked", [(4, False), (5, True)])
+def test_a_sequence_summed_a_block_of_rows_at_a_time_is_its_sums_at_once(seed, masked):
+    """observe_rows over blocks of 1, 7 and T rows of one layer (H, R, T), each with its rows
+    of the mask and of the patterns, added: observe's sums of the whole (L, H, T, T), its
+    counts too; so a document needs no T x T array to be summed."""
+    T = 23
+    alpha, allowed, ids, punct, cls, sep = random_sentence(np.random.default_rng(seed), T=T, masked=masked)
+    ids = np.arange(T) % 5  # tokens that repeat
+    whole = stats.observe(alpha, allowed, ids, punct, cls, sep)
+    for R in (1, 7, T):
+        sums, counts = {}, {}
+        for start in range(0, T, R):
+            for l in range(alpha.shape[0]):
+                block = stats.observe_rows(alpha[l, :, start:start + R], start, allowed[start:start + R], ids, punct,
+                                           cls, sep, repeats=True)
+                for name, v in block.sums.items():
+                    sums.setdefault(name, np.zeros(alpha.shape[:2]))[l] += v
+                if l == 0:
+                    for name, n in block.counts.items():
+                        counts[name] = counts.get(name, 0) + n
+        for name in stats.STATISTICS:
+            np.testing.assert_allclose(sums[name], whole.sums[name], rtol=1e-12, atol=1e-14, err_msg=name)
+        assert {**counts, "sentences": 1, "tokens": T} == whole.counts
+
+
+def loop_profiles(alpha, T):
+    """Each head's distance and tenths profiles of a sequence's weights (H, T, T), a cell at a
+    time: the bucket of distance d is 0 for 0, else the k with 2^(k-1) <= d < 2^k; the tenth
+    of key j the t with t T / 10 <= j < (t + 1) T / 10."""
+    H = alpha.shape[0]
+    K = 1 + max(k for k in range(64) if 2 ** (k - 1) <= max(T - 1, 0)) if T > 1 else 1
+    distance, tenths = np.zeros((H, K)), np.zeros((H, 10))
+    tail = range(max(0, T - 64), T)
+    for h in range(H):
+        for i in range(T):
+            for j in range(T):
+                d = abs(i - j)
+                k = 0 if d == 0 else next(k for k in range(1, 64) if 2 ** (k - 1) <= d < 2 ** k)
+                distance[h, k] += alpha[h, i, j]
+                if i in tail:
+                    tenths[h, next(t for t in range(10) if t * T <= 10 * j < (t + 1) * T)] += alpha[h, i, j]
+    return distance / T, tenths / len(tail)
+
+
+@pytest.mark.parametrize("T,masked", [(1, False), (9, True), (150, False), (150, True)])
+def test_the_profiles_are_the_mass_by_distance_and_the_last_rows_mass_by_tenth(T, masked):
+    """observe_rows(profiles=True), blocks of 16 rows summed and divided by their counts as
+    HeadSums does, against a loop over every cell: the distance buckets 0, 1, 2-3, 4-7, ...
+    and each tenth of the text as the last 64 rows see it; each profile sums to 1."""
+    rng = np.random.default_rng(T)
+    alpha, allowed, ids, punct, cls, sep = random_sentence(rng, L=1, H=2, T=T, masked=masked)
+    total = stats.HeadSums((1, 2))
+    for start in range(0, T, 16):
+        total.add([stats.observe_rows(alpha[:, :, start:start + 16], start, allowed[start:start + 16], ids, punct,
+                                      cls, sep, repeats=False, profiles=True)])
+    means = total.means()
+    distance, tenths = loop_profiles(alpha[0], T)
+    np.testing.assert_allclose(means["distance_profile"][0], distance, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(means["tenths_profile"][0], tenths, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(means["distance_profile"].sum(-1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(means["tenths_profile"].sum(-1), 1.0, rtol=0, atol=1e-12)
+    assert total.counts["tenths_rows"] == min(T, 64) and total.counts["rows"] == T
+    record = stats.head_records(stats.Partial(heads=total))[0]
+    assert record["distance_profile"] == pytest.approx(distance[0].tolist(), abs=1e-12)
+    assert len(record["tenths_profile"]) == 10 and record["tenths_rows"] == min(T, 64)
+
+
 def test_next_is_undefined_under_a_causal_mask_and_first_only_for_a_model():
     arrays = random_sentence(np.random.default_rng(3), masked=True)
     total = stats.Partial()

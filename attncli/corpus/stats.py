@@ -17,6 +17,14 @@ for a detection pattern P, here over every row of the corpus: previous-token (P_
 duplicate-token (P_ij = 1 where token j is token i and j < i) and induction (P_ij = 1 where
 token j - 1 is token i and j - 1 < i); the last two over the sentences whose tokens repeat.
 
+A long text read as one sequence (stats --document) is summed a block of query rows at a
+time (observe_rows; observe is a sentence's one block), and each head gains two profiles,
+each a mean over rows: the mass at each distance |i - j| in log2 buckets (bucket 0 the
+distance 0, bucket k >= 1 the distances 2^(k-1) .. 2^k - 1), and, for the last TAIL rows,
+the mass on each tenth of the text (Liu et al. 2023, "Lost in the Middle"). A head whose
+mean share on the first position is above SINK is a sink head (Gu et al., "When Attention
+Sink Emerges in Language Models", ICLR 2025).
+
 With a model (stats --importance), each head's importance too (Michel et al. 2019, "Are
 Sixteen Heads Really Better than One?"): the effect of zeroing its output on a sentence
 (mixing.ablation's), summed over the sentences and divided by them; no baseline has one.
@@ -30,6 +38,7 @@ within 1e-12 of each other; only the sums are kept, whatever the corpus's size.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +53,12 @@ COUNTS = ("sentences", "tokens", "rows", "rows_previous", "rows_next", "rows_rep
 # what a run may add beside STATISTICS, a head's own (no baseline has it), and its count:
 # the sentences that gave the head a value, head by head (Observation.add)
 ADDED = {"importance": "importance_sentences"}
+# what a document's rows add (observe_rows(profiles=True)): each profile, a number a bucket
+# for every head, and the count of rows it is divided by
+PROFILES = {"distance_profile": "rows", "tenths_profile": "tenths_rows"}
+TAIL = 64  # the last query rows of a text whose mass on each of its tenths tenths_profile holds
+TENTHS = 10
+SINK = 0.3  # a head whose mean share on the first position is above this is a sink head (Gu et al. 2025)
 
 
 class Compensated:
@@ -86,18 +101,19 @@ class HeadSums:
         if other.shape != self.shape:
             raise ValueError(f"heads {other.shape} cannot merge into {self.shape}")
         for name, s in other.sums.items():
-            self.sums.setdefault(name, Compensated(self.shape)).merge(s)
+            self.sums.setdefault(name, Compensated(s.total.shape)).merge(s)
         for name, n in other.counts.items():
-            self.counts[name] += n
+            self.counts[name] = self.counts.get(name, 0) + n
 
     def add(self, seen: list[Observation]) -> None:
         """Sentences' sums, added together first (numpy's pairwise sum), then to the running
-        ones: one compensated addition a chunk, not a sentence."""
-        added = [n for name, count in ADDED.items() if name in seen[0].sums for n in (name, count)]
-        for name in [*STATISTICS, *added]:
-            self.sums.setdefault(name, Compensated(self.shape)).add(np.sum([o.sums[name] for o in seen], axis=0))
-        for name in COUNTS:
-            self.counts[name] += sum(o.counts[name] for o in seen)
+        ones: one compensated addition a chunk, not a sentence. Every sum and count they
+        hold: STATISTICS' and COUNTS, and those of ADDED and PROFILES they have."""
+        for name in seen[0].sums:
+            total = np.sum([o.sums[name] for o in seen], axis=0)  # (L, H), a profile's (L, H, K)
+            self.sums.setdefault(name, Compensated(total.shape)).add(total)
+        for name in seen[0].counts:
+            self.counts[name] = self.counts.get(name, 0) + sum(o.counts[name] for o in seen)
 
     def means(self) -> dict[str, np.ndarray]:
         """Each statistic's mean (L, H), and each of ADDED's there are (over the sentences
@@ -110,6 +126,11 @@ class HeadSums:
             if name in self.sums:
                 n = self.sums[count].value  # (L, H)
                 out[name] = np.divide(self.sums[name].value, n, out=np.full(self.shape, np.nan), where=n > 0)
+        for name, count in PROFILES.items():
+            if name in self.sums:
+                n = self.counts[count]
+                total = self.sums[name].value  # (L, H, K)
+                out[name] = total / n if n else np.full(total.shape, np.nan)
         return out
 
     def counted(self, name: str) -> np.ndarray:
@@ -117,15 +138,16 @@ class HeadSums:
         return np.rint(self.sums[ADDED[name]].value).astype(np.int64)
 
 
-def patterns(ids: np.ndarray) -> dict[str, np.ndarray]:
+def patterns(ids: np.ndarray, rows: slice = slice(None)) -> dict[str, np.ndarray]:
     """TransformerLens's detection patterns (T, T) for tokens `ids` (T,): previous-token,
-    duplicate-token and induction, each lower-triangular."""
+    duplicate-token and induction, each lower-triangular; for the query rows `rows` only,
+    those rows of them (R, T), made without the whole."""
     T = len(ids)
-    previous = np.eye(T, k=-1)  # P_i,i-1
-    duplicate = np.tril((ids[:, None] == ids[None, :]).astype(float), k=-1)  # token j is token i, j < i
-    induction = np.zeros((T, T))
-    induction[:, 1:] = duplicate[:, :-1]  # token j - 1 is token i, j - 1 < i
-    return {"previous_token": previous, "duplicate_token": duplicate, "induction": np.tril(induction)}
+    i, j = np.arange(T)[rows][:, None], np.arange(T)[None, :]  # (R, 1), (1, T)
+    previous = (j == i - 1).astype(float)  # P_i,i-1
+    duplicate = ((ids[i] == ids[j]) & (j < i)).astype(float)  # token j is token i, j < i
+    induction = ((ids[i] == ids[j - 1]) & (j >= 1) & (j <= i)).astype(float)  # token j - 1 is token i, j - 1 < i
+    return {"previous_token": previous, "duplicate_token": duplicate, "induction": induction}
 
 
 @dataclass
@@ -149,33 +171,70 @@ class Observation:
 
 def observe(alpha: np.ndarray, allowed: np.ndarray, ids: np.ndarray, punct: np.ndarray,
             cls: np.ndarray, sep: np.ndarray) -> Observation:
-    """One sentence's sums. alpha (L, H, T, T); allowed (T, T) where row i may attend;
-    ids (T,) its tokens as numbers (equal tokens, equal numbers); punct, cls, sep (T,) flags."""
-    L, H, T, _ = alpha.shape
+    """One sentence's sums: its rows as one block (observe_rows). alpha (L, H, T, T);
+    allowed (T, T) where row i may attend; ids (T,) its tokens as numbers (equal tokens,
+    equal numbers); punct, cls, sep (T,) flags."""
+    T = alpha.shape[-1]
+    seen = observe_rows(alpha, 0, allowed, ids, punct, cls, sep, repeats=len(np.unique(ids)) < T)
+    seen.counts = {"sentences": 1, "tokens": T, **seen.counts}
+    return seen
+
+
+def observe_rows(alpha: np.ndarray, start: int, allowed: np.ndarray, ids: np.ndarray, punct: np.ndarray,
+                 cls: np.ndarray, sep: np.ndarray, repeats: bool, *, profiles: bool = False) -> Observation:
+    """A block of a sequence's rows, its sums: alpha (..., R, T), the weights of the rows
+    start .. start + R - 1 of a sequence of T tokens (a layer's (H, R, T), or a sentence's
+    every layer and row, (L, H, T, T)); allowed (R, T) where those rows may attend; ids,
+    punct, cls, sep (T,) as observe's; `repeats` whether a token of the whole sequence
+    repeats (the duplicate-token and induction scores are over the sequences whose tokens
+    do). Each sum (...), and the rows' counts; with `profiles`, PROFILES too, (..., K) each.
+    A sequence's blocks added give the sums of its rows at once."""
+    *_, R, T = alpha.shape
+    r = np.arange(R)  # (R,) the block's rows, from 0
+    i, j = start + r, np.arange(T)  # (R,) their positions; (T,) the keys'
+    before, after = r[i >= 1], r[i <= T - 2]  # the rows with a token before them, and after
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.where(alpha > 0, np.log(np.where(alpha > 0, alpha, 1.0)), 0.0)  # 0 ln 0 = 0
-    where = np.arange(T)
     sums = {
         "entropy": -(alpha * logs).sum(axis=(-1, -2)),
-        "distance": (alpha * np.abs(where[:, None] - where[None, :])).sum(axis=(-1, -2)),
-        "self": alpha[..., where, where].sum(axis=-1),
-        "previous": alpha[..., where[1:], where[:-1]].sum(axis=-1),
-        "next": alpha[..., where[:-1], where[1:]].sum(axis=-1),
+        "distance": (alpha * np.abs(i[:, None] - j[None, :])).sum(axis=(-1, -2)),
+        "self": alpha[..., r, i].sum(axis=-1),
+        "previous": alpha[..., before, i[before] - 1].sum(axis=-1),
+        "next": alpha[..., after, i[after] + 1].sum(axis=-1),
         "first": alpha[..., 0].sum(axis=-1),
         **{name: alpha[..., flags].sum(axis=(-1, -2)) for name, flags in (("cls", cls), ("sep", sep), ("punct", punct))},
     }
     sums["previous_token"] = sums["previous"]  # P_i,i-1 picks the same cells; only the count divided by differs
-    repeats = len(np.unique(ids)) < T
     for name in ("duplicate_token", "induction"):
-        sums[name] = np.zeros((L, H))
+        sums[name] = np.zeros(alpha.shape[:-2])
     if repeats:
-        for name, P in patterns(ids).items():
+        for name, P in patterns(ids, slice(start, start + R)).items():
             if name != "previous_token":
                 sums[name] = (alpha * P).sum(axis=(-1, -2))
     # the rows that may attend to the token before (after) them: none after, with a decoder's mask
-    before, after = int(allowed[where[1:], where[:-1]].sum()), int(allowed[where[:-1], where[1:]].sum())
-    return Observation(sums, {"sentences": 1, "tokens": T, "rows": T, "rows_previous": before, "rows_next": after,
-                              "rows_repeat": T if repeats else 0})
+    counts = {"rows": R, "rows_previous": int(allowed[before, i[before] - 1].sum()),
+              "rows_next": int(allowed[after, i[after] + 1].sum()), "rows_repeat": R if repeats else 0}
+    if profiles:
+        distance = np.frexp(np.abs(i[:, None] - j[None, :]))[1]  # (R, T): 0 at 0, k at 2^(k-1) .. 2^k - 1
+        sums["distance_profile"] = binned(alpha, distance, (T - 1).bit_length() + 1)  # (..., K)
+        tail = r[i >= T - TAIL]  # the block's rows among the last TAIL
+        tenth = np.broadcast_to(TENTHS * j // T, (len(tail), T))  # (R', T): each key's tenth of the text
+        sums["tenths_profile"] = binned(alpha[..., tail, :], tenth, TENTHS)  # (..., 10)
+        counts["tenths_rows"] = len(tail)
+    return Observation(sums, counts)
+
+
+def binned(alpha: np.ndarray, bins: np.ndarray, n: int) -> np.ndarray:
+    """Each of alpha's (..., R, T) sums over the cells of each bin: bins (R, T) from 0 to
+    n - 1. -> (..., n)"""
+    lead = alpha.shape[:-2]
+    flat, where = alpha.reshape(math.prod(lead), bins.size), bins.reshape(-1)  # (N, R T), (R T,)
+    return np.array([np.bincount(where, weights=row, minlength=n) for row in flat]).reshape(*lead, n)  # (..., n)
+
+
+def is_sink(first: float | None) -> bool:
+    """Whether a head whose mean share on the first position is `first` is a sink head."""
+    return first is not None and first > SINK
 
 
 def uniform(allowed: np.ndarray) -> np.ndarray:
@@ -283,9 +342,10 @@ def head_records(partial: Partial, *, model: bool = True) -> list[dict]:
                 if name in means:
                     record[name] = _number(means[name][l, h])
                     record[ADDED[name]] = int(partial.heads.counted(name)[l, h])
+            record.update({name: _numbers(means[name][l, h]) for name in PROFILES if name in means})
             record["baselines"] = {
-                name: {stat: _number(m[stat][min(l, m[stat].shape[0] - 1), min(h, m[stat].shape[1] - 1)])
-                       for stat in names} for name, m in base.items()}
+                name: {stat: _value(m[stat][min(l, m[stat].shape[0] - 1), min(h, m[stat].shape[1] - 1)])
+                       for stat in [*names, *(p for p in PROFILES if p in m)]} for name, m in base.items()}
             record["like_baseline"] = {
                 stat: [name for name, values in record["baselines"].items()
                        if record[stat] is not None and values[stat] is not None and close(record[stat], values[stat])]
@@ -298,3 +358,13 @@ def _number(x) -> float | None:
     """A JSON number, or null where nothing was counted."""
     x = float(x)
     return x if np.isfinite(x) else None
+
+
+def _numbers(x: np.ndarray) -> list[float | None]:
+    """A profile's numbers, each a JSON number or null."""
+    return [_number(v) for v in x]
+
+
+def _value(x):
+    """A statistic's number, or a profile's list of them."""
+    return _numbers(x) if np.ndim(x) else _number(x)
