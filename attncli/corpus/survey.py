@@ -62,15 +62,23 @@ def sentence_arrays(text: str, source: Encoder, opts: Options, att=None):
     att = attend(text, source, opts, keep=("layers",)) if att is None else att
     cls, sep = source.markers(att)  # (T,) each
     allowed = np.ones((len(cls), len(cls)), dtype=bool) if att.mask is None else ~att.mask  # a decoder's mask, or --mask
-    punct = np.array([is_punctuation(t) for t in att.tokens], dtype=bool)
-    return att.layers, allowed, list(att.tokens), punct, cls, sep
+    return att.layers, allowed, list(att.tokens), punctuation(att.tokens), cls, sep
+
+
+def numbered(tokens: list[str]) -> np.ndarray:
+    """Tokens as numbers, equal tokens equal numbers, as the detection patterns compare them. (T,)"""
+    numbers = {t: n for n, t in enumerate(dict.fromkeys(tokens))}
+    return np.array([numbers[t] for t in tokens], dtype=np.int64)
+
+
+def punctuation(tokens: list[str]) -> np.ndarray:
+    """Which tokens are punctuation. (T,) bool"""
+    return np.array([is_punctuation(t) for t in tokens], dtype=bool)
 
 
 def _sums(arrays) -> stats.Observation:
     alpha, allowed, tokens, punct, cls, sep = arrays
-    numbers = {t: n for n, t in enumerate(dict.fromkeys(tokens))}
-    ids = np.array([numbers[t] for t in tokens])
-    return stats.observe(alpha, allowed, ids, punct, cls, sep)
+    return stats.observe(alpha, allowed, numbered(tokens), punct, cls, sep)
 
 
 def shuffle(text: str, seed: int, line: int) -> str:

@@ -160,14 +160,15 @@ class Trained:
 
         return pieces, attention.in_range(run)[0]  # in float32, a sentence it cannot hold in float64
 
-    def pieces(self, sentence: str):
+    def pieces(self, sentence: str, what: str = "sentence"):
         """The sentence's word pieces (models.files.Pieces), refused when there are none or
-        more than the model reads."""
+        more than the model reads, the refusal naming the text `what` it is (a sentence, a
+        document)."""
         if not sentence.strip():
-            raise InputError("the sentence is empty; give some words")
-        pieces = self.model.encode(sentence)
+            raise InputError(f"the {what} is empty; give some words")
+        pieces = self.model.encode(sentence, what)
         if len(pieces.ids) == 0:  # a tokenizer whose normalizer leaves nothing of the text, and that adds no marker
-            raise InputError(f"the sentence gives {self.model.name} no word piece; give some words")
+            raise InputError(f"the {what} gives {self.model.name} no word piece; give some words")
         return pieces
 
     def attend(self, sentence: str, opts: Options = Options(), *, listed: int = 0,
@@ -304,11 +305,15 @@ class Trained:
     def markers(self, att: Attention) -> tuple[np.ndarray, np.ndarray]:
         """An encoder's markers, [CLS] first and [SEP] after, where put; a decoder's marker
         (Llama's <s>) is no [CLS]: its share is the first position's."""
-        T = len(att.tokens)
+        return self.markers_of(att.pieces)
+
+    def markers_of(self, pieces: Pieces) -> tuple[np.ndarray, np.ndarray]:
+        """markers() of a text's word pieces (files.Pieces), (T,) each."""
+        T = len(pieces.ids)
         if self.model.causal:
             none = np.zeros(T, dtype=bool)
             return none, none
-        special = np.array(att.pieces.special, dtype=bool)  # (T,)
+        special = np.array(pieces.special, dtype=bool)  # (T,)
         return special & (np.arange(T) == 0), special & (np.arange(T) > 0)
 
     def passed_on(self, att: Attention) -> np.ndarray:

@@ -149,19 +149,20 @@ class Model:
         """Whether it is a decoder, each piece attending only to itself and those before it."""
         return self.family.CAUSAL
 
-    def encode(self, text: str) -> Pieces:
+    def encode(self, text: str, what: str = "sentence") -> Pieces:
         """The word pieces of `text`, with the markers its tokenizer puts around it; refused
         beyond the model's positions, a long text before it is tokenized whole
-        (within_positions), and one whose tokenizing memory cannot hold."""
+        (within_positions), and one whose tokenizing memory cannot hold; the refusal names
+        the text `what` it is (a sentence, a document)."""
         most, why = self.config.length_limit()
         if len(text) > CHUNK:
-            self.within_positions(text, most, why)
+            self.within_positions(text, most, why, what)
         limits.require(len(text) * TOKENIZED, f"tokenizing a text of {len(text):,} characters",
                        "give a shorter one (attncli scores --file streams a long text over word vectors)")
         encoding = self.tokenizer.encode(text)
         T = len(encoding.ids)
         if T > most:
-            raise ModelError(f"the sentence is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
+            raise ModelError(f"the {what} is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
                              "give a shorter one")
         special = [bool(s) for s in encoding.special_tokens_mask]
         offsets = [tuple(o) for o in encoding.offsets]
@@ -172,7 +173,7 @@ class Model:
         return Pieces(np.array(encoding.ids, dtype=np.int64), pieces, offsets, special,
                       piece_texts(text, offsets, special))
 
-    def within_positions(self, text: str, most: int, why: str) -> None:
+    def within_positions(self, text: str, most: int, why: str, what: str = "sentence") -> None:
         """Refuse a long `text` that holds more than `most` word pieces once it has been seen to,
         tokenizing it a chunk of about CHUNK characters at a time (each checked against memory),
         rather than whole: a line of 50 MB would take gigabytes and a minute to tokenize only to
@@ -190,7 +191,7 @@ class Model:
             cuts += end < len(text)
             start = end
             if counted - CUT_SLACK * cuts > most:
-                raise ModelError(f"the sentence is more than {most:,} word pieces long (its first {start:,} "
+                raise ModelError(f"the {what} is more than {most:,} word pieces long (its first {start:,} "
                                  f"characters of {len(text):,} hold {counted:,}), and {self.name} reads at most "
                                  f"{most:,}{why}; give a shorter one")
 
