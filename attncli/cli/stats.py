@@ -9,7 +9,7 @@ import click
 from attncli.system import reading
 from attncli.cli.options import (TextParam, attention_options, complete_path, model_options, output_options,
                                  output_path, scheduler_address, vectors_options)
-from attncli.cli.inputs import stdin_stream
+from attncli.cli.inputs import decode, read_stdin, stdin_stream
 from attncli.cli.output import emit, note_redone, progress, warn
 from attncli.cli.sections import Command, option
 from attncli.errors import InputError
@@ -33,6 +33,10 @@ from attncli.errors import InputError
 @click.option("--random-seeds", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
               help="Seeds of the --qkv random baseline (word vectors only); 0 leaves it out.")
 @click.option("--no-shuffled", is_flag=True, help="Leave out the shuffled baseline (it doubles the work).")
+@click.option("--document", is_flag=True,
+              help="With --model: read CORPUS (or standard input) whole as one text, one sequence up to the model's "
+                   "positions, its rows a block at a time (memory that grows with T, not T x T); each head's "
+                   "record gains its distance and tenths profiles, and the table marks the sink heads.")
 @click.option("--importance", is_flag=True,
               help="With --model: each head's importance too, the mean over the sentences of its ablation effect "
                    "(heads --ablate's: its output zeroed, the model run on; L x H runs a sentence).")
@@ -48,7 +52,7 @@ from attncli.errors import InputError
         help="Also draw each statistic as a layers x heads grid (needs matplotlib: pip install matplotlib).")
 @output_options
 def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuffle_seed, random_seeds,
-          no_shuffled, importance, jobs, scheduler, source, opts, out):
+          no_shuffled, document, importance, jobs, scheduler, source, opts, out):
     """What each head does across CORPUS (or standard input), one sentence a line: for
     every head (every layer x head with --model; the --heads heads over word vectors) the
     mean entropy of its attention rows (nats), the mean distance attended, the share of
@@ -62,7 +66,11 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
     zeroing its output, on an encoder's mean-pooled last hidden states (their cosine
     distance) or a decoder's next-piece loss (its rise). Out: a record per head (JSON
     Lines when piped), with the rows and tokens counted; --by word gives a record per word.
-    Only running sums are kept, whatever the corpus's size.
+    Only running sums are kept, whatever the corpus's size. With --document, CORPUS is one
+    long text instead, read whole through the model a block of rows at a time; each record
+    adds the head's attention by distance (buckets 0, 1, 2-3, 4-7, ...), the last 64 rows'
+    on each tenth of the text, and whether it is a sink head (more than 0.3 of its rows'
+    attention on the first position, on average).
 
     \b
     Examples:
@@ -73,9 +81,14 @@ def stats(corpus, jsonl, field_name, by, probe, probe_count, probe_length, shuff
       attncli stats corpus.txt --model minilm --importance --jobs 2
       attncli stats corpus.txt --model minilm --no-shuffled --precision float32
       attncli stats corpus.txt --scheduler tcp://10.0.0.5:8786
+      attncli stats chapter.txt --model gpt2 --document
     """
     from attncli.corpus import batch, cluster, survey  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
+    if document:
+        return _document(corpus, source, shuffle_seed, not no_shuffled, out,
+                         {"--jsonl": jsonl, "--probe": probe, "--by word": by == "word", "--importance": importance,
+                          "--jobs": jobs > 1, "--scheduler": scheduler})
     _refuse_together(corpus, probe, scheduler, jobs, by, out.png, importance, source.model)
     precision = source.precision
     vectors = source.load()
@@ -122,6 +135,43 @@ def _refuse_together(corpus, probe, scheduler, jobs: int, by: str, png, importan
     if importance and by == "word":
         raise click.UsageError("--importance gives each head a number, and --by word gives a record per word; "
                                "give one of them")
+
+
+# what each option --document cannot take does, for the error that refuses it
+NOT_WITH_DOCUMENT = {
+    "--jsonl": "reads a sentence from each JSON line",
+    "--probe": "makes sentences of its own",
+    "--by word": "counts words, and a model's tokens are word pieces",
+    "--importance": "zeroes each head in turn and runs the model on, over a sentence's whole T x T layers",
+    "--jobs": "shares a corpus's lines among processes",
+    "--scheduler": "shares a corpus's lines among a cluster's workers",
+}
+
+
+def _document(corpus, source, seed: int, shuffled: bool, out, given: dict) -> None:
+    """stats --document: CORPUS (or standard input) read whole as one text, through the
+    model a block of rows at a time (corpus.document)."""
+    from attncli.corpus import document  # the model's code: the model extra's
+
+    if source.model is None:
+        raise click.UsageError("--document runs a trained model over the whole text as one sequence; give --model "
+                               "NAME|DIR (over word vectors, scores --file DOC.txt streams a long text)")
+    for option, what in NOT_WITH_DOCUMENT.items():
+        if given[option]:
+            raise click.UsageError(f"{option} {what}, and --document reads CORPUS whole as one sequence; leave out "
+                                   f"{option}")
+    where = "standard input" if corpus in (None, "-") else corpus
+    data = (read_stdin("give CORPUS, or pipe the document on standard input") if corpus in (None, "-")
+            else reading.read_file(corpus, "CORPUS"))
+    text = decode(data, where).strip()  # the white space at its ends no piece of the text
+    if not text:
+        raise InputError(f"{where} is empty; give a text")
+    trained = source.load()
+    with progress("rows", streaming=False) as update:
+        summary = document.summary(text, trained, where, shuffled=shuffled, seed=seed, precision=source.precision,
+                                   progress=update)
+    note_redone(summary["records"][0].get("redone_in_float64", 0), 1)
+    emit([summary], out, "stats_view", json_docs=summary["records"])
 
 
 def _corpus_lines(stack: contextlib.ExitStack, corpus: str | None, jsonl: bool, field_name: str, jobs: int):

@@ -107,6 +107,21 @@ def _stats_legend(columns: list[tuple[str, str]], importance_of: str | None = No
     return "; ".join(parts)
 
 
+SINK_MARK = "•"  # beside a sink head's name (stats --document)
+
+
+def sink_note(doc: dict) -> str:
+    """What the sink mark means, and how many heads of each layer have it (stats --document's
+    records say which: `sink`)."""
+    records = doc["records"]
+    layers: dict[int, list[bool]] = {}
+    for r in records:
+        layers.setdefault(r["layer"], []).append(bool(r.get("sink")))
+    counts = ", ".join(f"{l}: {sum(marks)} of {len(marks)}" for l, marks in layers.items())
+    return (f"{SINK_MARK} a sink head: on average more than {doc['sink_threshold']:g} of a row's attention on the "
+            f"first position (Gu et al. 2025); sink heads by layer: {counts}.")
+
+
 def redone_text(redone: int) -> str:
     """What a float32 run says of the sentences it computed in float64 instead, if any."""
     return f"; {count(redone, 'sentence')} left its range, computed in float64" if redone else ""
@@ -126,8 +141,12 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
     source = doc["model"] or doc["vectors"]
     if doc.get("precision", "float64") != "float64":  # a model run in float32 says so, and what it redid
         source += f", {doc['precision']}" + redone_text(first.get("redone_in_float64", 0))
-    head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
-                style="bold")
+    if doc.get("document"):
+        head = Text(f"{doc['corpus']}: one text of {first['tokens']:,} word pieces, read as one sequence ({source})",
+                    style="bold")
+    else:
+        head = Text(f"{doc['corpus']}: {first['sentences']:,} sentences, {first['tokens']:,} tokens ({source})",
+                    style="bold")
     decimals = {key: places(records, key) for key, _ in columns}
     letters = len(first["baselines"])  # a mark a baseline, if the width has room for them
 
@@ -138,7 +157,7 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
         for k in shown:  # a model's marker is text from its tokenizer: never markup
             table.add_column(Text(columns[k][1]), justify="right", **ONE_LINE)
         for r in records:
-            cells = [Text(f"{r['layer']}.{r['head']}")]
+            cells = [Text(f"{r['layer']}.{r['head']}") + Text(SINK_MARK if r.get("sink") else "", style="bold")]
             for key, _ in (columns[k] for k in shown):
                 marks = baseline_marks(r["like_baseline"].get(key, []))
                 marks = "~" if compact and marks else marks
@@ -167,6 +186,9 @@ def stats_view(doc: dict, *, width: int = 80, color_system: str | None = None) -
                  + "; the baseline rows: their mean over the heads.", style="dim")
     if doc["skipped"]:
         notes.append(f" {doc['skipped']:,} of {doc['lines']:,} lines skipped.", style="dim")
+    if doc.get("document"):
+        notes.append(f" {sink_note(doc)} The JSON holds each head's distance_profile and tenths_profile.",
+                     style="dim")
     return Group(head, *blocked(forms[k], blocks), notes)
 
 
