@@ -195,6 +195,44 @@ def test_the_induction_numbers_are_real():
     assert sum("uniform" in r["like_baseline"]["induction"] for r in records) == int(claim.group(4))
 
 
+def test_the_document_numbers_are_real(monkeypatch):
+    """The stats guide's `stats LICENSE --model minilm --document`: each line of its table the
+    run shows (the table elided at each "…"), its sink heads by layer, head 1.3's previous
+    piece, and the last rows' attention on the tenths of the text, against uniform's and the
+    shuffled text's."""
+    import numpy as np
+
+    args = ["stats", "LICENSE", "--model", "minilm", "--document"]
+    needs_minilm(args)
+    monkeypatch.chdir(manual.ROOT)
+    shown = re.search(r"```text\n\$ COLUMNS=100 attncli stats LICENSE --model minilm --document --format table\n"
+                      r"(.*?)```", manual.text(STATS), flags=re.S).group(1)
+    result = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "100", "NO_COLOR": None,
+                                                                          "FORCE_COLOR": None})
+    table = result.stdout.splitlines()
+    parts = [part.strip("\n").splitlines() for part in shown.split("…")]
+    assert len(parts) == 3 and table[:len(parts[0])] == parts[0] and table[-len(parts[2]):] == parts[2]
+    assert "\n".join(parts[1]) in "\n".join(table)
+    records = [json.loads(line) for line in run([*args, "--json"]).splitlines()]
+    text = manual.flat(STATS)
+    by_layer = [sum(r["sink"] for r in records if r["layer"] == l) for l in range(1, 7)]
+    assert by_layer == [0, 2, 1, 2, 4, 0] and "Nine of its 72 heads are sink heads, in layers 2 to 5 (two, one, two, four)" in text
+    head = records[2]
+    assert (head["layer"], head["head"], f"{head['previous']:.2f}", f"{head['distance_profile'][1]:.2f}") == \
+        (1, 3, "0.75", "0.74")
+    assert "(0.75 of a row on the piece before)" in text and "(0.74 at distance 1)" in text
+
+    def ends(profiles) -> str:
+        t = np.array(profiles)  # (heads, 10)
+        return ", ".join(f"{x:.2f}" for x in (t[:, 7:].sum(1).mean(), t[:, 0].mean(), t[:, 1:7].sum(1).mean()))
+
+    assert ends([r["tenths_profile"] for r in records]) == "0.51, 0.22, 0.27"
+    assert ends([records[0]["baselines"]["uniform"]["tenths_profile"]]) == "0.30, 0.10, 0.60"
+    assert ends([r["baselines"]["shuffled"]["tenths_profile"] for r in records]).endswith("0.27")
+    assert ("0.51 of their attention on those last three tenths, 0.22 on the first (which holds `[CLS]`) and 0.27 on "
+            "the six between, where uniform attention would put 0.30, 0.10 and 0.60; the shuffled text gives 0.27") in text
+
+
 def test_the_library_errors_quoted_are_real():
     from attncli import Options
 
