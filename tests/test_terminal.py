@@ -580,6 +580,8 @@ VIEWS = {  # name: the command whose views are drawn (--format table), {tmp} a f
     "explain --model": ["explain", SENTENCE, "--model", "minilm", "--token", "orange"],
     "explain of a long sentence": ["explain", TWENTY_FOUR, "--token", "fire"],
     "stats of an encoder": ["stats", "{tmp}/marked.txt", "--model", "{distilbert}", "--importance"],
+    "stats --document of a decoder": ["stats", "{tmp}/document.txt", "--model", "{gpt2}", "--document"],
+    "stats --document of an encoder": ["stats", "{tmp}/document.txt", "--model", "{distilbert}", "--document"],
     "compare of ten sentences": ["compare", *TEN, "--token", "orange"],
     "contributions": ["contributions", SENTENCE, "--model", "minilm"],
     "heads of long words": ["heads", LONG_WORDS, "--model", "minilm", "--layer", "1"],
@@ -598,6 +600,7 @@ def drawn(tmp_path_factory):
     (tmp / "corpus.txt").write_text("".join(" ".join(words[k:] + words[:k]) + "\n" for k in range(len(words))) * 8)
     (tmp / "marked.txt").write_text("The earth is like an orange, and the moon is grey.\nA cat sat on the mat; the cat "
                                     "sat!\nWhy is the sky blue? The sky is blue.\n")
+    (tmp / "document.txt").write_text("The earth is like an orange, and the moon is grey.\nA cat sat on the mat.\n")
     caught = {}
     with pytest.MonkeyPatch.context() as patch:
         for name, args in VIEWS.items():
