@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 
 MODELS = Path(__file__).parent / "data" / "models"
+SENTENCE = "The earth is like an orange"
 NAMES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama", "tiny-qwen2",
          "tiny-mistral"]
 DECODERS = {"tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-mistral"}
@@ -209,3 +210,52 @@ def test_in_a_deep_model_what_forward_keeps_is_most_of_its_memory_and_a_pass_nee
     assert weights_bytes > kept / 2
     assert kept - nothing >= 0.9 * weights_bytes and nothing < kept / 3
     assert nothing <= bert.run_bytes(T, config) and kept <= bert.pass_bytes(T, config)
+
+
+# --- only the work a consumer reads -------------------------------------------------------------
+
+@pytest.mark.parametrize("name, rest", [("tiny-bert", "after_attention"), ("tiny-gpt2", "after_attention"),
+                                        ("tiny-llama", "after_attention")])
+def test_no_layer_past_what_the_document_reads_is_run(monkeypatch, name, rest):
+    """A document of layer l reads that layer's attention and its input: the layers after l
+    are not run, and of l only its attention (no residual sum, feed-forward or norm after
+    it); a document of every layer's weights (heads) runs the last layer's attention only;
+    one that reads hidden states or the next piece runs every layer whole. The numbers are
+    the whole pass's."""
+    from attncli.encoder import Options
+    from attncli.models.encoder import Trained
+
+    model = load(name)
+    family = model.family
+    ran = []
+    whole = getattr(family, rest)
+    monkeypatch.setattr(family, rest, lambda *a, **k: ran.append(a[2]) or whole(*a, **k))  # (Y, weights, l, ...)
+    L = model.config.layers
+    full = family.forward(model.encode(SENTENCE).ids, model.weights, model.config, keep=tuple(range(L)))
+    ran.clear()
+    for layer in range(1, L + 1):
+        att = Trained(model, layer).attend(SENTENCE, Options())
+        assert ran == list(range(layer - 1)), (layer, ran)  # the layers before, whole; none after
+        np.testing.assert_array_equal(att.weights, full.weights[layer - 1])
+        np.testing.assert_array_equal(att.embedded.X, full.hidden[layer - 1])
+        ran.clear()
+    Trained(model, 1).attend(SENTENCE, Options(), keep=("layers",))
+    assert ran == list(range(L - 1))  # every layer's attention, the last one's alone
+    ran.clear()
+    for keep in (("hidden",), ("final",)):
+        att = Trained(model, 1).attend(SENTENCE, Options(), keep=keep)
+        assert ran == list(range(L)), keep
+        np.testing.assert_array_equal(att.final, full.hidden[-1])
+        ran.clear()
+
+
+def test_a_consumer_without_through_reads_everything_and_a_fan_the_most_of_its_own():
+    from attncli.models import layers
+
+    class Some:
+        def __init__(self, through):
+            self.through = through
+
+    assert layers.Fan(Some(0), Some(1)).through == 1
+    assert layers.Fan(Some(0), Some(None)).through is None
+    assert layers.Fan(Some(0), object()).through is None

@@ -51,14 +51,14 @@ def test_the_attention_is_attention_py(monkeypatch, tmp_path):
     write_model(tmp_path / "m")
     model = models.load_model(str(tmp_path / "m"))
     called = []
-    for name in ("project", "split_heads", "scores", "weights", "context", "merge_heads", "multi_head"):
+    for name in ("project", "split_heads", "scores", "weights", "context", "merge_heads", "multi_head_rows"):
         original = getattr(attention, name)
         monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
     bert.forward(model.encode("the earth").ids, model.weights, model.config)
     # per layer: 3 projections, a split each, scores, weights, context, merge, output dense, 2 feed-forward denses
     assert called.count("scores") == called.count("weights") == called.count("context") == 2
-    # multi_head splits Q, K and V; the layer's steps keep each head's Z, split from the merged
-    assert called.count("multi_head") == 2
+    # multi_head_rows splits Q, K and V; the layer's steps keep each head's Z, split from the merged
+    assert called.count("multi_head_rows") == 2
     assert called.count("split_heads") == 8 and called.count("merge_heads") == 2
     assert called.count("project") == 2 * 6
 

@@ -73,6 +73,7 @@ class RowSums:
         self.text, self.progress = text, progress
         self.sums: list[dict[str, stats.Compensated]] = [{} for _ in range(layers)]  # a layer's, (H,) or (H, K)
         self.counts: dict[str, int] = {}  # the rows', counted on the first layer
+        self.through = layers - 1  # every layer's attention, nothing of the last layer's output (every_layer)
 
     @staticmethod
     def bytes(T: int, rows: int, heads: int) -> int:

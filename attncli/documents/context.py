@@ -71,7 +71,7 @@ def context_doc(
     """The `context` document: one token's weights, top attended, context vector and the words
     nearest to it; with `all_contexts`, every token's context vector as well (and then the
     token may be left out); `predict` as scores_doc's."""
-    att = attend(sentence, source, opts)
+    att = attend(sentence, source, opts, keep=("final",) * bool(predict))
     doc = common("context", sentence, source, att, opts)
     if token is not None or index is not None:
         i = token_position(att, source, token, index)

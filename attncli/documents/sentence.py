@@ -68,7 +68,7 @@ def scores_doc(sentence: str, source: Encoder, opts: Options = Options(), *, rol
     sentence's Attention where it was computed already (Encoder.attend_many's, a batch's)."""
     if att is None:
         att = attend(sentence, source, opts, listed=scores_listed(opts, rollout or norms),
-                     keep=("layers",) if rollout else ())
+                     keep=("layers",) * rollout + ("final",) * bool(predict))
     mean = att.mean_weights  # (T, T), once: a mean per row would make a long sentence O(T^3)
     shown = {"scores": att.mean_scores.tolist(), "weights": mean.tolist(), "top": _tops(att, mean, opts)}
     if att.heads == 1 and att.shown is None:  # the mean of one head is that head, to the bit: its lists serve twice

@@ -241,10 +241,12 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> tup
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None,
-          blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention (over the keys `masked` leaves; its
     weights a block of rows at a time with `blocks`)."""
     steps = attend(X, weights, l, config, masked, blocks)
+    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+        return None, steps
     return after_attention(X + steps["A"], weights, l, config)[-1], steps  # (T, D)
 
 
@@ -293,7 +295,7 @@ def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
         X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
         masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
         blocks = None if rows is None else layers.Blocks(rows, to)
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked, blocks), to)
+        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, masked, blocks, whole), to)
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),

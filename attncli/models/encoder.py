@@ -34,25 +34,30 @@ def mask_keys(mask: np.ndarray) -> dict:
 class Shown:
     """The consumer of the forward pass a sentence's document runs (models.layers.Consumer):
     what the document reports and no more. The steps of layer `l` (from 0) and its input
-    X_l, and the last hidden states as shown (a decoder's next piece comes from them),
-    always; every layer's weights (L, H, T, T) where `keep` holds "layers" (heads, a
+    X_l, always; every layer's weights (L, H, T, T) where `keep` holds "layers" (heads, a
     rollout, stats), every layer's hidden states (L + 1, T, D) where it holds "hidden"
-    (compare). A document of one layer holds its (H, T, T) steps, not L of them."""
+    (compare), the last hidden states as shown where it holds "final" (a decoder's next
+    piece comes from them). A document of one layer holds its (H, T, T) steps, not L of
+    them, and the pass runs no further than what it reads (`through`): layer l's
+    attention, or every layer's, and no layer's output that nothing reads."""
 
-    KEEPS = ("layers", "hidden")
+    KEEPS = ("layers", "hidden", "final")
 
     def __init__(self, config, l: int, keep: tuple[str, ...] = ()):
         if not set(keep) <= set(self.KEEPS):
             raise ValueError(f"keep names some of {self.KEEPS}, got {keep!r}")
         self.config, self.l, self.keep = config, l, keep
-        self.weights = self.hidden = None
+        self.weights = self.hidden = self.final = None
+        outputs = "hidden" in keep or "final" in keep
+        self.through = None if outputs else config.layers - 1 if "layers" in keep else l
 
     @staticmethod
     def bytes(T: int, config, keep: tuple[str, ...] = ()) -> int:
         """What it keeps for T pieces, float64, beside the steps of the one layer (within the
         family's run_bytes): the layer's input and the last states, and what `keep` asks."""
         L, H, D = config.layers, config.heads, config.hidden
-        return 8 * (2 * T * D + ("layers" in keep) * L * H * T * T + ("hidden" in keep) * (L + 1) * T * D)
+        return 8 * (T * D + ("final" in keep) * T * D + ("layers" in keep) * L * H * T * T
+                    + ("hidden" in keep) * (L + 1) * T * D)
 
     def begin(self, X: np.ndarray) -> None:
         L, H, (T, D) = self.config.layers, self.config.heads, X.shape

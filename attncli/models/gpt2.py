@@ -192,11 +192,13 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> np.
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked,
-          blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention (its weights a block of rows at a
     time with `blocks`): each half of the block adds to the residual stream what it makes
     of that stream normed."""
     steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked, blocks)
+    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+        return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
 
@@ -268,7 +270,7 @@ def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
         blocks = None if rows is None else layers.Blocks(rows, to)
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, masked, blocks), to,
+        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, masked, blocks, whole), to,
                     shown=lambda X: finite(norm(attention.floating(X), weights, "ln_f", config),
                                            "the hidden states after the final norm"))
 

@@ -274,7 +274,11 @@ class Consumer(Protocol):
     a long document or of a corpus keeps its sums. A family's run(ids, weights, config, to)
     calls it: begin once, layer after each layer in order, end once; and a pass run a
     block of query rows at a time (run(..., rows=R)), rows for each block of each layer,
-    before that layer's layer()."""
+    before that layer's layer(). A consumer that reads no more than the attention of the
+    layers up to l (from 0) says so by `through = l` (every_layer then runs no layer after
+    l, and of l its attention only); without it, every layer and end."""
+
+    through: int | None  # the last layer whose attention it reads; None (or none): all, and the last states
 
     def begin(self, X: np.ndarray) -> None:
         """X_0 ([B,] T, D), the embeddings."""
@@ -299,6 +303,12 @@ class Fan:
 
     def __init__(self, *consumers: Consumer):
         self.consumers = consumers
+
+    @property
+    def through(self) -> int | None:
+        """The most any of them reads: None where one reads every layer and the last states."""
+        each = [getattr(c, "through", None) for c in self.consumers]
+        return None if None in each else max(each)
 
     def begin(self, X: np.ndarray) -> None:
         for c in self.consumers:
@@ -355,15 +365,22 @@ def attention_of(Q: np.ndarray, K: np.ndarray, V: np.ndarray, l: int, config: Co
 
 
 def every_layer(X: np.ndarray, config: Config, layer, to: Consumer, shown=None) -> None:
-    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l) -> (its output,
-    its attention's steps), each output checked to be finite and handed to `to` with the
-    steps; the last, through shown(X_L) where given (a decoder's final norm), to to.end."""
+    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l, whole) -> (its
+    output, its attention's steps), each output checked to be finite and handed to `to`
+    with the steps; the last, through shown(X_L) where given (a decoder's final norm), to
+    to.end. Only the work `to` asks for (its `through`, where it has one: the last layer
+    whose attention it reads): no layer after that one is run, that one's attention only
+    (layer(.., whole=False): no residual sum, no feed-forward, no norm after it; its
+    output handed on as None), and no end."""
+    through = getattr(to, "through", None)  # a consumer without it reads every layer and the last states
     to.begin(X)
-    for l in range(config.layers):
-        X, steps = layer(X, l)
-        to.layer(l, finite(X, f"the hidden states after layer {l + 1}"), steps)
+    for l in range(config.layers if through is None else through + 1):
+        whole = through is None or l < through
+        X, steps = layer(X, l, whole)
+        to.layer(l, finite(X, f"the hidden states after layer {l + 1}") if whole else None, steps)
         del steps  # its (H, T, T) arrays go before the next layer makes its own, unless `to` kept them
-    to.end(X if shown is None else shown(X))
+    if through is None:
+        to.end(X if shown is None else shown(X))
 
 
 class Kept:

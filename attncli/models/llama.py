@@ -332,11 +332,13 @@ def feed_forward(X: np.ndarray, weights: dict, l: int) -> np.ndarray:
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-          hidden, blocks: layers.Blocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          hidden, blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
     the steps of its attention (its weights a block of rows at a time with `blocks`)."""
     steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
                    rope, hidden, blocks)
+    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+        return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
 
@@ -405,7 +407,7 @@ def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer
         X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l: layer(X, weights, l, config, rope, hidden, blocks), to,
+        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, rope, hidden, blocks, whole), to,
                     shown=lambda X: rms_norm(attention.floating(X), weights["norm.weight"], config.norm_eps))
 
 
