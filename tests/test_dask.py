@@ -471,6 +471,30 @@ def test_a_run_on_a_cluster_says_nothing_on_stderr(cluster, tmp_path):
         assert remote.stdout == local.stdout != b""
 
 
+@pytest.mark.parametrize("lost", ["cancelled", "closed"])
+def test_either_way_dask_says_the_scheduler_is_gone_is_the_one_line(lost):
+    """A scheduler killed mid-run reaches the client as a cancelled future or, when a result
+    was coming back, as its own connection closed under the gather (CommClosedError, seen
+    once in a loaded run of the test below): both are the connection lost, never "a task
+    failed"."""
+    import concurrent.futures
+
+    from distributed.comm import CommClosedError
+
+    from attncli.corpus import cluster
+    from attncli.errors import InputError
+
+    error = concurrent.futures.CancelledError() if lost == "cancelled" else CommClosedError(
+        "in <TCP (closed) ConnectionPool.gather>: ConnectionResetError: [Errno 104] Connection reset by peer")
+    with pytest.raises(InputError, match=r"^the connection to the Dask scheduler at tcp://127\.0\.0\.1:1 was lost "
+                                         r"mid-run; check that it still runs, and run again$"):
+        with cluster._cluster_errors("tcp://127.0.0.1:1"):
+            raise error
+    with pytest.raises(InputError, match="failed a task: ValueError: a worker's own"):
+        with cluster._cluster_errors("tcp://127.0.0.1:1"):
+            raise ValueError("a worker's own")
+
+
 def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_traceback(tmp_path):
     # Dask's client logs the reconnections it tries, tracebacks and all
     bin_folder = Path(sys.executable).parent

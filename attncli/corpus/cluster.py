@@ -297,11 +297,15 @@ def _patiently(client, address: str, waiting: int, attempt):
 def _cluster_errors(address: str):
     """A task's failure, or the scheduler's loss, as one line of attncli's: an AttncliError a
     worker raised (a line of the input) passes as it is."""
+    from distributed.comm import CommClosedError  # loaded with the client already
+
     try:
         yield
     except AttncliError:
         raise
-    except concurrent.futures.CancelledError:  # Dask's FutureCancelledError: the scheduler is gone
+    # Dask's FutureCancelledError, or the client's own connection closed under a gather (a
+    # scheduler killed as a result comes back): the scheduler is gone either way
+    except (concurrent.futures.CancelledError, CommClosedError):
         raise InputError(f"the connection to the Dask scheduler at {address} was lost mid-run; check that it "
                          "still runs, and run again") from None
     except Exception as e:  # noqa: BLE001: a task's own error, raised again here by Dask
