@@ -22,6 +22,22 @@ from attncli.views.json import write_json
 from attncli.visible import visible, visible_all
 
 
+class RowsSpec(click.ParamType):
+    """--rows: last, last:K or I,J,... (documents.rows.Rows), a usage error for anything else."""
+
+    name = "rows"
+
+    def convert(self, value, param, ctx):
+        from attncli.documents.rows import Rows  # the model's code: only with --rows
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return Rows.parse(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
 @click.command(cls=Command, short_help="attention weights between every pair of tokens, as a heatmap")
 @sentence_argument
 @click.option("--raw", is_flag=True, help="Show the raw scores x_i . x_j instead of the weights.")
@@ -42,6 +58,10 @@ from attncli.visible import visible, visible_all
 @click.option("--document", is_flag=True, help="The same for standard input, read whole as one sequence.")
 @click.option("--window", type=click.IntRange(min=1), metavar="W",
               help="With --file or --document: attend only within W tokens either side.")
+@click.option("--rows", "rows_spec", type=RowsSpec(), metavar="SPEC",
+              help="With --file or --document and --model (which needs it): only these rows of the document's "
+                   "attention, each over all its word pieces: last, last:K (the last K rows) or positions I,J,... "
+                   "(from 0, as --index counts); the model's pass runs a block of rows at a time, never T x T.")
 @vectors_options
 @model_options
 @predict_option
@@ -49,8 +69,8 @@ from attncli.visible import visible, visible_all
 @png_option
 @fields_option(SCORES_FIELDS + ("predict",))
 @output_options
-def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, predict, source, opts,
-           out):
+def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, document, window, rows_spec, predict,
+           source, opts, out):
     """Attention between every pair of tokens of SENTENCE: a T x T table.
 
     Step I scores every pair by the dot product of their word vectors; Step II turns each
@@ -77,12 +97,12 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         raise click.UsageError(f"--words merges the weights, and {chosen[0]} shows another matrix; give one of them")
     if (document_file or document) and (rollout or norms):
         raise click.UsageError(f"{chosen[0]} needs the T x T weights, which a document never holds; leave it out")
-    if (document_file or document) and source.model:
-        raise click.UsageError("--model reads a sentence at a time (at most its positions, 512 word pieces for "
-                               "minilm); a document (--file, --document) needs the word vectors")
+    _check_rows(rows_spec, bool(document_file or document), bool(source.model))
     if (document_file or document) and out.fields is not None:
         raise click.UsageError("--fields chooses the keys of a sentence's document; a document (--file, --document) "
                                "writes a line a token, of token, index, top and context")
+    if (document_file or document) and source.model:
+        return score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, source, opts, out)
     if document_file or document:
         return score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out)
     if window:
@@ -100,22 +120,55 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
     emit(docs, out, "scores_view", raw=raw, max_tokens=max_tokens, shown=shown)
 
 
-def score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out) -> None:
-    """scores --file / --document: one long sequence, streamed a row at a time."""
+def _check_rows(rows_spec, document: bool, model: bool) -> None:
+    """--rows is for a document through a model, and such a document needs it."""
+    if rows_spec is not None and not document:
+        raise click.UsageError("--rows chooses rows of a document's attention; give --file DOC.txt or --document")
+    if rows_spec is not None and not model:
+        raise click.UsageError("--rows chooses rows of a trained model's attention; give --model NAME|DIR (over word "
+                               "vectors, --file streams every row)")
+    if document and model and rows_spec is None:
+        raise click.UsageError("a document through --model shows chosen rows of its attention, never its T x T: give "
+                               "--rows last:K or --rows I,J,...")
+
+
+def _document_text(sentence, document_file, document) -> tuple[str, str]:
+    """The document --file or --document gives, and where it came from; refused empty."""
     if sentence is not None:
         raise click.UsageError("give a SENTENCE or a document (--file, --document), not both")
     if document_file and document:
         raise click.UsageError("give --file or --document (standard input), not both")
-    drawn = [name for name, given in (("--png", out.png), ("--svg", out.svg), ("--html", out.html), ("--raw", raw),
-                                       ("--max-tokens", max_tokens)) if given]
-    if drawn:
-        raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
     where = document_file or "standard input"
     data = (reading.read_file(document_file, "--file") if document_file
             else read_stdin("--document reads the document from standard input; give --file DOC.txt"))
     text = decode(data, where)
     if not text.strip():
         raise InputError(f"{where} is empty")
+    return text, where
+
+
+def score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, source, opts, out) -> None:
+    """scores --file / --document --model --rows: chosen rows of a whole text's attention."""
+    given = [name for name, value in (("--window", window), ("--words", words), ("--predict", predict),
+                                      ("--png", out.png), ("--svg", out.svg), ("--html", out.html)) if value]
+    if given:
+        raise click.UsageError(f"{given[0]} is not for a document's rows (--rows); leave it out")
+    text, where = _document_text(sentence, document_file, document)
+    trained = source.load()
+    from attncli.documents.rows import rows_doc  # the model's code
+
+    with progress("rows", shown=out.fmt == "json", streaming=False) as update:
+        doc = rows_doc(text, trained, rows_spec, opts, where=where, progress=update)
+    emit([doc], out, "rows_view", raw=raw)
+
+
+def score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out) -> None:
+    """scores --file / --document: one long sequence, streamed a row at a time."""
+    drawn = [name for name, given in (("--png", out.png), ("--svg", out.svg), ("--html", out.html), ("--raw", raw),
+                                       ("--max-tokens", max_tokens)) if given]
+    if drawn:
+        raise click.UsageError(f"{drawn[0]} draws a T x T table, which a document never holds; leave it out")
+    text, where = _document_text(sentence, document_file, document)
     vectors = source.load()
     # a long document's T x T work takes minutes: a progress bar, unless its rows are drawn on the terminal
     with progress("rows", shown=out.fmt == "json") as update:

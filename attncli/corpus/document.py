@@ -37,6 +37,7 @@ class Text:
     sep: np.ndarray  # (T,) bool
     hidden: Callable[[slice], np.ndarray] | None  # rows -> (R, T), True where a row may not attend; None: nowhere
     repeats: bool  # whether a piece repeats: the duplicate-token and induction scores are over such texts
+    pieces: object = None  # models.files.Pieces: the pieces' strings, markers and offsets, as a document lists them
 
     @classmethod
     def of(cls, text: str, trained: Trained, what: str = "document") -> Text:
@@ -48,7 +49,7 @@ class Text:
         hidden = (lambda rows: model.family.mask(T, model.config, rows)) if model.causal else None
         numbers = survey.numbered(pieces.pieces)
         return cls(np.asarray(pieces.ids), numbers, survey.punctuation(pieces.pieces), *marks, hidden,
-                   repeats=len(np.unique(numbers)) < T)
+                   repeats=len(np.unique(numbers)) < T, pieces=pieces)
 
     def allowed(self, rows: slice) -> np.ndarray:
         """Where the query rows `rows` may attend. (R, T)"""

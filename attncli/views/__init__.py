@@ -16,6 +16,7 @@ import importlib
 VIEWS = {
     "scores_view": "sentence", "context_view": "sentence", "compare_view": "sentence",
     "neighbors_view": "sentence", "explain_view": "sentence", "heads_view": "sentence",
+    "rows_view": "sentence",
     "contributions_view": "mixing",
     "stats_view": "corpus", "faithfulness_view": "corpus",
     "rnn_view": "training", "train_view": "training",

@@ -154,14 +154,15 @@ def top_line(token: str, top: list[dict], repeated: set[str], *, position: int |
     return Packed([*(item + Text(",") for item in items[:-1]), items[-1]], first=first, sep=" ", indent=indent)
 
 
-def masked_cells(doc: dict, T: int, *, window: bool = True) -> np.ndarray:
+def masked_cells(doc: dict, T: int, *, window: bool = True, rows: list[int] | None = None) -> np.ndarray:
     """(T, T) True where the document's mask hides column j from row i: "causal" every j
     after i, "self" j = i, "causal+window" (a decoder's sliding window) also every j the
     document's "window" W or more before i. Without `window`, a window's cells are not
-    hidden: what passes through the layers (a rollout) reaches beyond it."""
+    hidden: what passes through the layers (a rollout) reaches beyond it. `rows`: of those
+    rows only (K, T), a strip's."""
     parts = (doc.get("mask") or "none").split("+")
-    i, j = np.indices((T, T))
-    hidden = np.zeros((T, T), dtype=bool)
+    i, j = np.meshgrid(np.arange(T) if rows is None else np.asarray(rows, dtype=int), np.arange(T), indexing="ij")
+    hidden = np.zeros(i.shape, dtype=bool)
     if "causal" in parts:
         hidden |= j > i
     if "self" in parts:

@@ -236,12 +236,14 @@ class Layout:
         return self.label + sum(self.widths)
 
 
-def plan(tokens: list[str], number_width: int, width: int) -> Layout | None:
+def plan(tokens: list[str], number_width: int, width: int, labels: list[str] | None = None,
+         first: int = 0) -> Layout | None:
     """The one place a grid's layout is decided, from the columns it may take: the tokens
     across the top if they fit (in columns of one width, else each as wide as its token),
-    else downwards, else positions; None when nothing fits."""
+    else downwards, else positions; None when nothing fits. `labels`: the rows' own, where
+    they are not the tokens (a strip of chosen rows); `first`: the first column's position."""
     T = len(tokens)
-    label = max(map(cell_len, tokens), default=0)
+    label = max(map(cell_len, tokens if labels is None else labels), default=0)
     even = (max(label, number_width) + 1,) * T  # every column as wide as the widest token
     across = tuple(max(cell_len(t), number_width) + 1 for t in tokens)  # each as wide as its own
     for widths in (even, across):
@@ -249,14 +251,15 @@ def plan(tokens: list[str], number_width: int, width: int) -> Layout | None:
             return Layout("across", widths, label)
     if label + T * (number_width + 1) <= width:
         return Layout("down", (number_width + 1,) * T, label)
-    layout = by_position(T, number_width)
+    layout = by_position(T, number_width, first, None if labels is None else label)
     return layout if layout.width <= width else None
 
 
-def by_position(T: int, number_width: int) -> Layout:
-    """Rows and columns by position: the narrowest layout of T tokens, whatever they are."""
-    position = len(str(T - 1))
-    return Layout("positions", (max(number_width, position) + 1,) * T, position)
+def by_position(T: int, number_width: int, first: int = 0, label: int | None = None) -> Layout:
+    """Rows and columns by position: the narrowest layout of T tokens, whatever they are
+    (the rows labelled `label` wide where they have labels of their own)."""
+    position = len(str(first + T - 1))
+    return Layout("positions", (max(number_width, position) + 1,) * T, position if label is None else label)
 
 
 # a token written downwards above its column takes at most this many lines; a longer one
@@ -290,15 +293,15 @@ def _line(*parts) -> Text:
     return text
 
 
-def header(tokens: list[str], layout: Layout) -> list[Text]:
-    """The column labels above a grid: a line of tokens or positions, or the tokens
-    downwards, a character a line."""
+def header(tokens: list[str], layout: Layout, first: int = 0) -> list[Text]:
+    """The column labels above a grid: a line of tokens or positions (the first `first`),
+    or the tokens downwards, a character a line."""
     pad = " " * layout.label
     T = len(tokens)
     if layout.columns == "across":
         return [_line((pad + "".join(_right(t, w) for t, w in zip(tokens, layout.widths)), "bold"))]
     if layout.columns == "positions":
-        labels = [str(j) for j in range(T)]
+        labels = [str(first + j) for j in range(T)]
         return [_line((pad + "".join(_right(t, w) for t, w in zip(labels, layout.widths)), "bold"))]
     columns = []
     for t in tokens:
@@ -314,17 +317,17 @@ def header(tokens: list[str], layout: Layout) -> list[Text]:
 
 
 def rows(tokens: list[str], M: np.ndarray, masked: np.ndarray, layout: Layout, numbers: Numbers,
-         scale: Scale | None, cursor: tuple[int, int] | None = None) -> list[Text]:
-    """A grid's rows: the row label, then each cell's number right-aligned in its column,
-    on its colour (the column's gap included, so the colours join); a masked cell "·", and
-    an undefined one (NaN: a share that cannot be computed) a dash. A cursor (row, column)
-    is drawn in reverse, its row's label underlined."""
+         scale: Scale | None, cursor: tuple[int, int] | None = None, labels: list[str] | None = None) -> list[Text]:
+    """A grid's rows: the row label (`labels`' where given), then each cell's number
+    right-aligned in its column, on its colour (the column's gap included, so the colours
+    join); a masked cell "·", and an undefined one (NaN: a share that cannot be computed) a
+    dash. A cursor (row, column) is drawn in reverse, its row's label underlined."""
     lines = []
     for i, row in enumerate(M):
-        name = str(i) if layout.columns == "positions" else tokens[i]
+        by_position = layout.columns == "positions" and labels is None
+        name = labels[i] if labels is not None else str(i) if by_position else tokens[i]
         label = "bold underline reverse" if cursor is not None and cursor[0] == i else "bold"
-        line = _line((_right(name, layout.label) if layout.columns == "positions" else _left(name, layout.label),
-                      label))
+        line = _line((_right(name, layout.label) if by_position else _left(name, layout.label), label))
         for j, (value, w) in enumerate(zip(row, layout.widths)):
             here = cursor == (i, j)
             if masked[i, j] or math.isnan(value):
@@ -407,6 +410,30 @@ class Heatmap:
         """Column labels and rows of one matrix (assumes `fits`), a cursor's cell marked."""
         return header(self.tokens, self.layout) + rows(self.tokens, M, self.masked, self.layout, self.numbers,
                                                        self.scale, cursor)
+
+    def strip(self, M: np.ndarray, labels: list[str]) -> list[Text] | None:
+        """A strip of chosen rows M (K, T) over every token, its rows labelled `labels`, in
+        blocks of columns that each fit the width, a blank line between them (on this
+        heatmap's one scale: the masked cells `masked`, (K, T)); None where not one column
+        fits beside the labels."""
+        lines: list[Text] = []
+        start, T = 0, len(self.tokens)
+        while start < T:
+            n = min(T - start, self.width // 2)  # the most columns from `start` that fit: halved, then stepped
+            while n > 0 and plan(self.tokens[start:start + n], self.numbers.width, self.width, labels, start) is None:
+                n //= 2
+            if n == 0:
+                return None
+            while (start + n < T
+                   and plan(self.tokens[start:start + n + 1], self.numbers.width, self.width, labels, start)):
+                n += 1
+            cut = slice(start, start + n)
+            layout = plan(self.tokens[cut], self.numbers.width, self.width, labels, start)
+            lines += [Text()] * bool(lines) + header(self.tokens[cut], layout, start)
+            lines += rows(self.tokens[cut], M[:, cut], self.masked[:, cut], layout, self.numbers, self.scale,
+                          labels=labels)
+            start += n
+        return lines
 
     def key(self) -> list[Text]:
         return key(self.tokens, self.width) if self.layout is not None and self.layout.columns == "positions" else []

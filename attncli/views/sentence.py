@@ -182,6 +182,42 @@ def scores_view(doc: dict, *, raw: bool = False, width: int = 80, max_tokens: in
     return Group(*parts, *_predictions(doc))
 
 
+def rows_view(doc: dict, *, raw: bool = False, width: int = 80, color_system: str | None = None) -> RenderableType:
+    """A document's chosen rows (scores --rows): the strip of K rows over its T tokens as a
+    heatmap, in blocks of columns that fit `width`, its legend, then each row's top attended."""
+    tokens, positions = doc["tokens"], doc["rows"]
+    T = len(tokens)
+    key = "scores" if raw else "weights"
+    strip = np.array(doc[key], dtype=float).reshape(len(positions), T)  # (K, T)
+    masked = masked_cells(doc, T, rows=positions)  # (K, T)
+    heat = Heatmap(tokens, [strip], masked, signed=raw, width=width, color_system=color_system)
+    labels = [f"{i} {tokens[i]}" for i in positions]
+    H = doc["model"]["heads"]
+    parts: list[RenderableType] = [describe({**doc, "sentence": f"{doc['document']}: {T:,} word pieces, "
+                                                                f"{count(len(positions), 'row')} shown"})]
+    grid = heat.strip(strip, labels)
+    if grid is not None:
+        which = f", head {doc['head']} of {H:,}" if doc.get("head") else "" if H == 1 else f", mean over {H:,} heads"
+        step = "raw scores ω_ij = q_i · k_j" if raw else "weights α_ij = softmax_j(ω_ij · scale)"
+        parts.append(Text(f"{step}{which}", style="bold"))
+        parts += grid
+        caption = "row i attends to column j"
+        if not raw:
+            caption += "; each row sums to 1"
+        if masked.any():
+            caption += "; · masked"
+        parts.append(Text(f"{caption}; {heat.reading('ω' if raw else 'α')}", style="dim"))
+        parts += heat.legend("score ω" if raw else "weight α")
+    else:
+        parts.append(Text(f"{width} columns are too few for the rows' grid; each row's top attended follows",
+                          style="dim"))
+    parts.append(Text())
+    parts.append(_top_heading(doc))
+    twice = repeated(tokens)
+    parts += [top_line(label, top, twice) for label, top in zip(labels, doc["top"])]
+    return Group(*parts)
+
+
 def _vector_summary(v: np.ndarray, shown: int = 4) -> str:
     values = ", ".join(f"{x:.3f}" for x in v[:shown])
     return f"norm {np.linalg.norm(v):.3f}; [{values}{', …' if len(v) > shown else ''}] ({count(len(v), 'value')})"
