@@ -66,6 +66,38 @@ def test_a_one_line_document_gives_the_sentence_paths_statistics(one_line, name,
         assert doc["like_baseline"] == line["like_baseline"]
 
 
+TORCH = Path(__file__).parent / "data" / "documents.npz"  # made by tests/data/make_document_references.py
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_at_every_position_the_statistics_are_those_of_torchs_attention(name, monkeypatch):
+    """A text as long as the model reads (64 pieces), through attncli's blocked pass (blocks
+    of 5 rows) and, its sums made the same way, through the attention matrices transformers
+    + torch's output_attentions gave for it (float32, eager): every head's every statistic
+    and profile within 1e-6."""
+    with np.load(TORCH) as data:
+        text, ids, alpha = str(data[f"{name}_text"]), data[f"{name}_ids"], data[f"{name}_attentions"]
+    model = trained(name)
+    assert np.array_equal(document.Text.of(text, model).ids, ids)  # the same pieces, at every position
+    monkeypatch.setattr(document, "ROWS", 5)
+    ours = document.summary(text, model, "reference", shuffled=False)
+
+    def through_torch(t, trained, R, progress):  # the same sums, over torch's matrices: a block of every row
+        sums = document.RowSums(t, len(alpha))
+        for l, weights in enumerate(alpha):
+            sums.rows(l, 0, {"weights": weights.astype(np.float64)})  # (H, T, T)
+        return sums.observation()
+
+    monkeypatch.setattr(document, "observed", through_torch)
+    theirs = document.summary(text, model, "reference", shuffled=False)
+    assert len(ours["records"]) == len(theirs["records"]) == alpha.shape[0] * alpha.shape[1]
+    for a, b in zip(ours["records"], theirs["records"]):
+        for key in (*stats.STATISTICS, "distance_profile", "tenths_profile"):
+            np.testing.assert_allclose(np.array(a[key], dtype=float), np.array(b[key], dtype=float), rtol=1e-6,
+                                       atol=1e-6, err_msg=f"{name} {a['layer']}.{a['head']} {key}")
+        assert a["sink"] == b["sink"] and a["like_baseline"] == b["like_baseline"]
+
+
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "tiny-mistral"])
 def test_blocks_of_any_size_give_the_same_sums(name):
     """A document's pass and sums a block of 1, 7 or T rows at a time: the same sums, within
