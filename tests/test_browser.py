@@ -473,6 +473,7 @@ def test_stats_page_holds_each_heads_numbers(tmp_path, open_page):
     opened = open_page(made(tmp_path, "st.html", "stats", corpus, "--qkv", "random", "--heads", "2"))
     records = opened.data()["docs"][0]["records"]
     page = opened.page
+    assert page.locator("#subtitle").text_content() == "vectors glove.6B.50d.100k"  # stats names them by a string
     page.select_option(".view select", "self")
     cells = page.locator("table.numbers td")
     assert [float(c.get_attribute("data-value")) for c in cells.all()] == [r["self"] for r in records]

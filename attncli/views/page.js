@@ -774,7 +774,8 @@ function main() {
     });
   }
   const d = docs[0] || {};
-  const about = [d.model ? `model ${d.model.name}` : d.vectors ? `vectors ${d.vectors.name}` : "",
+  const named = (x) => typeof x === "string" ? x : x.name; // stats names its model and vectors by a string
+  const about = [d.model ? `model ${named(d.model)}` : d.vectors ? `vectors ${named(d.vectors)}` : "",
     d.layer ? `layer ${d.layer}` : "", d.scale !== undefined ? `scale ${num(d.scale, 6)}` : ""].filter(Boolean);
   document.getElementById("subtitle").textContent = about.join(", ");
   window.attncliFirstDraw = performance.now() - start; // the views drawn, from the script's start
