@@ -622,6 +622,7 @@ def test_stats_document_page_of_a_license_through_minilm(tmp_path, open_page, mo
                                       encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # the page named by the file's name alone
     opened = open_page(made(tmp_path, "license.html", "stats", "LICENSE", "--model", "minilm", "--document"))
+    monkeypatch.undo()  # back where ATTNCLI_SCREENSHOTS may be relative to
     assert opened.page.locator("#subtitle").text_content() == "model minilm"
     records = opened.data()["docs"][0]["records"]
     assert len(records) == 72 and sum(r["sink"] for r in records) == 9
