@@ -473,9 +473,185 @@ def test_stats_page_holds_each_heads_numbers(tmp_path, open_page):
     opened = open_page(made(tmp_path, "st.html", "stats", corpus, "--qkv", "random", "--heads", "2"))
     records = opened.data()["docs"][0]["records"]
     page = opened.page
+    assert page.locator("#subtitle").text_content() == "vectors glove.6B.50d.100k"  # stats names them by a string
     page.select_option(".view select", "self")
     cells = page.locator("table.numbers td")
     assert [float(c.get_attribute("data-value")) for c in cells.all()] == [r["self"] for r in records]
+    opened.only_itself_requested()
+
+
+MODELS = Path(__file__).parent / "data" / "models"
+BANK = "The bank of the river is like the bank of the earth, and the earth is like an orange."
+VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"]
+
+
+def viridis(t: float) -> list[int]:
+    """viridis as the page draws it: its nine stops, joined straight, each channel rounded."""
+    stops = [[int(c[k:k + 2], 16) for k in (1, 3, 5)] for c in VIRIDIS]
+    x = min(max(t, 0.0), 1.0) * (len(stops) - 1)
+    i = min(int(x), len(stops) - 2)
+    return [round(a + (b - a) * (x - i)) for a, b in zip(stops[i], stops[i + 1])]
+
+
+def point_at_profile(opened, layer: int, head: int, column: int, click: bool = False) -> str:
+    """Move the mouse over (or click) a head's column of the profiles' canvas: the tooltip's text."""
+    page = opened.page
+    x, y = page.evaluate(f"window.attncli.views[0].profiles.where({layer}, {head}, {column})")
+    page.evaluate(f"""window.scrollTo(0, document.querySelector("canvas.profiles").getBoundingClientRect().top +
+                      window.scrollY + {y} - window.innerHeight / 2)""")  # the cell in the middle of the window
+    box = page.locator("canvas.profiles").bounding_box()
+    (page.mouse.click if click else page.mouse.move)(box["x"] + x, box["y"] + y)
+    return page.locator("#profile").text_content()
+
+
+def shown_profiles(tip: str, which: int = -2) -> tuple[list[float], list[float]]:
+    """The distance and tenths profiles a tooltip writes, the head's (which=-2) or uniform
+    attention's (-1), a line a number under each heading."""
+    lines = tip.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("tenths profile"))
+    numbers = [[float(line.split()[which]) for line in part] for part in (lines[2:at], lines[at + 1:])]
+    return numbers[0], numbers[1]
+
+
+def profile_records(L: int, H: int, K: int, seed: int = 0) -> list[dict]:
+    """Records of L x H heads as stats --document writes them, their profiles random (each
+    summing to 1), every fifth head a sink head."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for l in range(1, L + 1):
+        for h in range(1, H + 1):
+            first = float(rng.uniform(0.31, 0.9) if (l * H + h) % 5 == 0 else rng.uniform(0, 0.29))
+            records.append({"layer": l, "head": h, "tokens": 8192, "tenths_rows": 64, "first": first,
+                            "self": float(rng.uniform()), "distance_profile": list(rng.dirichlet(np.ones(K))),
+                            "tenths_profile": list(rng.dirichlet(np.ones(10))), "sink": first > 0.3})
+    return records
+
+
+def test_stats_document_page_draws_each_heads_profiles_and_hover_gives_its_numbers(tmp_path, open_page):
+    """Every cell of the canvas is its head's number on viridis, the sink heads marked, and
+    pointing at a head's row writes its profiles, the JSON's; a click holds a head."""
+    text = tmp_path / "doc.txt"
+    text.write_text(" ".join([BANK] * 2) + "\n", encoding="utf-8")
+    path = tmp_path / "doc.html"
+    result = run("stats", text, "--model", MODELS / "tiny-gpt2", "--document", "--html", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    exact = {(r["layer"], r["head"]): r for r in map(json.loads, result.stdout.splitlines())}
+    opened = open_page(path)
+    page = opened.page
+    records = opened.data()["docs"][0]["records"]
+    assert len(records) == 8 and {(r["layer"], r["head"]) for r in records} == set(exact)
+    K = len(records[0]["distance_profile"])
+    assert K == 7  # 42 pieces: distances up to 41, buckets 0, 1, 2-3, ..., 32-63
+    hi = [max(v for r in records for v in r[key]) for key in ("distance_profile", "tenths_profile")]
+    pixels = page.evaluate("""(() => { // every cell's middle pixel, the canvas read once
+        const v = window.attncli.views[0].profiles, d = window.devicePixelRatio || 1;
+        const image = v.canvas.getContext("2d").getImageData(0, 0, v.canvas.width, v.canvas.height);
+        const at = {};
+        for (let l = 1; l <= v.L; l++) for (let h = 1; h <= v.H; h++) for (let c = 0; c < v.K + 10; c++) {
+            const [x, y] = v.where(l, h, c), k = 4 * (Math.floor(y * d) * image.width + Math.floor(x * d));
+            at[`${l}.${h}.${c}`] = [...image.data.slice(k, k + 3)];
+        }
+        return at;
+    })()""")
+    for r in records:
+        np.testing.assert_allclose(r["distance_profile"], exact[r["layer"], r["head"]]["distance_profile"], rtol=1e-5)
+        tip = point_at_profile(opened, r["layer"], r["head"], 2)
+        assert tip.splitlines()[0] == (f"layer {r['layer']}, head {r['head']}{', a sink head' if r['sink'] else ''}: "
+                                       f"{four(r['first'])} of a row on the first position")
+        distances, tenths = shown_profiles(tip)
+        assert distances == [float(four(v)) for v in r["distance_profile"]]
+        assert tenths == [float(four(v)) for v in r["tenths_profile"]]
+        uniform = r["baselines"]["uniform"]
+        assert shown_profiles(tip, -1) == ([float(four(v)) for v in uniform["distance_profile"]],
+                                           [float(four(v)) for v in uniform["tenths_profile"]])
+        assert "→" in tip.splitlines()[2 + 2]  # the column pointed at: distances 2-3
+        for c, v in enumerate(r["distance_profile"] + r["tenths_profile"]):
+            assert pixels[f"{r['layer']}.{r['head']}.{c}"] == viridis(v / hi[c >= K]), (r["layer"], r["head"], c)
+    assert any(r["sink"] for r in records) and not all(r["sink"] for r in records)  # this text gives some
+    held = point_at_profile(opened, 2, 3, 0, click=True)
+    assert point_at_profile(opened, 1, 1, 0) == held  # held: another head's row changes nothing
+    point_at_profile(opened, 2, 3, 0, click=True)
+    assert point_at_profile(opened, 1, 1, 0).startswith("layer 1, head 1")
+    assert page.locator("table.numbers").count() == 1  # the table of a statistic, as ever, below
+    assert "tenths_rows" not in [o.get_attribute("value") for o in page.locator(".view select option").all()]
+    opened.only_itself_requested()
+    # a notebook frame's height (frame_height) holds the page at the frame's least width, a head pointed at
+    from attncli.views.page import frame_height
+
+    narrow = open_page(path, width=804)
+    point_at_profile(narrow, 2, 4, 0)
+    bottom = narrow.page.evaluate("document.body.getBoundingClientRect().bottom + window.scrollY + 16")
+    assert bottom <= frame_height(path.read_text(encoding="utf-8")) <= bottom * 1.1 + 200
+
+
+def test_a_page_of_512_heads_at_8192_positions_is_one_canvas(tmp_path, open_page):
+    """16 layers x 32 heads, 14 distance buckets: one canvas of rows at least 4 px, no
+    element a cell, and the last head answers a hover with its numbers."""
+    from attncli.views.page import page as page_of
+
+    records = profile_records(16, 32, 14)
+    doc = {"command": "stats", "corpus": "long.txt", "by": "head", "model": "m", "document": True, "records": records}
+    path = tmp_path / "long.html"
+    path.write_text(page_of([doc], "attncli stats: long.txt"), encoding="utf-8")
+    opened = open_page(path)
+    page = opened.page
+    view = page.evaluate("(({row, across, down, width}) => ({row, across, down, width}))"
+                         "(window.attncli.views[0].profiles)")
+    assert view["row"] >= 4 and view["across"] * view["down"] >= 16 and view["width"] <= 1280
+    section = page.locator("section.view").first
+    assert section.locator("canvas").count() == 1 and section.locator("*").count() < 20
+    shown = opened.data()["docs"][0]["records"]
+    for layer, head in [(16, 32), (9, 17), (1, 1)]:
+        r = next(x for x in shown if (x["layer"], x["head"]) == (layer, head))
+        distances, tenths = shown_profiles(point_at_profile(opened, layer, head, 13))
+        assert distances == [float(four(v)) for v in r["distance_profile"]]
+        assert tenths == [float(four(v)) for v in r["tenths_profile"]]
+    last = next(x for x in shown if (x["layer"], x["head"]) == (16, 32))
+    tip = point_at_profile(opened, 16, 32, 13).splitlines()
+    assert tip[0].startswith(f"layer 16, head 32{', a sink head' if last['sink'] else ''}: ")
+    assert tip[2 + 13] == f"→   4096–8191  {four(last['distance_profile'][13])}  –"  # no baselines here
+    screenshot(opened, tmp_path, "long.png", 1400)
+    opened.only_itself_requested()
+
+
+@needs_minilm
+def test_stats_document_page_of_a_license_through_minilm(tmp_path, open_page, monkeypatch):
+    """The guide's picture: the MIT license through MiniLM, the previous-token head 1.3
+    pointed at."""
+    (tmp_path / "LICENSE").write_text((Path(__file__).parent.parent / "LICENSE").read_text(encoding="utf-8"),
+                                      encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # the page named by the file's name alone
+    opened = open_page(made(tmp_path, "license.html", "stats", "LICENSE", "--model", "minilm", "--document"))
+    monkeypatch.undo()  # back where ATTNCLI_SCREENSHOTS may be relative to
+    assert opened.page.locator("#subtitle").text_content() == "model minilm"
+    records = opened.data()["docs"][0]["records"]
+    assert len(records) == 72 and sum(r["sink"] for r in records) == 9
+    r = next(x for x in records if (x["layer"], x["head"]) == (1, 3))
+    distances, _ = shown_profiles(point_at_profile(opened, 1, 3, 1))
+    assert distances == [float(four(v)) for v in r["distance_profile"]]
+    screenshot(opened, tmp_path, "page-document.png", 900)
+    opened.only_itself_requested()
+
+
+HOSTILE_DOCUMENT = '</script><img src onerror=owned=7>\x1b\x07\u202eevil\u2066<b>'  # within tiny-gpt2's 64
+
+
+def test_a_hostile_document_leaves_nothing_of_its_own_in_the_page(tmp_path, open_page):
+    """A text with </script>, an image's onerror, control characters and bidi overrides, in a
+    file with markup for a name: its text is nowhere in the page, its name is text."""
+    name = '<img src=x onerror="window.owned=8">.txt'
+    text = tmp_path / name
+    text.write_text(HOSTILE_DOCUMENT, encoding="utf-8")
+    path = made(tmp_path, "hostile.html", "stats", text, "--model", MODELS / "tiny-gpt2", "--document")
+    html = path.read_text(encoding="utf-8")
+    for piece in ("owned=7", "evil", "<b>", "\u202e", "\u2066", "\x1b", "\x07"):
+        assert piece not in html
+    opened = open_page(path)
+    found = injected(opened.page)
+    assert found["owned"] is None and found["scripts"] == 2 and found["handlers"] == []
+    assert set(found["tags"]) <= ALLOWED_TAGS
+    assert opened.page.locator("#title").text_content() == f"attncli stats: {text}"
+    assert opened.page.locator("canvas.profiles").count() == 1
     opened.only_itself_requested()
 
 

@@ -2,7 +2,8 @@
 // and draws each by its "command": the head view (BertViz's: a line from each attending
 // token to each attended one, its opacity the weight), the model view (every layer's every
 // head as a thumbnail), the heatmap (a tooltip a cell: ω, the scaled score, α), compare's
-// sentences side by side, contributions' matrices by method and layer, and stats' heads.
+// sentences side by side, contributions' matrices by method and layer, and stats' heads
+// (with --document, every head's distance and tenths profiles too).
 // Every text from a document is set with textContent, never as HTML. Lines and cells are
 // drawn on canvases, so that 512 tokens (262,144 lines a head) stay quick.
 "use strict";
@@ -712,9 +713,18 @@ function contributionsView(app, docs) {
 
 function statsView(app, records) {
   const keys = Object.keys(records[0]).filter((k) => typeof records[0][k] === "number" && // counts are no statistic
-    !["layer", "head", "sentences", "tokens", "importance_sentences", "redone_in_float64"].includes(k) &&
+    !["layer", "head", "sentences", "tokens", "importance_sentences", "redone_in_float64", "tenths_rows"].includes(k) &&
     !k.startsWith("rows"));
   const L = Math.max(...records.map((r) => r.layer)), H = Math.max(...records.map((r) => r.head));
+  let profiles = null;
+  if (records[0].distance_profile) {
+    const p = section(app, "Where each head's attention goes along the text",
+      "A block a layer, a row a head (▶ marks a sink head: on average more than 0.3 of a row's attention on the " +
+      "first position). Left, the distance profile: a row's attention at distance 0, 1, 2–3, 4–7, … from the " +
+      "attending piece; right, past the gap, the tenths profile: the last rows' attention on each tenth of the " +
+      "text, first to last. Each coloured from 0, dark purple, to its largest over the heads, yellow.");
+    profiles = new ProfileView(p, records);
+  }
   const s = section(app, "What each head does across the corpus", "Rows: layers; columns: heads.");
   const controls = el("div", {"class": "controls"});
   s.appendChild(controls);
@@ -741,6 +751,171 @@ function statsView(app, records) {
   };
   select(controls, "statistic", keys.map((k) => [k, k]), draw);
   draw(keys[0]);
+  return {profiles};
+}
+
+// stats --document's: every head's distance and tenths profiles on one canvas, a layer a
+// block of H rows (a head a row), its columns the K distance buckets and, past a gap, the ten
+// tenths; blocks side by side as the page's width holds them. Thousands of positions give
+// a few more buckets, never more cells: 512 heads of 8,192 positions are 512 x 25 cells.
+const PROFILE_CELL = 12; // px: a column's width
+const PROFILE_HEADER = 18; // px: a block's title, "layer l"
+const PROFILE_MARGIN = 30; // px: the head numbers left of a block, and a sink head's mark
+const PROFILE_GAP = 16; // px: between blocks, and between the distance and the tenths columns
+
+function bucketName(k) { // a distance_profile item's distances: 0, 1, 2–3, 4–7, ...
+  return k < 2 ? String(k) : `${2 ** (k - 1)}–${2 ** k - 1}`;
+}
+
+class ProfileView {
+  constructor(parent, records) {
+    this.L = Math.max(...records.map((r) => r.layer));
+    this.H = Math.max(...records.map((r) => r.head));
+    this.K = records[0].distance_profile.length;
+    this.at = {}; // "l.h": the head's record
+    for (const r of records) this.at[`${r.layer}.${r.head}`] = r;
+    this.row = Math.max(4, Math.min(16, Math.floor(240 / this.H))); // px: a head's row
+    this.blockWidth = PROFILE_MARGIN + (this.K + 10) * PROFILE_CELL + PROFILE_GAP;
+    this.blockHeight = PROFILE_HEADER + this.H * this.row;
+    const available = Math.max(parent.clientWidth || 0, 400);
+    this.across = Math.max(1, Math.min(this.L, Math.floor(available / (this.blockWidth + PROFILE_GAP))));
+    this.down = Math.ceil(this.L / this.across);
+    this.width = this.across * (this.blockWidth + PROFILE_GAP);
+    this.height = this.down * (this.blockHeight + PROFILE_GAP);
+    // each profile on its own scale, 0 to its largest number over the heads
+    this.hi = ["distance_profile", "tenths_profile"].map((key) =>
+      Math.max(...records.flatMap((r) => r[key]), 1e-12));
+    const sinks = records.filter((r) => r.sink).length;
+    this.canvas = el("canvas", {"class": "profiles", tabindex: 0, role: "img", "aria-label": `the distance and tenths profiles of ${
+      records.length} heads, a layer a block, a head a row; ${sinks} sink heads marked with a triangle`});
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = this.width * dpr;
+    this.canvas.height = this.height * dpr;
+    this.canvas.style.width = this.width + "px";
+    this.canvas.style.height = this.height + "px";
+    this.legend = el("p", {"class": "note profile-scale"});
+    this.legend.append(...this.hi.map((hi, k) => {
+      const bar = el("span", {"class": "gradient", "data-value": hi});
+      bar.style.background = `linear-gradient(to right, ${VIRIDIS.join(", ")})`;
+      const part = el("span", {}, `${k ? "tenths" : "distance"}: 0 `);
+      part.append(bar, document.createTextNode(` ${num(hi)}  `));
+      return part;
+    }));
+    this.tip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "profile"});
+    parent.append(this.legend, this.canvas, this.tip);
+    this.cursor = [1, 1, 0];
+    this.pinned = null;
+    this.canvas.addEventListener("mousemove", (e) => {
+      const r = this.canvas.getBoundingClientRect();
+      const found = this.cellAt(e.clientX - r.left, e.clientY - r.top);
+      if (found && !this.pinned) this.point(...found);
+    });
+    this.canvas.addEventListener("click", (e) => { // a click holds a head's numbers; another lets go
+      const r = this.canvas.getBoundingClientRect();
+      const found = this.cellAt(e.clientX - r.left, e.clientY - r.top);
+      this.pinned = this.pinned || !found ? null : found;
+      if (found) this.point(...found);
+    });
+    this.canvas.addEventListener("keydown", (e) => {
+      const [l, h, c] = this.cursor;
+      const to = {ArrowUp: [l, h - 1, c], ArrowDown: [l, h + 1, c], ArrowLeft: [l, h, c - 1],
+        ArrowRight: [l, h, c + 1], PageUp: [l - 1, h, c], PageDown: [l + 1, h, c]}[e.key];
+      if (to && to[0] >= 1 && to[0] <= this.L && to[1] >= 1 && to[1] <= this.H && to[2] >= 0 &&
+          to[2] < this.K + 10) {
+        this.point(...to);
+        e.preventDefault();
+      }
+    });
+    this.canvas.addEventListener("focus", () => this.point(...this.cursor));
+    this.draw(dpr);
+    this.tip.textContent = "Point at a head's row, or focus the picture and use the arrow keys (Page Up and " +
+      "Page Down for the layers); a click holds a head.";
+  }
+
+  origin(l) { // the top left corner of layer l's block
+    const k = l - 1;
+    return [(k % this.across) * (this.blockWidth + PROFILE_GAP), Math.floor(k / this.across) *
+      (this.blockHeight + PROFILE_GAP)];
+  }
+
+  columnX(c) { // the left of column c within a block: the K buckets, then the ten tenths
+    return PROFILE_MARGIN + c * PROFILE_CELL + (c >= this.K ? PROFILE_GAP : 0);
+  }
+
+  where(l, h, c) { // the middle of a cell, in the canvas's px (for the keyboard's and tests' sake)
+    const [x, y] = this.origin(l);
+    return [x + this.columnX(c) + PROFILE_CELL / 2, y + PROFILE_HEADER + (h - 1) * this.row + this.row / 2];
+  }
+
+  cellAt(x, y) { // [layer, head, column] under (x, y), or null
+    const across = Math.floor(x / (this.blockWidth + PROFILE_GAP));
+    const down = Math.floor(y / (this.blockHeight + PROFILE_GAP));
+    const l = down * this.across + across + 1;
+    if (across >= this.across || l > this.L) return null;
+    const [x0, y0] = this.origin(l);
+    const h = Math.floor((y - y0 - PROFILE_HEADER) / this.row) + 1;
+    if (h < 1 || h > this.H) return null;
+    const dx = x - x0 - PROFILE_MARGIN;
+    let c = Math.floor(dx / PROFILE_CELL);
+    if (c >= this.K) c = Math.floor((dx - PROFILE_GAP) / PROFILE_CELL);
+    if (dx < 0) c = 0; // the head's numbers, the mark: the head all the same
+    return c >= 0 && c < this.K + 10 ? [l, h, c] : null;
+  }
+
+  draw(dpr) {
+    const ctx = this.canvas.getContext("2d");
+    ctx.scale(dpr, dpr);
+    ctx.font = "11px sans-serif";
+    ctx.textBaseline = "middle";
+    for (let l = 1; l <= this.L; l++) {
+      const [x0, y0] = this.origin(l);
+      ctx.fillStyle = "#000";
+      ctx.textAlign = "left";
+      ctx.fillText(`layer ${l}`, x0 + PROFILE_MARGIN, y0 + PROFILE_HEADER / 2);
+      ctx.fillText("tenths", x0 + this.columnX(this.K), y0 + PROFILE_HEADER / 2);
+      const label = Math.ceil(12 / this.row); // every k-th head numbered, 12 px a number
+      for (let h = 1; h <= this.H; h++) {
+        const r = this.at[`${l}.${h}`], y = y0 + PROFILE_HEADER + (h - 1) * this.row;
+        if (!r) continue;
+        ctx.fillStyle = "#000";
+        if ((h - 1) % label === 0) {
+          ctx.textAlign = "right";
+          ctx.fillText(String(h), x0 + PROFILE_MARGIN - 9, y + this.row / 2);
+        }
+        if (r.sink) { // a triangle pointing at the row
+          const mid = y + this.row / 2, size = Math.min(this.row / 2, 5);
+          ctx.beginPath();
+          ctx.moveTo(x0 + PROFILE_MARGIN - 1, mid);
+          ctx.lineTo(x0 + PROFILE_MARGIN - 8, mid - size);
+          ctx.lineTo(x0 + PROFILE_MARGIN - 8, mid + size);
+          ctx.fill();
+        }
+        const values = [...r.distance_profile, ...r.tenths_profile];
+        values.forEach((v, c) => {
+          ctx.fillStyle = `rgb(${viridis(v / this.hi[c < this.K ? 0 : 1])})`;
+          ctx.fillRect(x0 + this.columnX(c), y, PROFILE_CELL, this.row);
+        });
+      }
+    }
+  }
+
+  point(l, h, c) {
+    this.cursor = [l, h, c];
+    const r = this.at[`${l}.${h}`];
+    if (!r) return;
+    // beside each number, uniform attention's (the same rows, every key they may see alike)
+    const uniform = (r.baselines || {}).uniform || {};
+    const pointed = (k, v, u, name) => `${k === c ? "→" : " "} ${name.padStart(11)}  ${num(v)}  ${num(u)}`;
+    this.tip.textContent = [
+      `layer ${l}, head ${h}${r.sink ? ", a sink head" : ""}: ${num(r.first)} of a row on the first position`,
+      "distance profile (attention at |i − j|), the head's and uniform attention's:",
+      ...r.distance_profile.map((v, k) => pointed(k, v, (uniform.distance_profile || [])[k], bucketName(k))),
+      `tenths profile (the last ${r.tenths_rows} rows' attention on each tenth of the text), the head's and ` +
+        "uniform attention's:",
+      ...r.tenths_profile.map((v, t) => pointed(this.K + t, v, (uniform.tenths_profile || [])[t], `tenth ${t + 1}`)),
+    ].join("\n");
+    Object.assign(this.tip.dataset, {layer: l, head: h, column: c});
+  }
 }
 
 // --- the page -------------------------------------------------------------------------------
@@ -758,7 +933,8 @@ function main() {
   }
   if (command === "stats") {
     const records = docs[0].records;
-    if (records.length && records[0].layer !== undefined) statsView(app, records); // by head; by word: the table
+    // by head; by word: the table view alone
+    if (records.length && records[0].layer !== undefined) window.attncli.views.push(statsView(app, records));
   } else if (command === "contributions") {
     Object.values(groups).forEach((g) => {
       if (Object.keys(groups).length > 1) app.appendChild(el("h2", {}, g[0].sentence));
@@ -774,7 +950,8 @@ function main() {
     });
   }
   const d = docs[0] || {};
-  const about = [d.model ? `model ${d.model.name}` : d.vectors ? `vectors ${d.vectors.name}` : "",
+  const named = (x) => typeof x === "string" ? x : x.name; // stats names its model and vectors by a string
+  const about = [d.model ? `model ${named(d.model)}` : d.vectors ? `vectors ${named(d.vectors)}` : "",
     d.layer ? `layer ${d.layer}` : "", d.scale !== undefined ? `scale ${num(d.scale, 6)}` : ""].filter(Boolean);
   document.getElementById("subtitle").textContent = about.join(", ");
   window.attncliFirstDraw = performance.now() - start; // the views drawn, from the script's start

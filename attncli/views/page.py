@@ -177,7 +177,7 @@ TERMINAL_LINE = 19.5  # a line of the table view: 16 px of monospace at its font
 # where they hold some, counted apart): what the lines they wrap to are counted from.
 NOTES = {"scores": 130, "scores heatmap": 80, "model view": 180, "heads": 140, "heads heatmap": 75, "context": 70,
          "compare": 105, "context vectors": 145, "raw vectors": 130, "hidden states": 200, "static": 220,
-         "summary": 320, "nearest": 56, "contributions": 70, "stats": 30}
+         "summary": 320, "nearest": 56, "contributions": 70, "stats": 30, "profiles": 420}
 
 
 def _lines(chars: int, size: float, width: float = WIDTH) -> int:
@@ -301,10 +301,25 @@ def _contributions(docs: list[dict]) -> float:
                for sentence, group in sentences.items())
 
 
+def _profiles(records: list[dict]) -> float:
+    """stats --document's profiles: the note, the scales' line, the canvas of a block a
+    layer (ProfileView in page.js: its sizes), and the tooltip of a head's numbers."""
+    L, H = max(r["layer"] for r in records), max(r["head"] for r in records)
+    K = len(records[0]["distance_profile"])
+    row = max(4, min(16, 240 // H))
+    block = 30 + (K + 10) * 12 + 16  # the margin, the columns and the gap between the profiles
+    down = math.ceil(L / max(1, min(L, WIDTH // (block + 16))))
+    tooltip = 6.4 + 9.6 + 2 + (K + 13) * 12 * 1.4  # a line each: the head, two headings, K + 10 numbers
+    return _h2() + _p(NOTES["profiles"]) + _p(40) + down * (18 + H * row + 16) + tooltip
+
+
 def _stats(doc: dict) -> float:
-    """The table of a statistic by layer and head, and its selector (none by word)."""
-    layers = max((r.get("layer", 0) for r in doc.get("records") or ()), default=0)
-    return _h2() + _p(NOTES["stats"]) + 36 + _table(layers + 1) if layers else 0.0
+    """The table of a statistic by layer and head, and its selector (none by word); with
+    --document, the profiles above it."""
+    records = doc.get("records") or ()
+    layers = max((r.get("layer", 0) for r in records), default=0)
+    profiles = _profiles(records) if layers and "distance_profile" in records[0] else 0.0
+    return profiles + _h2() + _p(NOTES["stats"]) + 36 + _table(layers + 1) if layers else 0.0
 
 
 VIEWS = {"scores": _scores, "heads": _heads, "context": _context, "compare": _compare}
