@@ -289,7 +289,7 @@ def test_a_bf16_model_runs_on_its_stored_numbers(tmp_path):
     write_bf16(folder / "model.safetensors", weights)
     model = models.load_model(str(folder))
     for name, value in model.weights.items():
-        assert value.dtype == np.float32
+        assert model.weights.stored(name).dtype == np.dtype("<u2")
         np.testing.assert_array_equal(value, widened(bf16(weights["bert." + name])).reshape(value.shape))
     stored = {name: widened(bf16(x)).reshape(x.shape) for name, x in weights.items()}
     ids = list(model.encode(SENTENCE).ids)
@@ -386,59 +386,73 @@ def test_a_pickled_checkpoint_is_refused_unread(tmp_path, pickled):
                             "AutoModel.from_pretrained(FOLDER).save_pretrained(NEW)")
 
 
-def test_a_tensor_cut_short_by_its_file(tmp_path):
-    """A file shortened after its header was checked cannot give a tensor of fewer bytes."""
+def mapped(path: Path, *, linear: bool = False):
+    """The tensors of the safetensors file `path`, mapped as a model's are (files.Weights),
+    `linear`: laid out as a Linear layer's."""
     from attncli.models import files
 
+    identities = {}
+    tensors = files.read_headers([path], identities)
+    return files.Weights({name: files.Stored.of(name, name, *place, linear=linear) for name, place in tensors.items()},
+                         identities)
+
+
+def test_a_tensor_cut_short_by_its_file(tmp_path):
+    """A file shortened after its header was checked cannot give a tensor of fewer bytes: it
+    is refused before it is mapped (past its end, a map would end the process: SIGBUS)."""
     folder = write_model(tmp_path / "m")
     path = folder / "model.safetensors"
-    tensors = files.read_headers([path])
+    weights = mapped(path)
     name = "bert.encoder.layer.1.output.LayerNorm.weight"
-    _, start, entry = tensors[name]
+    start = weights.tensors[name].offset
     with open(path, "rb") as f:
         whole = f.read()
     with open(path, "r+b") as f:
-        f.truncate(start + entry["data_offsets"][0] + 4)
-        with pytest.raises(ModelError, match=f"ends inside the tensor {name}; the file was cut short"):
-            files._tensor(f, start, entry, path, name)
+        f.truncate(start + 4)
+    with pytest.raises(ModelError, match=f"ends inside the tensor {name}; the file was cut short"):
+        weights[name]
     path.write_bytes(whole)
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
 @pytest.mark.parametrize("fortran", [False, True])
-def test_a_tensor_is_read_into_its_own_memory_alone(tmp_path, dtype, fortran):
-    """read_weights asks for the memory of the tensors as they are held (a BF16 one widened to
-    float32): reading one takes that and a chunk, never its file's bytes and a widened copy
-    beside it (a BF16 embedding of 512 MB took 2.5 GB at its peak, where 1 GB was asked for)."""
+def test_a_tensor_is_widened_into_its_own_memory_alone(tmp_path, dtype, fortran):
+    """A tensor widened takes its widened copy and a tile's work, never its file's bytes
+    beside it (they are mapped), nor a copy of them; checking its numbers takes a block's
+    bits (a BF16 embedding of 512 MB once took 2.5 GB at its peak, where 1 GB was asked for)."""
     import tracemalloc
 
     from attncli.models import files
 
-    count = 4 << 20  # numbers: 16 MB held as float32
+    count = 4 << 20  # numbers: 32 MB widened to float64
     path = tmp_path / "big.safetensors"
     width = np.dtype(files.DTYPES[dtype][0]).itemsize
     header = json.dumps({"t": {"dtype": dtype, "shape": [count // 64, 64], "data_offsets": [0, count * width]}})
     with open(path, "wb") as f:
         f.write(len(header).to_bytes(8, "little") + header.encode())
         f.truncate(8 + len(header) + count * width)  # zeros
-    (_, start, entry), = files.read_headers([path]).values()
-    with open(path, "rb") as f:
-        tracemalloc.start()
-        try:
-            tensor = files._tensor(f, start, entry, path, "t", fortran=fortran)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+    weights = mapped(path, linear=fortran)
+    tracemalloc.start()
+    try:
+        weights.check()
+        checked = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        tensor = weights["t"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert tensor.shape == (count // 64, 64) and not tensor.any()
-    assert peak <= tensor.nbytes + 3 * files.READ_CHUNK  # a chunk of bytes, its isfinite, and room
+    assert checked <= files.CHECK_BLOCK * width + (1 << 16)  # a block's bits, and room
+    assert peak <= tensor.nbytes + (1 << 20)  # a tile's float32 bits, numpy's buffers, and room
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64"])
 @pytest.mark.parametrize("fortran", [False, True])
-def test_a_tensor_read_in_chunks_is_the_files_numbers(tmp_path, dtype, fortran):
-    """_tensor's chunks (a megabyte of numbers, or of whole rows where a Linear layer is laid
-    out in Fortran order) give the numbers the file holds, as numpy reads them whole, in the
-    layout asked for: rows of 1,001 numbers, so that chunks end inside no row but at no power of two."""
+def test_a_tensor_widened_in_tiles_is_the_files_numbers(tmp_path, dtype, fortran):
+    """Widened a tile at a time (files.TILE numbers a side, or rows of it where a Linear
+    layer is laid out for its products, in Fortran order), whole or by rows, a tensor is the
+    numbers the file holds, as numpy reads them whole, in the layout asked for: rows of
+    1,001 numbers, so that tiles end inside rows and at no power of two."""
     from attncli.models import files
 
     rng = np.random.default_rng(0)
@@ -454,12 +468,16 @@ def test_a_tensor_read_in_chunks_is_the_files_numbers(tmp_path, dtype, fortran):
     path = tmp_path / "t.safetensors"
     header = json.dumps({"t": {"dtype": dtype, "shape": shape, "data_offsets": [0, stored.nbytes]}})
     path.write_bytes(len(header).to_bytes(8, "little") + header.encode() + stored.tobytes())
-    (_, start, entry), = files.read_headers([path]).values()
-    with open(path, "rb") as f:
-        tensor = files._tensor(f, start, entry, path, "t", fortran=fortran)
-    assert tensor.dtype == held and tensor.shape == tuple(shape)
+    weights = mapped(path, linear=fortran)
+    tensor = weights["t"]
+    assert tensor.dtype == np.float64 and tensor.shape == tuple(shape)
     assert tensor.flags.f_contiguous if fortran else tensor.flags.c_contiguous
-    np.testing.assert_array_equal(tensor, expected)
+    np.testing.assert_array_equal(tensor, expected.astype(np.float64))
+    assert held == (np.float64 if dtype == "F64" else np.float16 if dtype == "F16" else np.float32)
+    for index in (slice(3, 700), np.array([[699, 0], [5, 5]]), 17):
+        rows = weights.rows("t", index)
+        np.testing.assert_array_equal(rows, expected[index].astype(np.float64))
+        assert rows.flags.f_contiguous if fortran and rows.ndim == 2 else rows.flags.c_contiguous
 
 
 def test_gpt2_by_its_name_from_the_cache():

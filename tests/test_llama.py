@@ -96,17 +96,22 @@ def test_the_sliding_window_hides_exactly(reference):
         assert hidden[10, 6] and not hidden[10, 7]  # position i - 4 hidden, i - 3 seen, as transformers
 
 
-def test_bf16_shards_stay_float32(reference):
-    """tiny-llama's BF16 weights, in four shards, are read as float32, and the pass never
-    widens them in place."""
+def test_bf16_shards_stay_as_stored(reference):
+    """tiny-llama's BF16 weights, in four shards, are kept as their files hold them (16 bits
+    a number; the others' F32), widened exactly as a pass reads them: each BF16 number the
+    float32 whose upper half it is, and the files never written."""
     name, model, arrays = reference
-    assert {w.dtype for w in model.weights.values()} == {np.dtype(np.float32)}
+    as_stored = np.dtype("<u2" if name == "tiny-llama" else "<f4")
+    assert {model.weights.stored(n).dtype for n in model.weights} == {as_stored}
     if name == "tiny-llama":
         index = json.loads((DATA / name / "model.safetensors.index.json").read_text())
         assert len(set(index["weight_map"].values())) == 4
         # a BF16 number is a float32's upper half: the lower 16 bits of every weight are 0
-        bits = np.concatenate([w.view(np.uint32).ravel() for w in model.weights.values()])
+        bits = np.concatenate([w.astype(np.float32).view(np.uint32).ravel() for w in model.weights.values()])
         assert not (bits & 0xFFFF).any()
+        for n in model.weights:
+            upper = model.weights.stored(n).astype(np.uint32) << 16
+            np.testing.assert_array_equal(model.weights[n], upper.view(np.float32))
 
 
 def test_the_steps_are_what_the_scores_use(reference):

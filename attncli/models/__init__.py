@@ -60,11 +60,13 @@ def family_of(raw: dict, path: Path):
     return FAMILIES[kind]
 
 
-def load_model(spec: str, revision: str | None = None, check=None) -> Model:
+def load_model(spec: str, revision: str | None = None, check=None, progress=None) -> Model:
     """The model named or found at `spec` (at `revision` in the Hugging Face cache), its
-    files checked and read; check(name, family), when given, is told the family once
-    config.json is read, before its tokenizer and weights are (to refuse options the family
-    cannot take, before the work of reading them)."""
+    files checked and read, its weights mapped (files.Weights); check(name, family), when
+    given, is told the family once config.json is read, before its tokenizer and weights are
+    (to refuse options the family cannot take, before the work of reading them);
+    progress(done, total), when given, the bytes of the weights read as their numbers are
+    checked."""
     name, where, commit = files.folder(spec, revision)
     raw = files.read_config(where / "config.json")
     family = family_of(raw, where / "config.json")
@@ -72,5 +74,5 @@ def load_model(spec: str, revision: str | None = None, check=None) -> Model:
         check(name, family)
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
-    weights = files.read_weights(where, config, family)
+    weights = files.read_weights(where, config, family, progress)
     return Model(name=name, path=where, revision=commit, config=config, weights=weights, tokenizer=tokenizer, family=family)

@@ -44,12 +44,12 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, gelu, norm, whole
+from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, gelu, norm, rows_of, whole
 
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
 CAUSAL = False  # an encoder: every piece attends to every other
-LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.read_weights lays out for X W
+LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.Weights widens laid out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read.
 MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,
@@ -184,10 +184,10 @@ def positions(ids: np.ndarray, config: BertConfig) -> np.ndarray:
 def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
     """X_0: each piece's word embedding, plus its position's, plus token type 0's (where the
     model has token types); normalised."""
-    E = (attention.floating(weights["embeddings.word_embeddings.weight"][ids])  # (T, D)
-         + weights["embeddings.position_embeddings.weight"][positions(ids, config)])  # (T, D)
+    E = (rows_of(weights, "embeddings.word_embeddings.weight", ids)  # (T, D)
+         + rows_of(weights, "embeddings.position_embeddings.weight", positions(ids, config)))  # (T, D)
     if config.type_vocab_size:
-        E += weights["embeddings.token_type_embeddings.weight"][0]  # (D,)
+        E += rows_of(weights, "embeddings.token_type_embeddings.weight", 0)  # (D,)
     return norm(E, weights, "embeddings.LayerNorm", config)  # (T, D)
 
 
@@ -268,10 +268,11 @@ def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps: the work
     of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on, or
     with `rows` R, (H, R, T) ones; about six (T, F) or (T, D) ones, GELU's output and its
-    work, a block of layers.BLOCK numbers at a time, ten (T, F) in all to be safe, and a
-    weight matrix widened for its product, twice), float64."""
+    work, a block of layers.BLOCK numbers at a time, ten (T, F) in all to be safe, and room
+    for two weight matrices more), float64, and the layer's weights widened
+    (layers.widened_layer)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
-    return 8 * (6 * H * R * T + 10 * T * max(D, F) + 2 * D * max(D, F))
+    return 8 * (6 * H * R * T + 10 * T * max(D, F) + 2 * D * max(D, F)) + layers.widened_layer(expected_shapes, config)
 
 
 def pass_bytes(T: int, config: Config) -> int:

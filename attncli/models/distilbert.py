@@ -15,6 +15,7 @@ written once, in bert.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from attncli.errors import ModelError
 from attncli.models import bert
 from attncli.models.bert import CAUSAL, LINEAR_LAYOUT, pass_bytes, read_tokenizer, run_bytes  # noqa: F401: the family interface, BERT's
-from attncli.models.layers import Consumer, Pass
+from attncli.models.layers import Consumer, Pass, Renamed
 
 MODEL_TYPES = ("distilbert",)  # config.json's model_type
 # Config's sizes, by their keys in DistilBERT's config.json
@@ -72,9 +73,9 @@ def stored_name(name: str, header: dict) -> str | None:
     return next((candidate for candidate in (name, f"distilbert.{name}") if candidate in header), None)
 
 
-def as_bert(weights: dict) -> dict:
+def as_bert(weights: Mapping) -> Mapping:
     """The weights under BERT's names, for bert.py's pass (the same arrays, not copies)."""
-    return {_renamed(name, BERTS, "transformer.layer.", "encoder.layer."): W for name, W in weights.items()}
+    return Renamed(weights, {_renamed(name, BERTS, "transformer.layer.", "encoder.layer."): name for name in weights})
 
 
 def run(ids: np.ndarray, weights: dict, config: bert.BertConfig, to: Consumer, *,

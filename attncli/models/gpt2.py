@@ -45,7 +45,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Kept, Pass, every_layer, finite, gelu, norm
+from attncli.models.layers import Config, Kept, Pass, every_layer, finite, gelu, norm, rows_of
 
 
 MODEL_TYPES = ("gpt2",)  # config.json's model_type
@@ -127,7 +127,8 @@ def read_tokenizer(where: Path, config: Config):
 
 def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
     """X_0: each piece's word embedding plus its position's (no norm: each block norms its input)."""
-    return attention.floating(weights["wte.weight"][ids]) + weights["wpe.weight"][:ids.shape[-1]]  # (..., T, D)
+    T = ids.shape[-1]
+    return rows_of(weights, "wte.weight", ids) + rows_of(weights, "wpe.weight", slice(0, T))  # (..., T, D)
 
 
 def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
@@ -226,11 +227,12 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     """The scores of every next piece after each row of X (T, D), the final normed hidden
     states: X E_word^T, or X W_lm^T where the head is untied (T, V), a block of the
     vocabulary at a time."""
-    head = weights["wte.weight" if config.tied else "lm_head.weight"]  # (V, D)
-    out = np.empty((len(X), len(head)))  # (T, V)
+    head = "wte.weight" if config.tied else "lm_head.weight"  # (V, D)
+    out = np.empty((len(X), config.vocab_size))  # (T, V)
     with np.errstate(all="ignore"):  # checked just below
-        for start in range(0, len(head), LOGIT_ROWS):
-            out[:, start:start + LOGIT_ROWS] = attention.project(X, head[start:start + LOGIT_ROWS].T)
+        for start in range(0, config.vocab_size, LOGIT_ROWS):
+            part = rows_of(weights, head, slice(start, start + LOGIT_ROWS))  # (LOGIT_ROWS, D)
+            out[:, start:start + LOGIT_ROWS] = attention.project(X, part.T)
     return finite(out, "the logits")  # (T, V)
 
 
@@ -238,10 +240,11 @@ def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps: the mask
     and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it
     hands on, or with `rows` R, (H, R, T) ones and the mask's R rows; about six (T, F) or
-    (T, 3D) ones and GELU's (T, F), and a weight matrix widened for its product, twice),
-    float64."""
+    (T, 3D) ones and GELU's (T, F), and room for two weight matrices more), float64, and the
+    layer's weights widened (layers.widened_layer)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
-    return 8 * (6 * H * R * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + R * T
+    return (8 * (6 * H * R * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + R * T
+            + layers.widened_layer(expected_shapes, config))
 
 
 def pass_bytes(T: int, config: Config) -> int:

@@ -8,7 +8,9 @@ time (Blocks, attention_of), handing the consumer each block's weights and letti
 go, so that a long text's pass holds nothing T x T.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
-transpose, (in, out). Arithmetic is float64 throughout (float32 where a corpus run asks for
+transpose, (in, out). A family reads them by name, weights[name], each in the working
+precision (a model's files.Weights widens a layer's tensors as its pass reads them), and an
+embedding table's rows by rows_of(). Arithmetic is float64 throughout (float32 where a corpus run asks for
 it: attention.precision), and a pass whose numbers leave its range (finite weights of
 1e300, say) is refused where they do, never shown (RangeError): at every layer's output,
 scores and logits, and where a norm's squares overflow, which would leave a finite but
@@ -18,7 +20,9 @@ again in float64 (attention.in_range).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
@@ -266,6 +270,58 @@ def dense(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
 
 def norm(X: np.ndarray, weights: dict, name: str, config: Config) -> np.ndarray:
     return layer_norm(X, weights[f"{name}.weight"], weights[f"{name}.bias"], config.norm_eps)
+
+
+def layer_of(name: str) -> int | None:
+    """The layer (from 0) of the tensor a family names `name`: the first whole number among
+    the parts of its name (layers.3.mlp.up_proj.weight, h.3.attn.c_attn.weight), which hold
+    no other; None for what no layer reads (the embeddings, a final norm, an LM head)."""
+    return next((int(part) for part in name.split(".") if part.isascii() and part.isdigit()), None)
+
+
+@functools.lru_cache(maxsize=32)
+def widened_layer(expected_shapes, config: Config) -> int:
+    """The bytes of a layer's weights (its tensors among a family's expected_shapes(config))
+    widened to float64: what a pass holds of the weights while the layer runs (files.Weights),
+    the largest layer's."""
+    numbers = {}
+    for name, shape in expected_shapes(config).items():
+        if (l := layer_of(name)) is not None:
+            numbers[l] = numbers.get(l, 0) + math.prod(shape)
+    return 8 * max(numbers.values(), default=0)
+
+
+def rows_of(weights: Mapping, name: str, index) -> np.ndarray:
+    """Rows `index` of the tensor `name` in the working precision (an embedding table's rows
+    looked up, a block of an LM head's): of a model's weights (files.Weights) those rows
+    alone are widened, never the table; of a dict of arrays (weights changed by hand), they
+    are taken, then widened."""
+    if hasattr(weights, "rows"):
+        return weights.rows(name, index)
+    return attention.floating(weights[name][index])
+
+
+class Renamed(Mapping):
+    """Weights under other names, `names` (new -> old), read from `weights` as they are asked
+    for (the same arrays, not copies): DistilBERT's under BERT's."""
+
+    def __init__(self, weights: Mapping, names: dict[str, str]):
+        self.weights, self.names = weights, names
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.weights[self.names[name]]
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name) -> bool:
+        return name in self.names
+
+    def rows(self, name: str, index) -> np.ndarray:
+        return rows_of(self.weights, self.names[name], index)
 
 
 class Consumer(Protocol):

@@ -28,7 +28,8 @@ attention), multi_head, causal_mask and causal_window_mask. Nothing of it is wri
 
 Dimensions: T word pieces, D the hidden size, H query heads and KV key/value heads of
 d_head each (config.json's head_dim, or D / H), F the feed-forward size, L layers, V the
-vocabulary. Arithmetic is float64; the weights stay as read (float32 for BF16).
+vocabulary. Arithmetic is float64; the weights stay as stored in their files, a layer's
+widened as its pass reads them (files.Weights).
 
 Its files: config.json's keys as transformers 5 reads them for model_type llama, mistral
 and qwen2 (RoPE under rope_parameters, or under the older rope_scaling and rope_theta),
@@ -46,7 +47,7 @@ import numpy as np
 from attncli import attention
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
-from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, silu, whole
+from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, rows_of, silu, whole
 from attncli.system import limits
 
 
@@ -59,7 +60,7 @@ MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
 TOKENIZERS = {"llama": ("Llama", tokenizer.Auto(None)), "mistral": ("Mistral", tokenizer.Auto("TokenizersBackend")),
               "qwen2": ("Qwen2", tokenizer.Auto("Qwen2Tokenizer", overrules=True))}
 CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
-LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.read_weights lays out for X W
+LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.Weights widens laid out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read. Positions cost nothing until a
 # sentence has them (RoPE is computed for the T pieces there are), so their bound is loose.
@@ -374,10 +375,12 @@ def run_bytes(T: int, config: LlamaConfig, rows: int | None = None) -> int:
     the working layer's softmax (its scores, their masked logits, shifted and exponentiated,
     and its weights: five (H, T, T), or with `rows` R, (H, R, T)) and the scores it hands
     on; about six (T, F) or (T, H d_head) arrays and the Q, K, V, Z, context it hands on;
-    the largest matrix widened twice for a product; RoPE's angles and the mask (its R rows)."""
+    room for the largest weight matrix twice; RoPE's angles and the mask (its R rows); and
+    the layer's weights widened (layers.widened_layer)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
     Hd = H * config.d_head
-    return 8 * (6 * H * R * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head) + R * T
+    return (8 * (6 * H * R * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head)
+            + R * T + layers.widened_layer(expected_shapes, config))
 
 
 def pass_bytes(T: int, config: LlamaConfig) -> int:
@@ -404,7 +407,7 @@ def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer
         T = ids.shape[-1]
         rope, hidden = _positions(T, config, blocked=rows is not None)
         blocks = None if rows is None else layers.Blocks(rows, to)
-        X = attention.floating(weights["embed_tokens.weight"][ids])  # ([B,] T, D): finite, as every weight read
+        X = rows_of(weights, "embed_tokens.weight", ids)  # ([B,] T, D): finite, as every weight read
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
         every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, rope, hidden, blocks, whole), to,
@@ -425,14 +428,14 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     piece's score for every piece of the vocabulary to come next, X W_head^T (T, V), with
     W_head the word embeddings where the model ties them. A block of the head's rows is
     widened at a time, never the whole (V, D) matrix."""
-    W = weights["embed_tokens.weight" if config.tied else "lm_head.weight"]  # (V, D), as read
-    (T, D), V = X.shape, len(W)
+    head = "embed_tokens.weight" if config.tied else "lm_head.weight"  # (V, D)
+    (T, D), V = X.shape, config.vocab_size
     limits.require(8 * T * V, f"the logits of {T:,} word pieces over {V:,} (T x V)", "give a shorter sentence")
     out = np.empty((T, V))  # (T, V)
-    rows = max(1, (1 << 24) // (8 * D))  # 16 MB of the head at a time
+    step = max(1, (1 << 24) // (8 * D))  # 16 MB of the head at a time
     with np.errstate(all="ignore"):  # checked just below
-        for start in range(0, V, rows):
-            out[:, start:start + rows] = X @ attention.floating(W[start:start + rows].T)  # (T, D) @ (D, rows)
+        for start in range(0, V, step):
+            out[:, start:start + step] = X @ rows_of(weights, head, slice(start, start + step)).T  # (T, D) @ (D, step)
     return finite(out, "the logits")
 
 
@@ -447,7 +450,7 @@ def blocks(ids: np.ndarray, weights: dict, config: LlamaConfig) -> list[layers.B
     """Every layer over the word pieces `ids` (T,), each as block() gives it."""
     with np.errstate(all="ignore"):
         (rope, hidden), out = _positions(len(ids), config), []
-        X = attention.floating(weights["embed_tokens.weight"][np.asarray(ids)])  # (T, D)
+        X = rows_of(weights, "embed_tokens.weight", np.asarray(ids))  # (T, D)
         for l in range(config.layers):
             out.append(block(X, weights, l, config, rope, hidden))
             X = finite(out[-1].output, f"the hidden states after layer {l + 1}")  # (T, D)
@@ -466,4 +469,4 @@ def run_from(X: np.ndarray, start: int, weights: dict, config: LlamaConfig) -> n
 
 def embedded(ids: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     """X_0 of a batch of inputs `ids` (B, T) of one length: (B, T, D)."""
-    return attention.floating(weights["embed_tokens.weight"][np.asarray(ids)])
+    return rows_of(weights, "embed_tokens.weight", np.asarray(ids))
