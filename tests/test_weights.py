@@ -2,9 +2,9 @@
 as stored, never read into memory whole; widened into the pass's precision a layer at a
 time, each tensor once a pass, and let go; an embedding's rows and an LM head's blocks
 widened alone; every number checked finite at load, a NaN named with its tensor; a file
-changed since then refused; and the numbers the same, to the bit, as those of the weights
-held in memory the way they were before (float32 for BF16, Linear layers laid out for their
-products)."""
+changed since then refused; the numbers the same, to the bit, as those of the weights held
+in memory the way they were before (float32 for BF16, Linear layers laid out for their
+products); and a progress bar on a terminal while they are read."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import pytest
 
 pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
 pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+import ptys  # noqa: E402
 from clirunner import fails, run  # noqa: E402
 from tinyllama import write_model  # noqa: E402
 
@@ -326,3 +327,34 @@ def test_the_numbers_are_those_of_the_weights_held_as_before(name, precision):
             for part in ("weights", "passed", "bias", "total", "output"):
                 assert np.array_equal(getattr(a, part), getattr(b, part)), part
             assert np.array_equal(a.rest(a.total), b.rest(b.total))
+
+
+# --- the progress of a load
+
+
+def test_a_load_tells_its_progress_in_bytes(wide):
+    folder, _ = wide
+    told = []
+    model = models.load_model(str(folder), progress=lambda done, total: told.append((done, total)))
+    total = sum(s.nbytes for s in model.weights.tensors.values())
+    assert told[-1] == (total, total) and all(t == total for _, t in told)
+    assert [d for d, _ in told] == sorted(d for d, _ in told) and len(told) > 2
+
+
+BAR = "━"
+SHOWN_AT_ONCE = ("import sys; from attncli.views import progress; progress.LoadProgress.DELAY = 0; "
+                 "from attncli.__main__ import main; sys.argv[0] = 'attncli'; main()")
+
+
+def test_a_bar_on_a_terminal_while_the_weights_are_read(wide):
+    """On a terminal, a bar "reading weights" (shown here at once: a load of these few
+    megabytes takes less than the half second it waits), gone before the result; none on a
+    pipe."""
+    folder, _ = wide
+    status, out, _, screen = ptys.run(["scores", "the earth", "--model", folder, "--json"], on_tty=("stderr",),
+                                      program=(sys.executable, "-c", SHOWN_AT_ONCE))
+    assert status == 0 and json.loads(out)["model"]["layers"] == 6
+    assert BAR in screen and "reading weights" in ptys.plain(screen)
+    done = subprocess.run([sys.executable, "-c", SHOWN_AT_ONCE, "scores", "the earth", "--model", str(folder),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == ""

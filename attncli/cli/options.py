@@ -120,7 +120,8 @@ class Source:
         from attncli.models.encoder import Trained  # as models
 
         try:
-            model = models.load_model(self.model, self.revision, check=self.takes)
+            with loading("reading weights") as progress:  # every number is read, to be checked finite
+                model = models.load_model(self.model, self.revision, check=self.takes, progress=progress)
         except OptionError as e:  # a --revision the model found has none of: the command line's mistake
             raise click.UsageError(str(e)) from None
         return Trained.of(model, self.layer, self.head)
@@ -148,12 +149,22 @@ class Source:
         must_cache, verify (see load_vectors)."""
         given = {"limit": self.limit, "trust_pickle": self.trust_pickle, "warn": warn, "param": self.param,
                  **cache_options}
-        if not sys.stderr.isatty():
-            return load_vectors(self.spec, **given)
-        from attncli.views.progress import LoadProgress  # rich: see emit
-
-        with bar_console() as console, LoadProgress(console) as progress:
+        with loading("reading vectors") as progress:
             return load_vectors(self.spec, progress=progress, **given)
+
+
+@contextlib.contextmanager
+def loading(what: str):
+    """progress(done, total) for a load, or None: a bar on stderr when it is a terminal
+    (views.progress.LoadProgress, labelled `what`), shown once the load has taken half a
+    second; nothing elsewhere."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from attncli.views.progress import LoadProgress  # rich: see emit
+
+    with bar_console() as console, LoadProgress(console, what) as progress:
+        yield progress
 
 
 def vectors_options(f=None, *, source_option: bool = True):

@@ -1,6 +1,7 @@
-"""Progress bars on stderr's terminal, as rich draws them: reading a vectors file (bytes
-read of all, rate, time left), and the count of any other work fitted to the width. When
-and where a bar is drawn is the CLI's to decide (cli/output.py's progress).
+"""Progress bars on stderr's terminal, as rich draws them: reading a vectors file or a
+model's weights (bytes read of all, rate, time left), and the count of any other work
+fitted to the width. When and where a bar is drawn is the CLI's to decide (cli/output.py's
+progress, cli/options.py's loading).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ if TYPE_CHECKING:  # rich is imported when a bar is drawn: a run that draws none
 
 
 class LoadProgress:
-    """A progress bar on `console` (bytes read of all, rate, time left) for a load that takes
-    more than half a second. The CLI uses it only when stderr is a terminal."""
+    """A progress bar on `console` (what is read, then the bytes read of all, rate, time left)
+    for a load that takes more than half a second: "reading vectors", "reading weights". The
+    CLI uses it only when stderr is a terminal."""
 
     DELAY = 0.5
 
-    def __init__(self, console: Console):
-        self.console = console
+    def __init__(self, console: Console, what: str = "reading vectors"):
+        self.console, self.what = console, what
         self.bar = None
         self.start = None
 
@@ -33,7 +35,7 @@ class LoadProgress:
                 return
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-            self.bar = Progress("reading vectors", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            self.bar = Progress(self.what, BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                                 TimeRemainingColumn(), console=self.console, transient=True,
                                 redirect_stdout=False, redirect_stderr=False)
             self.bar.start()
