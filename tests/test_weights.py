@@ -145,13 +145,14 @@ def test_loading_a_model_takes_far_less_memory_than_its_weights(tmp_path):
 
 
 def test_a_pass_widens_each_layer_once_and_lets_it_go(wide, monkeypatch):
-    """Over six layers: every tensor of a layer widened once (though a layer reads several
-    twice: a norm, a product's weight), the embedding table never, only the rows looked
-    up; numpy's peak within one layer's weights widened to float64, the pass's own arrays (a
-    layer's work) and a tile's float32 bits as a tensor is widened, and after the pass no
-    layer's weights held."""
+    """Over six layers, more than the weights kept whole (layers.HOLD, here 0): every tensor
+    of a layer widened once (though a layer reads several twice: a norm, a product's
+    weight), the embedding table never, only the rows looked up; numpy's peak within one
+    layer's weights widened to float64, the pass's own arrays (a layer's work) and a tile's
+    float32 bits as a tensor is widened, and after the pass no layer's weights held."""
     folder, model = wide
     config = model.config
+    monkeypatch.setattr(layers, "HOLD", 0)
     mapped = []
     stored = files.Weights.stored
     monkeypatch.setattr(files.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
@@ -167,17 +168,18 @@ def test_a_pass_widens_each_layer_once_and_lets_it_go(wide, monkeypatch):
     per_layer = [name for name in mapped if name.startswith("layers.")]
     assert sorted(per_layer) == sorted(n for n in model.weights if n.startswith("layers."))  # each once
     assert mapped.count("embed_tokens.weight") == 1  # the rows looked up
-    work = llama.run_bytes(len(ids), config) - layers.widened_layer(llama.expected_shapes, config)
+    work = llama.run_bytes(len(ids), config) - layers.widened_held(llama.expected_shapes, config)
     assert layer < peak <= layer + work + 4 * files.TILE ** 2
     table = 8 * WIDE["vocab_size"] * WIDE["hidden_size"]
     assert peak < table / 10  # the embedding table widened whole would be 51 MB
     assert current < layer / 10  # the last layer's let go at the final norm
 
 
-def test_a_layer_is_widened_into_the_last_ones_arrays_unless_they_are_held(wide):
+def test_a_layer_is_widened_into_the_last_ones_arrays_unless_they_are_held(wide, monkeypatch):
     """From one layer to the next the widened arrays are written over, never while anything
     holds one (a caller's reference, a view of it): a held array keeps its numbers."""
     _, model = wide
+    monkeypatch.setattr(layers, "HOLD", 0)
     w = model.weights
     w["norm.weight"]  # none held
     up0 = w["layers.0.mlp.up_proj.weight"]
@@ -194,6 +196,26 @@ def test_a_layer_is_widened_into_the_last_ones_arrays_unless_they_are_held(wide)
     for name, W in (("mlp.up_proj", up1), ("self_attn.q_proj", q1)):
         bits = model.weights.stored(f"layers.1.{name}.weight").astype(np.uint32) << 16
         np.testing.assert_array_equal(W, bits.view(np.float32))
+
+
+def test_a_small_models_layers_are_widened_once_a_run(wide, monkeypatch):
+    """Every layer's weights within layers.HOLD (WIDE's 12.6 MB, within the 256 MB held): kept
+    from one pass to the next, so that a corpus's passes widen them once; the embeddings'
+    rows each pass."""
+    _, model = wide
+    assert 8 * model.weights.layered <= layers.HOLD
+    ids = np.arange(8)
+    first = llama.forward(ids, model.weights, model.config)
+    mapped = []
+    stored = files.Weights.stored
+    monkeypatch.setattr(files.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
+    again = llama.forward(ids, model.weights, model.config)
+    assert mapped == ["embed_tokens.weight"]
+    assert np.array_equal(first.hidden, again.hidden) and np.array_equal(first.weights, again.weights)
+    with attention.precision("float32"):  # another precision: widened again, once
+        llama.forward(ids, model.weights, model.config)
+        llama.forward(ids, model.weights, model.config)
+    assert len([n for n in mapped if n.startswith("layers.")]) == sum(n.startswith("layers.") for n in model.weights)
 
 
 def test_the_lm_head_is_widened_a_block_at_a_time(wide):

@@ -269,10 +269,10 @@ def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     of one layer (its own and the softmax's (H, T, T) arrays and the steps it hands on, or
     with `rows` R, (H, R, T) ones; about six (T, F) or (T, D) ones, GELU's output and its
     work, a block of layers.BLOCK numbers at a time, ten (T, F) in all to be safe, and room
-    for two weight matrices more), float64, and the layer's weights widened
-    (layers.widened_layer)."""
+    for two weight matrices more), float64, and the weights widened, a layer's or a small
+    model's every layer's (layers.widened_held)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
-    return 8 * (6 * H * R * T + 10 * T * max(D, F) + 2 * D * max(D, F)) + layers.widened_layer(expected_shapes, config)
+    return 8 * (6 * H * R * T + 10 * T * max(D, F) + 2 * D * max(D, F)) + layers.widened_held(expected_shapes, config)
 
 
 def pass_bytes(T: int, config: Config) -> int:

@@ -40,7 +40,8 @@ import numpy as np
 
 from attncli import attention
 from attncli.errors import ModelError, OptionError
-from attncli.models.layers import Config, layer_of, widened_layer
+from attncli.models import layers
+from attncli.models.layers import Config, layer_of
 from attncli.system import limits, reading
 from attncli.system.home import expand
 from attncli.words.tokenize import trimmed
@@ -530,8 +531,15 @@ def _where(paths: list[Path]) -> str:
 def read_weights(where: Path, config: Config, family, progress=None) -> Weights:
     """The tensors the family's forward pass reads, by their names there, each checked
     before it is mapped (_wanted), then every number of them checked finite (Weights.check,
-    which tells progress(done, total) the bytes it has read), and a layer of them widened to
-    float64 checked against memory: a pass holds that much at a time.
+    which tells progress(done, total) the bytes it has read), and what a pass holds of them
+    widened to float64 (a layer's, or a small model's every layer's: layers.widened_held)
+    checked against memory.
+
+    The numbers are checked as the model loads, on their stored bits, rather than as a pass
+    first widens them: a damaged file is named before any sentence meets it (and before a
+    corpus's workers start), an embedding table or tied LM head whose rows a pass widens a
+    few at a time is checked whole all the same, and the check costs one read of the files,
+    which leaves them in the page cache for the passes.
 
     The numbers are the file's own bytes at the offsets the checked header gives, mapped
     rather than read by the safetensors library: its numpy reader has no bfloat16, the dtype
@@ -543,9 +551,9 @@ def read_weights(where: Path, config: Config, family, progress=None) -> Weights:
     linear = getattr(family, "LINEAR_LAYOUT", False)
     weights = Weights({name: Stored.of(name, stored, *tensors[stored], linear=linear)
                        for name, stored in _wanted(tensors, paths, config, family).items()}, identities)
-    layer = widened_layer(family.expected_shapes, config)
-    limits.require(layer, f"a layer of the weights of {where.name} ({limits.size(layer)} widened to float64, as a "
-                   "pass widens them)", "give a smaller model")
+    held = layers.widened_held(family.expected_shapes, config)
+    limits.require(held, f"the weights of {where.name} a pass holds widened ({limits.size(held)} of float64)",
+                   "give a smaller model")
     weights.check(progress)
     return weights
 
@@ -621,20 +629,24 @@ class Weights(Mapping):
     through the float32 whose upper half it is); widened once, and kept while its layer
     runs, for a layer reads a tensor more than once (a product's weight, its bias, a norm),
     then let go as a tensor of another layer is asked for: a pass holds one layer's widened
-    weights at a time, and its pages of the files only while it widens them. rows() widens
-    the rows asked for alone (an embedding's pieces, an LM head a block at a time), never a
-    table whole. Each file is held to the one whose header and numbers were checked
+    weights at a time, and its pages of the files only while it widens them. A small
+    model's every layer, layers.HOLD bytes widened at most (layers.widened_held), is kept
+    from one layer and one pass to the next, widened once a run. rows() widens the rows
+    asked for alone (an embedding's pieces, an LM head a block at a time), never a table
+    whole. Each file is held to the one whose header and numbers were checked
     (`identities`): a file changed since is refused, never mapped past its end."""
 
     def __init__(self, tensors: dict[str, Stored], identities: dict[Path, tuple[int, ...]]):
         self.tensors, self.identities = tensors, identities
         self.held = _Held()
+        self.layered = sum(s.size for s in tensors.values() if s.layer is not None)  # every layer's numbers
 
     def __getitem__(self, name: str) -> np.ndarray:
         s = self.tensors[name]
         dtype = attention.working()
         held = self.held
-        if held.layer != s.layer or held.dtype != dtype:  # another layer's
+        every = self.layered * dtype.itemsize <= layers.HOLD  # a small model's: every layer's kept
+        if held.dtype != dtype or (held.layer != s.layer and not every):  # another layer's
             held.start(s.layer, dtype)
         arrays = held.arrays
         W = arrays.get(s)

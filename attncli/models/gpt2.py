@@ -241,10 +241,10 @@ def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it
     hands on, or with `rows` R, (H, R, T) ones and the mask's R rows; about six (T, F) or
     (T, 3D) ones and GELU's (T, F), and room for two weight matrices more), float64, and the
-    layer's weights widened (layers.widened_layer)."""
+    weights widened, a layer's or a small model's every layer's (layers.widened_held)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
     return (8 * (6 * H * R * T + 10 * T * max(3 * D, F) + 2 * D * max(3 * D, F)) + R * T
-            + layers.widened_layer(expected_shapes, config))
+            + layers.widened_held(expected_shapes, config))
 
 
 def pass_bytes(T: int, config: Config) -> int:

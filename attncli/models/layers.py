@@ -279,16 +279,28 @@ def layer_of(name: str) -> int | None:
     return next((int(part) for part in name.split(".") if part.isascii() and part.isdigit()), None)
 
 
+# Bytes of widened weights a model's weights keep from one layer to the next (files.Weights):
+# a small model's every layer, widened once a run rather than at every pass of a corpus's
+# thousands (MiniLM's come to 85 MB in float64); a larger model's a layer at a time.
+HOLD = 1 << 28
+
+
+def widened_held(expected_shapes, config: Config) -> int:
+    """The bytes of the weights a pass holds widened to float64 (files.Weights): every layer's
+    tensors (among a family's expected_shapes(config)) where they come to HOLD at most,
+    else the largest layer's."""
+    largest, every = _layer_numbers(expected_shapes, config)
+    return 8 * (every if 8 * every <= HOLD else largest)
+
+
 @functools.lru_cache(maxsize=32)
-def widened_layer(expected_shapes, config: Config) -> int:
-    """The bytes of a layer's weights (its tensors among a family's expected_shapes(config))
-    widened to float64: what a pass holds of the weights while the layer runs (files.Weights),
-    the largest layer's."""
+def _layer_numbers(expected_shapes, config: Config) -> tuple[int, int]:
+    """The numbers of the largest layer's tensors, and of every layer's."""
     numbers = {}
     for name, shape in expected_shapes(config).items():
         if (l := layer_of(name)) is not None:
             numbers[l] = numbers.get(l, 0) + math.prod(shape)
-    return 8 * max(numbers.values(), default=0)
+    return max(numbers.values(), default=0), sum(numbers.values())
 
 
 def rows_of(weights: Mapping, name: str, index) -> np.ndarray:

@@ -376,11 +376,11 @@ def run_bytes(T: int, config: LlamaConfig, rows: int | None = None) -> int:
     and its weights: five (H, T, T), or with `rows` R, (H, R, T)) and the scores it hands
     on; about six (T, F) or (T, H d_head) arrays and the Q, K, V, Z, context it hands on;
     room for the largest weight matrix twice; RoPE's angles and the mask (its R rows); and
-    the layer's weights widened (layers.widened_layer)."""
+    the weights widened, a layer's or a small model's every layer's (layers.widened_held)."""
     H, D, F, R = config.heads, config.hidden, config.intermediate, min(T, rows or T)
     Hd = H * config.d_head
     return (8 * (6 * H * R * T + 6 * T * max(D, F, Hd) + 5 * T * Hd + 2 * D * max(F, Hd) + 4 * T * config.d_head)
-            + R * T + layers.widened_layer(expected_shapes, config))
+            + R * T + layers.widened_held(expected_shapes, config))
 
 
 def pass_bytes(T: int, config: LlamaConfig) -> int:
