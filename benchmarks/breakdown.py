@@ -92,7 +92,7 @@ def child_model() -> dict:
 
     import tokenizers
 
-    from attncli import attention, models
+    from attncli import models
     from attncli.models import bert, files
 
     mark("import tokenizers and attncli.models")
@@ -104,13 +104,13 @@ def child_model() -> dict:
     tokenizer = family.read_tokenizer(where, config)
     mark("the tokenizer, read and checked")
     weights = files.read_weights(where, config, family)
-    mark("the weights (fresh pages)")
+    mark("the weights (mapped, every number checked)")
     ids = np.array(tokenizer.encode(MODEL_SENTENCE).ids)
     start = time.perf_counter()
     bert.forward(ids, weights, config, keep=(config.layers - 1,))
     mark("the float64 pass, first")
-    widened = [attention.floating(w.T) for w in weights.values() if w.ndim == 2 and w.flags.f_contiguous]
-    mark("widening the Linear weights to float64, alone")
+    widened = [weights[name] for name, stored in weights.tensors.items() if stored.linear]
+    mark("widening the Linear weights to float64, alone (as a pass does, a layer at a time)")
     data = files.read(where / "tokenizer.json", files.TOKENIZER_MOST)
     start = time.perf_counter()
     tokenizers.Tokenizer.from_buffer(data)

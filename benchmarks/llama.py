@@ -5,10 +5,10 @@ its load time, peak resident memory and forward time per word piece, one BLAS th
 
 SmolLM2-135M's shapes (30 layers, hidden 576, 9 query heads over 3 key/value heads of 64,
 intermediate 1536, vocabulary 49,152, tied embeddings, rope_theta 100,000), stored as BF16
-as the real checkpoint is, with random weights (N(0, 0.02^2), the norms 1), written to a
-temporary folder that is removed after the run: no model is downloaded or committed. Its
-tokenizer is tiny-llama's (tests/data/models), whose ids lie within the vocabulary; the
-forward passes run over random ids, so that the tokenizer costs nothing here.
+as the real checkpoint is, with random weights (N(0, 0.02^2), the norms 1), written by
+make_llama.py to a temporary folder that is removed after the run: no model is downloaded
+or committed. Its tokenizer is tiny-llama's (tests/data/models), whose ids lie within the
+vocabulary; the forward passes run over random ids, so that the tokenizer costs nothing here.
 
 Each run is a process of its own (--worker), started from this small one, so that its peak
 RSS (getrusage) is its own model's: it loads the model (timed), runs the forward pass over 32 and then 128 pieces
@@ -24,9 +24,7 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,49 +34,16 @@ from pathlib import Path
 
 import numpy as np
 
+import make_llama
 from startup import machine
 
-HERE = Path(__file__).resolve().parent
-TOKENIZER = HERE.parent / "tests" / "data" / "models" / "tiny-llama" / "tokenizer.json"
-SMOLLM2 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 30,
-           "hidden_size": 576, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
-           "intermediate_size": 1536, "vocab_size": 49152, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
-           "rope_theta": 100000.0, "hidden_act": "silu", "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
 LENGTHS = (32, 128)
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def write_bf16(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """A safetensors file of BF16 tensors: each float32's upper 16 bits, rounded to nearest even."""
-    header, offset = {}, 0
-    blobs = []
-    for name, array in tensors.items():
-        bits = array.astype(np.float32).view(np.uint32)
-        bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
-        blobs.append(bf16.tobytes())
-        header[name] = {"dtype": "BF16", "shape": list(array.shape), "data_offsets": [offset, offset + len(blobs[-1])]}
-        offset += len(blobs[-1])
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
-
-
 def make_model(folder: Path) -> None:
     """SmolLM2-135M's config and random BF16 weights of its shapes, and a tokenizer."""
-    from attncli.models import llama
-
-    config = llama.read_config(SMOLLM2, folder / "config.json")
-    rng = np.random.default_rng(0)
-    tensors = {}
-    for name, shape in llama.expected_shapes(config).items():
-        tensors[f"model.{name}"] = (np.ones(shape, dtype=np.float32) if "norm" in name
-                                    else rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02))
-    write_bf16(folder / "model.safetensors", tensors)
-    (folder / "config.json").write_text(json.dumps(SMOLLM2))
-    shutil.copy(TOKENIZER, folder / "tokenizer.json")
+    make_llama.write(folder, make_llama.SHAPES["smollm2-135m"], seed=0)
 
 
 def worker(spec: str) -> None:
@@ -90,9 +55,9 @@ def worker(spec: str) -> None:
     with threadpool_limits(1):
         start = time.perf_counter()
         model = models.load_model(spec)
-        result = {"load": time.perf_counter() - start,
-                  "weights_mb": sum(w.nbytes for w in model.weights.values()) / 1e6,
-                  "dtypes": sorted({str(w.dtype) for w in model.weights.values()})}
+        stored = model.weights.tensors.values()  # as their file holds them, mapped
+        result = {"load": time.perf_counter() - start, "weights_mb": sum(s.nbytes for s in stored) / 1e6,
+                  "dtypes": sorted({s.dtype for s in stored})}
         rng = np.random.default_rng(1)
         for T in LENGTHS:
             ids = rng.integers(0, min(model.config.vocab_size, 500), T)
@@ -141,7 +106,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"median of {args.runs} interleaved runs each, one BLAS thread; the random model written in {made:.1f} s "
           f"({size:.0f} MB of BF16)\n")
-    print("| model | load (s) | weights in memory (MB) | forward, 32 pieces (ms a piece) | forward, 128 pieces "
+    print("| model | load (s) | weights, as stored (MB) | forward, 32 pieces (ms a piece) | forward, 128 pieces "
           "(ms a piece) | peak RSS (MB) | traced peak at 128 / pass_bytes(128) (MB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, runs in results.items():
