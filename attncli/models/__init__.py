@@ -35,10 +35,12 @@ and a decoder besides:
                                    `rows` (a slice), those query rows of it (R, T) alone
     logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
 
-and calls attention.py for its attention, never a copy of it. Pass.hidden is what
-transformers returns as hidden_states (a decoder's last after its final norm); Pass.steps
-hold Q, K, V (T, H d_head) as the scores use them: the queries and keys turned by RoPE,
-the keys and values written out for each query head they serve.
+and calls attention.py for its attention, never a copy of it. `weights` is the model's
+files.Weights (name -> the tensor widened into the working precision, a layer's at a time;
+an embedding's rows by layers.rows_of), or a dict of arrays where a caller changes them.
+Pass.hidden is what transformers returns as hidden_states (a decoder's last after its
+final norm); Pass.steps hold Q, K, V (T, H d_head) as the scores use them: the queries and
+keys turned by RoPE, the keys and values written out for each query head they serve.
 """
 
 from __future__ import annotations
