@@ -192,7 +192,7 @@ def test_batch_runs_the_model_per_line(tinybert_folder, reference, jobs):
     (["--heads", "2"], ["leave out --heads"], 2),
     (["--temperature", "2"], ["leave out --temperature"], 2),
     (["--vectors", "x.txt"], ["leave out --vectors"], 2),
-    (["--file", "doc.txt"], ["a document (--file, --document) needs the word vectors"], 2),
+    (["--file", "doc.txt"], ["a document through --model shows chosen rows of its attention", "give --rows"], 2),
 ])
 def test_options_a_model_cannot_take(tinybert_folder, args, words, code):
     fails(run("scores", "--model", tinybert_folder, *args, *([] if "--file" in args else [SENTENCE])), *words,
