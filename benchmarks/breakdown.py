@@ -94,6 +94,7 @@ def child_model() -> dict:
 
     from attncli import models
     from attncli.models import bert, files
+    from attncli.models import weights as model_weights
 
     mark("import tokenizers and attncli.models")
     name, where, _ = files.folder("minilm", None)
@@ -103,7 +104,7 @@ def child_model() -> dict:
     mark("config")
     tokenizer = family.read_tokenizer(where, config)
     mark("the tokenizer, read and checked")
-    weights = files.read_weights(where, config, family)
+    weights = model_weights.read_weights(where, config, family)
     mark("the weights (mapped, every number checked)")
     ids = np.array(tokenizer.encode(MODEL_SENTENCE).ids)
     start = time.perf_counter()

@@ -171,7 +171,6 @@ def test_batch_over_a_model_in_batches_is_each_line_alone_and_the_same_bytes_for
 def test_linear_weights_are_laid_out_for_the_products_and_embeddings_for_their_rows():
     """bert's and llama's Linear weights (out, in) are read so that their transpose is in C
     order (the products' X W), the same numbers as the file's; the embeddings stay in rows."""
-    from attncli.models import files
 
     for name in ("tiny-bert", "tiny-llama"):
         model = load(name)
@@ -182,8 +181,10 @@ def test_linear_weights_are_laid_out_for_the_products_and_embeddings_for_their_r
                 assert W.flags.c_contiguous, key
         import types
 
+        from attncli.models import weights as model_weights
+
         as_held = types.SimpleNamespace(**{k: getattr(model.family, k) for k in dir(model.family)
                                            if not k.startswith("__") and k != "LINEAR_LAYOUT"})
-        raw = files.read_weights(MODELS / name, model.config, as_held)  # the family without it: as the file holds them
+        raw = model_weights.read_weights(MODELS / name, model.config, as_held)  # the family without it: as the file holds them
         assert raw.keys() == model.weights.keys()
         assert all(np.array_equal(raw[k], model.weights[k]) for k in raw)

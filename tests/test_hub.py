@@ -274,7 +274,7 @@ def write_bf16(path: Path, tensors: dict[str, np.ndarray]) -> None:
 def test_bf16_widens_exactly():
     """Every bfloat16 bit pattern that is a finite number: widened as the float32 it is the
     upper half of."""
-    from attncli.models.files import DTYPES
+    from attncli.models.weights import DTYPES
 
     raw = np.arange(1 << 16, dtype=np.uint16)
     finite = ((raw.astype(np.int64) >> 7) & 0xFF) != 0xFF
@@ -316,7 +316,7 @@ def test_a_sharded_model_in_f16_and_f32(tmp_path):
     same = write_model(tmp_path / "one", weights={n: weights[n].astype(np.float16).astype(np.float32)
                                                   if n in parts[1] else weights[n] for n in names})
     assert without_name(scores(folder)) == without_name(scores(same))
-    assert [p.name for p in models.files.files_read(folder)][-4:] == [
+    assert [p.name for p in models.files_read(folder)][-4:] == [
         "model.safetensors.index.json", *(f"model-{k:05d}-of-00003.safetensors" for k in (1, 2, 3))]
 
 
@@ -387,14 +387,15 @@ def test_a_pickled_checkpoint_is_refused_unread(tmp_path, pickled):
 
 
 def mapped(path: Path, *, linear: bool = False):
-    """The tensors of the safetensors file `path`, mapped as a model's are (files.Weights),
+    """The tensors of the safetensors file `path`, mapped as a model's are (models.weights.Weights),
     `linear`: laid out as a Linear layer's."""
-    from attncli.models import files
+    from attncli.models import weights as model_weights  # the model's code: the model extra's
 
     identities = {}
-    tensors = files.read_headers([path], identities)
-    return files.Weights({name: files.Stored.of(name, name, *place, linear=linear) for name, place in tensors.items()},
-                         identities)
+    tensors = model_weights.read_headers([path], identities)
+    return model_weights.Weights({name: model_weights.Stored.of(name, name, *place, linear=linear)
+                                  for name, place in tensors.items()},
+                                 identities)
 
 
 def test_a_tensor_cut_short_by_its_file(tmp_path):
@@ -422,11 +423,11 @@ def test_a_tensor_is_widened_into_its_own_memory_alone(tmp_path, dtype, fortran)
     bits (a BF16 embedding of 512 MB once took 2.5 GB at its peak, where 1 GB was asked for)."""
     import tracemalloc
 
-    from attncli.models import files
+    from attncli.models import weights as model_weights  # the model's code: the model extra's
 
     count = 4 << 20  # numbers: 32 MB widened to float64
     path = tmp_path / "big.safetensors"
-    width = np.dtype(files.DTYPES[dtype][0]).itemsize
+    width = np.dtype(model_weights.DTYPES[dtype][0]).itemsize
     header = json.dumps({"t": {"dtype": dtype, "shape": [count // 64, 64], "data_offsets": [0, count * width]}})
     with open(path, "wb") as f:
         f.write(len(header).to_bytes(8, "little") + header.encode())
@@ -442,21 +443,21 @@ def test_a_tensor_is_widened_into_its_own_memory_alone(tmp_path, dtype, fortran)
     finally:
         tracemalloc.stop()
     assert tensor.shape == (count // 64, 64) and not tensor.any()
-    assert checked <= files.CHECK_BLOCK * width + (1 << 16)  # a block's bits, and room
+    assert checked <= model_weights.CHECK_BLOCK * width + (1 << 16)  # a block's bits, and room
     assert peak <= tensor.nbytes + (1 << 20)  # a tile's float32 bits, numpy's buffers, and room
 
 
 @pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64"])
 @pytest.mark.parametrize("fortran", [False, True])
 def test_a_tensor_widened_in_tiles_is_the_files_numbers(tmp_path, dtype, fortran):
-    """Widened a tile at a time (files.TILE numbers a side, or rows of it where a Linear
+    """Widened a tile at a time (models.weights.TILE numbers a side, or rows of it where a Linear
     layer is laid out for its products, in Fortran order), whole or by rows, a tensor is the
     numbers the file holds, as numpy reads them whole, in the layout asked for: rows of
     1,001 numbers, so that tiles end inside rows and at no power of two."""
-    from attncli.models import files
+    from attncli.models import weights as model_weights  # the model's code: the model extra's
 
     rng = np.random.default_rng(0)
-    layout, held = files.DTYPES[dtype]
+    layout, held = model_weights.DTYPES[dtype]
     shape = [700, 1001]
     if dtype == "BF16":  # the upper halves of float32 numbers
         numbers = rng.standard_normal(shape).astype(np.float32)

@@ -1,4 +1,4 @@
-"""A model's weights at the cost of their bytes (models.files.Weights): mapped from their files
+"""A model's weights at the cost of their bytes (models.weights.Weights): mapped from their files
 as stored, never read into memory whole; widened into the pass's precision a layer at a
 time, each tensor once a pass, and let go; an embedding's rows and an LM head's blocks
 widened alone; every number checked finite at load, a NaN named with its tensor; a file
@@ -28,7 +28,8 @@ from tinyllama import write_model  # noqa: E402
 
 from attncli import attention, models  # noqa: E402
 from attncli.errors import ModelError  # noqa: E402
-from attncli.models import files, layers, llama  # noqa: E402
+from attncli.models import layers, llama  # noqa: E402
+from attncli.models import weights as model_weights  # noqa: E402
 
 MODELS = Path(__file__).parent / "data" / "models"
 NAMES = ["tiny-bert", "tiny-distilbert", "tiny-roberta", "tiny-xlm-roberta", "tiny-gpt2", "tiny-llama", "tiny-qwen2",
@@ -154,8 +155,8 @@ def test_a_pass_widens_each_layer_once_and_lets_it_go(wide, monkeypatch):
     config = model.config
     monkeypatch.setattr(layers, "HOLD", 0)
     mapped = []
-    stored = files.Weights.stored
-    monkeypatch.setattr(files.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
+    stored = model_weights.Weights.stored
+    monkeypatch.setattr(model_weights.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
     ids = np.arange(8) * 997 % WIDE["vocab_size"]
     model.weights["norm.weight"]  # no layer's weights held before the pass, as after a load
     layer = 8 * layer_numbers(WIDE)
@@ -169,7 +170,7 @@ def test_a_pass_widens_each_layer_once_and_lets_it_go(wide, monkeypatch):
     assert sorted(per_layer) == sorted(n for n in model.weights if n.startswith("layers."))  # each once
     assert mapped.count("embed_tokens.weight") == 1  # the rows looked up
     work = llama.run_bytes(len(ids), config) - layers.widened_held(llama.expected_shapes, config)
-    assert layer < peak <= layer + work + 4 * files.TILE ** 2
+    assert layer < peak <= layer + work + 4 * model_weights.TILE ** 2
     table = 8 * WIDE["vocab_size"] * WIDE["hidden_size"]
     assert peak < table / 10  # the embedding table widened whole would be 51 MB
     assert current < layer / 10  # the last layer's let go at the final norm
@@ -207,8 +208,8 @@ def test_a_small_models_layers_are_widened_once_a_run(wide, monkeypatch):
     ids = np.arange(8)
     first = llama.forward(ids, model.weights, model.config)
     mapped = []
-    stored = files.Weights.stored
-    monkeypatch.setattr(files.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
+    stored = model_weights.Weights.stored
+    monkeypatch.setattr(model_weights.Weights, "stored", lambda self, name: mapped.append(name) or stored(self, name))
     again = llama.forward(ids, model.weights, model.config)
     assert mapped == ["embed_tokens.weight"]
     assert np.array_equal(first.hidden, again.hidden) and np.array_equal(first.weights, again.weights)
@@ -259,7 +260,7 @@ def test_a_number_that_is_not_finite_in_a_mapped_shard_is_named(tmp_path, dtype,
     second = [n for n in weights if n not in first]
     bf16_file(folder / "model-1.safetensors", {n: weights[n] for n in first})
     damaged = "model.embed_tokens.weight"
-    assert damaged in second and weights[damaged].size > files.CHECK_BLOCK
+    assert damaged in second and weights[damaged].size > model_weights.CHECK_BLOCK
     layout = {"BF16": "<u2", "F16": "<u2", "F32": "<u4"}[dtype]
     if dtype == "BF16":
         tensors = {n: weights[n] for n in second}

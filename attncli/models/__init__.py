@@ -36,7 +36,7 @@ and a decoder besides:
     logits(X, weights, config)     (T, V): the LM head over the final normed hidden states
 
 and calls attention.py for its attention, never a copy of it. `weights` is the model's
-files.Weights (name -> the tensor widened into the working precision, a layer's at a time;
+weights.Weights (name -> the tensor widened into the working precision, a layer's at a time;
 an embedding's rows by layers.rows_of), or a dict of arrays where a caller changes them.
 Pass.hidden is what transformers returns as hidden_states (a decoder's last after its
 final norm); Pass.steps hold Q, K, V (T, H d_head) as the scores use them: the queries and
@@ -48,7 +48,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, distilbert, files, gpt2, llama
+from attncli.models import bert, distilbert, files, gpt2, llama, weights
 from attncli.models.files import Model
 
 FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind in family.MODEL_TYPES}
@@ -64,7 +64,7 @@ def family_of(raw: dict, path: Path):
 
 def load_model(spec: str, revision: str | None = None, check=None, progress=None) -> Model:
     """The model named or found at `spec` (at `revision` in the Hugging Face cache), its
-    files checked and read, its weights mapped (files.Weights); check(name, family), when
+    files checked and read, its weights mapped (weights.Weights); check(name, family), when
     given, is told the family once config.json is read, before its tokenizer and weights are
     (to refuse options the family cannot take, before the work of reading them);
     progress(done, total), when given, the bytes of the weights read as their numbers are
@@ -76,5 +76,18 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
         check(name, family)
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
-    weights = files.read_weights(where, config, family, progress)
-    return Model(name=name, path=where, revision=commit, config=config, weights=weights, tokenizer=tokenizer, family=family)
+    mapped = weights.read_weights(where, config, family, progress)
+    return Model(name=name, path=where, revision=commit, config=config, weights=mapped, tokenizer=tokenizer, family=family)
+
+
+def files_read(where: Path) -> list[Path]:
+    """The files of a model's folder that load_model reads (a worker elsewhere must see the
+    same ones): config.json, the tokenizer's files read_tokenizer takes, the weights' index
+    and safetensors files."""
+    tokenizer = where / "tokenizer.json"
+    settings = where / "tokenizer_config.json"
+    index = where / "model.safetensors.index.json"
+    return [where / "config.json", tokenizer if tokenizer.is_file() else where / "vocab.txt",
+            *([settings] if settings.is_file() else []),
+            *([index] if index.is_file() and not (where / "model.safetensors").exists() else []),
+            *weights.weight_files(where)]

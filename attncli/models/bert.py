@@ -49,7 +49,7 @@ from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta")  # config.json's model_type
 CAUSAL = False  # an encoder: every piece attends to every other
-LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.Weights widens laid out for X W
+LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which weights.Weights widens laid out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read.
 MOST = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384, "intermediate_size": 65_536,

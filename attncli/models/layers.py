@@ -9,7 +9,7 @@ go, so that a long text's pass holds nothing T x T.
 
 Weights are stored as a Linear layer stores them, (out, in); `W` below is their
 transpose, (in, out). A family reads them by name, weights[name], each in the working
-precision (a model's files.Weights widens a layer's tensors as its pass reads them), and an
+precision (a model's weights.Weights widens a layer's tensors as its pass reads them), and an
 embedding table's rows by rows_of(). Arithmetic is float64 throughout (float32 where a corpus run asks for
 it: attention.precision), and a pass whose numbers leave its range (finite weights of
 1e300, say) is refused where they do, never shown (RangeError): at every layer's output,
@@ -279,14 +279,14 @@ def layer_of(name: str) -> int | None:
     return next((int(part) for part in name.split(".") if part.isascii() and part.isdigit()), None)
 
 
-# Bytes of widened weights a model's weights keep from one layer to the next (files.Weights):
+# Bytes of widened weights a model's weights keep from one layer to the next (weights.Weights):
 # a small model's every layer, widened once a run rather than at every pass of a corpus's
 # thousands (MiniLM's come to 85 MB in float64); a larger model's a layer at a time.
 HOLD = 1 << 28
 
 
 def widened_held(expected_shapes, config: Config) -> int:
-    """The bytes of the weights a pass holds widened to float64 (files.Weights): every layer's
+    """The bytes of the weights a pass holds widened to float64 (weights.Weights): every layer's
     tensors (among a family's expected_shapes(config)) where they come to HOLD at most,
     else the largest layer's."""
     largest, every = _layer_numbers(expected_shapes, config)
@@ -305,7 +305,7 @@ def _layer_numbers(expected_shapes, config: Config) -> tuple[int, int]:
 
 def rows_of(weights: Mapping, name: str, index) -> np.ndarray:
     """Rows `index` of the tensor `name` in the working precision (an embedding table's rows
-    looked up, a block of an LM head's): of a model's weights (files.Weights) those rows
+    looked up, a block of an LM head's): of a model's weights (weights.Weights) those rows
     alone are widened, never the table; of a dict of arrays (weights changed by hand), they
     are taken, then widened."""
     if hasattr(weights, "rows"):

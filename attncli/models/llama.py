@@ -29,7 +29,7 @@ attention), multi_head, causal_mask and causal_window_mask. Nothing of it is wri
 Dimensions: T word pieces, D the hidden size, H query heads and KV key/value heads of
 d_head each (config.json's head_dim, or D / H), F the feed-forward size, L layers, V the
 vocabulary. Arithmetic is float64; the weights stay as stored in their files, a layer's
-widened as its pass reads them (files.Weights).
+widened as its pass reads them (weights.Weights).
 
 Its files: config.json's keys as transformers 5 reads them for model_type llama, mistral
 and qwen2 (RoPE under rope_parameters, or under the older rope_scaling and rope_theta),
@@ -60,7 +60,7 @@ MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
 TOKENIZERS = {"llama": ("Llama", tokenizer.Auto(None)), "mistral": ("Mistral", tokenizer.Auto("TokenizersBackend")),
               "qwen2": ("Qwen2", tokenizer.Auto("Qwen2Tokenizer", overrules=True))}
 CAUSAL = True  # a decoder: each piece attends to itself and the pieces before it
-LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which files.Weights widens laid out for X W
+LINEAR_LAYOUT = True  # its weights are Linear layers' (out, in), which weights.Weights widens laid out for X W
 # Sizes past these are not a model this tool can run in seconds: a config that declares
 # them is refused before anything of its size is read. Positions cost nothing until a
 # sentence has them (RoPE is computed for the T pieces there are), so their bound is loose.
