@@ -232,6 +232,8 @@ def test_a_declared_size_is_checked_against_memory(tmp_path, monkeypatch):
     with pytest.raises(limits.ResourceError, match=r"config.json \(\d+ bytes, 64 times that once parsed\) needs about"):
         models.load_model(str(tmp_path / "m"))
     monkeypatch.setattr(limits, "available", lambda: 1_000_000)  # every file's parse, not the weights
-    wide = {**TINY, "vocab_size": 50_000}  # a table of 50,000 x 8 float32: 1.6 MB
-    with pytest.raises(limits.ResourceError, match="the weights of w needs about 1.6 MB of memory"):
-        models.load_model(str(write_model(tmp_path / "w", config=wide)))
+    wide = {**TINY, "vocab_size": 50_000}  # a table of 50,000 x 8 float32, 1.6 MB: mapped, a row widened as looked up
+    models.load_model(str(write_model(tmp_path / "w", config=wide)))
+    deep = {**TINY, "intermediate_size": 20_000}  # each layer's feed-forward, 2 x 8 x 20,000 widened: 2.6 MB
+    with pytest.raises(limits.ResourceError, match=r"the weights of d a pass holds widened \(\d"):
+        models.load_model(str(write_model(tmp_path / "d", config=deep)))
