@@ -157,6 +157,7 @@ class Encoder(Protocol):
     # attention, its projections its own; not word vectors' one attention over the run's --qkv
     layered: bool
     methods: tuple[str, ...]  # the measures of context mixing it can be taken apart by (mixing.documents)
+    batches: bool  # whether attend_many gains by running sentences together (a model's BLAS): else one at a time
 
     def heads(self, opts: Options) -> int:
         """H, the heads a document lists: a model's own, else --heads."""

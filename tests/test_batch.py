@@ -373,3 +373,13 @@ def test_in_order_with_workers_gives_each_answer_or_its_failure_in_order():
     results = workers.in_order(memoryview, [b"ab", b"cd"], max, 0, jobs=2)
     with pytest.raises(RuntimeError, match=r"a worker's answer could not be sent back \(TypeError: .*memoryview"):
         next(results)
+
+
+def test_word_vectors_lines_are_attended_one_at_a_time(glove):
+    """Word vectors gain nothing by batches: a chunk's lines are attended as each document is
+    written, so its T x T arrays are never held together; a model's run in batches."""
+    from attncli.corpus import batch as batches
+
+    chunk = [(1, "the earth is like an orange", None), (2, "the cat sat", None)]
+    assert batches.batched(chunk, glove, batches.Job()) == {}
+    assert glove.batches is False

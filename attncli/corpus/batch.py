@@ -259,9 +259,11 @@ def batched(chunk: list[tuple], vectors, job: Job, failed: str | None = None) ->
     """{line number: its Attention} of a chunk's lines for their scores documents, the source
     run over them as it runs best (Encoder.attend_many: a model in batches); a line it
     refuses is left out, to be refused again alone, in the words of the one-sentence path.
-    With a token to follow, or a run that failed: none. The batches are the chunk's, the
-    same whatever the number of workers, and so are the numbers."""
-    if failed is not None or job.token is not None or job.index is not None or job.all_contexts:
+    With a token to follow, a run that failed, or a source that gains nothing by batches
+    (word vectors: a chunk's T x T arrays would be held at once): none. The batches are the
+    chunk's, the same whatever the number of workers, and so are the numbers."""
+    if failed is not None or not vectors.batches or job.token is not None or job.index is not None \
+            or job.all_contexts:
         return {}
     lines = [(number, text) for number, text, error in chunk if error is None]
     done = vectors.attend_many([text for _, text in lines], job.opts, listed=scores_listed(job.opts))

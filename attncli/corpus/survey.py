@@ -93,13 +93,14 @@ def _observed(arrays) -> tuple[stats.Observation, stats.Observation]:
     return _sums(arrays), _sums((stats.uniform(arrays[1]), *arrays[1:]))
 
 
-def sums(chunk: list[tuple], source: Encoder, job: StatsJob) -> tuple[dict, set[int]]:
+def sums(chunk: list[tuple], source: Encoder, job: StatsJob,
+         words: stats.WordSums | None = None) -> tuple[dict, set[int]]:
     """The observations of each line of the chunk (_observed's) and of its words shuffled, or
-    the error that refuses the line, by (line number, shuffled), each with the line's
-    (alpha, allowed, tokens) where the word table needs them: the source run over them as it
-    runs best (Encoder.attend_many: a model in batches of similar lengths, each batch's
-    arrays let go once summed); and the lines a float32 run computed in float64 instead (a
-    pass whose weights are float64 where the run's are float32: layers.forward_many's)."""
+    the error that refuses the line, by (line number, shuffled), each line told to the word
+    table `words` as it comes: the source run over them as it runs best
+    (Encoder.attend_many: a model in batches of similar lengths), each line's arrays let go
+    once summed; and the lines a float32 run computed in float64 instead (a pass whose
+    weights are float64 where the run's are float32: layers.forward_many's)."""
     lines = [(number, text) for number, text, error in chunk if error is None]
     keys, texts = [(number, False) for number, _ in lines], [text for _, text in lines]
     if job.shuffled:
@@ -113,7 +114,9 @@ def sums(chunk: list[tuple], source: Encoder, job: StatsJob) -> tuple[dict, set[
         if att.layers.dtype != attention.working():
             redone.add(keys[k][0])
         arrays = sentence_arrays(texts[k], source, job.load.opts, att)
-        out[keys[k]] = _observed(arrays), arrays[:3] if job.by_word and not keys[k][1] else None
+        out[keys[k]] = _observed(arrays)
+        if words is not None and not keys[k][1]:  # a line's words, not its shuffled ones
+            words.observe(arrays[2], arrays[0], arrays[1])
     return out, redone
 
 
@@ -126,7 +129,7 @@ def chunk_partial(chunk: list[tuple], source: Encoder, job: StatsJob) -> stats.P
     opts = job.load.opts
     out = stats.Partial(words=stats.WordSums() if job.by_word else None)
     seen: dict[str | None, list[stats.Observation]] = {None: [], "uniform": [], "shuffled": [], "random": []}
-    summed, redone = sums(chunk, source, job)
+    summed, redone = sums(chunk, source, job, out.words)  # the word table (word vectors': no --importance) as lines come
     for number, text, error in chunk:
         out.lines += 1
         try:
@@ -135,7 +138,7 @@ def chunk_partial(chunk: list[tuple], source: Encoder, job: StatsJob) -> stats.P
             found = summed[(number, False)]
             if isinstance(found, AttncliError):
                 raise found
-            observed, arrays = found
+            observed = found
             effects = None
             if job.importance:
                 effects, again = attention.in_range(lambda: importance(source, text))
@@ -151,9 +154,7 @@ def chunk_partial(chunk: list[tuple], source: Encoder, job: StatsJob) -> stats.P
             seen[None][-1].add("importance", effects)
         seen["uniform"].append(observed[1])
         if job.shuffled:  # the same words or pieces, so the same errors if any: none here
-            seen["shuffled"].append(summed[(number, True)][0][0])
-        if out.words is not None:
-            out.words.observe(arrays[2], arrays[0], arrays[1])
+            seen["shuffled"].append(summed[(number, True)][0])
         for seed in range(0 if source.layered else job.random_seeds):  # a model's projections are its own
             random = dataclasses.replace(opts, qkv="random", seed=seed, d_k=None)
             seen["random"].append(_sums(sentence_arrays(text, source, random)))

@@ -127,6 +127,7 @@ class Trained:
     layers = property(lambda self: self.model.config.layers)
     layered = True
     methods = contributions.METHODS
+    batches = True
 
     @classmethod
     def of(cls, model, layer: int | None = None, head: int | None = None) -> Trained:

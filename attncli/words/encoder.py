@@ -175,6 +175,7 @@ class WordEncoder:
     layer = 1
     layered = False
     methods = ON_VECTORS
+    batches = False  # a product over word vectors is as fast alone
 
     def heads(self, opts: Options) -> int:
         return opts.heads
