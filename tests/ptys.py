@@ -169,6 +169,12 @@ def start(args, *, on_tty=("stdin", "stdout", "stderr"), input: bytes | None = N
     unsets), in which ATTNCLI_PAGER is empty (no pager) unless it gives one."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    # NOFLSH: at a Ctrl-C the kernel otherwise discards what the process wrote that our reader
+    # thread has not yet read (a bar's last erase, say), so what the screen shows would hang on
+    # when that thread last ran; a terminal window reads at once, and we would test the race
+    modes = termios.tcgetattr(slave)
+    modes[3] |= termios.NOFLSH
+    termios.tcsetattr(slave, termios.TCSANOW, modes)
     tty, before = os.ttyname(slave), termios.tcgetattr(slave)
     full_env = {k: v for k, v in os.environ.items() if k not in QUIET}
     full_env.update({"TERM": "xterm-256color", "ATTNCLI_PAGER": "", **(env or {})})  # no pager unless asked for
