@@ -227,8 +227,9 @@ def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, sca
     block's rows (a slice) giving that block's (..., R, T') (a family's mask(T, config,
     rows)), so that the whole mask is never made either. check(omega), when given, sees
     each block's scores before Step II, to refuse in the caller's words scores that
-    overflowed."""
-    Qh, Kh, Vh = (split_heads(M, heads) for M in (Q, K, V))  # (..., H, T, d_k/H), twice, and (..., H, T', d_v/H)
+    overflowed. V None: the scores and weights alone, no context vectors (Z None)."""
+    Qh, Kh = split_heads(Q, heads), split_heads(K, heads)  # (..., H, T, d_k/H) each
+    Vh = None if V is None else split_heads(V, heads)  # (..., H, T', d_v/H)
     T = Qh.shape[-2]
     if mask is None or callable(mask):
         rows_of = mask
@@ -241,7 +242,7 @@ def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, sca
         if check is not None:
             check(omega)
         alpha = weights(omega, scale, temperature, None if rows_of is None else rows_of(block))  # (..., H, R, T')
-        yield block, omega, alpha, merge_heads(context(alpha, Vh))  # (..., R, d_v)
+        yield block, omega, alpha, None if Vh is None else merge_heads(context(alpha, Vh))  # (..., R, d_v)
 
 
 def multi_head(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,

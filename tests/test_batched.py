@@ -83,10 +83,10 @@ def test_a_batch_refused_runs_again_a_sentence_at_a_time_and_only_the_one_at_fau
         pass_bytes = staticmethod(bert.pass_bytes)
 
         @staticmethod
-        def forward(x, weights, config, *, keep=(), lengths=None):
+        def run(x, weights, config, to, *, lengths=None):
             if poison in (np.shape(x)[-1:] if lengths is None else lengths):
                 raise ModelError("the hidden states after layer 1 leave float64's range")
-            return bert.forward(x, weights, config, keep=keep, lengths=lengths)
+            return bert.run(x, weights, config, to, lengths=lengths)
 
     got = dict(layers.forward_many(Family, ids, model.weights, model.config))
     hit = [b for b in got if len(ids[b]) == poison]

@@ -249,6 +249,38 @@ def test_no_layer_past_what_the_document_reads_is_run(monkeypatch, name, rest):
         ran.clear()
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_a_reader_of_weights_alone_makes_no_values_of_its_last_layer(monkeypatch, name):
+    """Stats reads every layer's weights and nothing else: of the last layer the pass makes
+    its scores and weights and not its values' context vectors (nor its output or
+    feed-forward); a document of layer 1 that also lists every layer's weights (heads)
+    makes layer 1 whole and the last layer's weights alone; a document of the last layer
+    makes its context vectors. The weights are the whole pass's, to the bit."""
+    from attncli import attention
+    from attncli.encoder import Options
+    from attncli.models import layers
+    from attncli.models.encoder import Trained
+
+    model = load(name)
+    L, ids = model.config.layers, [model.encode(s).ids for s in (SENTENCE, "a second sentence")]
+    full = [model.family.forward(i, model.weights, model.config) for i in ids]
+    made = []
+    context = attention.context
+    monkeypatch.setattr(attention, "context", lambda alpha, V: made.append(1) or context(alpha, V))
+    for b, run in layers.forward_many(model.family, ids, model.weights, model.config, outputs=False, batch=1):
+        np.testing.assert_array_equal(run.weights, full[b].weights)
+        np.testing.assert_array_equal(run.hidden[:-1], full[b].hidden[:-1])
+        assert np.isnan(run.hidden[-1]).all()  # never made, and saying so
+    assert len(made) == 2 * (L - 1)
+    made.clear()
+    att = Trained(model, 1).attend(SENTENCE, Options(), keep=("layers",))
+    assert L > 1 and len(made) == L - 1
+    np.testing.assert_array_equal(att.layers, full[0].weights)
+    made.clear()
+    Trained(model, L).attend(SENTENCE, Options(), keep=("layers",))
+    assert len(made) == L
+
+
 def test_a_consumer_without_through_reads_everything_and_a_fan_the_most_of_its_own():
     from attncli.models import layers
 
@@ -259,3 +291,7 @@ def test_a_consumer_without_through_reads_everything_and_a_fan_the_most_of_its_o
     assert layers.Fan(Some(0), Some(1)).through == 1
     assert layers.Fan(Some(0), Some(None)).through is None
     assert layers.Fan(Some(0), object()).through is None
+    last = Some(1)
+    last.weights_only = True
+    assert layers.Fan(Some(0), last).weights_only  # the one that reads layer 1 reads its weights alone
+    assert not layers.Fan(Some(1), last).weights_only

@@ -75,6 +75,7 @@ class RowSums:
         self.sums: list[dict[str, stats.Compensated]] = [{} for _ in range(layers)]  # a layer's, (H,) or (H, K)
         self.counts: dict[str, int] = {}  # the rows', counted on the first layer
         self.through = layers - 1  # every layer's attention, nothing of the last layer's output (every_layer)
+        self.weights_only = True  # of the last layer, its weights alone: not its values or context vectors
 
     @staticmethod
     def bytes(T: int, rows: int, heads: int) -> int:

@@ -62,11 +62,12 @@ class Rows:
 class ChosenRows:
     """The consumer of the pass (models.layers.Consumer) that keeps, of layer `l` (from
     0), the scores and weights of the query rows `positions` (K,) as each block hands
-    them over: (H, K, T) each. It reads no further than that layer's attention."""
+    them over: (H, K, T) each. It reads no further than that layer's scores and weights."""
 
     def __init__(self, positions: list[int], l: int, heads: int, T: int,
                  progress: Callable[[int], None] = lambda rows: None):
         self.positions, self.through, self.progress = np.asarray(positions, dtype=np.int64), l, progress
+        self.weights_only = True  # of layer l, its scores and weights alone
         self.scores = np.empty((heads, len(positions), T), attention.working())  # (H, K, T)
         self.weights = np.empty_like(self.scores)  # (H, K, T)
 

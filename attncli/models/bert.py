@@ -192,16 +192,19 @@ def embed(ids: np.ndarray, weights: dict, config: BertConfig) -> np.ndarray:
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None,
-           blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
+           blocks: layers.Blocks | None = None, values: bool = True) -> dict[str, np.ndarray]:
     """Layer l's self-attention over X (T, D), every step kept: Q, K, V (T, D); per head the
     scores omega and weights alpha (H, T, T) and context vectors Z (H, T, d_head), and side
     by side (context, T x D); and the attention's output A = merge(Z) W_O + b_O (T, D).
     `masked`: a padded batch's padding keys (attention.padding_mask), or None. With
     `blocks`, the scores and weights a block of query rows at a time, each handed to its
-    consumer and not kept (layers.attention_of)."""
+    consumer and not kept (layers.attention_of). Without `values`, Q, K and the weights
+    alone: no V, Z or A is made."""
     p = f"encoder.layer.{l}.attention"
     Q = dense(X, weights, f"{p}.self.query")  # (T, D)
     K = dense(X, weights, f"{p}.self.key")  # (T, D)
+    if not values:
+        return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, masked, blocks)[0]}
     V = dense(X, weights, f"{p}.self.value")  # (T, D)
     kept, Z = layers.attention_of(Q, K, V, l, config, masked, blocks)  # omega and alpha (H, T, T), or none; (T, D)
     A = dense(Z, weights, f"{p}.output.dense")  # (T, D)
@@ -241,11 +244,12 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> tup
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked: np.ndarray | None = None,
-          blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          blocks: layers.Blocks | None = None, part: str = "whole") -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention (over the keys `masked` leaves; its
-    weights a block of rows at a time with `blocks`)."""
-    steps = attend(X, weights, l, config, masked, blocks)
-    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+    weights a block of rows at a time with `blocks`), or only the `part` of it a consumer
+    reads (layers.every_layer)."""
+    steps = attend(X, weights, l, config, masked, blocks, values=part != "weights")
+    if part != "whole":
         return None, steps
     return after_attention(X + steps["A"], weights, l, config)[-1], steps  # (T, D)
 
@@ -296,7 +300,7 @@ def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
         X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
         masked = None if lengths is None else attention.padding_mask(lengths, ids.shape[-1])  # (B, 1, 1, T)
         blocks = None if rows is None else layers.Blocks(rows, to)
-        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, masked, blocks, whole), to)
+        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, masked, blocks, part), to)
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),

@@ -39,7 +39,8 @@ class Shown:
     (compare), the last hidden states as shown where it holds "final" (a decoder's next
     piece comes from them). A document of one layer holds its (H, T, T) steps, not L of
     them, and the pass runs no further than what it reads (`through`): layer l's
-    attention, or every layer's, and no layer's output that nothing reads."""
+    attention, or every layer's (of a last layer after l, its weights alone), and no
+    layer's output that nothing reads."""
 
     KEEPS = ("layers", "hidden", "final")
 
@@ -50,6 +51,7 @@ class Shown:
         self.weights = self.hidden = self.final = None
         outputs = "hidden" in keep or "final" in keep
         self.through = None if outputs else config.layers - 1 if "layers" in keep else l
+        self.weights_only = self.through not in (None, l)  # of a later layer than l, its weights alone
 
     @staticmethod
     def bytes(T: int, config, keep: tuple[str, ...] = ()) -> int:
@@ -191,8 +193,10 @@ class Trained:
         runs over them (layers.forward_many): a corpus's lines, whose passes one at a time
         would leave a short sentence's products too small to keep the BLAS busy. Only a
         batch's passes are held while the caller reads them, each kept whole (Kept: every
-        layer, whatever `keep` asks). `listed`: as attend()'s, the numbers a document lists
-        a cell, checked against memory for each sentence."""
+        layer), whatever `keep` asks but for a keep of "layers" alone (stats: every
+        layer's weights and no output, no last hidden states, layers.Kept). `listed`: as
+        attend()'s, the numbers a document lists a cell, checked against memory for each
+        sentence."""
         from attncli.models import layers  # here: the model path is imported only with --model
 
         found = []
@@ -208,14 +212,17 @@ class Trained:
                 yield k, e
         config = self.model.config
         pad = getattr(config, "padding_idx", None) or 0  # RoBERTa's padding piece, its positions' own; else any
+        outputs = tuple(keep) != ("layers",)
         for b, run in layers.forward_many(self.model.family, [pieces.ids for _, pieces in found],
-                                          self.model.weights, config, pad=pad, keep=(self.layer - 1,)):
+                                          self.model.weights, config, pad=pad, keep=(self.layer - 1,),
+                                          outputs=outputs):
             k, pieces = found[b]
             if isinstance(run, AttncliError):
                 yield k, run
             else:
                 l = self.layer - 1
-                yield k, self._attention(pieces, run.steps[l], run.hidden[l], run.hidden[-1], run.weights, run.hidden)
+                yield k, self._attention(pieces, run.steps[l], run.hidden[l], run.hidden[-1] if outputs else None,
+                                         run.weights, run.hidden if outputs else None)
 
     def _attention(self, pieces: Pieces, steps: dict, X: np.ndarray, final: np.ndarray, layers: np.ndarray | None,
                    hidden: np.ndarray | None) -> Attention:

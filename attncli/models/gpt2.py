@@ -143,15 +143,20 @@ def mask(T: int, config: Config, rows: slice = slice(None)) -> np.ndarray:
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked,
-           blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
+           blocks: layers.Blocks | None = None, values: bool = True) -> dict[str, np.ndarray]:
     """Layer l's self-attention over its normed input X (T, D), every step kept: Q, K, V
     (T, D); per head the scores omega and weights alpha (H, T, T) and context vectors Z
     (H, T, d_head), and side by side (context, T x D); and the output A = merge(Z) W_O + b_O.
     `masked` is the causal mask (T, T), or the function of a block's rows that gives its
     rows (mask(T, config, rows)). With `blocks`, the scores and weights a block of query
-    rows at a time, each handed to its consumer and not kept (layers.attention_of)."""
+    rows at a time, each handed to its consumer and not kept (layers.attention_of). Without
+    `values`, Q, K and the weights alone: c_attn's first two column blocks, no V, Z or A."""
     p = f"h.{l}.attn"
     D = config.hidden
+    if not values:
+        QK = attention.project(X, weights[f"{p}.c_attn.weight"][:, :2 * D], weights[f"{p}.c_attn.bias"][:2 * D])
+        Q, K = QK[..., :D], QK[..., D:]  # (T, D) each
+        return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, masked, blocks)[0]}
     QKV = conv1d(X, weights, f"{p}.c_attn")  # (T, 3D)
     Q, K, V = QKV[..., :D], QKV[..., D:2 * D], QKV[..., 2 * D:]  # (T, D) each
     kept, Z = layers.attention_of(Q, K, V, l, config, masked, blocks)  # omega and alpha (H, T, T), or none; (T, D)
@@ -193,12 +198,13 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> np.
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked,
-          blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          blocks: layers.Blocks | None = None, part: str = "whole") -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention (its weights a block of rows at a
-    time with `blocks`): each half of the block adds to the residual stream what it makes
-    of that stream normed."""
-    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked, blocks)
-    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+    time with `blocks`), or only the `part` of it a consumer reads (layers.every_layer):
+    each half of the block adds to the residual stream what it makes of that stream normed."""
+    steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked, blocks,
+                   values=part != "weights")
+    if part != "whole":
         return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
@@ -273,7 +279,7 @@ def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
         blocks = None if rows is None else layers.Blocks(rows, to)
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, masked, blocks, whole), to,
+        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, masked, blocks, part), to,
                     shown=lambda X: finite(norm(attention.floating(X), weights, "ln_f", config),
                                            "the hidden states after the final norm"))
 

@@ -344,9 +344,12 @@ class Consumer(Protocol):
     block of query rows at a time (run(..., rows=R)), rows for each block of each layer,
     before that layer's layer(). A consumer that reads no more than the attention of the
     layers up to l (from 0) says so by `through = l` (every_layer then runs no layer after
-    l, and of l its attention only); without it, every layer and end."""
+    l, and of l its attention only), and one that reads of layer l its scores and weights
+    alone by `weights_only = True` (then not even l's values, context vectors or output
+    are made); without them, every layer and end."""
 
     through: int | None  # the last layer whose attention it reads; None (or none): all, and the last states
+    weights_only: bool  # of layer `through`, the scores and weights alone (none: False)
 
     def begin(self, X: np.ndarray) -> None:
         """X_0 ([B,] T, D), the embeddings."""
@@ -377,6 +380,12 @@ class Fan:
         """The most any of them reads: None where one reads every layer and the last states."""
         each = [getattr(c, "through", None) for c in self.consumers]
         return None if None in each else max(each)
+
+    @property
+    def weights_only(self) -> bool:
+        """Whether of that layer every one that reads it reads the weights alone."""
+        last = self.through
+        return all(getattr(c, "weights_only", False) for c in self.consumers if getattr(c, "through", None) == last)
 
     def begin(self, X: np.ndarray) -> None:
         for c in self.consumers:
@@ -412,14 +421,15 @@ def attention_of(Q: np.ndarray, K: np.ndarray, V: np.ndarray, l: int, config: Co
     and weights (..., H, T, T) among the steps given back; with them, a block of
     blocks.size query rows at a time, each block's scores and weights (..., H, R, T)
     handed to blocks.to.rows() and let go, none given back. -> (those steps, the context
-    vectors side by side (..., T, H d_v), each block's rows filled in)"""
+    vectors side by side (..., T, H d_v), each block's rows filled in; None where V is:
+    the weights alone)"""
     kept, Z = {}, None
     T = Q.shape[-2]
     for rows, omega, alpha, Z_rows in attention.multi_head_rows(
             Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
             check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"),
             rows=None if blocks is None else blocks.size):
-        if rows.start == 0 and rows.stop == T:  # one block of every row: its context vectors are Z
+        if Z_rows is None or rows.start == 0 and rows.stop == T:  # none, or one block of every row: Z
             Z = Z_rows
         else:
             if Z is None:
@@ -432,20 +442,26 @@ def attention_of(Q: np.ndarray, K: np.ndarray, V: np.ndarray, l: int, config: Co
     return kept, Z
 
 
+# How much of a layer a pass makes, the `part` of a family's layer(X, l, part): "whole";
+# "attention" (no residual sum, no feed-forward, no norm after it); "weights", its scores
+# and weights alone (not even its values, their context vectors or the attention's output).
+
+
 def every_layer(X: np.ndarray, config: Config, layer, to: Consumer, shown=None) -> None:
-    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l, whole) -> (its
+    """X_0 (T, D), or a batch's (B, T, D), through every layer, layer(X, l, part) -> (its
     output, its attention's steps), each output checked to be finite and handed to `to`
     with the steps; the last, through shown(X_L) where given (a decoder's final norm), to
     to.end. Only the work `to` asks for (its `through`, where it has one: the last layer
-    whose attention it reads): no layer after that one is run, that one's attention only
-    (layer(.., whole=False): no residual sum, no feed-forward, no norm after it; its
-    output handed on as None), and no end."""
+    whose attention it reads): no layer after that one is run, of that one its attention
+    only (part "attention"), or its weights only where `to` reads no more (its
+    weights_only: part "weights"), its output handed on as None; and no end."""
     through = getattr(to, "through", None)  # a consumer without it reads every layer and the last states
+    last = "weights" if getattr(to, "weights_only", False) else "attention"
     to.begin(X)
     for l in range(config.layers if through is None else through + 1):
-        whole = through is None or l < through
-        X, steps = layer(X, l, whole)
-        to.layer(l, finite(X, f"the hidden states after layer {l + 1}") if whole else None, steps)
+        part = "whole" if through is None or l < through else last
+        X, steps = layer(X, l, part)
+        to.layer(l, finite(X, f"the hidden states after layer {l + 1}") if part == "whole" else None, steps)
         del steps  # its (H, T, T) arrays go before the next layer makes its own, unless `to` kept them
     if through is None:
         to.end(X if shown is None else shown(X))
@@ -455,19 +471,27 @@ class Kept:
     """The consumer forward() runs: every layer's hidden states and weights filled into the
     (L + 1, [B,] T, D) and (L, [B,] H, T, T) arrays a layer at a time (stacking lists at the
     end would hold every layer's weights twice), and the steps of the layers in `keep`
-    (indices from 0); its `result` the Pass."""
+    (indices from 0); its `result` the Pass. Without `outputs`, what a reader of weights
+    alone needs (stats): the last layer's attention only, of its weights alone unless it
+    is kept, and no last hidden states (X_L NaN: never made)."""
 
-    def __init__(self, config: Config, keep: tuple[int, ...] = ()):
-        self.config, self.keep = config, keep
+    def __init__(self, config: Config, keep: tuple[int, ...] = (), outputs: bool = True):
+        self.config, self.keep, self.outputs = config, keep, outputs
+        if not outputs:
+            self.through = config.layers - 1
+            self.weights_only = self.through not in keep
 
     def begin(self, X: np.ndarray) -> None:
         L, H, (*lead, T, D) = self.config.layers, self.config.heads, X.shape
         dtype = attention.working()
         self.result = Pass(np.empty((L + 1, *lead, T, D), dtype), np.empty((L, *lead, H, T, T), dtype), {})
         self.result.hidden[0] = X
+        if not self.outputs:
+            self.result.hidden[-1] = np.nan
 
     def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
-        self.result.hidden[l + 1] = X
+        if X is not None:
+            self.result.hidden[l + 1] = X
         self.result.weights[l] = steps["weights"]
         if l in self.keep:
             self.result.steps[l] = {**steps, "weights": self.result.weights[l]}
@@ -516,7 +540,8 @@ BATCH_BYTES = 1 << 28
 
 
 def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *, pad: int = 0,
-                 keep: tuple[int, ...] = (), batch: int | None = None) -> Iterator[tuple[int, "Pass | AttncliError"]]:
+                 keep: tuple[int, ...] = (), batch: int | None = None,
+                 outputs: bool = True) -> Iterator[tuple[int, "Pass | AttncliError"]]:
     """(b, the pass of ids[b] (T_b,), or the AttncliError that refuses it) for each sentence,
     its pass as family.forward gives it alone, computed in batches: the sentences sorted by
     length (stably), up to `batch` of them at a time (BATCH by default; fewer where their
@@ -526,8 +551,10 @@ def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *
     a time (in float32, the one whose numbers leave its range in float64: _alone). Given a
     batch at a time, in that order, so that only a batch is held. The batches depend only
     on the sentences, so the numbers do too; they equal the sentences' own passes up to the
-    order the products add in (tests/test_batched.py: within 1e-12)."""
+    order the products add in (tests/test_batched.py: within 1e-12). Without `outputs`,
+    only what a reader of every layer's weights needs (Kept's)."""
     batch = BATCH if batch is None else batch
+    forward = functools.partial(_forward, family, weights=weights, config=config, keep=keep, outputs=outputs)
     order = sorted(range(len(ids)), key=lambda b: len(ids[b]))
     start = 0
     while start < len(order):
@@ -537,13 +564,21 @@ def forward_many(family, ids: list[np.ndarray], weights: dict, config: Config, *
             end += 1
         group, start = order[start:end], end
         try:
-            runs = list(_batch([ids[b] for b in group], family, weights, config, pad, keep))
+            runs = list(_batch([ids[b] for b in group], family, config, pad, forward))
         except AttncliError:  # the batch refused (memory, or a number overflowing in one of its sentences):
-            runs = [_alone(ids[b], family, weights, config, keep) for b in group]  # only the one at fault is
+            runs = [_alone(ids[b], family, config, forward) for b in group]  # only the one at fault is
         yield from zip(group, runs)
 
 
-def _batch(ids: list[np.ndarray], family, weights: dict, config: Config, pad: int, keep: tuple[int, ...]):
+def _forward(family, ids: np.ndarray, *, weights: dict, config: Config, keep: tuple[int, ...], outputs: bool,
+             lengths: np.ndarray | None = None) -> Pass:
+    """family.forward's Pass, of only what Kept(..., outputs) reads."""
+    kept = Kept(config, keep, outputs)
+    family.run(ids, weights, config, kept, lengths=lengths)
+    return kept.result
+
+
+def _batch(ids: list[np.ndarray], family, config: Config, pad: int, forward):
     """The passes of sentences `ids`, as one padded batch."""
     lengths = np.array([len(i) for i in ids])  # (B,)
     limits.require(len(ids) * family.pass_bytes(int(lengths.max()), config),
@@ -552,18 +587,18 @@ def _batch(ids: list[np.ndarray], family, weights: dict, config: Config, pad: in
     padded = np.full((len(ids), lengths.max()), pad, dtype=np.int64)  # (B, T)
     for row, i in enumerate(ids):
         padded[row, :len(i)] = i
-    run = family.forward(padded, weights, config, keep=keep, lengths=lengths)
+    run = forward(padded, lengths=lengths)
     return (run.cut(row, n) for row, n in enumerate(lengths))
 
 
-def _alone(ids: np.ndarray, family, weights: dict, config: Config, keep: tuple[int, ...]):
+def _alone(ids: np.ndarray, family, config: Config, forward):
     """A sentence's pass on its own, or the AttncliError that refuses it; in float32, one
     whose numbers leave float32's range is run in float64 (attention.in_range), its
     arrays float64 to say so."""
     try:
         limits.require(family.pass_bytes(len(ids), config), f"the forward pass over {len(ids):,} word pieces",
                        "give a shorter sentence")
-        return attention.in_range(lambda: family.forward(ids, weights, config, keep=keep))[0]
+        return attention.in_range(lambda: forward(ids))[0]
     except AttncliError as e:
         return e
 

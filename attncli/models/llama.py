@@ -284,7 +284,7 @@ def mask(T: int, config: LlamaConfig, rows: slice = slice(None)) -> np.ndarray:
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-           hidden, blocks: layers.Blocks | None = None) -> dict[str, np.ndarray]:
+           hidden, blocks: layers.Blocks | None = None, values: bool = True) -> dict[str, np.ndarray]:
     """Layer l's self-attention over the normed X (T, D), every step kept: Q, K, V
     (T, H d_head: turned by RoPE, the keys and values written out for every query head);
     per head the scores omega and weights alpha (H, T, T) and context vectors Z
@@ -292,12 +292,15 @@ def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tupl
     A = merge(Z) W_O (+ b_O) (T, D). `rope` is (cos, sin) (T, d_head), `hidden` the mask
     (T, T), or the function of a block's rows that gives its rows (mask(T, config, rows)).
     With `blocks`, the scores and weights a block of query rows at a time, each handed to
-    its consumer and not kept (layers.attention_of)."""
+    its consumer and not kept (layers.attention_of). Without `values`, Q, K and the
+    weights alone: no V, Z or A is made."""
     p = f"layers.{l}.self_attn"
     H, KV = config.heads, config.key_heads
     cos, sin = rope
     Q = attention.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
     K = attention.share_heads(attention.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
+    if not values:
+        return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, hidden, blocks)[0]}
     V = attention.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
     kept, Z = layers.attention_of(Q, K, V, l, config, hidden, blocks)  # omega and alpha (H, T, T), or none; (T, H d)
     A = dense(Z, weights, f"{p}.o_proj")  # (T, D)
@@ -333,12 +336,13 @@ def feed_forward(X: np.ndarray, weights: dict, l: int) -> np.ndarray:
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-          hidden, blocks: layers.Blocks | None = None, whole: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          hidden, blocks: layers.Blocks | None = None, part: str = "whole") -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
-    the steps of its attention (its weights a block of rows at a time with `blocks`)."""
+    the steps of its attention (its weights a block of rows at a time with `blocks`), or
+    only the `part` of it a consumer reads (layers.every_layer)."""
     steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
-                   rope, hidden, blocks)
-    if not whole:  # the attention is all a consumer reads of this layer: every_layer's
+                   rope, hidden, blocks, values=part != "weights")
+    if part != "whole":
         return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
 
@@ -410,7 +414,7 @@ def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer
         X = rows_of(weights, "embed_tokens.weight", ids)  # ([B,] T, D): finite, as every weight read
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l, whole: layer(X, weights, l, config, rope, hidden, blocks, whole), to,
+        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, rope, hidden, blocks, part), to,
                     shown=lambda X: rms_norm(attention.floating(X), weights["norm.weight"], config.norm_eps))
 
 
