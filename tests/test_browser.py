@@ -614,6 +614,107 @@ def test_a_page_of_512_heads_at_8192_positions_is_one_canvas(tmp_path, open_page
     opened.only_itself_requested()
 
 
+def point_at_rows(opened, k: int, b: int) -> str:
+    """Move the mouse over row k's bin b of a rows page's canvas: the tooltip's text."""
+    page = opened.page
+    x, y = page.evaluate(f"window.attncli.views[0].rows.where({k}, {b})")
+    page.evaluate(f"""window.scrollTo(0, document.querySelector("canvas.rows").getBoundingClientRect().top +
+                      window.scrollY + {y} - window.innerHeight / 2)""")
+    box = page.locator("canvas.rows").bounding_box()
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    return page.locator("#rows").text_content()
+
+
+def rows_pixels(opened) -> dict:
+    """Every bin's middle pixel of a rows page's canvas, "k.b": [r, g, b], the canvas read once."""
+    return opened.page.evaluate("""(() => {
+        const v = window.attncli.views[0].rows, d = window.devicePixelRatio || 1;
+        const copy = document.createElement("canvas"); // a copy to read: the page's own is read back once only
+        copy.width = v.canvas.width;
+        copy.height = v.canvas.height;
+        const context = copy.getContext("2d", {willReadFrequently: true});
+        context.drawImage(v.canvas, 0, 0);
+        const image = context.getImageData(0, 0, copy.width, copy.height);
+        const at = {};
+        for (let k = 0; k < v.K; k++) for (let b = 0; b < v.bins; b++) {
+            const [x, y] = v.where(k, b), i = 4 * (Math.floor(y * d) * image.width + Math.floor(x * d));
+            at[`${k}.${b}`] = [...image.data.slice(i, i + 3)];
+        }
+        return at;
+    })()""")
+
+
+def expected_bins(doc: dict, W, size: int) -> dict:
+    """What each bin of `size` positions shows: viridis of its largest weight the row sees,
+    over the strip's largest, or the masked grey (a decoder's row i sees 0 to i)."""
+    T, hi = len(doc["tokens"]), max(max(row) for row in W)
+    out = {}
+    for k, i in enumerate(doc["rows"]):
+        for b in range(math.ceil(T / size)):
+            seen = [W[k][j] for j in range(b * size, min((b + 1) * size, T)) if j <= i]
+            out[f"{k}.{b}"] = viridis(max(seen) / hi) if seen else [0xd0] * 3
+    return out
+
+
+def test_scores_rows_page_draws_each_row_over_the_whole_document(tmp_path, open_page):
+    """scores --rows --html: a strip a row over every piece, a column a piece, each the
+    weight on viridis (the masked grey); pointing at one gives its weight, the JSON's; the
+    head chosen redraws the strips with its own weights."""
+    text = tmp_path / "doc.txt"
+    text.write_text(BANK + "\n", encoding="utf-8")
+    path = tmp_path / "rows.html"
+    result = run("scores", "--file", text, "--model", MODELS / "tiny-gpt2", "--rows", "3,12", "--html", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    exact = json.loads(result.stdout)
+    opened = open_page(path)
+    doc = opened.data()["docs"][0]
+    np.testing.assert_allclose(doc["weights"], exact["weights"], rtol=0, atol=5e-5)  # the page rounds to 4 places
+    view = opened.page.evaluate("(({bin, bins, K}) => ({bin, bins, K}))(window.attncli.views[0].rows)")
+    assert view == {"bin": 1, "bins": len(doc["tokens"]), "K": 2}
+    assert rows_pixels(opened) == expected_bins(doc, doc["weights"], 1)
+    tokens = doc["tokens"]
+    assert point_at_rows(opened, 1, 4).splitlines() == [f"row 12 {tokens[12]} (mean)  ->  position 4 {tokens[4]}",
+                                                       f"α = {four(doc['weights'][1][4])}"]
+    assert point_at_rows(opened, 0, 9).splitlines()[1] == "masked: the row does not see them"
+    opened.page.locator(".view select").first.select_option(label="head 2")
+    W = [h["weights"] for h in doc["heads"]][1]
+    assert rows_pixels(opened) == expected_bins(doc, W, 1)
+    assert point_at_rows(opened, 1, 4).splitlines()[1] == f"α = {four(W[1][4])}"
+    opened.only_itself_requested()
+
+
+def test_a_rows_page_at_8192_positions_bins_its_columns(tmp_path, open_page):
+    """8,192 positions, three rows: a pixel column a bin of 12 positions, its colour the bin's
+    largest weight, so that one piece looked at hard shows; pointing at a bin names its
+    positions and its largest weight's piece."""
+    from attncli.views.page import page as page_of
+
+    T, rows = 8192, [100, 4000, 8191]
+    rng = np.random.default_rng(0)
+    W = np.zeros((3, T))
+    for k, i in enumerate(rows):
+        W[k, :i + 1] = rng.dirichlet(np.ones(i + 1))
+    W[1, 2500] = 0.5  # a sharp look far back, in a bin of its own
+    tokens = [f"w{j}" for j in range(T)]
+    doc = {"command": "scores", "document": "long.txt", "tokens": tokens, "rows": rows, "mask": "causal",
+           "model": {"name": "m", "heads": 1}, "layer": 1, "scale": 0.125, "temperature": 1.0,
+           "weights": W.tolist(), "heads": [{"weights": W.tolist()}]}
+    path = tmp_path / "rows.html"
+    path.write_text(page_of([doc], "attncli scores: long.txt"), encoding="utf-8")
+    opened = open_page(path)
+    shown = opened.data()["docs"][0]
+    view = opened.page.evaluate("(({bin, bins, width}) => ({bin, bins, width}))(window.attncli.views[0].rows)")
+    assert view["bin"] == 12 and view["bins"] == 683 and view["width"] <= 1280
+    pixels = rows_pixels(opened)
+    assert pixels == expected_bins(shown, shown["weights"], 12)
+    assert pixels[f"1.{2500 // 12}"] == viridis(0.5 / max(max(r) for r in shown["weights"]))
+    tip = point_at_rows(opened, 1, 2500 // 12).splitlines()
+    assert tip == [f"row 4000 w4000 (head 1)  ->  positions {2500 // 12 * 12}–{2500 // 12 * 12 + 11}",
+                   f"the largest: α = {four(0.5)} at 2500 w2500"]
+    screenshot(opened, tmp_path, "rows.png", 600)
+    opened.only_itself_requested()
+
+
 @needs_minilm
 def test_stats_document_page_of_a_license_through_minilm(tmp_path, open_page, monkeypatch):
     """The guide's picture: the MIT license through MiniLM, the previous-token head 1.3

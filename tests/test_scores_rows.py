@@ -155,12 +155,48 @@ def test_the_strip_is_drawn_in_blocks_of_columns_that_fit(doc_file, width):
     assert any(line.startswith(f"{b} ") and "→" in line for line in lines)
 
 
+def test_the_rows_png_svg_and_page_draw_the_strip(doc_file, tmp_path):
+    """--png, --svg and --html draw the strip of the rows chosen: the PNG's one panel is the
+    (K, T) weights, its rows named by position and piece and its columns by the pieces; the
+    SVG is the table view (each row's label and cells); the page holds the document."""
+    pytest.importorskip("matplotlib")
+    import json
+    import xml.etree.ElementTree as ET
+
+    from attncli.views import plot
+
+    model = MODELS / "tiny-gpt2"
+    pictures = {kind: tmp_path / f"rows.{kind}" for kind in ("png", "svg", "html")}
+    result = run("scores", "--file", doc_file, "--model", model, "--rows", "3,7",
+                 "--json", *[a for kind, path in pictures.items() for a in (f"--{kind}", path)])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    T, weights = len(doc["tokens"]), np.array(doc["weights"])
+    assert doc["rows"] == [3, 7] and weights.shape == (2, T)
+    assert pictures["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plt = plot._pyplot()
+    fig = plot.figure(plt, [doc])
+    try:
+        (panel,) = [ax for ax in fig.axes if ax.get_title()]
+        np.testing.assert_allclose(panel.images[0].get_array(), weights, rtol=0, atol=0)
+        assert [t.get_text() for t in panel.get_yticklabels()] == [f"3 {doc['tokens'][3]}", f"7 {doc['tokens'][7]}"]
+        assert (panel.get_ylabel(), panel.get_xlabel()) == ("attending token i", "attended token j")
+        assert str(doc_file) in fig.texts[0].get_text()  # the title names the document
+    finally:
+        plt.close(fig)
+    shown = "".join(ET.parse(pictures["svg"]).getroot().itertext()).replace("\xa0", " ")
+    assert f"7 {doc['tokens'][7]} " in shown and "each row sums to 1" in shown
+    page = pictures["html"].read_text(encoding="utf-8")
+    assert "rowsView" in page and '"rows":[3,7]' in page.replace(" ", "")
+
+
 @pytest.mark.parametrize("args, words, code", [
     (["--model", "tiny-gpt2"], ["never its T x T", "give --rows"], 2),
     (["--model", "tiny-gpt2", "--rows", "last:0"], ["Invalid value for '--rows'", "is not rows"], 2),
     (["--model", "tiny-gpt2", "--rows", "99"], ["--rows 99 is out of range", "positions 0 to"], 1),
     (["--rows", "last"], ["--rows chooses rows of a trained model's attention"], 2),
     (["--model", "tiny-gpt2", "--rows", "last", "--window", "3"], ["--window is not for a document's rows"], 2),
+    (["--model", "tiny-gpt2", "--rows", "last", "--max-tokens", "3"], ["--max-tokens is not for a document's rows"], 2),
 ])
 def test_each_error_is_one_line(doc_file, args, words, code):
     args = [str(MODELS / a) if a.startswith("tiny-") else a for a in args]

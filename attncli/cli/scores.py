@@ -102,7 +102,8 @@ def scores(sentence, raw, rollout, words, norms, max_tokens, document_file, docu
         raise click.UsageError("--fields chooses the keys of a sentence's document; a document (--file, --document) "
                                "writes a line a token, of token, index, top and context")
     if (document_file or document) and source.model:
-        return score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, source, opts, out)
+        return score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, max_tokens, source,
+                          opts, out)
     if document_file or document:
         return score_document(sentence, document_file, document, window, raw, max_tokens, source, opts, out)
     if window:
@@ -147,10 +148,11 @@ def _document_text(sentence, document_file, document) -> tuple[str, str]:
     return text, where
 
 
-def score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, source, opts, out) -> None:
+def score_rows(sentence, document_file, document, window, rows_spec, raw, words, predict, max_tokens, source, opts,
+               out) -> None:
     """scores --file / --document --model --rows: chosen rows of a whole text's attention."""
     given = [name for name, value in (("--window", window), ("--words", words), ("--predict", predict),
-                                      ("--png", out.png), ("--svg", out.svg), ("--html", out.html)) if value]
+                                      ("--max-tokens", max_tokens)) if value]
     if given:
         raise click.UsageError(f"{given[0]} is not for a document's rows (--rows); leave it out")
     text, where = _document_text(sentence, document_file, document)

@@ -128,7 +128,7 @@ def picture_title(docs: list[dict]) -> str:
     if doc.get("command") == "compare":
         subject = f"{doc['token']!r} in {count(len(doc['sentences']), 'sentence')}"
     else:
-        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name")
+        subject = doc.get("sentence") or doc.get("corpus") or doc.get("name") or doc.get("document")
     if not isinstance(subject, str):
         return name
     said = []

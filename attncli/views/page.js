@@ -2,9 +2,10 @@
 // and draws each by its "command": the head view (BertViz's: a line from each attending
 // token to each attended one, its opacity the weight), the model view (every layer's every
 // head as a thumbnail), the heatmap (a tooltip a cell: ω, the scaled score, α), compare's
-// sentences side by side, contributions' matrices by method and layer, and stats' heads
-// (with --document, every head's distance and tenths profiles too).
-// Every text from a document is set with textContent, never as HTML. Lines and cells are
+// sentences side by side, contributions' matrices by method and layer, stats' heads (with
+// --document, every head's distance and tenths profiles too), and a long document's rows
+// chosen (scores --rows), a strip each over all its pieces.
+// Every text from a document is set with textContent, or drawn on a canvas, never as HTML. Lines and cells are
 // drawn on canvases, so that 512 tokens (262,144 lines a head) stay quick.
 "use strict";
 
@@ -918,6 +919,143 @@ class ProfileView {
   }
 }
 
+// scores --rows: the rows chosen of a long document, each a strip over all T pieces on one
+// canvas. Past ROWS_WIDTH positions a pixel column is a bin of ⌈T / ROWS_WIDTH⌉ positions,
+// coloured by the bin's largest weight (a sum would wash a sharp look out, a mean more so), so
+// that 8,192 positions are 683 columns of 12 and a single piece looked at still shows.
+const ROWS_WIDTH = 720; // px: the strips' width at most, a pixel column a bin
+const ROWS_LABEL = 140; // px: the row's position and piece, left of its strip
+const ROWS_HEIGHT = 26; // px: a strip's
+const ROWS_GAP = 6; // px: between strips
+const ROWS_AXIS = 22; // px: the positions under the strips
+
+function masked(doc, i, j) { // whether row i may not see position j, as the document's mask says
+  if (!String(doc.mask || "").startsWith("causal")) return false;
+  return j > i || (doc.window !== undefined && j <= i - doc.window);
+}
+
+class RowsView {
+  constructor(parent, doc) {
+    this.doc = doc;
+    this.T = doc.tokens.length;
+    this.K = doc.rows.length;
+    this.bin = Math.max(1, Math.ceil(this.T / ROWS_WIDTH)); // positions a pixel column
+    this.px = Math.max(1, Math.min(24, Math.floor(ROWS_WIDTH / this.T))); // pixel columns a bin: a short text wider
+    this.bins = Math.ceil(this.T / this.bin);
+    this.width = ROWS_LABEL + this.bins * this.px;
+    this.height = this.K * (ROWS_HEIGHT + ROWS_GAP) + ROWS_AXIS;
+    this.canvas = el("canvas", {"class": "rows", tabindex: 0, role: "img", "aria-label": `the attention of ${
+      this.K} rows over all ${this.T} pieces, a strip a row, ${this.bin > 1 ? `a pixel column the largest weight of ${
+      this.bin} positions` : "a column a position"}`});
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = this.width * dpr;
+    this.canvas.height = this.height * dpr;
+    this.canvas.style.width = this.width + "px";
+    this.canvas.style.height = this.height + "px";
+    this.legend = el("p", {"class": "note rows-scale"});
+    this.tip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "rows"});
+    parent.append(this.legend, this.canvas, this.tip);
+    this.cursor = [0, 0];
+    this.canvas.addEventListener("mousemove", (e) => {
+      const r = this.canvas.getBoundingClientRect();
+      const found = this.cellAt(e.clientX - r.left, e.clientY - r.top);
+      if (found) this.point(...found);
+    });
+    this.canvas.addEventListener("keydown", (e) => {
+      const [k, b] = this.cursor;
+      const to = {ArrowUp: [k - 1, b], ArrowDown: [k + 1, b], ArrowLeft: [k, b - 1], ArrowRight: [k, b + 1],
+        Home: [k, 0], End: [k, this.bins - 1]}[e.key];
+      if (to && to[0] >= 0 && to[0] < this.K && to[1] >= 0 && to[1] < this.bins) {
+        this.point(...to);
+        e.preventDefault();
+      }
+    });
+    this.canvas.addEventListener("focus", () => this.point(...this.cursor));
+    this.tip.textContent = "Point at a strip for the pieces under the pointer and their weights, or focus the " +
+      "picture and use the arrow keys.";
+  }
+
+  where(k, b) { // the middle of row k's bin b, in the canvas's px
+    return [ROWS_LABEL + b * this.px + this.px / 2, k * (ROWS_HEIGHT + ROWS_GAP) + ROWS_HEIGHT / 2];
+  }
+
+  cellAt(x, y) { // [row, bin] under (x, y), or null
+    const k = Math.floor(y / (ROWS_HEIGHT + ROWS_GAP)), b = Math.floor((x - ROWS_LABEL) / this.px);
+    const inside = y - k * (ROWS_HEIGHT + ROWS_GAP) < ROWS_HEIGHT;
+    return k >= 0 && k < this.K && inside && b >= 0 && b < this.bins ? [k, b] : null;
+  }
+
+  largest(k, b) { // [position, weight] of bin b's largest weight in row k, the first of equals; null: all masked
+    const row = this.W[k], i = this.doc.rows[k];
+    let best = null;
+    for (let j = b * this.bin; j < Math.min((b + 1) * this.bin, this.T); j++) {
+      if (!masked(this.doc, i, j) && (best === null || row[j] > best[1])) best = [j, row[j]];
+    }
+    return best;
+  }
+
+  show(W, name) {
+    this.W = W;
+    this.name = name;
+    this.hi = maxOf(W);
+    this.legend.replaceChildren();
+    const bar = el("span", {"class": "gradient", "data-value": this.hi});
+    bar.style.background = `linear-gradient(to right, ${VIRIDIS.join(", ")})`;
+    this.legend.append(`α, ${name}: 0 `, bar, ` ${num(this.hi)}; grey: masked`);
+    const dpr = window.devicePixelRatio || 1;
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, this.width, this.height);
+    ctx.font = "11px sans-serif";
+    ctx.textBaseline = "middle";
+    this.doc.rows.forEach((i, k) => {
+      const y = k * (ROWS_HEIGHT + ROWS_GAP);
+      ctx.fillStyle = "#000";
+      ctx.textAlign = "right";
+      ctx.fillText(`${i} ${this.doc.tokens[i]}`.slice(0, 22), ROWS_LABEL - 6, y + ROWS_HEIGHT / 2, ROWS_LABEL - 8);
+      for (let b = 0; b < this.bins; b++) {
+        const best = this.largest(k, b);
+        ctx.fillStyle = best === null ? "#d0d0d0" : `rgb(${viridis(best[1] / this.hi)})`;
+        ctx.fillRect(ROWS_LABEL + b * this.px, y, this.px, ROWS_HEIGHT);
+      }
+    });
+    const y = this.K * (ROWS_HEIGHT + ROWS_GAP) + ROWS_AXIS / 2;
+    const every = Math.max(1, Math.ceil(80 / this.px)); // a position named every 80 px or so
+    ctx.fillStyle = "#000";
+    ctx.textAlign = "center";
+    for (let b = 0; b < this.bins; b += every) ctx.fillText(String(b * this.bin), ROWS_LABEL + b * this.px, y);
+    this.point(...this.cursor);
+  }
+
+  point(k, b) {
+    this.cursor = [k, b];
+    const i = this.doc.rows[k], t = this.doc.tokens, first = b * this.bin;
+    const last = Math.min(first + this.bin, this.T) - 1;
+    const best = this.largest(k, b);
+    const span = first === last ? `position ${first} ${t[first]}` : `positions ${first}–${last}`;
+    const lines = [`row ${i} ${t[i]} (${this.name})  ->  ${span}`];
+    if (best === null) lines.push("masked: the row does not see them");
+    else if (first === last) lines.push(`α = ${num(best[1])}`);
+    else lines.push(`the largest: α = ${num(best[1])} at ${best[0]} ${t[best[0]]}`);
+    this.tip.textContent = lines.join("\n");
+    Object.assign(this.tip.dataset, {row: k, bin: b});
+  }
+}
+
+function rowsView(app, doc) {
+  const heads = headsOf(doc);
+  const s = section(app, "Rows", `${doc.rows.length} rows of the ${doc.tokens.length} pieces, each over all of ` +
+    "them: row i attends to position j with weight α_ij. Point at a strip for its numbers.");
+  const controls = el("div", {"class": "controls"});
+  s.appendChild(controls);
+  const view = new RowsView(s, doc);
+  const draw = (k) => view.show(heads[k].W, heads[k].name);
+  if (heads.length > 1) select(controls, "head", heads.map((h, k) => [k, h.name]), (v) => draw(Number(v)),
+    heads.length - 1);
+  draw(heads.length - 1);
+  return {rows: view};
+}
+
 // --- the page -------------------------------------------------------------------------------
 
 function main() {
@@ -943,7 +1081,8 @@ function main() {
   } else {
     docs.forEach((doc) => {
       if (docs.length > 1 && doc.sentence !== undefined) app.appendChild(el("h2", {"class": "sentence"}, doc.sentence));
-      if (doc.command === "scores" && doc.weights && doc.tokens) window.attncli.views.push(scoresView(app, doc));
+      if (doc.command === "scores" && doc.rows && doc.weights) window.attncli.views.push(rowsView(app, doc));
+      else if (doc.command === "scores" && doc.weights && doc.tokens) window.attncli.views.push(scoresView(app, doc));
       else if (doc.command === "heads" && doc.weights) window.attncli.views.push(headsView(app, doc));
       else if (doc.command === "context" && doc.weights && doc.token !== undefined) contextView(app, doc);
       else if (doc.command === "compare") compareView(app, doc);

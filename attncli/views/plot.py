@@ -62,6 +62,10 @@ def _panels(doc: dict) -> list[tuple[str, list[str], list[str], np.ndarray, tupl
     """(title, row labels, column labels, matrix, the axes' names (rows, columns)) for each
     heatmap a document draws."""
     tokens = doc.get("tokens", [])
+    if doc["command"] == "scores" and "rows" in doc:  # a document's chosen rows (--rows): a strip of K x T
+        rows = [f"{i} {tokens[i]}" for i in doc["rows"]]
+        return [("weights of the rows chosen", rows, tokens, np.array(doc["weights"]).reshape(len(rows), len(tokens)),
+                 WEIGHT_AXES)]
     if doc["command"] == "scores":
         return [("weights", tokens, tokens, np.array(doc["weights"]), WEIGHT_AXES)]
     if doc["command"] == "explain":
@@ -86,7 +90,8 @@ def _title(doc: dict, width: int) -> str:
     if q and (q["kind"] != "identity" or q.get("heads", 1) > 1 or first.get("mask", "none") != "none"):
         options += (f", qkv {q['kind']} (d_k = {q['d_k']:,}{per_head(q)}), {count(q.get('heads', 1), 'head')}, "
                     f"mask {first.get('mask')}")
-    subject = f"{doc['token']!r} in {len(doc['sentences']):,} sentences" if doc["command"] == "compare" else doc["sentence"]
+    subject = (f"{doc['token']!r} in {len(doc['sentences']):,} sentences" if doc["command"] == "compare"
+               else doc["sentence"] if "sentence" in doc else f"{doc['document']}, {len(doc['tokens']):,} word pieces")
     return textwrap.fill(f"attncli {doc['command']}: {subject}", width) + "\n" + textwrap.fill(
         f"{v['name']} (d = {v['dim']:,}); {options}", width)
 
