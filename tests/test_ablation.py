@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import manual
-from attncli import attention, models
+from attncli import models, rotary
 from attncli.models import bert, gpt2, llama
 from attncli.models.layers import dense, norm, rms_norm
 from clirunner import fails, ok, one, run
@@ -53,7 +53,7 @@ def context_of(model, X: np.ndarray, l: int) -> np.ndarray:
 
 
 def rope(c, T: int):
-    return attention.rope_angles(np.arange(T), llama.frequencies(c))
+    return rotary.rope_angles(np.arange(T), llama.frequencies(c))
 
 
 def run_on(model, X: np.ndarray, Z: np.ndarray, l: int) -> np.ndarray:

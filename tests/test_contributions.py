@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import attention, models
+from attncli import attention, models, rotary
 from attncli.mixing import contributions as C
 from attncli.models import bert, gpt2, layers, llama
 
@@ -257,12 +257,12 @@ def zeroed(model, X: np.ndarray, l: int, j: int) -> np.ndarray:
     p = f"layers.{l}.self_attn"
     (cos, sin), hidden = llama._positions(len(X), c)
     N = layers.rms_norm(X, w[f"layers.{l}.input_layernorm.weight"], c.norm_eps)
-    Q = attention.rotate(layers.dense(N, w, f"{p}.q_proj"), c.heads, cos, sin)
-    K = attention.share_heads(attention.rotate(layers.dense(N, w, f"{p}.k_proj"), c.key_heads, cos, sin), c.key_heads,
+    Q = rotary.rotate(layers.dense(N, w, f"{p}.q_proj"), c.heads, cos, sin)
+    K = rotary.share_heads(rotary.rotate(layers.dense(N, w, f"{p}.k_proj"), c.key_heads, cos, sin), c.key_heads,
                               c.heads)
     Vkv = layers.dense(N, w, f"{p}.v_proj")
     Vkv[j] = 0
-    V = attention.share_heads(Vkv, c.key_heads, c.heads)
+    V = rotary.share_heads(Vkv, c.key_heads, c.heads)
     _, _, Z = attention.multi_head(Q, K, V, c.heads, attention.default_scale(c.d_head), mask=hidden)
     Y = X + layers.dense(Z, w, f"{p}.o_proj")
     return llama.shown(llama.after_attention(Y, w, l, c), l, w, c)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import attention, models
+from attncli import attention, models, rotary
 from attncli.errors import ModelError
 from attncli.models import llama
 from attncli.system import limits
@@ -163,9 +163,9 @@ def test_attention_bias_adds_b_o(tmp_path):
     moved["layers.0.self_attn.o_proj.bias"] = base.weights["layers.0.self_attn.o_proj.bias"] + b
     c = base.config
     one = llama.attend(base.weights["embed_tokens.weight"][[1, 3, 4]].astype(np.float64), base.weights, 0, c,
-                       attention.rope_angles(np.arange(3), llama.frequencies(c)), llama.mask(3, c))
+                       rotary.rope_angles(np.arange(3), llama.frequencies(c)), llama.mask(3, c))
     two = llama.attend(base.weights["embed_tokens.weight"][[1, 3, 4]].astype(np.float64), moved, 0, c,
-                       attention.rope_angles(np.arange(3), llama.frequencies(c)), llama.mask(3, c))
+                       rotary.rope_angles(np.arange(3), llama.frequencies(c)), llama.mask(3, c))
     np.testing.assert_allclose(two["A"] - one["A"], np.broadcast_to(b, (3, 8)), atol=1e-6)
     assert "layers.0.self_attn.o_proj.bias" in llama.expected_shapes(c)
     plain = llama.read_config({**LLAMA, "attention_bias": False}, "config.json")
@@ -177,21 +177,23 @@ def test_linear_scaling_divides_the_positions():
     c = llama.read_config(LLAMA, "config.json")
     plain = llama.read_config({**LLAMA, "rope_scaling": None}, "config.json")
     m = np.arange(20)
-    for ours, theirs in zip(attention.rope_angles(m, llama.frequencies(c)),
-                            attention.rope_angles(m / 2.0, llama.frequencies(plain))):
+    for ours, theirs in zip(rotary.rope_angles(m, llama.frequencies(c)),
+                            rotary.rope_angles(m / 2.0, llama.frequencies(plain))):
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-15)
     assert c.rope.theta == 100.0 and plain.rope.kind == "default"
 
 
 def test_the_api_is_attention_py(monkeypatch, tmp_path):
-    """No second copy of the attention math: a layer rotates its queries and keys, shares its
-    keys and values and runs multi_head_rows, all attention.py's."""
+    """No second copy of the attention math: a layer rotates its queries and keys and shares
+    its keys and values (rotary.py's), and runs multi_head_rows (attention.py's), the heads
+    split and merged by attention.py alone."""
     write_model(tmp_path / "m")
     model = models.load_model(str(tmp_path / "m"))
     called = []
     for name in ("rotate", "share_heads", "multi_head_rows", "scores", "weights", "context", "merge_heads"):
-        original = getattr(attention, name)
-        monkeypatch.setattr(attention, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
+        module = rotary if name in ("rotate", "share_heads") else attention
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, name=name, f=original, **k: called.append(name) or f(*a, **k))
     llama.forward(model.encode("the earth").ids, model.weights, model.config)
     assert [called.count(n) for n in ("rotate", "share_heads", "multi_head_rows", "scores", "weights", "context")] == \
         [4, 4, 2, 2, 2, 2]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli import attention, ranking
+from attncli import attention, ranking, rotary
 from attncli.encoder import Attention, Embedded, Options, cell_bytes
 from attncli.errors import AttncliError, InputError, ModelError, OptionError
 from attncli.learning.projections import Projections
@@ -243,13 +243,13 @@ class Trained:
     def projections(self, l: int) -> dict[str, dict[str, np.ndarray]]:
         """Layer l's W and b (Projections' fields), the keys' and values' as the query heads
         use them: with grouped-query attention each key/value head's columns written out
-        for every query head it serves (attention.share_heads, as the steps' K and V are),
+        for every query head it serves (rotary.share_heads, as the steps' K and V are),
         so that d_k is every head's queries' and keys' width, and the values' too."""
         H, KV = self.model.config.heads, self.model.config.key_heads
         W, b = self.model.family.projections(self.model.weights, l)
         if KV != H:  # (D, KV d_head) -> (D, H d_head), and the biases (KV d_head,) -> (H d_head,)
-            W = {**W, **{n: attention.share_heads(W[n], KV, H) for n in ("W_key", "W_value")}}
-            b = {**b, **{n: attention.share_heads(b[n][None], KV, H)[0] for n in ("b_key", "b_value") if n in b}}
+            W = {**W, **{n: rotary.share_heads(W[n], KV, H) for n in ("W_key", "W_value")}}
+            b = {**b, **{n: rotary.share_heads(b[n][None], KV, H)[0] for n in ("b_key", "b_value") if n in b}}
         return {"W": W, "b": b}
 
     def describe(self, att: Attention) -> dict:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import attention
+from attncli import attention, rotary
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, rows_of, silu, whole
@@ -81,7 +81,7 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 class Rope:
     """The rotary embeddings' frequencies: base theta, and their scaling ("default": none;
     "linear": every frequency divided by factor, as if the positions were; "llama3": by
-    wavelength, attention.llama3_frequencies)."""
+    wavelength, rotary.llama3_frequencies)."""
 
     theta: float = 10_000.0
     kind: str = "default"
@@ -266,11 +266,11 @@ def read_tokenizer(where: Path, config: LlamaConfig):
 def frequencies(config: LlamaConfig) -> np.ndarray:
     """The rotary embeddings' inverse frequencies, scaled as config.json says. (d_head/2,)"""
     rope = config.rope
-    inv_freq = attention.rope_frequencies(config.d_head, rope.theta)  # (d/2,)
+    inv_freq = rotary.rope_frequencies(config.d_head, rope.theta)  # (d/2,)
     if rope.kind == "linear":  # every angle m theta_i / factor: positions divided by factor
         return inv_freq / rope.factor
     if rope.kind == "llama3":
-        return attention.llama3_frequencies(inv_freq, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+        return rotary.llama3_frequencies(inv_freq, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
                                             rope.original_max_positions)
     return inv_freq
 
@@ -297,11 +297,11 @@ def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tupl
     p = f"layers.{l}.self_attn"
     H, KV = config.heads, config.key_heads
     cos, sin = rope
-    Q = attention.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
-    K = attention.share_heads(attention.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
+    Q = rotary.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
+    K = rotary.share_heads(rotary.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
     if not values:
         return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, hidden, blocks)[0]}
-    V = attention.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
+    V = rotary.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
     kept, Z = layers.attention_of(Q, K, V, l, config, hidden, blocks)  # omega and alpha (H, T, T), or none; (T, H d)
     A = dense(Z, weights, f"{p}.o_proj")  # (T, D)
     return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, H), "context": Z, "A": A}
@@ -446,7 +446,7 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
 def _positions(T: int, config: LlamaConfig, blocked: bool = False) -> tuple[tuple[np.ndarray, np.ndarray], object]:
     """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces; `blocked`, instead
     of the mask the function of a block's rows that gives its (R, T) rows."""
-    rope = attention.rope_angles(np.arange(T), frequencies(config))
+    rope = rotary.rope_angles(np.arange(T), frequencies(config))
     return rope, (lambda rows: mask(T, config, rows)) if blocked else mask(T, config)
 
 
