@@ -169,15 +169,17 @@ def mask(kind: str, T: int) -> np.ndarray:
     return hidden  # (T, T)
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """softmax over the last axis, computed stably.
+def softmax(logits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """softmax over the last axis, computed stably, into `out` where given (logits itself:
+    the caller's own array, overwritten).
 
     Subtracting each row's maximum changes no weight (it cancels between numerator and
     denominator) but keeps exp() from overflowing: the largest term becomes exp(0) = 1.
     """
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # (T, T), each row's max is 0
-    e = np.exp(shifted)  # (T, T), in (0, 1]
-    return e / e.sum(axis=-1, keepdims=True)  # (T, T), each row sums to 1
+    shifted = np.subtract(logits, logits.max(axis=-1, keepdims=True), out=out)  # (T, T), each row's max is 0
+    e = np.exp(shifted, out=shifted)  # (T, T), in (0, 1]
+    e /= e.sum(axis=-1, keepdims=True)  # (T, T), each row sums to 1
+    return e
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -198,12 +200,12 @@ def weights(omega: np.ndarray, scale: float, temperature: float = 1.0, mask: np.
         # scale / temperature first: omega * scale could overflow where the scaled score does
         # not; and when that ratio itself overflows, the other order may still fit
         c = scale / temperature
-        logits = omega * c if np.isfinite(c) else omega * scale / temperature  # (T, T)
-    if not np.isfinite(logits).all():
+        logits = omega * c if np.isfinite(c) else omega * scale / temperature  # (T, T), our own
+    if logits.size and not (np.isfinite(logits.max()) and np.isfinite(logits.min())):  # an inf, or a NaN
         raise _overflow(scale, temperature)
     if mask is not None:
-        logits = np.where(mask, -np.inf, logits)  # (T, T); no row is all masked: i may attend to i
-    return softmax(logits)  # (T, T)
+        np.copyto(logits, -np.inf, where=mask)  # (T, T); no row is all masked: i may attend to i
+    return softmax(logits, out=logits)  # (T, T)
 
 
 def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -213,7 +215,7 @@ def context(alpha: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 
 def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,
-                    mask=None, check=None, rows: int | None = None):
+                    mask=None, check=None, rows: int | None = None, unseen: bool = True):
     """Steps I-III over `heads` heads, a block of `rows` query rows at a time (None: every
     row, as one block): Q, K (..., T, d_k) and V (..., T', d_v) split into heads once; then
     for each block of R rows, its scores against every key, its weights and its context
@@ -227,7 +229,11 @@ def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, sca
     block's rows (a slice) giving that block's (..., R, T') (a family's mask(T, config,
     rows)), so that the whole mask is never made either. check(omega), when given, sees
     each block's scores before Step II, to refuse in the caller's words scores that
-    overflowed. V None: the scores and weights alone, no context vectors (Z None)."""
+    overflowed. V None: the scores and weights alone, no context vectors (Z None).
+
+    Steps II and III run over the first n keys some row of the block sees (seen), the
+    weights past them 0; not `unseen`: omega and alpha are those n keys' alone (..., H, R, n),
+    and the scores past them are not computed either (a reader of the weights alone)."""
     Qh, Kh = split_heads(Q, heads), split_heads(K, heads)  # (..., H, T, d_k/H) each
     Vh = None if V is None else split_heads(V, heads)  # (..., H, T', d_v/H)
     T = Qh.shape[-2]
@@ -238,11 +244,26 @@ def multi_head_rows(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, sca
     step = T if rows is None else whole("rows", rows, 1)
     for start in range(0, max(T, 1), max(step, 1)):
         block = slice(start, min(start + step, T))
-        omega = scores(Qh[..., block, :], Kh)  # (..., H, R, T')
+        hidden = None if rows_of is None else rows_of(block)  # (..., R, T')
+        n = seen(hidden, Kh.shape[-2])  # the keys from the first that some row sees: the rest weigh 0
+        omega = scores(Qh[..., block, :], Kh if unseen else Kh[..., :n, :])  # (..., H, R, T'), or (..., H, R, n)
         if check is not None:
             check(omega)
-        alpha = weights(omega, scale, temperature, None if rows_of is None else rows_of(block))  # (..., H, R, T')
-        yield block, omega, alpha, None if Vh is None else merge_heads(context(alpha, Vh))  # (..., R, d_v)
+        alpha = weights(omega[..., :n], scale, temperature, None if hidden is None else hidden[..., :n])
+        Z = None if Vh is None else merge_heads(context(alpha, Vh[..., :n, :]))  # (..., R, d_v)
+        if omega.shape[-1] > n:  # every key's weight: 0 past the seen
+            alpha = np.concatenate([alpha, np.zeros((*alpha.shape[:-1], omega.shape[-1] - n), alpha.dtype)], axis=-1)
+        yield block, omega, alpha, Z  # (..., H, R, T' or n) twice
+
+
+def seen(hidden: np.ndarray | None, T: int) -> int:
+    """How many keys, from the first, some row of a mask `hidden` (..., R, T) may attend to:
+    past them every row's weight is exactly 0 (a decoder's block of rows sees no piece after
+    its last), so Steps II and III need not run over them."""
+    if hidden is None:
+        return T
+    some = ~hidden.all(axis=tuple(range(hidden.ndim - 1)))  # (T,): a key some row sees
+    return int(np.flatnonzero(some)[-1]) + 1 if some.any() else T
 
 
 def multi_head(Q: np.ndarray, K: np.ndarray, V: np.ndarray, heads: int, scale: float, temperature: float = 1.0,

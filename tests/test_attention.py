@@ -315,6 +315,14 @@ def test_blocks_of_rows_give_the_whole_matrix(window):
         # the whole mask handed as an array: each block takes its rows
         again = list(attention.multi_head_rows(Q, K, V, H, 0.4, 1.5, whole, rows=R))
         np.testing.assert_allclose(np.concatenate([b[2] for b in again], axis=1), alpha, rtol=0, atol=1e-12)
+        # the keys some row of a block sees alone: a causal block's up to its last row
+        for rows, o, a, z in attention.multi_head_rows(Q, K, V, H, 0.4, 1.5, rows_of, rows=R, unseen=False):
+            n = rows.stop
+            assert o.shape == a.shape == (H, rows.stop - rows.start, n)
+            assert attention.seen(whole[rows], T) == n and (alpha[:, rows, n:] == 0).all()
+            np.testing.assert_allclose(o, omega[:, rows, :n], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(a, alpha[:, rows, :n], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(z, Z[rows], rtol=0, atol=1e-12)
 
 
 def test_blocks_of_a_padded_batch_keep_its_padding_mask():

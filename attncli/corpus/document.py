@@ -76,6 +76,7 @@ class RowSums:
         self.counts: dict[str, int] = {}  # the rows', counted on the first layer
         self.through = layers - 1  # every layer's attention, nothing of the last layer's output (every_layer)
         self.weights_only = True  # of the last layer, its weights alone: not its values or context vectors
+        self.seen_only = True  # a block's keys that its rows see alone: the others add nothing to a sum
 
     @staticmethod
     def bytes(T: int, rows: int, heads: int) -> int:

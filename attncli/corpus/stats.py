@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attncli import attention
+
 # each statistic and the count of rows it is divided by
 STATISTICS = {
     "entropy": "rows", "distance": "rows", "self": "rows", "previous": "rows_previous", "next": "rows_next",
@@ -188,48 +190,64 @@ def observe_rows(alpha: np.ndarray, start: int, allowed: np.ndarray, ids: np.nda
     punct, cls, sep (T,) as observe's; `repeats` whether a token of the whole sequence
     repeats (the duplicate-token and induction scores are over the sequences whose tokens
     do). Each sum (...), and the rows' counts; with `profiles`, PROFILES too, (..., K) each.
-    A sequence's blocks added give the sums of its rows at once."""
-    *_, R, T = alpha.shape
+    A sequence's blocks added give the sums of its rows at once. The keys after the last one
+    any of the rows may attend to (a decoder's later pieces) hold weight 0 and add nothing to
+    any sum: they are left out, and alpha may leave them out already (..., R, n), n <= T."""
+    R, T = allowed.shape
+    n = min(attention.seen(~allowed, T), alpha.shape[-1])  # the keys from the first that some row sees
+    alpha, allowed = alpha[..., :n], allowed[:, :n]  # (..., R, n), (R, n)
     r = np.arange(R)  # (R,) the block's rows, from 0
-    i, j = start + r, np.arange(T)  # (R,) their positions; (T,) the keys'
-    before, after = r[i >= 1], r[i <= T - 2]  # the rows with a token before them, and after
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.where(alpha > 0, np.log(np.where(alpha > 0, alpha, 1.0)), 0.0)  # 0 ln 0 = 0
+    i, j = start + r, np.arange(n)  # (R,) their positions; (n,) the keys'
+    own = r[i < n]  # the rows whose own key is among them (its weight 0 where it is not)
+    before, after = r[(i >= 1) & (i - 1 < n)], r[(i <= T - 2) & (i + 1 < n)]  # a token before them, and after
+    logs = np.zeros(alpha.shape, alpha.dtype)  # (..., R, n)
+    np.log(alpha, out=logs, where=alpha > 0)  # 0 ln 0 = 0
+    distance = np.abs(i[:, None] - j[None, :])  # (R, n)
+    # each sum of a cell's weight times a number of the cell: the distance, a flag of the key
+    # (cls, sep, punct), a detection pattern's 0 or 1; all at once, one product a row (weighted)
+    cells = {"distance": distance, "cls": cls[:n], "sep": sep[:n], "punct": punct[:n]}
+    if repeats:
+        cells.update({name: P[:, :n] for name, P in patterns(ids, slice(start, start + R)).items()
+                      if name != "previous_token"})
+    by_cell = weighted(alpha, np.stack([np.broadcast_to(c, (R, n)) for c in cells.values()], axis=-1))  # (..., k)
     sums = {
-        "entropy": -(alpha * logs).sum(axis=(-1, -2)),
-        "distance": (alpha * np.abs(i[:, None] - j[None, :])).sum(axis=(-1, -2)),
-        "self": alpha[..., r, i].sum(axis=-1),
+        "entropy": -(np.multiply(alpha, logs, out=logs)).sum(axis=(-1, -2)),
+        **{name: by_cell[..., k] for k, name in enumerate(cells)},
+        "self": alpha[..., own, i[own]].sum(axis=-1),
         "previous": alpha[..., before, i[before] - 1].sum(axis=-1),
         "next": alpha[..., after, i[after] + 1].sum(axis=-1),
         "first": alpha[..., 0].sum(axis=-1),
-        **{name: alpha[..., flags].sum(axis=(-1, -2)) for name, flags in (("cls", cls), ("sep", sep), ("punct", punct))},
     }
     sums["previous_token"] = sums["previous"]  # P_i,i-1 picks the same cells; only the count divided by differs
     for name in ("duplicate_token", "induction"):
-        sums[name] = np.zeros(alpha.shape[:-2])
-    if repeats:
-        for name, P in patterns(ids, slice(start, start + R)).items():
-            if name != "previous_token":
-                sums[name] = (alpha * P).sum(axis=(-1, -2))
+        sums.setdefault(name, np.zeros(alpha.shape[:-2]))
     # the rows that may attend to the token before (after) them: none after, with a decoder's mask
     counts = {"rows": R, "rows_previous": int(allowed[before, i[before] - 1].sum()),
               "rows_next": int(allowed[after, i[after] + 1].sum()), "rows_repeat": R if repeats else 0}
     if profiles:
-        distance = np.frexp(np.abs(i[:, None] - j[None, :]))[1]  # (R, T): 0 at 0, k at 2^(k-1) .. 2^k - 1
-        sums["distance_profile"] = binned(alpha, distance, (T - 1).bit_length() + 1)  # (..., K)
+        bucket = np.frexp(distance)[1]  # (R, n): 0 at 0, k at 2^(k-1) .. 2^k - 1
+        sums["distance_profile"] = binned(alpha, bucket, (T - 1).bit_length() + 1)  # (..., K)
         tail = r[i >= T - TAIL]  # the block's rows among the last TAIL
-        tenth = np.broadcast_to(TENTHS * j // T, (len(tail), T))  # (R', T): each key's tenth of the text
+        tenth = np.broadcast_to(TENTHS * j // T, (len(tail), n))  # (R', n): each key's tenth of the text
         sums["tenths_profile"] = binned(alpha[..., tail, :], tenth, TENTHS)  # (..., 10)
         counts["tenths_rows"] = len(tail)
     return Observation(sums, counts)
 
 
+def weighted(alpha: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """sum_r sum_j alpha_rj W_rjk for each k: alpha (..., R, T), W (R, T, k) in alpha's dtype,
+    a product a row (R products of (N, T) by (T, k)): one pass over alpha for all k sums,
+    where a product and a sum each would pass over it twice a sum, and a count of each bin
+    a head (np.bincount) took twenty times as long. -> (..., k)"""
+    lead, (R, T, k) = alpha.shape[:-2], W.shape
+    rows = np.moveaxis(alpha.reshape(math.prod(lead), R, T), 1, 0)  # (R, N, T)
+    return (rows @ W.astype(alpha.dtype)).sum(axis=0).reshape(*lead, k)  # (R, N, k) -> (..., k)
+
+
 def binned(alpha: np.ndarray, bins: np.ndarray, n: int) -> np.ndarray:
     """Each of alpha's (..., R, T) sums over the cells of each bin: bins (R, T) from 0 to
-    n - 1. -> (..., n)"""
-    lead = alpha.shape[:-2]
-    flat, where = alpha.reshape(math.prod(lead), bins.size), bins.reshape(-1)  # (N, R T), (R T,)
-    return np.array([np.bincount(where, weights=row, minlength=n) for row in flat]).reshape(*lead, n)  # (..., n)
+    n - 1, as the weights times the bins' one-hot. -> (..., n)"""
+    return weighted(alpha, bins[..., None] == np.arange(n))  # (R, T, n) -> (..., n)
 
 
 def is_sink(first: float | None) -> bool:

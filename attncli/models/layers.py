@@ -350,6 +350,7 @@ class Consumer(Protocol):
 
     through: int | None  # the last layer whose attention it reads; None (or none): all, and the last states
     weights_only: bool  # of layer `through`, the scores and weights alone (none: False)
+    seen_only: bool  # a block's keys that some row sees alone (none: False; rows())
 
     def begin(self, X: np.ndarray) -> None:
         """X_0 ([B,] T, D), the embeddings."""
@@ -357,7 +358,10 @@ class Consumer(Protocol):
     def rows(self, l: int, start: int, steps: dict[str, np.ndarray]) -> None:
         """In a pass run in blocks only: layer l's query rows start .. start + R - 1, their
         scores and weights ([B,] H, R, T), each row's weights its whole softmax over the T
-        keys; let go of once this returns, so that no T x T array exists."""
+        keys; let go of once this returns, so that no T x T array exists. A consumer that
+        is `seen_only` is handed the first n keys alone, those some row of the block may
+        see (a decoder's: up to the block's last row), ([B,] H, R, n): the weights past
+        them are 0, and their scores are not computed."""
 
     def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
         """Layer l's (from 0) output X_{l+1} ([B,] T, D), checked finite, and its attention's
@@ -380,6 +384,10 @@ class Fan:
         """The most any of them reads: None where one reads every layer and the last states."""
         each = [getattr(c, "through", None) for c in self.consumers]
         return None if None in each else max(each)
+
+    @property
+    def seen_only(self) -> bool:
+        return all(getattr(c, "seen_only", False) for c in self.consumers)
 
     @property
     def weights_only(self) -> bool:
@@ -420,15 +428,17 @@ def attention_of(Q: np.ndarray, K: np.ndarray, V: np.ndarray, l: int, config: Co
     mask `masked` as it takes one. Without `blocks`, every row as one block, its scores
     and weights (..., H, T, T) among the steps given back; with them, a block of
     blocks.size query rows at a time, each block's scores and weights (..., H, R, T)
-    handed to blocks.to.rows() and let go, none given back. -> (those steps, the context
-    vectors side by side (..., T, H d_v), each block's rows filled in; None where V is:
-    the weights alone)"""
+    handed to blocks.to.rows() and let go, none given back (of the keys some row of the
+    block sees alone, where blocks.to is `seen_only`). -> (those steps, the context vectors
+    side by side (..., T, H d_v), each block's rows filled in; None where V is: the weights
+    alone)"""
     kept, Z = {}, None
     T = Q.shape[-2]
     for rows, omega, alpha, Z_rows in attention.multi_head_rows(
             Q, K, V, config.heads, attention.default_scale(config.d_head), mask=masked,
             check=lambda omega: finite(omega, f"layer {l + 1}'s attention scores"),
-            rows=None if blocks is None else blocks.size):
+            rows=None if blocks is None else blocks.size,
+            unseen=blocks is None or not getattr(blocks.to, "seen_only", False)):
         if Z_rows is None or rows.start == 0 and rows.stop == T:  # none, or one block of every row: Z
             Z = Z_rows
         else:
