@@ -1,7 +1,7 @@
 """A random-weight Llama-family model of a real model's shape, written to a folder: what the
 benchmarks of large models run, with nothing downloaded.
 
-    python benchmarks/make_llama.py FOLDER [--shape llama-3.2-1b] [--seed 0]
+    python benchmarks/make_llama.py FOLDER [--shape llama-3.2-1b] [--seed 0] [--positions N]
 
 Shapes: llama-3.2-1b (16 layers, hidden 2,048, 32 query heads over 8 key/value heads of 64,
 feed-forward 8,192, a vocabulary of 128,256, tied embeddings, llama3 RoPE: 2.47 GB),
@@ -13,6 +13,8 @@ float32 rounded to the nearest BF16, ties to even) in one model.safetensors, as 
 checkpoints' dtype is. The tokenizer is tiny-llama's (tests/data/models), whose 560 pieces'
 ids lie within every vocabulary here: the passes cost what the real model's would for as
 many pieces, and the text is cut into other pieces than the real tokenizer would.
+--positions N sets max_position_embeddings (SmolLM2-135M's widths over 32,768 pieces, where
+the real model takes 8,192): the weights and every width stay the shape's.
 
 The folder must not exist, or be empty; the disk must hold the weights (checked before
 anything is written). The tensors are drawn and written 4 million numbers at a time, so that
@@ -107,11 +109,14 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="llama-3.2-1b")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--positions", type=int, help="max_position_embeddings, if not the shape's")
     args = parser.parse_args()
     if args.folder.exists() and (not args.folder.is_dir() or any(args.folder.iterdir())):
         raise SystemExit(f"{args.folder}: exists and is not an empty folder")
     args.folder.mkdir(parents=True, exist_ok=True)
-    size = write(args.folder, SHAPES[args.shape], args.seed)
+    raw = SHAPES[args.shape] if args.positions is None else {**SHAPES[args.shape],
+                                                             "max_position_embeddings": args.positions}
+    size = write(args.folder, raw, args.seed)
     print(f"{args.folder}: {args.shape}, random, {size / 1e9:.2f} GB of BF16")
 
 

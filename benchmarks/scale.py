@@ -10,7 +10,8 @@ after the run (check the disk has room: 2.5 GB). The processes, each a whole run
 starts it:
 
 - `attncli scores SENTENCE --model FOLDER --json`: the sentence's last layer, every head,
-  its document on stdout (the weights mapped, checked finite, and widened a layer at a time);
+  its document on stdout (the weights mapped, checked finite, and widened a layer at a time),
+  in float64 (the default), and again with --precision float32: what float64 costs;
 - benchmarks/llama_torch.py FOLDER SENTENCE --dtype bfloat16, and --dtype float32, with the
   Python given by --torch-python (torch and transformers, which attncli needs neither of):
   the tokenizer and the base model read (no LM head: attncli computes no logits unless
@@ -58,7 +59,9 @@ def measure(command: list[str], env: dict) -> tuple[float, float, float]:
 
 def commands(folder: str, torch_python: str | None) -> dict[str, list[str]]:
     out = {'python -c "import numpy" (the floor)': [sys.executable, "-c", "import numpy"],
-           "attncli scores SENTENCE --model FOLDER --json": [ATTNCLI, "scores", SENTENCE, "--model", folder, "--json"]}
+           "attncli scores SENTENCE --model FOLDER --json": [ATTNCLI, "scores", SENTENCE, "--model", folder, "--json"],
+           "the same, --precision float32": [ATTNCLI, "scores", SENTENCE, "--model", folder, "--json", "--precision",
+                                             "float32"]}
     if torch_python:
         for dtype in ("bfloat16", "float32"):
             out[f"transformers + torch, {dtype}"] = [torch_python, str(HERE / "llama_torch.py"), folder, SENTENCE,
