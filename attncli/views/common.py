@@ -255,3 +255,12 @@ def decimals(values) -> int:
     digits, two at least (0.0948 and 0.0011: four; 1.04: two); two where all are 0 or none."""
     finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
     return max(2, 2 - math.floor(math.log10(max(finite)))) if finite else 2
+
+
+def quantized(m: dict) -> str:
+    """A GGUF model's quantization, as the header says it: ", Q4_K_M (Q4_K 96, Q6_K 13, F32 65 tensors)"."""
+    q = m.get("quantization")
+    if q is None:
+        return ""
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(q["tensors"].items(), key=lambda item: -item[1]))
+    return f", {q.get('file_type', q['type'])} ({kinds} tensors)"

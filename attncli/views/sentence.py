@@ -15,8 +15,8 @@ from rich.text import Text
 from attncli import ranking
 from attncli.views import heatmap
 from attncli.views.common import (FOLDS, ONE_LINE, UNDEFINED, blocked, column_blocks, cosine_text, last_piece,
-                                  least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, repeated,
-                                  top_line, weight_bar)
+                                  least_width, left_out, marked_heads, markers, masked_cells, pack, per_head, quantized,
+                                  repeated, top_line, weight_bar)
 from attncli.views.heatmap import Heatmap
 from attncli.visible import count, listed
 
@@ -52,7 +52,7 @@ def _describe_model(doc: dict) -> Text:
     shared = f", {count(m['kv_heads'], 'key/value head')}" if "kv_heads" in m else ""
     text.append(f"model {m['name']} ({count(m['layers'], 'layer')} x {count(m['heads'], 'head')}{shared}, "
                 f"d_model = {m['d_model']:,}, "
-                f"{doc['vectors']['words']:,} word pieces)", style="dim")
+                f"{doc['vectors']['words']:,} word pieces{quantized(m)})", style="dim")
     if doc["command"] == "heads":  # every layer and head, unless --layer and --head chose
         layer = f"layer {doc['layer']} of {m['layers']}" if doc.get("layer") else "every layer"
         head = f"head {doc['head']} of {m['heads']}" if doc.get("head") else "every head"
