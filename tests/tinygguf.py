@@ -21,7 +21,7 @@ import numpy as np
 ARCHITECTURES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
 PRE = {"qwen2": "qwen2"}  # tokenizer.ggml.pre of a byte-level vocabulary, by model type
 FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q4_K": 15, "BF16": 32}
-NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6
+NORMAL, UNKNOWN, CONTROL, UNUSED, BYTE = 1, 2, 3, 5, 6
 
 
 def permute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -195,9 +195,10 @@ def _tokenizer(writer, folder: Path, config: dict) -> None:
     vocab = dict(model["vocab"])
     added = {t["content"]: t["id"] for t in raw.get("added_tokens", [])}
     vocab.update(added)
-    tokens = [None] * (max(vocab.values()) + 1)
+    tokens = [None] * max(max(vocab.values()) + 1, config["vocab_size"])  # padded to the table, as llama.cpp pads
     for piece, i in vocab.items():
         tokens[i] = piece
+    unused = {i for i, t in enumerate(tokens) if t is None}
     tokens = [t if t is not None else f"[PAD{i}]" for i, t in enumerate(tokens)]
     special = {t["id"] for t in raw.get("added_tokens", []) if t.get("special")}
     unk = model.get("unk_token") or settings.get("unk_token")
@@ -216,7 +217,7 @@ def _tokenizer(writer, folder: Path, config: dict) -> None:
         writer.add_add_bos_token(bool(settings.get("add_bos_token", True)))
         writer.add_add_eos_token(bool(settings.get("add_eos_token", False)))
     else:
-        types = [CONTROL if i in special else NORMAL for i in range(len(tokens))]
+        types = [CONTROL if i in special else UNUSED if i in unused else NORMAL for i in range(len(tokens))]
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre(PRE.get(config["model_type"], "default"))
@@ -227,3 +228,54 @@ def _tokenizer(writer, folder: Path, config: dict) -> None:
         if isinstance(eos, int):
             writer.add_eos_token_id(eos)
         writer.add_add_bos_token(False)
+
+
+# A Llama of rows wide enough for the K-quants' blocks of 256 numbers (hidden 256,
+# intermediate 512), tiny-llama's tokenizer, random weights (seed 0), F32: what Q4_K runs on
+WIDE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "head_dim": 64,
+        "intermediate_size": 512, "max_position_embeddings": 64, "vocab_size": 560, "rms_norm_eps": 1e-6,
+        "hidden_act": "silu", "rope_theta": 10000.0, "tie_word_embeddings": False, "bos_token_id": 1,
+        "eos_token_id": 2, "dtype": "float32"}
+
+
+def write_wide(folder: Path, source: Path) -> Path:
+    """The wide Llama's folder: WIDE's config, `source`'s tokenizer files (tiny-llama's), and
+    weights N(0, 0.12^2) a matrix (scores of tens, as the reference models have; wider rows at 0.3
+    give scores of 600, past what float32 holds to 1e-5), norms near 1."""
+    import shutil
+
+    from safetensors.numpy import save_file
+
+    from attncli.models import llama
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(WIDE))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(source / name, folder / name)
+    rng = np.random.default_rng(0)
+    weights = {}
+    for name, shape in llama.expected_shapes(llama.read_config(WIDE, "config.json")).items():
+        w = 1 + 0.1 * rng.normal(size=shape) if "norm" in name else rng.normal(scale=0.12, size=shape)
+        weights[name if name == "lm_head.weight" else f"model.{name}"] = w.astype(np.float32)
+    save_file(weights, str(folder / "model.safetensors"))
+    return folder
+
+
+# The files the references are made of, and the tests read: (file name, model folder or
+# "wide", type, rope_freqs). tiny-llama's leave rope_freqs out: transformers' GGUF loader
+# reads no RoPE scaling (neither rope_freqs nor rope.scaling.*), and a file without them
+# is read alike by both.
+FILES = [("tiny-llama-F32.gguf", "tiny-llama", "F32"), ("tiny-llama-F16.gguf", "tiny-llama", "F16"),
+         ("tiny-llama-BF16.gguf", "tiny-llama", "BF16"), ("tiny-llama-Q8_0.gguf", "tiny-llama", "Q8_0"),
+         ("tiny-qwen2-F32.gguf", "tiny-qwen2", "F32"), ("tiny-qwen2-Q8_0.gguf", "tiny-qwen2", "Q8_0"),
+         ("tiny-qwen2-Q4_0.gguf", "tiny-qwen2", "Q4_0"), ("wide-llama-Q4_K.gguf", "wide", "Q4_K"),
+         ("wide-llama-Q5_1.gguf", "wide", "Q5_1")]
+
+
+def write_files(models: Path, out: Path) -> dict[str, Path]:
+    """Every file of FILES in `out`, made from the reference models' folder `models`."""
+    out.mkdir(parents=True, exist_ok=True)
+    wide = write_wide(out / "wide-llama", models / "tiny-llama")
+    return {name: write_gguf(wide if source == "wide" else models / source, out / name, kind, rope_freqs=False)
+            for name, source, kind in FILES}
