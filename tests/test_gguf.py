@@ -200,6 +200,15 @@ def test_an_unknown_type_or_architecture_is_refused_by_name(tmp_path, made):
     refused(patched(tmp_path, made, other), "architecture 'bloom'", "llama, qwen2")
 
 
+def test_a_tensor_of_a_type_gguf_py_cannot_dequantize_is_refused_by_name(tmp_path, made):
+    def integers(d):  # I32 numbers take the bytes F32 numbers do
+        at = tensor_info(d, "blk.0.attn_q.weight")
+        n_dims = struct.unpack_from("<I", d, at)[0]
+        d[at + 4 + 8 * n_dims:at + 4 + 8 * n_dims + 4] = struct.pack("<I", 26)
+
+    refused(patched(tmp_path, made, integers), "blk.0.attn_q.weight is of type I32", "cannot dequantize")
+
+
 def test_a_non_finite_number_is_refused_as_the_file_loads_or_as_its_layer_is_dequantized(tmp_path, made):
     def nan(d):
         at = d.rindex(struct.pack("<f", 1.0)[:2])  # somewhere in the last tensor's numbers

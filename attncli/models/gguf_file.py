@@ -186,7 +186,7 @@ class _Cursor:
                              "and of strings, as a model's GGUF holds")
         if n * 8 > left:  # each string takes its 8-byte length at the least
             self.take(n * 8, f"the array {key}")
-        limits.require(n * STRING_COST + left, f"{self.path}'s array {key} ({n:,} strings)",
+        limits.require(n * STRING_COST, f"{self.path}'s array {key} ({n:,} strings)",
                        "give a model's own GGUF file, or free some memory")
         return [self.string(f"an item of {key}") for _ in range(n)]
 
@@ -343,6 +343,21 @@ def dequantize(raw: np.ndarray, s: Quantized, out: np.ndarray) -> None:
         flat_out[r:r + ROWS] = block
 
 
+def readable(t: Tensor, path: Path) -> None:
+    """Refuse a tensor of a type gguf-py cannot dequantize (an integer type, a type only
+    llama.cpp's C code reads), found by dequantizing a row of zero bytes."""
+    if t.kind in FLOATS:
+        return
+    gguf = need_gguf()
+    try:
+        gguf.quants.dequantize(np.zeros((1, t.nbytes // max(1, math.prod(t.shape[:-1]))), dtype=np.uint8),
+                               gguf.GGMLQuantizationType[t.kind])
+    except NotImplementedError:
+        raise ModelError(f"{path}: the tensor {t.name} is of type {t.kind}, which gguf-py cannot dequantize; attncli "
+                         "reads F32, F16, BF16 and the quantized types gguf-py reads (Q4_0 ... Q8_0, Q2_K ... Q6_K, "
+                         "the IQ types)") from None
+
+
 def read_weights(header: Header, config: Config, family) -> GGUFWeights:
     """The tensors the family's forward pass reads, found by their names in the GGUF
     (family.gguf_name), each checked for shape against the config the metadata made; the
@@ -357,6 +372,7 @@ def read_weights(header: Header, config: Config, family) -> GGUFWeights:
                              "model needs")
         if t.shape != shape:
             raise ModelError(f"{path}: {key} has shape {t.shape}, and its metadata asks for {shape}")
+        readable(t, path)
         row_bytes = t.nbytes // max(1, math.prod(t.shape[:-1]))
         wanted[name] = Quantized(path, key, t.offset, FLOATS.get(t.kind, t.kind), shape,
                                  len(shape) == 2 and "embed" not in name, layer_of(name), row_bytes,
