@@ -334,3 +334,54 @@ def test_heads_of_a_store_model_as_an_installed_process(tmp_path, made):
     assert weights.shape == (2, 4, 6, 6)
     ref = REFERENCE["tiny_qwen2_Q8_0_gguf__attentions_0"]
     np.testing.assert_allclose(weights, ref, atol=1e-5, rtol=0)
+
+
+def numbers_alike(a, b, path="") -> None:
+    """Two JSON documents alike but for their model's name and file: every number within
+    1e-9, every other value equal."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            if k not in ("name", "path", "quantization", "corpus", "model"):
+                numbers_alike(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            numbers_alike(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert abs(a - b) <= 1e-9 * max(1, abs(a)), (path, a, b)
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("args", [
+    ("scores", SENTENCES[0], "--predict", "3"), ("context", SENTENCES[0], "--token", "orange"),
+    ("compare", "I sat on the bank of the river", "The bank raised interest rates", "--token", "bank"),
+    ("heads", SENTENCES[0]), ("contributions", SENTENCES[0], "--method", "alti"),
+    ("explain", SENTENCES[0], "--token", "orange"),
+])
+def test_every_command_reads_a_gguf_as_the_folder_it_was_made_from(tmp_path, args):
+    """tiny-qwen2 in F32 runs as its folder does (no permutation, no rope_freqs: the same
+    numbers but for the metadata's float32 epsilon, 1e-13 apart), in every command."""
+    path = tinygguf.write_gguf(MODELS / "tiny-qwen2", tmp_path / "q.gguf")
+    from_file = one(run(*args, "--model", path, "--json"))
+    from_folder = one(run(*args, "--model", MODELS / "tiny-qwen2", "--json"))
+    model = from_file.get("model") or from_file["sentences"][0]["model"]  # compare's: each sentence's
+    assert model["name"] == "q.gguf" and model["quantization"]["type"] == "F32"
+    numbers_alike(from_file, from_folder)
+
+
+@pytest.mark.parametrize("command", ["stats", "batch", "faithfulness"])
+def test_the_corpus_commands_read_a_gguf_as_its_folder(tmp_path, command):
+    path = tinygguf.write_gguf(MODELS / "tiny-qwen2", tmp_path / "q.gguf")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The earth is like an orange\nI sat on the bank of the river\nThe bank raised interest rates\n")
+    extra = {"stats": ("--no-shuffled", "--json"), "batch": (), "faithfulness": ("--json",)}[command]
+    from_file = run(command, corpus, "--model", path, *extra)
+    from_folder = run(command, corpus, "--model", MODELS / "tiny-qwen2", *extra)
+    assert from_file.exit_code == 0 and from_folder.exit_code == 0, (from_file.stderr, from_folder.stderr)
+    docs = [json.loads(line) for line in from_file.stdout.splitlines()]
+    expected = [json.loads(line) for line in from_folder.stdout.splitlines()]
+    assert len(docs) == len(expected) > 0
+    for a, b in zip(docs, expected):
+        numbers_alike(a, b)
