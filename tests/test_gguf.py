@@ -385,3 +385,72 @@ def test_the_corpus_commands_read_a_gguf_as_its_folder(tmp_path, command):
     assert len(docs) == len(expected) > 0
     for a, b in zip(docs, expected):
         numbers_alike(a, b)
+
+
+# --- quantization: one model under two copies of its weights
+
+
+def js_loops(p, q) -> float:
+    """Jensen-Shannon divergence of two rows, in nats, a term at a time."""
+    import math
+
+    total = []
+    for a, b in zip(p, q):
+        m = (a + b) / 2
+        if a > 0:
+            total.append(a * math.log(a / m) / 2)
+        if b > 0:
+            total.append(b * math.log(b / m) / 2)
+    return math.fsum(total)
+
+
+@pytest.mark.parametrize("model, against", [("wide-llama-Q4_K.gguf", "wide-llama-Q5_1.gguf"),
+                                            ("tiny-qwen2-Q4_0.gguf", "tiny-qwen2-F32.gguf")])
+def test_quantization_measures_each_head_as_the_formulas_give(made, model, against):
+    doc = one(run("quantization", SENTENCES[1], "--model", made[model], "--against", made[against], "--json"))
+    a, b = load_model(str(made[model])), load_model(str(made[against]))
+    ids = a.encode(SENTENCES[1]).ids
+    P = np.asarray(a.family.forward(ids, a.weights, a.config).weights)  # (L, H, T, T)
+    Q = np.asarray(b.family.forward(ids, b.weights, b.config).weights)
+    L, H, T, _ = P.shape
+    assert doc["tokens"] == [a.piece(int(i)) for i in ids] and doc["against"]["name"] == against
+    for l in range(L):
+        for h in range(H):
+            cells = [abs(P[l, h, i, j] - Q[l, h, i, j]) for i in range(T) for j in range(i + 1)]  # a decoder's
+            assert doc["max_abs"][l][h] == pytest.approx(max(cells), abs=1e-12)
+            assert doc["mean_abs"][l][h] == pytest.approx(sum(cells) / len(cells), abs=1e-12)
+            js = [js_loops(P[l, h, i], Q[l, h, i]) for i in range(T)]
+            assert doc["js_mean"][l][h] == pytest.approx(sum(js) / T, abs=1e-12)
+            assert doc["js_max"][l][h] == pytest.approx(max(js), abs=1e-12)
+            assert 0 <= min(js) and max(js) <= np.log(2)
+    big = doc["largest"]
+    assert doc["overall"]["max_abs"] == max(max(r) for r in doc["max_abs"])
+    assert abs(big["weight"] - big["against"]) == doc["overall"]["max_abs"]
+    assert P[big["layer"] - 1, big["head"] - 1, big["row"], big["column"]] == pytest.approx(big["weight"], abs=1e-15)
+
+
+def test_a_model_against_itself_moves_nothing(made):
+    path = made["tiny-llama-Q8_0.gguf"]
+    doc = one(run("quantization", SENTENCES[0], "--model", path, "--against", path, "--json"))
+    assert doc["overall"] == {"max_abs": 0.0, "mean_abs": 0.0, "js_mean": 0.0}
+
+
+def test_quantization_refuses_two_models_that_are_not_copies_of_one(made):
+    fails(run("quantization", SENTENCES[0], "--model", made["tiny-llama-F32.gguf"], "--against",
+              made["tiny-qwen2-F32.gguf"], "--json"), "split the sentence into different pieces")
+    fails(run("quantization", SENTENCES[0], "--model", made["tiny-llama-F32.gguf"], "--against",
+              made["wide-llama-Q4_K.gguf"], "--json"), "not copies of one model")
+    fails(run("quantization", SENTENCES[0], "--against", made["tiny-llama-F32.gguf"]), "give --model", code=2)
+    fails(run("quantization", SENTENCES[0], "--model", made["tiny-llama-F32.gguf"]), "--against", code=2)
+
+
+def test_quantization_draws_a_table_and_a_picture_with_the_text_as_it_is(tmp_path, made):
+    pytest.importorskip("matplotlib")
+    sentence = "[bold]The[/bold] earth \x1b[31mis\x1b[0m like an orange"
+    png = tmp_path / "drift.png"
+    result = run("quantization", sentence, "--model", made["tiny-qwen2-Q4_0.gguf"], "--against",
+                 made["tiny-qwen2-F32.gguf"], "--format", "table", "--png", png)
+    assert result.exit_code == 0, result.stderr
+    assert "[bold]The[/bold]" in result.stdout and "\x1b" not in result.stdout
+    assert "Q4_0 (Q4_0 15, F32 11 tensors)" in result.stdout and "mean JS divergence of a row" in result.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -89,7 +89,7 @@ LAZY = {
     "scores": "scores", "context": "sentence", "compare": "sentence", "neighbors": "sentence",
     "explain": "sentence", "heads": "sentence", "batch": "corpus", "vectors": "vectors",
     "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "faithfulness": "faithfulness",
-    "explore": "explore", "contributions": "contributions",
+    "explore": "explore", "contributions": "contributions", "quantization": "drift",
 }
 
 

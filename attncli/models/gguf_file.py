@@ -113,7 +113,7 @@ def _file_type(value) -> str | None:
     it gives none gguf-py knows."""
     gguf = need_gguf()
     try:
-        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_") if isinstance(value, int) else None
+        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_") if isinstance(value, int) else None
     except ValueError:
         return None
 

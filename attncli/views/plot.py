@@ -146,6 +146,8 @@ def figure(plt, docs: list[dict]):
         return _contributions(plt, docs)
     if docs and docs[0]["command"] == "faithfulness":
         return _faithfulness(plt, docs[0])
+    if docs and docs[0]["command"] == "quantization":
+        return _quantization(plt, docs[0])
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -326,6 +328,38 @@ def _stats(plt, doc: dict):
     fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); as good as "
                                f"equal to a baseline: {marks_legend(records[0]['baselines'])}",
                                fits(max(panel[0] * cols, 9.0), TITLE)),
+                 fontsize=TITLE, parse_math=False)
+    return fig
+
+
+def _quantization(plt, doc: dict):
+    """`quantization`: each measure's layers x heads grid (views/drift.py's MEASURES), its
+    numbers written in, on a colour scale of its own."""
+    from attncli.views.drift import MEASURES  # rich, at the views' top
+
+    L, H = len(doc["max_abs"]), len(doc["max_abs"][0])
+    cell = (9 * CHARACTER + 0.15, LINE + 0.15)  # a number of 8 characters, 1.23e-04
+    panel = (H * cell[0] + 1.9, L * cell[1] + 1.3)
+    cols = max(1, min(len(MEASURES), int(STATS_WIDTH // panel[0])))
+    rows = -(-len(MEASURES) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(panel[0] * cols, 9.0), panel[1] * rows + 1.2), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[len(MEASURES):]:
+        ax.axis("off")
+    for ax, (key, title) in zip(axes.flat, MEASURES):
+        grid = np.array(doc[key])  # (L, H)
+        image = ax.imshow(grid, cmap="viridis", vmin=0.0, aspect="auto")
+        for (l, h), value in np.ndenumerate(grid):
+            ax.text(h, l, f"{value:.2e}", ha="center", va="center", fontsize=TEXT,
+                    color=_ink(image.cmap(image.norm(value))), parse_math=False)
+        ax.set_title(textwrap.fill(title, fits(panel[0])), fontsize=TEXT, parse_math=False)
+        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=TEXT)
+        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=TEXT)
+        ax.set_xlabel("head", fontsize=TEXT)
+        ax.set_ylabel("layer", fontsize=TEXT)
+        fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=TEXT)
+    fig.suptitle(textwrap.fill(f"attncli quantization: {doc['sentence']} ({doc['model']['name']} against "
+                               f"{doc['against']['name']})", fits(max(panel[0] * cols, 9.0), TITLE)),
                  fontsize=TITLE, parse_math=False)
     return fig
 
