@@ -58,52 +58,68 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return out.reshape(R, C // 256 * 144)
 
 
-def _quantized(w: np.ndarray, kind: str):
-    """(data, raw_dtype) of the float32 tensor w in ggml's type `kind`, as GGUFWriter takes them."""
+def _quantized(w: np.ndarray, kind: str) -> np.ndarray:
+    """The float32 tensor w in ggml's type `kind`, as GGUFWriter writes its bytes: quantized a
+    block of rows at a time (gguf-py's Q8_0, Q4_0 ...; Q4_K by quantize_q4_k)."""
     import gguf
     import gguf.quants
 
-    qtype = gguf.GGMLQuantizationType[kind]
     if kind == "F32":
-        return w.astype(np.float32), None
+        return w.astype(np.float32)
     if kind == "F16":
-        return w.astype(np.float16), None
-    if kind == "Q4_K":
-        return quantize_q4_k(w), qtype
-    return gguf.quants.quantize(w.astype(np.float32), qtype), qtype
+        return w.astype(np.float16)
+    qtype = gguf.GGMLQuantizationType[kind]
+    rows = w.reshape(-1, w.shape[-1])
+    step = max(1, (1 << 22) // rows.shape[1])  # 4 million numbers at a time
+    quantize = quantize_q4_k if kind == "Q4_K" else (lambda x: gguf.quants.quantize(x, qtype))
+    out = np.concatenate([quantize(rows[r:r + step]) for r in range(0, len(rows), step)])
+    return out.reshape(*w.shape[:-1], out.shape[-1])
 
 
-def tensor_kind(name: str, w: np.ndarray, kind: str) -> str:
+def tensor_kind(shape: tuple[int, ...], kind: str) -> str:
     """The type llama.cpp gives a tensor of a file of type `kind`: a vector (a norm, a bias)
     F32; a matrix whose rows are not whole blocks of `kind` Q8_0 (llama.cpp falls back to a
     type whose blocks fit), F32 where none does."""
     import gguf
 
-    if w.ndim == 1:
+    if len(shape) == 1:
         return "F32"
     block = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]][0]
-    if w.shape[-1] % block == 0:
+    if shape[-1] % block == 0:
         return kind
-    return "Q8_0" if w.shape[-1] % 32 == 0 else "F32"
+    return "Q8_0" if shape[-1] % 32 == 0 else "F32"
+
+
+def _info(shape: tuple[int, ...], kind: str):
+    """(shape as GGUFWriter.add_tensor_info takes it, dtype, bytes, raw_dtype) of a tensor of `kind`."""
+    import gguf
+
+    if kind in ("F32", "F16"):
+        dtype = np.dtype(np.float32 if kind == "F32" else np.float16)
+        return shape, dtype, math.prod(shape) * dtype.itemsize, None
+    qtype = gguf.GGMLQuantizationType[kind]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    row = shape[-1] // block * size
+    return (*shape[:-1], row), np.dtype(np.uint8), math.prod(shape[:-1]) * row, qtype
 
 
 def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool = True, name: str | None = None,
                metadata: dict | None = None, tensors: dict | None = None) -> Path:
-    """The model of the folder `folder` (tiny-llama, tiny-qwen2, tiny-mistral) as a GGUF file
-    `out` of type `kind`; `rope_freqs`: Llama 3's scaling as the rope_freqs tensor (else left
-    out, as transformers' loader would read the file anyway); `metadata` keys written over
-    the converter's, `tensors` numpy arrays in place of the model's (by GGUF name)."""
+    """The model of the folder `folder` (tiny-llama, tiny-qwen2, tiny-mistral, a model of
+    benchmarks/make_llama.py) as a GGUF file `out` of type `kind`, written a tensor at a time
+    (a 1B model's never whole in memory); `rope_freqs`: Llama 3's scaling as the rope_freqs
+    tensor (else left out, as transformers' loader would read the file anyway); `metadata`
+    keys written over the converter's, `tensors` numpy arrays in place of the model's (by
+    GGUF name)."""
     import gguf
 
     from attncli import attention
-    from attncli.models import load_model
+    from attncli.models import llama, load_model
 
     config = json.loads((folder / "config.json").read_text())
     arch = ARCHITECTURES[config["model_type"]]
     model = load_model(str(folder))
     c = model.config
-    with attention.precision("float32"):
-        weights = {n: np.ascontiguousarray(model.weights[n], dtype=np.float32) for n in model.weights}
     writer = gguf.GGUFWriter(str(out), arch)
     writer.add_name(name or folder.name)
     writer.add_file_type(FILE_TYPES[kind])
@@ -126,24 +142,27 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
     _tokenizer(writer, folder, config)
     for key, value in (metadata or {}).items():
         _put(writer, key, value)
-    from attncli.models import llama
-
-    named = {llama.gguf_name(n): w for n, w in weights.items()}
-    if arch == "llama":
-        for n, w in named.items():
-            if ".attn_q." in n:
-                named[n] = permute(w, c.heads)
-            elif ".attn_k." in n:
-                named[n] = permute(w, c.key_heads)
+    given = dict(tensors or {})
     if c.rope.kind == "llama3" and rope_freqs:
-        named["rope_freqs.weight"] = _rope_factors(c)
-    named.update(tensors or {})
-    for n, w in named.items():
-        data, raw = _quantized(w, tensor_kind(n, w, kind))
-        writer.add_tensor(n, data, raw_dtype=raw)
+        given.setdefault("rope_freqs.weight", _rope_factors(c))
+    named = {llama.gguf_name(n): n for n in model.weights}  # GGUF name -> the family's
+    shapes = {**{g: model.weights.tensors[n].shape for g, n in named.items()}, **{g: w.shape for g, w in given.items()}}
+    kinds = {g: tensor_kind(shape, kind) for g, shape in shapes.items()}
+    for g, shape in shapes.items():
+        writer.add_tensor_info(g, *_info(shape, kinds[g]))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
+    writer.write_ti_data_to_file()
+    for g in shapes:
+        if g in given:
+            w = np.asarray(given[g], dtype=np.float32)
+        else:
+            with attention.precision("float32"):
+                w = np.ascontiguousarray(model.weights[named[g]], dtype=np.float32)
+            if arch == "llama" and (".attn_q." in g or ".attn_k." in g):
+                w = permute(w, c.heads if ".attn_q." in g else c.key_heads)
+        writer.write_tensor_data(_quantized(w, kinds[g]))
+        del w
     writer.close()
     return out
 
