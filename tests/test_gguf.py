@@ -57,7 +57,8 @@ def test_every_layer_and_head_is_transformers_reading_of_the_same_file(made, nam
             np.testing.assert_allclose(logits, expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
 
 
-@pytest.mark.parametrize("which, name", [("tiny_llama", "tiny-llama-F32.gguf"), ("tiny_qwen2", "tiny-qwen2-F32.gguf")])
+@pytest.mark.parametrize("which, name", [("tiny_llama", "tiny-llama-F32.gguf"), ("tiny_qwen2", "tiny-qwen2-F32.gguf"),
+                                         ("tiny_gpt2", "tiny-gpt2-F32.gguf")])
 def test_the_tokenizer_from_the_metadata_gives_transformers_pieces(made, which, name):
     tokenizer = load_model(str(made[name])).tokenizer
     for k, text in enumerate(TEXTS):
@@ -90,6 +91,30 @@ def test_an_f32_file_runs_as_the_safetensors_model_it_was_made_from(tmp_path, so
     if source == "tiny-llama":  # the file's frequencies against the config's own
         c = safetensors.family.forward(ids, safetensors.weights, safetensors.config)
         np.testing.assert_allclose(np.asarray(a.weights), np.asarray(c.weights), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt2-F32.gguf", "tiny-gpt2-Q8_0.gguf"])
+def test_a_gpt2_file_runs_as_its_tensors_dequantized_and_turned_back_say(made, name):
+    """GPT-2's Conv1D weights, which llama.cpp's converter writes transposed: each tensor
+    read by gguf-py's own reader and dequantizer, turned back to (in, out) as transformers'
+    GPT2TensorProcessor does, and run through the folder's model; the F32 file's numbers are
+    the folder's."""
+    import gguf
+
+    from attncli.models import gpt2
+
+    model, folder = load_model(str(made[name])), load_model(str(MODELS / "tiny-gpt2"))
+    reader = gguf.GGUFReader(made[name])
+    tensors = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in reader.tensors}
+    weights = {n: (tensors[gpt2.gguf_name(n)].T if gpt2.gguf_transposed(n) else tensors[gpt2.gguf_name(n)])
+               .astype(np.float64) for n in folder.weights}
+    ids = folder.encode(SENTENCES[1]).ids
+    assert model.encode(SENTENCES[1]).ids.tolist() == ids.tolist()
+    ours = np.asarray(model.family.forward(ids, model.weights, model.config).weights)
+    np.testing.assert_allclose(ours, np.asarray(gpt2.forward(ids, weights, model.config).weights), atol=1e-12, rtol=0)
+    if name.endswith("F32.gguf"):
+        np.testing.assert_allclose(ours, np.asarray(folder.family.forward(ids, folder.weights, folder.config).weights),
+                                   atol=1e-9, rtol=0)
 
 
 def test_the_permutation_is_undone_row_for_row():

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-ARCHITECTURES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
-PRE = {"qwen2": "qwen2"}  # tokenizer.ggml.pre of a byte-level vocabulary, by model type
+ARCHITECTURES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "gpt2": "gpt2"}
+PRE = {"qwen2": "qwen2", "gpt2": "gpt-2"}  # tokenizer.ggml.pre of a byte-level vocabulary, by model type
 FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q4_K": 15, "BF16": 32}
 NORMAL, UNKNOWN, CONTROL, UNUSED, BYTE = 1, 2, 3, 5, 6
 
@@ -114,7 +114,7 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
     import gguf
 
     from attncli import attention
-    from attncli.models import llama, load_model
+    from attncli.models import load_model
 
     config = json.loads((folder / "config.json").read_text())
     arch = ARCHITECTURES[config["model_type"]]
@@ -129,24 +129,31 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
     writer.add_block_count(c.layers)
     writer.add_feed_forward_length(c.intermediate)
     writer.add_head_count(c.heads)
-    writer.add_head_count_kv(c.key_heads)
-    writer.add_rope_dimension_count(c.d_head)
-    writer.add_rope_freq_base(c.rope.theta)
-    writer.add_layer_norm_rms_eps(c.norm_eps)
-    if c.d_head * c.heads != c.hidden:
-        writer.add_key_length(c.d_head)
-        writer.add_value_length(c.d_head)
-    if c.rope.kind == "linear":
-        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        writer.add_rope_scaling_factor(c.rope.factor)
+    given = dict(tensors or {})
+    if arch == "gpt2":  # GPT2Model.set_gguf_parameters: LayerNorm's epsilon, learned positions
+        writer.add_layer_norm_eps(c.norm_eps)
+    else:
+        writer.add_head_count_kv(c.key_heads)
+        writer.add_rope_dimension_count(c.d_head)
+        writer.add_rope_freq_base(c.rope.theta)
+        writer.add_layer_norm_rms_eps(c.norm_eps)
+        if c.d_head * c.heads != c.hidden:
+            writer.add_key_length(c.d_head)
+            writer.add_value_length(c.d_head)
+        if c.rope.kind == "linear":
+            writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            writer.add_rope_scaling_factor(c.rope.factor)
+        if c.rope.kind == "llama3" and rope_freqs:
+            given.setdefault("rope_freqs.weight", _rope_factors(c))
     _tokenizer(writer, folder, config)
     for key, value in (metadata or {}).items():
         _put(writer, key, value)
-    given = dict(tensors or {})
-    if c.rope.kind == "llama3" and rope_freqs:
-        given.setdefault("rope_freqs.weight", _rope_factors(c))
-    named = {llama.gguf_name(n): n for n in model.weights}  # GGUF name -> the family's
-    shapes = {**{g: model.weights.tensors[n].shape for g, n in named.items()}, **{g: w.shape for g, w in given.items()}}
+    family = model.family
+    named = {family.gguf_name(n): n for n in model.weights}  # GGUF name -> the family's
+    if arch == "gpt2" and "output.weight" not in named:  # GPT2Model writes the tied head as output.weight too
+        named["output.weight"] = "wte.weight"
+    shapes = {**{g: model.weights.tensors[n].shape[::-1] if family.gguf_transposed(n) else model.weights.tensors[n].shape
+                 for g, n in named.items()}, **{g: w.shape for g, w in given.items()}}
     kinds = {g: tensor_kind(shape, kind) for g, shape in shapes.items()}
     for g, shape in shapes.items():
         writer.add_tensor_info(g, *_info(shape, kinds[g]))
@@ -158,7 +165,8 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
             w = np.asarray(given[g], dtype=np.float32)
         else:
             with attention.precision("float32"):
-                w = np.ascontiguousarray(model.weights[named[g]], dtype=np.float32)
+                w = np.asarray(model.weights[named[g]], dtype=np.float32)
+            w = np.ascontiguousarray(w.T if family.gguf_transposed(named[g]) else w)
             if arch == "llama" and (".attn_q." in g or ".attn_k." in g):
                 w = permute(w, c.heads if ".attn_q." in g else c.key_heads)
         writer.write_tensor_data(_quantized(w, kinds[g]))
@@ -290,11 +298,15 @@ FILES = [("tiny-llama-F32.gguf", "tiny-llama", "F32"), ("tiny-llama-F16.gguf", "
          ("tiny-qwen2-F32.gguf", "tiny-qwen2", "F32"), ("tiny-qwen2-Q8_0.gguf", "tiny-qwen2", "Q8_0"),
          ("tiny-qwen2-Q4_0.gguf", "tiny-qwen2", "Q4_0"), ("wide-llama-Q4_K.gguf", "wide", "Q4_K"),
          ("wide-llama-Q5_1.gguf", "wide", "Q5_1")]
+# tiny-gpt2's: its tokenizer is held against transformers', its numbers against its folder's
+# (transformers' GGUF loader reads no gpt2.context_length, and makes GPT-2's 1,024 positions
+# of a table of 64)
+GPT2_FILES = [("tiny-gpt2-F32.gguf", "tiny-gpt2", "F32"), ("tiny-gpt2-Q8_0.gguf", "tiny-gpt2", "Q8_0")]
 
 
 def write_files(models: Path, out: Path) -> dict[str, Path]:
-    """Every file of FILES in `out`, made from the reference models' folder `models`."""
+    """Every file of FILES and GPT2_FILES in `out`, made from the reference models' folder `models`."""
     out.mkdir(parents=True, exist_ok=True)
     wide = write_wide(out / "wide-llama", models / "tiny-llama")
     return {name: write_gguf(wide if source == "wide" else models / source, out / name, kind, rope_freqs=False)
-            for name, source, kind in FILES}
+            for name, source, kind in FILES + GPT2_FILES}

@@ -27,6 +27,16 @@ Qwen2) gives what is its own:
     projections(weights, l)        layer l's W_query, W_key, W_value and their biases
     passed_on(V, weights, l, config)         what each head sends on, f(x_j)
 
+a family that runs GGUF files (llama.py, gpt2.py; gguf_file.py reads the file) besides:
+
+    GGUF_ARCHITECTURES             general.architecture values it runs -> its model_type
+    gguf_config(header)            the metadata's keys as its config, checked as config.json's
+    gguf_name(name)                a tensor's name in a GGUF (layers.3.self_attn.q_proj.weight:
+                                   blk.3.attn_q.weight)
+    gguf_transposed(name)          whether the file holds it transposed (GPT-2's Conv1D weights)
+    gguf_permuted(name, config, architecture)  the heads over which llama.cpp permuted its rows
+                                   for its RoPE (a "llama" file's query and key), 0 for none
+
 and a decoder besides:
 
     mask(T, config, rows)          (T, T), True where a piece may not attend: causal, and
@@ -54,7 +64,7 @@ from attncli.system.home import expand
 
 FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind in family.MODEL_TYPES}
 # GGUF's general.architecture -> the family that runs it
-GGUF_FAMILIES = {arch: family for family in (llama,) for arch in family.GGUF_ARCHITECTURES}
+GGUF_FAMILIES = {arch: family for family in (llama, gpt2) for arch in family.GGUF_ARCHITECTURES}
 
 
 def family_of(raw: dict, path: Path):

@@ -286,12 +286,18 @@ class Quantized(stored_weights.Stored):
 
     row_bytes: int = 0
     heads: int = 0
+    transposed: bool = False  # stored (out, in) for a family that reads it (in, out): GPT-2's Conv1D weights
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """Its shape in the file, numpy's order: the family's, or its transpose."""
+        return self.shape[::-1] if self.transposed else self.shape
 
     @property
     def nbytes(self) -> int:
         if self.dtype in FLOATS:
             return super().nbytes
-        return math.prod(self.shape[:-1]) * self.row_bytes
+        return math.prod(self.stored_shape[:-1]) * self.row_bytes
 
 
 def unpermuted(rows: int, heads: int) -> np.ndarray:
@@ -312,18 +318,22 @@ class GGUFWeights(stored_weights.Weights):
     transformers' order."""
 
     def _mapped(self, name: str):
+        """The tensor's bytes as the file lays them out: a float tensor's numbers in its shape
+        there, a quantized one's rows of blocks (rows, row_bytes)."""
         s = self.tensors[name]
         if s.dtype in FLOATS:
-            return super()._mapped(name)
+            held, view = super()._mapped(name, dtype=stored_weights.DTYPES[s.dtype][0], count=s.size)
+            return held, view.reshape(s.stored_shape)
         held, view = super()._mapped(name, dtype="<u1", count=s.nbytes)
-        return held, view.reshape(*s.shape[:-1], s.row_bytes)
+        return held, view.reshape(*s.stored_shape[:-1], s.row_bytes)
 
     def widen_into(self, name: str, raw: np.ndarray, out: np.ndarray) -> None:
         s = self.tensors[name]
+        into = out.T if s.transposed else out  # a view of `out` in the file's layout
         if s.dtype in FLOATS:
-            stored_weights.widen(raw, s.dtype, out)
+            stored_weights.widen(raw, s.dtype, into)
         else:
-            dequantize(raw, s, out)
+            dequantize(raw, s, into)
         if s.heads:
             out[...] = out[unpermuted(s.shape[0], s.heads)]
 
@@ -370,13 +380,16 @@ def read_weights(header: Header, config: Config, family) -> GGUFWeights:
         if t is None:
             raise ModelError(f"{path}: lacks the tensor {key}, which a {config.layers}-layer {header.architecture} "
                              "model needs")
-        if t.shape != shape:
-            raise ModelError(f"{path}: {key} has shape {t.shape}, and its metadata asks for {shape}")
+        transposed = family.gguf_transposed(name)
+        if t.shape != (shape[::-1] if transposed else shape):
+            raise ModelError(f"{path}: {key} has shape {t.shape}, and its metadata asks for "
+                             f"{shape[::-1] if transposed else shape}")
         readable(t, path)
         row_bytes = t.nbytes // max(1, math.prod(t.shape[:-1]))
         wanted[name] = Quantized(path, key, t.offset, FLOATS.get(t.kind, t.kind), shape,
-                                 len(shape) == 2 and "embed" not in name, layer_of(name), row_bytes,
-                                 family.gguf_permuted(name, config, header.architecture))
+                                 getattr(family, "LINEAR_LAYOUT", False) and len(shape) == 2 and "embed" not in name,
+                                 layer_of(name), row_bytes, family.gguf_permuted(name, config, header.architecture),
+                                 transposed)
     with reading.open_regular(path, "--model") as f:
         identity = stored_weights.identity(os.fstat(f.fileno()))
     weights = GGUFWeights(wanted, {path: identity})

@@ -119,6 +119,51 @@ def stored_name(name: str, header: dict) -> str | None:
     return None
 
 
+# --- a GGUF file's model (gguf_file.py reads the file)
+
+GGUF_ARCHITECTURES = {"gpt2": "gpt2"}  # general.architecture -> model_type
+# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's under blk.N.
+GGUF_NAMES = {"wte": "token_embd", "wpe": "position_embd", "ln_f": "output_norm", "lm_head": "output",
+              "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+
+
+def gguf_name(name: str) -> str:
+    """A tensor's name in a GGUF file: h.3.attn.c_attn.weight is blk.3.attn_qkv.weight."""
+    stem, kind = name.rsplit(".", 1)
+    if stem.startswith("h."):
+        _, l, part = stem.split(".", 2)
+        return f"blk.{l}.{GGUF_NAMES[part]}.{kind}"
+    return f"{GGUF_NAMES[stem]}.{kind}"
+
+
+def gguf_transposed(name: str) -> bool:
+    """Whether a GGUF holds the tensor `name` transposed from the family's shape: a Conv1D's
+    weight, which llama.cpp's converter writes (out, in), as a Linear's (GPT2Model's
+    modify_tensors; transformers' GPT2TensorProcessor turns it back)."""
+    return name.endswith(".weight") and any(f".{part}." in name for part in ("c_attn", "c_proj", "c_fc"))
+
+
+def gguf_permuted(name: str, config: GPT2Config, architecture: str) -> int:
+    """GPT-2's learned positions need no RoPE layout: nothing is permuted."""
+    return 0
+
+
+def gguf_config(header) -> GPT2Config:
+    """The config a GGUF file's metadata (gguf_file.Header) declares, as config.json's keys
+    read_config checks (transformers' GGUF_CONFIG_MAPPING for gpt2)."""
+    def get(key):
+        return header.get(f"gpt2.{key}")
+
+    embed = header.tensors.get("token_embd.weight")
+    raw = {"model_type": "gpt2", "n_layer": get("block_count"), "n_embd": get("embedding_length"),
+           "n_head": get("attention.head_count"), "n_inner": get("feed_forward_length"),
+           "n_positions": get("context_length"), "layer_norm_epsilon": get("attention.layer_norm_epsilon"),
+           "vocab_size": embed.shape[0] if embed is not None else len(header.get("tokenizer.ggml.tokens") or ()),
+           "tie_word_embeddings": "output.weight" not in header.tensors}
+    return read_config({k: v for k, v in raw.items() if v is not None}, Path(f"{header.path} (its metadata)"))
+
+
 def read_tokenizer(where: Path, config: Config):
     """GPT-2's byte-level BPE, checked by tokenizer.read, with the markers its post_processor
     puts around a sentence (GPT-2's none; a fine-tune's may put <|endoftext|> first)."""

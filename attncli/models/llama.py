@@ -296,6 +296,11 @@ def gguf_permuted(name: str, config: LlamaConfig, architecture: str) -> int:
     return config.heads if ".q_proj." in name else config.key_heads if ".k_proj." in name else 0
 
 
+def gguf_transposed(name: str) -> bool:
+    """Whether a GGUF holds the tensor `name` transposed from the family's shape: never a Llama's."""
+    return False
+
+
 def gguf_config(header) -> LlamaConfig:
     """The config a GGUF file's metadata (gguf_file.Header) declares, as config.json's keys
     read_config checks (transformers' GGUF_CONFIG_MAPPING), and llama.cpp's rope_freqs."""

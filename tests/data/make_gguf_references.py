@@ -5,7 +5,9 @@ file's query and key rows), against which tests/test_gguf.py holds attncli's rea
 same files. The tests never import torch.
 
 The files are made by tests/tinygguf.py (FILES: tiny-llama in F32, F16, BF16 and Q8_0,
-tiny-qwen2 in F32, Q8_0 and Q4_0, a Llama of rows 256 wide in Q4_K and Q5_1), laid out as
+tiny-qwen2 in F32, Q8_0 and Q4_0, a Llama of rows 256 wide in Q4_K and Q5_1, tiny-gpt2 in
+F32 and Q8_0, whose tokenizer alone is held here: transformers' loader gives a gpt2 file
+GPT-2's 1,024 positions whatever its context_length), laid out as
 llama.cpp's converter lays them out; a run writes the same bytes, so that the tests make the
 files again rather than keep them. Run in the environment of the other references, from
 the clone's root, with gguf besides:
@@ -20,7 +22,7 @@ For each file F (its name's dots and dashes as _) and sentence k of SENTENCES, t
     F__hidden_k      float32 (L + 1, T, D)  hidden_states, the last after the final norm
     F__logits_0      float32 (T, V)         the LM head's, of the first sentence
 
-and for each tokenizer (tiny-llama's, tiny-qwen2's, from their F32 files), the ids and
+and for each tokenizer (tiny-llama's, tiny-qwen2's, tiny-gpt2's, from their F32 files), the ids and
 offsets it gives each of TEXTS (hostile and multilingual): TOKENIZER__ids_k, __offsets_k;
 and `sentences`, `texts`, `versions` (each package's, and each file's SHA-256).
 """
@@ -50,7 +52,7 @@ SENTENCES = ["The earth is like an orange", "I sat on the bank of the river, did
 TEXTS = ["The earth is like an orange", "  two  spaces\tand a tab\nand a line", "café naïve Ünïcödé",
          "日本語のテキスト", "emoji 🍊 and 👩‍👩‍👧", "<s> a marker in the text </s>", "<|endoftext|> again",
          "\u202eright-to-left\u202c and \x1b[31mred\x1b[0m", "ÿþ\u0000nul", "ABC abc 123 4567 3.14"]
-TOKENIZERS = {"tiny_llama": "tiny-llama-F32.gguf", "tiny_qwen2": "tiny-qwen2-F32.gguf"}
+TOKENIZERS = {"tiny_llama": "tiny-llama-F32.gguf", "tiny_qwen2": "tiny-qwen2-F32.gguf", "tiny_gpt2": "tiny-gpt2-F32.gguf"}
 
 
 def key(name: str) -> str:
@@ -94,7 +96,8 @@ def main() -> None:
     arrays = {}
     with tempfile.TemporaryDirectory() as tmp:
         files = tinygguf.write_files(ROOT / "models", Path(tmp))
-        for name, path in files.items():
+        for name, _, _ in tinygguf.FILES:
+            path = files[name]
             for k, value in run(path.parent, name).items():
                 arrays[f"{key(name)}__{k}"] = value
         for which, name in TOKENIZERS.items():
