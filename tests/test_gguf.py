@@ -260,6 +260,20 @@ def test_a_tokenizer_the_metadata_garbles_is_refused(tmp_path):
     refused(write(**{"tokenizer.ggml.eos_token_id": 70_000}), "eos_token_id is 70000")
 
 
+def test_a_sentencepiece_vocabulary_of_a_huge_piece_or_a_nan_score_is_refused(tmp_path):
+    """A piece of 100,000 characters would cost generate_merges 10^10 steps; a NaN orders nothing."""
+    vocab = load_model(str(MODELS / "tiny-llama")).tokenizer.get_vocab(with_added_tokens=True)
+    tokens = sorted(vocab, key=vocab.get)
+
+    def write(**metadata):
+        return tinygguf.write_gguf(MODELS / "tiny-llama", tmp_path / "t.gguf", metadata=metadata)
+
+    refused(write(**{"tokenizer.ggml.tokens": [*tokens[:-1], "a" * 100_000]}), "a piece of 100,000 characters")
+    scores = [0.0] * len(tokens)
+    scores[5] = float("nan")
+    refused(write(**{"tokenizer.ggml.scores": scores}), "not a number")
+
+
 def test_a_file_that_is_not_gguf_is_not_taken_for_one(tmp_path):
     path = tmp_path / "model.gguf"
     path.write_bytes(b"GGML" + bytes(100))

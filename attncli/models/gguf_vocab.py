@@ -40,6 +40,10 @@ PRE = {**dict.fromkeys(("llama3", "llama-v3", "llama-bpe", "smaug-bpe", "dbrx", 
        **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), tokenizer.QWEN2_SPLIT),
        **dict.fromkeys(("default", "gpt-2"), None)}
 CONTROL, USER_DEFINED = 3, 4
+# characters of a SentencePiece piece, at most: its merges are found by splitting every piece
+# at every place (generate_merges), which costs the square of a piece's length; SentencePiece's
+# own pieces are 16 characters at most by default, and Gemma's longest (runs of spaces) 31
+PIECE_MOST = 1_024
 NAMED = ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id")
 
 
@@ -140,6 +144,13 @@ def _sentencepiece(header, tokens: list[str]):
     if scores is None:
         raise ModelError(f"{header.path}: lacks tokenizer.ggml.scores, which a SentencePiece vocabulary ('llama') "
                          "orders its merges by")
+    longest = max(tokens, key=len, default="")
+    if len(longest) > PIECE_MOST:
+        raise ModelError(f"{header.path}: its vocabulary holds a piece of {len(longest):,} characters, and a "
+                         f"SentencePiece vocabulary's are {PIECE_MOST:,} at most; it is not a model's own")
+    if not all(isinstance(x, (int, float)) and x == x for x in scores):  # NaN is not equal to itself
+        raise ModelError(f"{header.path}: tokenizer.ggml.scores holds a score that is not a number, and the scores "
+                         "order the vocabulary's merges")
     vocab = {t: i for i, t in enumerate(tokens)}
     merges = [list(m) for m in generate_merges(vocab, dict(zip(tokens, scores)))]
     prefix = _flag(header, "tokenizer.ggml.add_space_prefix", True)
