@@ -99,11 +99,12 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
          layer: int | None = None, head: int | None = None, token: str | None = None, method: str = "raw",
          options=None) -> Page:
     """The page of one sentence (a list of sentences for view="compare"), as the commands'
-    --html draws it. model: a name (minilm), a folder or a model in the Hugging Face cache;
-    else `vectors` (a Vectors, a path, or None for the bundled GloVe). view: "heads" (the
-    default with a model: the model view and the head view), "scores" (the default over
-    word vectors: the head view and the heatmap), "context" and "compare" (with `token`),
-    or "contributions" (with `method`). layer and head as --layer and --head."""
+    --html draws it. model: a name (minilm), a folder, a model in the Hugging Face cache, a
+    GGUF file or a model of ollama's store (llama3.2:1b); else `vectors` (a Vectors, a path,
+    or None for the bundled GloVe). view: "heads" (the default with a model: the model view
+    and the head view), "scores" (the default over word vectors: the head view and the
+    heatmap), "context" and "compare" (with `token`), or "contributions" (with `method`).
+    layer and head as --layer and --head."""
     from attncli.documents.context import compare_doc, context_doc  # as mixing
     from attncli.documents.sentence import heads_doc, scores_doc  # as mixing
     from attncli.encoder import Options  # as mixing

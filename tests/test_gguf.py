@@ -493,3 +493,11 @@ def test_quantization_draws_a_table_and_a_picture_with_the_text_as_it_is(tmp_pat
     assert "[bold]The[/bold]" in result.stdout and "\x1b" not in result.stdout
     assert "Q4_0 (Q4_0 15, F32 11 tensors)" in result.stdout and "mean JS divergence of a row" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_notebook_shows_a_gguf_model(made):
+    from attncli import notebook
+
+    page = notebook.show(SENTENCES[0], model=str(made["tiny-qwen2-Q8_0.gguf"]))
+    html = page._repr_html_()
+    assert "tiny-qwen2-Q8_0.gguf" in html and "Q8_0" in html
