@@ -501,3 +501,21 @@ def test_the_notebook_shows_a_gguf_model(made):
     page = notebook.show(SENTENCES[0], model=str(made["tiny-qwen2-Q8_0.gguf"]))
     html = page._repr_html_()
     assert "tiny-qwen2-Q8_0.gguf" in html and "Q8_0" in html
+
+
+def test_the_direct_dequantizer_is_gguf_py_s_public_one_for_every_type():
+    """dequantizer(kind) calls each type's dequantize_rows on many rows at once; gguf-py's
+    public dequantize goes 16 rows at a time: the same numbers, for every type it reads (the
+    IQ types' grids too), on random bytes."""
+    import gguf
+    import gguf.quants
+
+    rng = np.random.default_rng(0)
+    kinds = [t for t in gguf.GGMLQuantizationType if gguf_file.dequantizer(t.name) is not None]
+    assert {"Q4_0", "Q8_0", "Q2_K", "Q4_K", "Q6_K", "IQ2_XXS", "IQ4_XS"} <= {t.name for t in kinds}
+    for kind in kinds:
+        block, size = gguf.GGML_QUANT_SIZES[kind]
+        raw = rng.integers(0, 256, size=(40, 3 * size), dtype=np.uint8)
+        with np.errstate(all="ignore"):  # random scales: some NaN
+            np.testing.assert_array_equal(gguf_file.dequantizer(kind.name)(raw), gguf.quants.dequantize(raw, kind),
+                                          err_msg=kind.name)

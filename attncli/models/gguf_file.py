@@ -329,43 +329,55 @@ class GGUFWeights(stored_weights.Weights):
 
     def widen_into(self, name: str, raw: np.ndarray, out: np.ndarray) -> None:
         s = self.tensors[name]
+        if s.heads:  # the stored rows put back in transformers' order before they are widened
+            raw = raw[unpermuted(s.stored_shape[0], s.heads)]
         into = out.T if s.transposed else out  # a view of `out` in the file's layout
         if s.dtype in FLOATS:
-            stored_weights.widen(raw, s.dtype, into)
+            stored_weights.in_strips(raw, into, lambda raw, out: stored_weights.widen(raw, s.dtype, out))
         else:
-            dequantize(raw, s, into)
-        if s.heads:
-            out[...] = out[unpermuted(s.shape[0], s.heads)]
+            stored_weights.in_strips(raw, into, lambda raw, out: dequantize(raw, s, out))
+
+
+def dequantizer(kind: str):
+    """gguf-py's dequantizer of the ggml type `kind`: its class in gguf.quants (Q4_K ...),
+    whose dequantize_rows takes rows of blocks (R, row_bytes) to (R, numbers) float32 (the
+    rows at once, where gguf.quants.dequantize would go 16 rows at a time); None for a type
+    gguf-py cannot dequantize."""
+    gguf = need_gguf()
+    found = getattr(gguf.quants, kind, None)
+    if found is None or not hasattr(found, "dequantize_rows"):
+        return None
+    found.init_grid()  # the IQ types' tables, made once
+
+    def rows(raw: np.ndarray) -> np.ndarray:
+        return found.dequantize_rows(raw)
+
+    return rows
 
 
 def dequantize(raw: np.ndarray, s: Quantized, out: np.ndarray) -> None:
     """The quantized rows `raw` (..., row_bytes) of the tensor `s`, dequantized by gguf-py
     into `out` (..., its numbers a row) a block of ROWS rows at a time, each block checked
-    finite (a scale of infinity or NaN in the file)."""
-    gguf = need_gguf()
-    kind = gguf.GGMLQuantizationType[s.dtype]
+    finite (a scale of infinity or NaN in the file) and written into `out` a tile at a time
+    (weights.widen: `out` may be laid out for the products, its transpose's layout)."""
+    rows = dequantizer(s.dtype)
     flat_raw, flat_out = raw.reshape(-1, raw.shape[-1]), out.reshape(-1, out.shape[-1])
     for r in range(0, flat_raw.shape[0], ROWS):
-        block = gguf.quants.dequantize(np.ascontiguousarray(flat_raw[r:r + ROWS]), kind)  # (R, n) float32
+        with np.errstate(all="ignore"):  # a scale of NaN makes NaNs: refused just below, by name
+            block = rows(np.ascontiguousarray(flat_raw[r:r + ROWS]))  # (R, n) float32
         if not np.isfinite(block).all():
             raise ModelError(f"{s.path}: the tensor {s.key} holds NaN or infinite values once dequantized; the "
                              "model's file is damaged: download it again")
-        flat_out[r:r + ROWS] = block
+        stored_weights.widen(block, "F32", flat_out[r:r + ROWS])
 
 
 def readable(t: Tensor, path: Path) -> None:
     """Refuse a tensor of a type gguf-py cannot dequantize (an integer type, a type only
-    llama.cpp's C code reads), found by dequantizing a row of zero bytes."""
-    if t.kind in FLOATS:
-        return
-    gguf = need_gguf()
-    try:
-        gguf.quants.dequantize(np.zeros((1, t.nbytes // max(1, math.prod(t.shape[:-1]))), dtype=np.uint8),
-                               gguf.GGMLQuantizationType[t.kind])
-    except NotImplementedError:
+    llama.cpp's C code reads)."""
+    if t.kind not in FLOATS and dequantizer(t.kind) is None:
         raise ModelError(f"{path}: the tensor {t.name} is of type {t.kind}, which gguf-py cannot dequantize; attncli "
                          "reads F32, F16, BF16 and the quantized types gguf-py reads (Q4_0 ... Q8_0, Q2_K ... Q6_K, "
-                         "the IQ types)") from None
+                         "the IQ types)")
 
 
 def read_weights(header: Header, config: Config, family) -> GGUFWeights:

@@ -1,7 +1,7 @@
 """One sentence through a quantized GGUF file of a 1B model's shape, against the same model's
 safetensors folder: peak memory and time of whole processes.
 
-    python benchmarks/gguf.py [--model FOLDER] [--type Q4_K] [--runs 3] [--threads 0] [--keep DIR]
+    python benchmarks/quantized.py [--model FOLDER] [--type Q4_K] [--runs 3] [--threads 0] [--keep DIR]
 
 FOLDER is a model benchmarks/make_llama.py wrote (default: Llama-3.2-1B's shape, written for
 the run: random weights, BF16, tiny-llama's tokenizer). Its GGUF file of --type is written
@@ -17,6 +17,7 @@ weights in the pass's precision.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -30,14 +31,13 @@ from startup import machine
 
 HERE = Path(__file__).resolve().parent
 ATTNCLI = str(Path(sys.executable).parent / "attncli")
-sys.path.insert(0, str(HERE.parent / "tests"))
 
 
 def layer_bytes(folder: Path, itemsize: int) -> int:
-    """One layer's weights, widened to `itemsize` bytes a number."""
-    from attncli.models import llama, load_model
+    """One layer's weights, widened to `itemsize` bytes a number (from config.json alone)."""
+    from attncli.models import llama
 
-    config = load_model(str(folder)).config
+    config = llama.read_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
     return itemsize * sum(math.prod(shape) for name, shape in llama.expected_shapes(config).items()
                           if name.startswith("layers.0."))
 
@@ -50,15 +50,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="threads each process may use; 0: its default")
     parser.add_argument("--keep", help="a folder to write the model and its file in, and leave them there")
     args = parser.parse_args()
-    import tinygguf
 
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="attncli-gguf-"))
     folder = Path(args.model) if args.model else work / "llama-1b"
     if not folder.exists():
         subprocess.run([sys.executable, str(HERE / "make_llama.py"), str(folder)], check=True)
     path = work / f"llama-1b-{args.type}.gguf"
-    if not path.exists():
-        tinygguf.write_gguf(folder, path, args.type)
+    if not path.exists():  # in a process of its own: a child's peak RSS counts its parent's at the fork
+        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE.parent / 'tests')!r}); "
+                        f"import tinygguf, pathlib; tinygguf.write_gguf(pathlib.Path({str(folder)!r}), "
+                        f"pathlib.Path({str(path)!r}), {args.type!r})"], check=True)
     env = dict(os.environ)
     if args.threads:
         env.update(OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
