@@ -381,3 +381,24 @@ def test_a_bar_on_a_terminal_while_the_weights_are_read(wide):
     done = subprocess.run([sys.executable, "-c", SHOWN_AT_ONCE, "scores", "the earth", "--model", str(folder),
                            "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_matrix_is_widened_in_strips_alike_on_any_thread_or_none(monkeypatch):
+    """in_strips shares a matrix's strips of rows among threads: the bits are the serial
+    copy's; where no thread can start (ulimit -v), the caller's thread does it all."""
+    rng = np.random.default_rng(0)
+    raw = rng.normal(size=(1000, 37)).astype(np.float32)
+    serial = np.empty((1000, 37), order="F")
+    model_weights.widen(raw, "F32", serial)
+    threaded = np.empty((1000, 37), order="F")
+    model_weights.in_strips(raw, threaded, lambda r, o: model_weights.widen(r, "F32", o))
+    assert (threaded == serial).all()
+
+    class NoThreads:
+        def submit(self, *args, **kwargs):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(model_weights, "_pool", NoThreads())
+    alone = np.empty((1000, 37), order="F")
+    model_weights.in_strips(raw, alone, lambda r, o: model_weights.widen(r, "F32", o))
+    assert (alone == serial).all()

@@ -436,7 +436,11 @@ def in_strips(raw: np.ndarray, out: np.ndarray, fill) -> None:
         from concurrent.futures import ThreadPoolExecutor  # only a model's weights need it
 
         _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="attncli-widen")
-    done = [_pool.submit(fill, raw[r:r + STRIP], out[r:r + STRIP]) for r in range(0, raw.shape[0], STRIP)]
+    try:
+        done = [_pool.submit(fill, raw[r:r + STRIP], out[r:r + STRIP]) for r in range(0, raw.shape[0], STRIP)]
+    except RuntimeError:  # no thread could start (ulimit -v leaves no room for its stack): this one does it all
+        fill(raw, out)
+        return
     for strip in done:
         strip.result()  # a strip's error (a NaN dequantized) raised here, as one thread's would be
 
