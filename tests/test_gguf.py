@@ -340,6 +340,11 @@ def test_a_blob_that_is_a_fifo_or_leads_out_of_the_store_is_refused(tmp_path, ma
     os.mkfifo(blob)
     fails(run("scores", SENTENCES[0], "--model", "tiny:latest", env={"OLLAMA_MODELS": str(root)}), "not a regular file")
     blob.unlink()
+    blob.mkdir()  # a folder where the blob is: never read as a model's folder
+    (blob / "config.json").write_text("{}")
+    fails(run("scores", SENTENCES[0], "--model", "tiny:latest", env={"OLLAMA_MODELS": str(root)}), "not a regular file")
+    (blob / "config.json").unlink()
+    blob.rmdir()
     outside = tmp_path / "elsewhere.gguf"
     outside.write_bytes(made["tiny-qwen2-Q8_0.gguf"].read_bytes())
     blob.symlink_to(outside)

@@ -112,4 +112,7 @@ def _model_layer(root: Path, manifest: Path, shown: str) -> Path:
     path = root / "blobs" / f"sha256-{found[1]}"
     if not os.path.lexists(path):
         raise ModelError(f"{manifest}: names the blob {path.name}, which the store lacks; {again}")
-    return _inside(root / "blobs", path, "the model's blob", shown)
+    real = _inside(root / "blobs", path, "the model's blob", shown)
+    if not real.is_file():  # a folder, a FIFO, a device: never read as a model
+        raise ModelError(f"{path}: the model's blob is not a regular file (a folder, a FIFO or a device); {again}")
+    return real
