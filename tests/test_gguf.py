@@ -274,6 +274,14 @@ def test_a_sentencepiece_vocabulary_of_a_huge_piece_or_a_nan_score_is_refused(tm
     refused(write(**{"tokenizer.ggml.scores": scores}), "not a number")
 
 
+def test_a_size_the_metadata_lacks_is_named_in_gguf_s_words(tmp_path, made):
+    def renamed(d):  # the key's name changed in place: the file holds no qwen2.block_count
+        at = d.index(b"qwen2.block_count")
+        d[at:at + len(b"qwen2.block_count")] = b"qwen2.block_cXunt"
+
+    refused(patched(tmp_path, made, renamed), "lacks qwen2.block_count, which a qwen2 model's GGUF declares")
+
+
 def test_a_file_that_is_not_gguf_is_not_taken_for_one(tmp_path):
     path = tmp_path / "model.gguf"
     path.write_bytes(b"GGML" + bytes(100))

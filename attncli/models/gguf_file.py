@@ -83,6 +83,15 @@ class Header:
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
 
+    def need(self, *keys: str) -> None:
+        """Refuse a file whose metadata lacks one of `keys` (the architecture's, after "ARCH."),
+        in GGUF's own words, before its config is made of them."""
+        arch = self.architecture
+        missing = [f"{arch}.{key}" for key in keys if f"{arch}.{key}" not in self.metadata]
+        if missing:
+            raise ModelError(f"{self.path}: lacks {', '.join(missing)}, which a {arch} model's GGUF declares; the file "
+                             "is damaged or was not written by llama.cpp's converter")
+
     @property
     def architecture(self) -> str:
         arch = self.metadata.get("general.architecture")

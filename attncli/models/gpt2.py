@@ -152,6 +152,9 @@ def gguf_permuted(name: str, config: GPT2Config, architecture: str) -> int:
 def gguf_config(header) -> GPT2Config:
     """The config a GGUF file's metadata (gguf_file.Header) declares, as config.json's keys
     read_config checks (transformers' GGUF_CONFIG_MAPPING for gpt2)."""
+    header.need("block_count", "embedding_length", "feed_forward_length", "attention.head_count", "context_length",
+                "attention.layer_norm_epsilon")
+
     def get(key):
         return header.get(f"gpt2.{key}")
 

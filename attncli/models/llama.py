@@ -306,6 +306,8 @@ def gguf_config(header) -> LlamaConfig:
     read_config checks (transformers' GGUF_CONFIG_MAPPING), and llama.cpp's rope_freqs."""
     arch = header.architecture
     path = header.path
+    header.need("block_count", "embedding_length", "feed_forward_length", "attention.head_count", "context_length",
+                "attention.layer_norm_rms_epsilon")
 
     def get(key, default=None):
         return header.get(f"{arch}.{key}", default)
