@@ -532,3 +532,18 @@ def test_the_direct_dequantizer_is_gguf_py_s_public_one_for_every_type():
         with np.errstate(all="ignore"):  # random scales: some NaN
             np.testing.assert_array_equal(gguf_file.dequantizer(kind.name)(raw), gguf.quants.dequantize(raw, kind),
                                           err_msg=kind.name)
+
+
+def test_workers_name_a_store_model_as_the_run_does(tmp_path, made):
+    """batch --jobs 2: each worker loads the model by its blob's path, and names it as the
+    run does (tiny:1b), not by the blob's file name."""
+    store(tmp_path, made, tag="1b")
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("The earth is like an orange\nI sat on the bank of the river\n" * 3)
+    env = {"OLLAMA_MODELS": str(tmp_path)}
+    two = run("batch", corpus, "--model", "tiny:1b", "--jobs", "2", env=env)
+    one_job = run("batch", corpus, "--model", "tiny:1b", env=env)
+    assert two.exit_code == 0 and one_job.exit_code == 0, (two.stderr, one_job.stderr)
+    docs = [json.loads(line) for line in two.stdout.splitlines()]
+    assert {doc["model"]["name"] for doc in docs} == {"tiny:1b"}
+    assert two.stdout == one_job.stdout

@@ -42,6 +42,7 @@ class Job:
     neighbors: int = 5
     model: str | None = None  # a trained model's folder, or its name in the Hugging Face cache, for the vectors
     revision: str | None = None  # the cache's model: the commit of its snapshot, as this run read it
+    named: str | None = None  # the name this run gave a model that workers load by its path (an ollama NAME:TAG)
     layer: int = 1
     head: int | None = None
     precision: str = "float64"  # the model's passes (attention.PRECISIONS), as --precision gives it
@@ -60,7 +61,8 @@ class Job:
         if source.model:
             model = loaded.model
             job = cls(model=model.name if model.revision else str(model.path), revision=model.revision,
-                      layer=loaded.layer, head=loaded.head, precision=source.precision, opts=opts, **fields)
+                      named=None if model.revision else model.name, layer=loaded.layer, head=loaded.head,
+                      precision=source.precision, opts=opts, **fields)
         else:
             job = cls(source=loaded.source if loaded.source != "bundled" else None, limit=source.limit,
                       trust_pickle=source.trust_pickle, opts=opts, **fields)
@@ -72,7 +74,10 @@ class Job:
         if self.model is not None:
             from attncli.models import encoder  # the model's code, and tokenizers within: the model extra's
 
-            return encoder.load(self.model, self.revision, self.layer, self.head)
+            trained = encoder.load(self.model, self.revision, self.layer, self.head)
+            if self.named is not None:  # named in the documents as this run names it, not by its file
+                trained.model.name = self.named
+            return trained
         return load_vectors(self.source, limit=self.limit, trust_pickle=self.trust_pickle)
 
 
