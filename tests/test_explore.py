@@ -531,3 +531,22 @@ def test_a_terminal_that_hangs_up_ends_the_app_with_129():
     os.close(terminal.master)  # the hang-up: the terminal's other end closed
     assert terminal.proc.wait(timeout=30) == 129
     assert ptys.none_left(terminal.proc.pid) == []
+
+
+def test_a_quantized_gguf_model_s_heads(tmp_path):
+    """The explorer over a Q8_0 GGUF file: its heads are the scores document's of the file."""
+    pytest.importorskip("gguf")
+    from pathlib import Path
+
+    import tinygguf
+
+    from attncli import explore, models
+    from attncli.models.encoder import Trained
+
+    path = tinygguf.write_gguf(Path(__file__).parent / "data" / "models" / "tiny-qwen2", tmp_path / "q.gguf", "Q8_0")
+    model = Trained(models.load_model(str(path)), 2)
+    app = run_app(explore.Explorer(model, explore.State("the earth is like an orange", layer=2)), ["l", "h"])
+    assert app.state.layer == 1 and app.state.head == 1
+    expected = scores_doc("the earth is like an orange", Trained(model.model, 1), Options())
+    np.testing.assert_array_equal(np.array(app.doc["heads"][0]["weights"]), np.array(expected["heads"][0]["weights"]))
+    assert app.doc["model"]["quantization"]["type"] == "Q8_0"
