@@ -92,7 +92,23 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
     mapped = weights.read_weights(where, config, family, progress)
-    return Model(name=name, path=where, revision=commit, config=config, weights=mapped, tokenizer=tokenizer, family=family)
+    return Model(name=name, path=where, revision=commit, config=config, weights=mapped, tokenizer=tokenizer, family=family,
+                 eos=end_of_sequence(raw, where, config))
+
+
+def end_of_sequence(raw: dict, where: Path, config) -> tuple[int, ...]:
+    """The ids that end what a decoder writes, as transformers' generate stops at them:
+    generation_config.json's eos_token_id where the folder has one, else config.json's (an
+    id or a list of them); each within the vocabulary."""
+    path = where / "generation_config.json"
+    if path.is_file():
+        raw = files.parse_json(files.read(path, files.CONFIG_MOST), path, "", "a generation_config.json")
+        raw = raw if isinstance(raw, dict) else {}
+    given = raw.get("eos_token_id")
+    ids = given if isinstance(given, list) else [] if given is None else [given]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < config.vocab_size for i in ids):
+        raise ModelError(f"{where}: eos_token_id is {given!r}; it must be an id of the vocabulary, or a list of them")
+    return tuple(ids)
 
 
 def locate(spec: str, revision: str | None = None) -> tuple[str, Path, str | None]:
@@ -126,8 +142,9 @@ def load_gguf(name: str, path: Path, check=None) -> Model:
     config = family.gguf_config(header)
     tokenizer = gguf_vocab.read_tokenizer(header, config)
     mapped = gguf_file.read_weights(header, config, family)
+    eos = header.get("tokenizer.ggml.eos_token_id")
     return Model(name=name, path=path, revision=None, config=config, weights=mapped, tokenizer=tokenizer,
-                 family=family, quantization=header.quantization())
+                 family=family, quantization=header.quantization(), eos=(eos,) if isinstance(eos, int) else ())
 
 
 def files_read(where: Path) -> list[Path]:

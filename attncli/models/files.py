@@ -134,6 +134,7 @@ class Model:
     tokenizer: object  # tokenizers.Tokenizer
     family: object  # the module of its family (bert.py): its forward pass
     quantization: dict | None = None  # a GGUF's: its main ggml type and how many tensors are of each (gguf_file)
+    eos: tuple[int, ...] = ()  # the ids that end what a decoder writes (generation_config.json's, config.json's)
 
     @property
     def causal(self) -> bool:

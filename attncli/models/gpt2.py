@@ -173,10 +173,11 @@ def read_tokenizer(where: Path, config: Config):
     return tokenizer.read(where, config, family="GPT-2", kinds=("BPE",), auto=tokenizer.Auto("GPT2Tokenizer"))
 
 
-def embed(ids: np.ndarray, weights: dict, config: Config) -> np.ndarray:
-    """X_0: each piece's word embedding plus its position's (no norm: each block norms its input)."""
+def embed(ids: np.ndarray, weights: dict, config: Config, start: int = 0) -> np.ndarray:
+    """X_0: each piece's word embedding plus its position's (no norm: each block norms its
+    input), the positions from `start` (the pieces before them, cached)."""
     T = ids.shape[-1]
-    return rows_of(weights, "wte.weight", ids) + rows_of(weights, "wpe.weight", slice(0, T))  # (..., T, D)
+    return rows_of(weights, "wte.weight", ids) + rows_of(weights, "wpe.weight", slice(start, start + T))  # (..., T, D)
 
 
 def conv1d(X: np.ndarray, weights: dict, name: str) -> np.ndarray:
@@ -191,14 +192,17 @@ def mask(T: int, config: Config, rows: slice = slice(None)) -> np.ndarray:
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked,
-           blocks: layers.Blocks | None = None, values: bool = True) -> dict[str, np.ndarray]:
+           blocks: layers.Blocks | None = None, values: bool = True,
+           cache: layers.Cache | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over its normed input X (T, D), every step kept: Q, K, V
     (T, D); per head the scores omega and weights alpha (H, T, T) and context vectors Z
     (H, T, d_head), and side by side (context, T x D); and the output A = merge(Z) W_O + b_O.
     `masked` is the causal mask (T, T), or the function of a block's rows that gives its
     rows (mask(T, config, rows)). With `blocks`, the scores and weights a block of query
     rows at a time, each handed to its consumer and not kept (layers.attention_of). Without
-    `values`, Q, K and the weights alone: c_attn's first two column blocks, no V, Z or A."""
+    `values`, Q, K and the weights alone: c_attn's first two column blocks, no V, Z or A.
+    With `cache`, X is the rows from cache.start on: their keys and values are appended to
+    the cached ones, and the rows attend over all (`masked` their rows of the whole mask)."""
     p = f"h.{l}.attn"
     D = config.hidden
     if not values:
@@ -206,7 +210,9 @@ def attend(X: np.ndarray, weights: dict, l: int, config: Config, masked,
         Q, K = QK[..., :D], QK[..., D:]  # (T, D) each
         return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, masked, blocks)[0]}
     QKV = conv1d(X, weights, f"{p}.c_attn")  # (T, 3D)
-    Q, K, V = QKV[..., :D], QKV[..., D:2 * D], QKV[..., 2 * D:]  # (T, D) each
+    Q, K, V = QKV[..., :D], QKV[..., D:2 * D], QKV[..., 2 * D:]  # (R, D) each
+    if cache is not None:
+        K, V = cache.extend(l, K, V)  # (T, D): every piece's, the cached first
     kept, Z = layers.attention_of(Q, K, V, l, config, masked, blocks)  # omega and alpha (H, T, T), or none; (T, D)
     A = conv1d(Z, weights, f"{p}.c_proj")  # (T, D)
     return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, config.heads), "context": Z, "A": A}
@@ -246,12 +252,14 @@ def after_attention(Y: np.ndarray, weights: dict, l: int, config: Config) -> np.
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: Config, masked,
-          blocks: layers.Blocks | None = None, part: str = "whole") -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          blocks: layers.Blocks | None = None, part: str = "whole",
+          cache: layers.Cache | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, and the steps of its attention (its weights a block of rows at a
     time with `blocks`), or only the `part` of it a consumer reads (layers.every_layer):
-    each half of the block adds to the residual stream what it makes of that stream normed."""
+    each half of the block adds to the residual stream what it makes of that stream normed.
+    With `cache`, of the rows after the cached pieces (attend)."""
     steps = attend(norm(X, weights, f"h.{l}.ln_1", config), weights, l, config, masked, blocks,
-                   values=part != "weights")
+                   values=part != "weights", cache=cache)
     if part != "whole":
         return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
@@ -309,7 +317,7 @@ def pass_bytes(T: int, config: Config) -> int:
 
 
 def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
-        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
+        lengths: np.ndarray | None = None, rows: int | None = None, cache: layers.Cache | None = None) -> None:
     """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
     (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
     `lengths` need no mask of their own: the causal mask hides every later piece, the
@@ -318,18 +326,25 @@ def run(ids: np.ndarray, weights: dict, config: Config, to: layers.Consumer, *,
     each block handed to to.rows() and let go, the mask made a block's rows at a time too
     (a long text: nothing T x T is held). Numbers that overflow are refused after the
     embeddings, at each layer's scores and at each layer's output (ModelError), and numpy
-    says nothing of them."""
+    says nothing of them. With `cache` (layers.Cache), `ids` are the pieces after those
+    cached, at their positions from cache.start: each layer's weights (H, T, start + T)."""
     with np.errstate(all="ignore"):
         ids = np.asarray(ids)
         T = ids.shape[-1]
-        X = finite(embed(ids, weights, config), "the embeddings")  # ([B,] T, D)
-        masked = mask(T, config) if rows is None else (lambda block: mask(T, config, block))  # (T, T), or a block's
+        start = 0 if cache is None else cache.start
+        X = finite(embed(ids, weights, config, start), "the embeddings")  # ([B,] T, D)
+        if start:  # the rows after the cached pieces: theirs of the whole mask (T, start + T)
+            masked = mask(start + T, config, slice(start, start + T))
+        else:
+            masked = mask(T, config) if rows is None else (lambda block: mask(T, config, block))  # (T, T), or a block's
         blocks = None if rows is None else layers.Blocks(rows, to)
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, masked, blocks, part), to,
+        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, masked, blocks, part, cache), to,
                     shown=lambda X: finite(norm(attention.floating(X), weights, "ln_f", config),
                                            "the hidden states after the final norm"))
+        if cache is not None:
+            cache.advance(T)
 
 
 def forward(ids: np.ndarray, weights: dict, config: Config, *, keep: tuple[int, ...] = (),

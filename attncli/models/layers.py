@@ -412,6 +412,28 @@ class Fan:
             c.end(X)
 
 
+class Cache:
+    """A decoder's keys and values of every piece read so far, each layer's (T, KV d_head):
+    what a generation step runs its new piece against. A family's run(..., cache=) runs its
+    rows from position `start` (the pieces cached), appending each layer's new keys and
+    values to that layer's before its attention, and moves `start` past them when done;
+    its rows then attend as a full pass over the whole sequence would (held equal to it)."""
+
+    def __init__(self, layers: int):
+        self.K, self.V = [None] * layers, [None] * layers  # each layer's (T, KV d_head), or None
+        self.start = 0
+
+    def extend(self, l: int, K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Layer l's keys and values of every piece, the rows now running (R, ...) after the cached."""
+        if self.K[l] is not None:
+            K, V = np.concatenate([self.K[l], K], axis=-2), np.concatenate([self.V[l], V], axis=-2)
+        self.K[l], self.V[l] = K, V
+        return K, V
+
+    def advance(self, n: int) -> None:
+        self.start += n
+
+
 @dataclass(frozen=True)
 class Blocks:
     """A pass run a block of query rows at a time (a family's run(..., rows=R)): `size`

@@ -375,7 +375,8 @@ def mask(T: int, config: LlamaConfig, rows: slice = slice(None)) -> np.ndarray:
 
 
 def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-           hidden, blocks: layers.Blocks | None = None, values: bool = True) -> dict[str, np.ndarray]:
+           hidden, blocks: layers.Blocks | None = None, values: bool = True,
+           cache: layers.Cache | None = None) -> dict[str, np.ndarray]:
     """Layer l's self-attention over the normed X (T, D), every step kept: Q, K, V
     (T, H d_head: turned by RoPE, the keys and values written out for every query head);
     per head the scores omega and weights alpha (H, T, T) and context vectors Z
@@ -384,15 +385,21 @@ def attend(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tupl
     (T, T), or the function of a block's rows that gives its rows (mask(T, config, rows)).
     With `blocks`, the scores and weights a block of query rows at a time, each handed to
     its consumer and not kept (layers.attention_of). Without `values`, Q, K and the
-    weights alone: no V, Z or A is made."""
+    weights alone: no V, Z or A is made. With `cache`, X is the rows from cache.start on:
+    their keys and values are appended to the cached ones, and the rows attend over all
+    (`hidden` then their rows of the whole mask, (R, T))."""
     p = f"layers.{l}.self_attn"
     H, KV = config.heads, config.key_heads
     cos, sin = rope
-    Q = rotary.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (T, H d)
-    K = rotary.share_heads(rotary.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin), KV, H)  # (T, H d)
+    Q = rotary.rotate(dense(X, weights, f"{p}.q_proj"), H, cos, sin)  # (R, H d)
+    K = rotary.rotate(dense(X, weights, f"{p}.k_proj"), KV, cos, sin)  # (R, KV d)
     if not values:
+        K = rotary.share_heads(K, KV, H)  # (T, H d)
         return {"Q": Q, "K": K, **layers.attention_of(Q, K, None, l, config, hidden, blocks)[0]}
-    V = rotary.share_heads(dense(X, weights, f"{p}.v_proj"), KV, H)  # (T, H d)
+    V = dense(X, weights, f"{p}.v_proj")  # (R, KV d)
+    if cache is not None:
+        K, V = cache.extend(l, K, V)  # (T, KV d): every piece's, the cached first
+    K, V = rotary.share_heads(K, KV, H), rotary.share_heads(V, KV, H)  # (T, H d)
     kept, Z = layers.attention_of(Q, K, V, l, config, hidden, blocks)  # omega and alpha (H, T, T), or none; (T, H d)
     A = dense(Z, weights, f"{p}.o_proj")  # (T, D)
     return {"Q": Q, "K": K, "V": V, **kept, "Z": attention.split_heads(Z, H), "context": Z, "A": A}
@@ -427,12 +434,14 @@ def feed_forward(X: np.ndarray, weights: dict, l: int) -> np.ndarray:
 
 
 def layer(X: np.ndarray, weights: dict, l: int, config: LlamaConfig, rope: tuple[np.ndarray, np.ndarray],
-          hidden, blocks: layers.Blocks | None = None, part: str = "whole") -> tuple[np.ndarray, dict[str, np.ndarray]]:
+          hidden, blocks: layers.Blocks | None = None, part: str = "whole",
+          cache: layers.Cache | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """X_l from X_{l-1}, each half added to the stream after an RMSNorm of its input, and
     the steps of its attention (its weights a block of rows at a time with `blocks`), or
-    only the `part` of it a consumer reads (layers.every_layer)."""
+    only the `part` of it a consumer reads (layers.every_layer); with `cache`, of the rows
+    after the cached pieces (attend)."""
     steps = attend(rms_norm(X, weights[f"layers.{l}.input_layernorm.weight"], config.norm_eps), weights, l, config,
-                   rope, hidden, blocks, values=part != "weights")
+                   rope, hidden, blocks, values=part != "weights", cache=cache)
     if part != "whole":
         return None, steps
     return after_attention(X + steps["A"], weights, l, config), steps  # (T, D)
@@ -487,7 +496,7 @@ def pass_bytes(T: int, config: LlamaConfig) -> int:
 
 
 def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer, *,
-        lengths: np.ndarray | None = None, rows: int | None = None) -> None:
+        lengths: np.ndarray | None = None, rows: int | None = None, cache: layers.Cache | None = None) -> None:
     """Every layer over the word pieces `ids` (T,), each handed to `to` as it is made
     (layers.Consumer), or over a batch (B, T) of sentences padded on the right (their
     `lengths` need no mask of their own: the causal mask, and a window within it, hide
@@ -496,17 +505,21 @@ def run(ids: np.ndarray, weights: dict, config: LlamaConfig, to: layers.Consumer
     query rows at a time, each block handed to to.rows() and let go, the mask made a
     block's rows at a time too (a long text: nothing T x T is held). Numbers that overflow
     are refused at each layer's norms and scores and at each layer's output (ModelError),
-    and numpy says nothing of them."""
+    and numpy says nothing of them. With `cache` (layers.Cache), `ids` are the pieces after
+    those cached, at their positions from cache.start: each layer's weights (H, T, start + T)."""
     with np.errstate(all="ignore"):
         ids = np.asarray(ids)
         T = ids.shape[-1]
-        rope, hidden = _positions(T, config, blocked=rows is not None)
+        start = 0 if cache is None else cache.start
+        rope, hidden = _positions(T, config, blocked=rows is not None, start=start)
         blocks = None if rows is None else layers.Blocks(rows, to)
         X = rows_of(weights, "embed_tokens.weight", ids)  # ([B,] T, D): finite, as every weight read
         # the last state after the final norm, as transformers gives it, over X_L in the
         # working precision, as Kept holds it
-        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, rope, hidden, blocks, part), to,
+        every_layer(X, config, lambda X, l, part: layer(X, weights, l, config, rope, hidden, blocks, part, cache), to,
                     shown=lambda X: rms_norm(attention.floating(X), weights["norm.weight"], config.norm_eps))
+        if cache is not None:
+            cache.advance(T)
 
 
 def forward(ids: np.ndarray, weights: dict, config: LlamaConfig, *, keep: tuple[int, ...] = (),
@@ -534,10 +547,15 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     return finite(out, "the logits")
 
 
-def _positions(T: int, config: LlamaConfig, blocked: bool = False) -> tuple[tuple[np.ndarray, np.ndarray], object]:
+def _positions(T: int, config: LlamaConfig, blocked: bool = False,
+               start: int = 0) -> tuple[tuple[np.ndarray, np.ndarray], object]:
     """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces; `blocked`, instead
-    of the mask the function of a block's rows that gives its (R, T) rows."""
-    rope = rotary.rope_angles(np.arange(T), frequencies(config))
+    of the mask the function of a block's rows that gives its (R, T) rows. From `start`:
+    T pieces after as many cached, at positions start .. start + T - 1, their rows of the
+    whole mask (T, start + T)."""
+    rope = rotary.rope_angles(np.arange(start, start + T), frequencies(config))
+    if start:
+        return rope, mask(start + T, config, slice(start, start + T))
     return rope, (lambda rows: mask(T, config, rows)) if blocked else mask(T, config)
 
 
