@@ -96,7 +96,7 @@ def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
 
 
 VIEW_MODULES = ["attncli.views", *(f"attncli.views.{name}" for name in (
-    "common", "corpus", "drift", "export", "heatmap", "json", "mixing", "page", "plot", "progress", "sentence", "training",
+    "common", "corpus", "drift", "export", "generation", "heatmap", "json", "mixing", "page", "plot", "progress", "sentence", "training",
     "vectors"))]
 
 

@@ -90,6 +90,7 @@ LAZY = {
     "explain": "sentence", "heads": "sentence", "batch": "corpus", "vectors": "vectors",
     "rnn": "rnn", "qkv": "qkv", "train": "train", "stats": "stats", "faithfulness": "faithfulness",
     "explore": "explore", "contributions": "contributions", "quantization": "drift",
+    "generate": "generate",
 }
 
 

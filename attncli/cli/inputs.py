@@ -96,7 +96,7 @@ def compute_all(sentences: list[tuple[int | None, str]], make_doc, said=None) ->
         made = made if isinstance(made, list) else [made]
         doc = made[0]
         where = f"line {line:,}: " if line else ""
-        missing = list(dict.fromkeys(doc["oov"]))
+        missing = list(dict.fromkeys(doc.get("oov", ())))  # a generated text has no word vectors to lack
         if missing:  # one line a sentence, however many words it lacks
             done = "given a zero vector" if missing[0] in doc["tokens"] else "left out"
             named = ", ".join(map(repr, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")

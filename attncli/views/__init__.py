@@ -17,7 +17,7 @@ VIEWS = {
     "scores_view": "sentence", "context_view": "sentence", "compare_view": "sentence",
     "neighbors_view": "sentence", "explain_view": "sentence", "heads_view": "sentence",
     "rows_view": "sentence",
-    "contributions_view": "mixing", "quantization_view": "drift",
+    "contributions_view": "mixing", "quantization_view": "drift", "generate_view": "generation",
     "stats_view": "corpus", "faithfulness_view": "corpus",
     "rnn_view": "training", "train_view": "training",
     "info_view": "vectors", "entries_view": "vectors", "verified_view": "vectors", "cleared_view": "vectors",

@@ -1,0 +1,79 @@
+"""The generate command: a decoder writes after a prompt, and each piece it wrote shows where
+the step that chose it looked (documents/generation.py's document)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from attncli.cli.inputs import compute_all, read_sentences
+from attncli.cli.options import model_options, output_options, png_option, sentence_argument
+from attncli.cli.output import emit
+from attncli.cli.sections import Command
+from attncli.documents.generation import generate_doc
+from attncli.models.generation import Sampling
+from attncli.visible import visible
+
+
+@click.command(cls=Command, short_help="a decoder writes after a prompt: each piece, and where it looked")
+@sentence_argument
+@click.option("--max-new-tokens", "new", type=click.IntRange(min=1), default=20, show_default=True, metavar="N",
+              help="The most pieces to write; it stops before at the model's end-of-sequence piece.")
+@click.option("--sample", is_flag=True,
+              help="Draw each piece from the model's distribution (--temperature, --top-k, --top-p, --seed) instead "
+                   "of taking the likeliest (greedy, the default).")
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), metavar="T",
+              help="With --sample: the scores divided by T before the softmax. Default: 1.")
+@click.option("--top-k", type=click.IntRange(min=1), metavar="K", help="With --sample: draw among the K likeliest.")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True), metavar="P",
+              help="With --sample: draw among the fewest likeliest pieces whose probabilities sum to P.")
+@click.option("--seed", type=click.IntRange(min=0), metavar="S",
+              help="With --sample: the generator's seed; the same seed, the same pieces. Default: 0.")
+@model_options
+@png_option
+@output_options
+def generate(sentence, new, sample, temperature, top_k, top_p, seed, source, out):
+    """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
+    each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
+    piece it wrote, the attention of the step that chose it over every position before it
+    (--layer, default the last; --head, default the mean of the heads), its weight on the
+    first position apart (the attention sink), the prompt's pieces it weighed most, its
+    log-probability and the likeliest pieces at its step. PROMPT absent or "-": one prompt
+    per line of standard input.
+
+    \b
+    Examples:
+      attncli generate "The capital of France is" --model llama3.2:1b --max-new-tokens 5
+      attncli generate "Once upon a time" --model gpt2 --sample --temperature 0.8 --seed 7
+      attncli generate "The earth is like an orange" --model gpt2 --layer 3 --head 5 --json | jq .top
+    """
+    if source.model is None:
+        raise click.UsageError("generate runs a decoder: give --model NAME|DIR (a GPT-2 or Llama-family model)")
+    given = [name for name, value in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p),
+                                      ("--seed", seed)) if value is not None]
+    if given and not sample:
+        raise click.UsageError(f"{given[0]} sets how a piece is drawn; add --sample (without it, the likeliest piece "
+                               "is taken)")
+    sampling = Sampling(temperature or 1.0, top_k, top_p, seed or 0) if sample else Sampling()
+    prompts = read_sentences(sentence, "give a PROMPT argument")
+    model = source.load()
+    said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
+    docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said))
+    if said is not None:
+        sys.stdout.write("\n")
+    emit(docs, out, "generate_view")
+
+
+class Growing:
+    """The continuation on a terminal as it grows: what each piece adds to the text shown
+    (control characters made visible; where a piece changes what was shown, as a byte that
+    completes a character does, the text again on a line of its own)."""
+
+    def __init__(self):
+        self.shown = ""
+
+    def __call__(self, text: str) -> None:
+        seen = visible(text)
+        sys.stdout.write(seen[len(self.shown):] if seen.startswith(self.shown) else "\n" + seen)
+        sys.stdout.flush()
+        self.shown = seen

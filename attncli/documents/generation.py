@@ -1,0 +1,81 @@
+"""The `generate` document: what a decoder wrote after a prompt (models/generation.py), and
+for each generated piece the attention of the step that chose it, over every position
+before it, of the layer and head shown (the last layer's, the mean of its heads, unless
+--layer and --head choose).
+
+A decoder's attention sink (Xiao et al. 2023, "Efficient Streaming Language Models with
+Attention Sinks"): most heads put much of every row on the first position, whatever it
+holds, and a row's other weights are then small beside it. So each row's weight on the
+first position is given apart, under `sink`, and `top` lists the prompt's pieces after the
+first that the row weighs most; the table shades the rest of the row on a scale of its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli import attention, ranking
+from attncli.models import generation
+
+TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
+
+
+def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = generation.Sampling(), *,
+                 likeliest: int = 5, said=None) -> dict:
+    """The document of `new` pieces after `prompt` through the trained model `source`
+    (models.encoder.Trained: its layer and head the ones shown); said(piece text so far)
+    hears the continuation as it grows."""
+    model = source.model
+    pieces = model.encode(prompt, "prompt")
+    P = len(pieces.ids)
+    chosen, before = [int(i) for i in pieces.ids], _decoded(model, pieces.ids)
+
+    def heard(step: generation.Step) -> None:  # the continuation so far, decoded whole: a piece may be half a character
+        chosen.append(step.id)
+        said(_decoded(model, chosen)[len(before):])
+
+    out = generation.generate(model, pieces.ids, new, sampling=sampling, likeliest=likeliest, eos=model.eos,
+                              said=heard if said is not None else None)
+    l = (source.layer or model.config.layers) - 1
+    rows = [step.weights[l] for step in out.steps]  # (H, P + k) each
+    shown = [r[source.head - 1] if source.head else r.mean(axis=0) for r in rows]  # (P + k,) each
+    names = [model.piece(i) for i in out.ids]
+    doc = {
+        "command": "generate",
+        "prompt": prompt,
+        "tokens": pieces.pieces + names,
+        "ids": [int(i) for i in pieces.ids] + out.ids,
+        "prompt_length": P,
+        "generated": names,
+        "text": _decoded(model, [*pieces.ids, *out.ids])[len(_decoded(model, pieces.ids)):],
+        "stop": out.stop,
+        "sampling": ({"greedy": True} if sampling.temperature is None else
+                     {"greedy": False, "temperature": sampling.temperature, "top_k": sampling.top_k,
+                      "top_p": sampling.top_p, "seed": sampling.seed}),
+        "model": source.about(),
+        "precision": attention.working().name,
+        "layer": l + 1,
+        "head": source.head,
+        "special": list(pieces.special) + [i in model.eos for i in out.ids],
+        "logprobs": [step.logprob for step in out.steps],
+        "alternatives": [[{"token": model.piece(j), "id": j, "logprob": lp} for j, lp in step.likeliest]
+                         for step in out.steps],
+        "weights": [row.tolist() for row in shown],
+        "sink": [float(row[0]) for row in shown],
+        "top": [_top(row, pieces.pieces, P) for row in shown],
+    }
+    if source.head is None:
+        doc["heads"] = [r.tolist() for r in rows]  # each piece's (H, P + k)
+    return doc
+
+
+def _decoded(model, ids) -> str:
+    """The text of `ids` as the tokenizer decodes it, markers and all: the continuation is
+    what decoding the prompt and it adds to the prompt's own (its first piece's space kept)."""
+    return model.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def _top(row: np.ndarray, tokens: list[str], P: int) -> list[dict]:
+    """The prompt's pieces after the first (the sink, given apart) that `row` weighs most."""
+    ranked = [int(j) + 1 for j in ranking.ranked(row[1:P])][:TOP]
+    return [{"token": tokens[j], "index": j, "weight": float(row[j])} for j in ranked]

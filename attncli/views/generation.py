@@ -1,0 +1,62 @@
+"""The view of a `generate` document (documents/generation.py): the prompt and what the model
+wrote; then a line for each written piece (its log-probability, its weight on the first
+position, the attention sink, and the prompt's pieces it weighed most, the likeliest pieces
+at its step), and its row over every position before it as a strip, a character a position,
+shaded on the scale of the rows' weights past the first position (so that the sink, shown
+apart, does not wash out the rest)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from attncli.views.common import quantized
+
+SHADES = " ░▒▓█"  # a weight's fifth of the largest past the first position
+
+
+def _shaded(weights: list[float], largest: float) -> str:
+    """A character a weight, by its share of `largest`."""
+    top = len(SHADES) - 1
+    return "".join(SHADES[min(int(w / largest * top + 0.5), top)] for w in weights)
+
+
+def _piece(token: str | None) -> str:
+    return "(no piece)" if token is None else token
+
+
+def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
+    m = doc["model"]
+    P, rows = doc["prompt_length"], doc["weights"]
+    head = Text(f"{doc['prompt']}", style="bold")
+    head.append(doc["text"], style="bold green")
+    which = f"head {doc['head']}" if doc["head"] else f"mean over {m['heads']} heads"
+    sampling = doc["sampling"]
+    drawn = ("greedy (the likeliest piece each step)" if sampling["greedy"] else
+             f"sampled (temperature {sampling['temperature']:g}, top-k {sampling['top_k'] or 'all'}, top-p "
+             f"{sampling['top_p'] or 1:g}, seed {sampling['seed']})")
+    about = Text(f"\nmodel {m['name']}{quantized(m)}; {len(doc['generated'])} pieces written, {drawn}, stopped at "
+                 f"{'its end-of-sequence piece' if doc['stop'] == 'eos' else 'the pieces asked for'}; layer "
+                 f"{doc['layer']} of {m['layers']}, {which}; the first position's weight (the sink) given apart",
+                 style="dim")
+    largest = max((w for row in rows for w in row[1:]), default=0.0) or 1.0
+    lines = []
+    for k, (token, row) in enumerate(zip(doc["generated"], rows)):
+        line = Text(f"{P + k:>4} ", style="dim")
+        line.append(f"{_piece(token)}", style="bold")
+        line.append(f"  logp {doc['logprobs'][k]:.3f}  sink {doc['sink'][k]:.3f}  ")
+        line.append("looked at: " + ", ".join(f"{_piece(t['token'])} {t['weight']:.3f}" for t in doc["top"][k]))
+        others = [a for a in doc["alternatives"][k] if a["token"] != token][:3]
+        if others:
+            line.append("  instead: " + ", ".join(f"{_piece(a['token'])} {a['logprob']:.2f}" for a in others),
+                        style="dim")
+        strip = Text("     |", style="dim")
+        strip.append(_shaded(row[1:P], largest), style="cyan")
+        if len(row) > P:
+            strip.append("|", style="dim")
+            strip.append(_shaded(row[P:], largest), style="green")
+        lines += [line, strip]
+    legend = Text(f"each strip: the row over the prompt's positions 1 to {P - 1} (cyan), then the written pieces "
+                  f"before it (green); shades to {largest:.3f}, the largest weight past the first position",
+                  style="dim")
+    return Group(head, about, *lines, legend)
