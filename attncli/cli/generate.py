@@ -22,17 +22,17 @@ from attncli.visible import visible
 @click.option("--sample", is_flag=True,
               help="Draw each piece from the model's distribution (--temperature, --top-k, --top-p, --seed) instead "
                    "of taking the likeliest (greedy, the default).")
-@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), metavar="T",
+@click.option("--temperature", "heat", type=click.FloatRange(min=0, min_open=True), metavar="T",
               help="With --sample: the scores divided by T before the softmax. Default: 1.")
 @click.option("--top-k", type=click.IntRange(min=1), metavar="K", help="With --sample: draw among the K likeliest.")
 @click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True), metavar="P",
               help="With --sample: draw among the fewest likeliest pieces whose probabilities sum to P.")
-@click.option("--seed", type=click.IntRange(min=0), metavar="S",
+@click.option("--seed", "draws", type=click.IntRange(min=0), metavar="S",
               help="With --sample: the generator's seed; the same seed, the same pieces. Default: 0.")
 @model_options
 @png_option
 @output_options
-def generate(sentence, new, sample, temperature, top_k, top_p, seed, source, out):
+def generate(sentence, new, sample, heat, top_k, top_p, draws, source, out):
     """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
     each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
     piece it wrote, the attention of the step that chose it over every position before it
@@ -49,14 +49,18 @@ def generate(sentence, new, sample, temperature, top_k, top_p, seed, source, out
     """
     if source.model is None:
         raise click.UsageError("generate runs a decoder: give --model NAME|DIR (a GPT-2 or Llama-family model)")
-    given = [name for name, value in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p),
-                                      ("--seed", seed)) if value is not None]
+    # --temperature and --seed are the sampling's, named apart from the attention's own (which a model refuses)
+    given = [name for name, value in (("--temperature", heat), ("--top-k", top_k), ("--top-p", top_p),
+                                      ("--seed", draws)) if value is not None]
     if given and not sample:
         raise click.UsageError(f"{given[0]} sets how a piece is drawn; add --sample (without it, the likeliest piece "
                                "is taken)")
-    sampling = Sampling(temperature or 1.0, top_k, top_p, seed or 0) if sample else Sampling()
+    sampling = Sampling(heat or 1.0, top_k, top_p, draws or 0) if sample else Sampling()
     prompts = read_sentences(sentence, "give a PROMPT argument")
     model = source.load()
+    if not model.model.causal:
+        raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
+                               "decoder with --model (a GPT-2 or Llama-family model)")
     said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
     docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said))
     if said is not None:

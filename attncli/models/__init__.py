@@ -37,7 +37,8 @@ a family that runs GGUF files (llama.py, gpt2.py; gguf_file.py reads the file) b
     gguf_permuted(name, config, architecture)  the heads over which llama.cpp permuted its rows
                                    for its RoPE (a "llama" file's query and key), 0 for none
 
-and a decoder besides:
+and a decoder besides (whose run(..., cache=layers.Cache) runs the pieces after those
+cached, at their positions, against every cached key: generation.py's steps):
 
     mask(T, config, rows)          (T, T), True where a piece may not attend: causal, and
                                    a sliding window where the config declares one

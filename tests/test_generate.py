@@ -1,0 +1,152 @@
+"""attncli generate: the pieces a decoder writes, held against transformers' generate and its
+forward pass over what it wrote (tests/data/generation.npz, made by
+make_generation_references.py); the cached steps against a whole pass; sampling; bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors", reason="the model extra: pip install '.[model]'")
+from clirunner import fails, one, run  # noqa: E402
+
+from attncli import attention  # noqa: E402
+from attncli.models import generation, load_model  # noqa: E402
+
+HERE = Path(__file__).parent
+MODELS = HERE / "data" / "models"
+REFERENCE = np.load(HERE / "data" / "generation.npz")
+PROMPTS = [str(p) for p in REFERENCE["prompts"]]
+DECODERS = ["tiny-gpt2", "tiny-llama", "tiny-qwen2", "tiny-mistral"]
+
+
+@pytest.mark.parametrize("name", DECODERS)
+@pytest.mark.parametrize("k", range(len(PROMPTS)))
+def test_greedy_pieces_log_probabilities_and_every_head_are_transformers(name, k):
+    key = name.replace("-", "_")
+    ids, P = REFERENCE[f"{key}__ids_{k}"], REFERENCE[f"{key}__prompt_{k}"].item()
+    attentions, logprobs = REFERENCE[f"{key}__attentions_{k}"], REFERENCE[f"{key}__logprobs_{k}"]
+    model = load_model(str(MODELS / name))
+    assert model.encode(PROMPTS[k]).ids.tolist() == ids[:P].tolist()
+    out = generation.generate(model, ids[:P], 8, eos=model.eos)
+    assert out.ids == ids[P:].tolist()
+    for n, step in enumerate(out.steps):
+        assert step.logprob == pytest.approx(float(logprobs[n]), abs=1e-5)
+        np.testing.assert_allclose(step.weights, attentions[:, :, P - 1 + n, :P + n], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_each_cached_step_is_the_whole_pass_over_everything_before_it(name):
+    """Every step runs its one new piece against the cached keys and values; a forward pass
+    over the prompt and every piece written gives the same rows and scores within 1e-12."""
+    model = load_model(str(MODELS / name))
+    prompt = model.encode(PROMPTS[1]).ids
+    out = generation.generate(model, prompt, 12, sampling=generation.Sampling(1.0, seed=3))
+    ids, P = np.concatenate([prompt, out.ids]), len(prompt)
+    whole = model.family.forward(ids, model.weights, model.config)
+    logp = attention.log_softmax(model.family.logits(np.asarray(whole.hidden)[-1], model.weights, model.config))
+    for n, step in enumerate(out.steps):
+        np.testing.assert_allclose(step.weights, np.asarray(whole.weights)[:, :, P - 1 + n, :P + n], atol=1e-12,
+                                   rtol=0)
+        assert step.logprob == pytest.approx(logp[P - 1 + n, step.id], abs=1e-12)
+        assert [j for j, _ in step.likeliest] == list(np.argsort(-logp[P - 1 + n], kind="stable")[:5])
+
+
+class Fixed:
+    """A generator whose draws are given."""
+
+    def __init__(self, *draws):
+        self.draws = list(draws)
+
+    def random(self):
+        return self.draws.pop(0)
+
+
+def test_a_draw_falls_where_its_running_sum_says():
+    z = np.log(np.array([0.1, 0.4, 0.2, 0.3]))  # ranked: 1 (0.4), 3 (0.3), 2 (0.2), 0 (0.1)
+    everything = generation.Sampling(1.0)
+    assert [generation.choose(z, everything, Fixed(u)) for u in (0.0, 0.39, 0.41, 0.69, 0.71, 0.89, 0.91)] == \
+        [1, 1, 3, 3, 2, 2, 0]
+    top2 = generation.Sampling(1.0, top_k=2)  # 0.4 and 0.3, renormalized: 4/7 and 3/7
+    assert [generation.choose(z, top2, Fixed(u)) for u in (0.5, 0.58, 0.99)] == [1, 3, 3]
+    nucleus = generation.Sampling(1.0, top_p=0.65)  # 0.4 + 0.3 reach 0.65: the two
+    assert {generation.choose(z, nucleus, Fixed(u)) for u in np.linspace(0, 0.999, 50)} == {1, 3}
+    cold = generation.Sampling(0.05)  # temperature 0.05: 0.4 ** 20 against 0.3 ** 20, the first almost surely
+    assert generation.choose(z, cold, Fixed(0.99)) == 1
+    assert generation.choose(z, generation.Sampling(), None) == 1  # greedy
+
+
+def test_the_same_seed_writes_the_same_pieces(tmp_path):
+    args = ["generate", PROMPTS[0], "--model", MODELS / "tiny-gpt2", "--max-new-tokens", "10", "--sample",
+            "--temperature", "1.5", "--seed", "11", "--json"]
+    a, b = one(run(*args)), one(run(*args))
+    assert a["generated"] == b["generated"] and a["sampling"]["seed"] == 11
+    other = one(run(*args[:-2], "12", "--json"))
+    assert other["generated"] != a["generated"]
+    greedy = one(run("generate", PROMPTS[0], "--model", MODELS / "tiny-gpt2", "--max-new-tokens", "10", "--json"))
+    top1 = one(run(*args[:-3], "--top-k", "1", "--json"))
+    assert top1["generated"] == greedy["generated"]
+
+
+def test_the_document_holds_each_piece_s_row_its_sink_and_top():
+    doc = one(run("generate", PROMPTS[1], "--model", MODELS / "tiny-llama", "--max-new-tokens", "5", "--json"))
+    P, N = doc["prompt_length"], len(doc["generated"])
+    assert doc["tokens"][P:] == doc["generated"] and len(doc["tokens"]) == P + N == len(doc["ids"])
+    assert doc["layer"] == 2 and doc["head"] is None and doc["stop"] == "length"
+    for k, row in enumerate(doc["weights"]):
+        assert len(row) == P + k and sum(row) == pytest.approx(1, abs=1e-12)
+        heads = np.array(doc["heads"][k])  # (H, P + k)
+        np.testing.assert_allclose(row, heads.mean(axis=0), atol=1e-15)
+        assert doc["sink"][k] == row[0]
+        top = doc["top"][k]
+        assert [t["index"] for t in top] == list(np.argsort(-np.array(row[1:P]), kind="stable")[:3] + 1)
+        assert doc["alternatives"][k][0]["id"] == doc["ids"][P + k]  # greedy: the likeliest
+    headed = one(run("generate", PROMPTS[1], "--model", MODELS / "tiny-llama", "--max-new-tokens", "5", "--layer",
+                     "1", "--head", "3", "--json"))
+    assert headed["layer"] == 1 and headed["head"] == 3 and "heads" not in headed
+    assert headed["generated"] == doc["generated"]
+
+
+def test_generation_stops_at_the_end_of_sequence_piece():
+    model = load_model(str(MODELS / "tiny-gpt2"))
+    prompt = model.encode(PROMPTS[0]).ids
+    first = generation.generate(model, prompt, 12).ids
+    n = next(i for i in range(1, 12) if first[i] not in first[:i])  # a piece written once, after others
+    out = generation.generate(model, prompt, 12, eos=(first[n],))
+    assert out.ids == first[:n + 1] and out.stop == "eos"
+
+
+def test_bad_input_is_one_line():
+    model = ["--model", MODELS / "tiny-gpt2"]
+    fails(run("generate", PROMPTS[0], *model, "--max-new-tokens", "0"), "--max-new-tokens", code=2)
+    fails(run("generate", PROMPTS[0], *model, "--max-new-tokens", "70"), "past its 64 positions",
+          "ask for at most 59")
+    fails(run("generate", " ".join(["orange"] * 80), *model), "the prompt is 81 word pieces long", "reads at most 64")
+    fails(run("generate", PROMPTS[0], *model, "--temperature", "0.5"), "add --sample", code=2)
+    fails(run("generate", PROMPTS[0]), "give --model", code=2)
+    fails(run("generate", PROMPTS[0], "--model", MODELS / "tiny-bert"), "is an encoder", code=2)
+
+
+def test_a_table_shows_the_text_with_its_control_characters_visible():
+    result = run("generate", "The [bold]earth[/bold] \x1b[31mis", "--model", MODELS / "tiny-gpt2",
+                 "--max-new-tokens", "3", "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    assert "[bold]earth[/bold]" in result.stdout and "\x1b" not in result.stdout
+    assert "looked at:" in result.stdout and "the sink" in result.stdout
+
+
+def test_generate_as_an_installed_process():
+    env = {**os.environ, "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-m", "attncli", "generate", PROMPTS[0], "--model",
+                           str(MODELS / "tiny-qwen2"), "--max-new-tokens", "4", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    P = REFERENCE["tiny_qwen2__prompt_0"].item()
+    assert doc["ids"] == REFERENCE["tiny_qwen2__ids_0"][:P + 4].tolist()
