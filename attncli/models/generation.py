@@ -20,6 +20,7 @@ it) or after the pieces asked for.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,8 +105,17 @@ def generate(model, prompt: np.ndarray, new: int, *, sampling: Sampling = Sampli
     if len(prompt) + new - 1 > most:
         raise ModelError(f"the prompt is {len(prompt):,} pieces, and {new:,} more would take the model past its "
                          f"{most:,} positions{why}; ask for at most {max(most - len(prompt) + 1, 0):,} new pieces")
+    holding = getattr(weights, "holding", None)  # a model's files (weights.Weights), not a dict a caller made
+    with holding() if holding is not None else contextlib.nullcontext():
+        return _steps(model, np.asarray(prompt), new, sampling, likeliest, eos, said)
+
+
+def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: int, eos: tuple[int, ...],
+           said) -> Generation:
+    """generate's steps: the prompt's pass, then a piece at a time."""
+    family, weights, config = model.family, model.weights, model.config
     cache, rng = layers.Cache(config.layers), np.random.default_rng(sampling.seed)
-    out = Generation(np.asarray(prompt))
+    out = Generation(prompt)
     row = _LastRow()
     family.run(out.prompt, weights, config, row, cache=cache)
     for k in range(new):

@@ -9,6 +9,7 @@ safetensors library: its numpy reader has no bfloat16 (read_weights says more).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 import os
@@ -287,12 +288,28 @@ class Weights(Mapping):
         self.tensors, self.identities = tensors, identities
         self.held = _Held()
         self.layered = sum(s.size for s in tensors.values() if s.layer is not None)  # every layer's numbers
+        self.whole = False  # every layer kept widened, whatever its size (holding)
+
+    @contextlib.contextmanager
+    def holding(self, spare: int = 0):
+        """Keep every layer's tensors widened while the block runs, where memory holds them
+        beside `spare` bytes more (else a layer at a time, as ever): a generation's steps each
+        run one piece through every layer, and widening the whole model again for each piece
+        would cost more than the piece's products. Let go after."""
+        need = sum(s.size for s in self.tensors.values()) * attention.working().itemsize  # the head's rows too
+        keep = need + spare <= limits.available()
+        self.whole = keep
+        try:
+            yield keep
+        finally:
+            self.whole = False
+            self.held.start(None, None)
 
     def __getitem__(self, name: str) -> np.ndarray:
         s = self.tensors[name]
         dtype = attention.working()
         held = self.held
-        every = self.layered * dtype.itemsize <= layers.HOLD  # a small model's: every layer's kept
+        every = self.whole or self.layered * dtype.itemsize <= layers.HOLD  # a small model's: every layer's kept
         if held.dtype != dtype or (held.layer != s.layer and not every):  # another layer's
             held.start(s.layer, dtype)
         arrays = held.arrays
@@ -361,6 +378,8 @@ class Weights(Mapping):
         as numpy indexes a first axis), widened into the working precision as weights[name]
         would be, and nothing else of it."""
         s = self.tensors[name]
+        if self.whole:  # every tensor kept widened (holding): the rows of the whole, widened once
+            return self[name][index]
         raw = self.stored(name)[index]
         shape = (*raw.shape[:-1], s.shape[-1])  # a quantized tensor's rows are its blocks' bytes
         out = np.empty(shape, dtype=attention.working(), order="F" if s.linear and raw.ndim == 2 else "C")
