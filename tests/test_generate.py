@@ -150,3 +150,49 @@ def test_generate_as_an_installed_process():
     doc = json.loads(done.stdout)
     P = REFERENCE["tiny_qwen2__prompt_0"].item()
     assert doc["ids"] == REFERENCE["tiny_qwen2__ids_0"][:P + 4].tolist()
+
+
+def chat_model(tmp_path, template) -> Path:
+    """tiny-llama's files, its tokenizer_config.json given `template` as its chat_template."""
+    import shutil
+
+    folder = tmp_path / "chat"
+    shutil.copytree(MODELS / "tiny-llama", folder)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    settings["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    return folder
+
+
+LLAMA2_CHAT = ("{% for message in messages %}{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}"
+               "{% endfor %}")
+
+
+def test_chat_puts_the_prompt_in_the_model_s_template(tmp_path):
+    folder = chat_model(tmp_path, LLAMA2_CHAT)
+    result = run("generate", "the earth", "--model", folder, "--max-new-tokens", "3", "--chat", "--json")
+    doc = one(result, stderr=None)
+    assert doc["chat"] == "<s>[INST] the earth [/INST]"
+    assert "chat template" in result.stderr
+    model = load_model(str(folder))
+    expected = model.tokenizer.encode("<s>[INST] the earth [/INST]", add_special_tokens=False).ids
+    assert doc["ids"][:doc["prompt_length"]] == expected and expected.count(1) == 1  # one BOS, the template's
+    out = generation.generate(model, np.array(expected), 3, eos=model.eos)
+    assert doc["ids"][doc["prompt_length"]:] == out.ids
+
+
+@pytest.mark.parametrize("template, words", [
+    ("{% for m in messages %}{{ m['content'] ", ("cannot be rendered", "TemplateSyntaxError")),
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}", ("cannot be rendered", "SecurityError")),
+    ("{{ messages.append(1) }}", ("cannot be rendered",)),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}xx{% endfor %}{% endfor %}", ("more than 1,000,000",)),
+    ("{{ raise_exception('only user and assistant roles') }}", ("only user and assistant roles",)),
+])
+def test_a_chat_template_that_is_not_one_or_reaches_out_is_refused(tmp_path, template, words):
+    folder = chat_model(tmp_path, template)
+    fails(run("generate", "the earth", "--model", folder, "--chat"), *words)
+
+
+def test_chat_without_a_template_says_so():
+    fails(run("generate", "the earth", "--model", MODELS / "tiny-gpt2", "--chat"), "has no chat template",
+          "leave out --chat")

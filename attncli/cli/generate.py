@@ -29,10 +29,14 @@ from attncli.visible import visible
               help="With --sample: draw among the fewest likeliest pieces whose probabilities sum to P.")
 @click.option("--seed", "draws", type=click.IntRange(min=0), metavar="S",
               help="With --sample: the generator's seed; the same seed, the same pieces. Default: 0.")
+@click.option("--chat", is_flag=True,
+              help="Put PROMPT in the model's chat template (its tokenizer_config.json's chat_template, a GGUF's "
+                   "tokenizer.chat_template), as the user's message, before it writes: rendered by jinja2 in its "
+                   "sandbox, which runs the template and nothing else.")
 @model_options
 @png_option
 @output_options
-def generate(sentence, new, sample, heat, top_k, top_p, draws, source, out):
+def generate(sentence, new, sample, heat, top_k, top_p, draws, chat, source, out):
     """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
     each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
     piece it wrote, the attention of the step that chose it over every position before it
@@ -62,9 +66,12 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, source, out):
         raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
                                "decoder with --model (a GPT-2 or Llama-family model)")
     said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
-    docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said))
+    docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said, chat=chat))
     if said is not None:
         sys.stdout.write("\n")
+    if chat:  # said once every prompt is in it: a template refused says so alone
+        click.echo(f"attncli: note: each prompt was put in {visible(model.name)}'s chat template first, as the "
+                   "user's message (\"chat\" in JSON)", err=True)
     emit(docs, out, "generate_view")
 
 

@@ -15,18 +15,21 @@ from __future__ import annotations
 import numpy as np
 
 from attncli import attention, ranking
+from attncli.errors import OptionError
 from attncli.models import generation
 
 TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
 
 
 def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = generation.Sampling(), *,
-                 likeliest: int = 5, said=None) -> dict:
+                 likeliest: int = 5, said=None, chat: bool = False) -> dict:
     """The document of `new` pieces after `prompt` through the trained model `source`
     (models.encoder.Trained: its layer and head the ones shown); said(piece text so far)
-    hears the continuation as it grows."""
+    hears the continuation as it grows. `chat`: the prompt put in the model's chat template
+    first (models/chat.py), whose text writes its own markers."""
     model = source.model
-    pieces = model.encode(prompt, "prompt")
+    text = templated(model, prompt) if chat else prompt
+    pieces = model.encode(text, "prompt", markers=not chat)
     P = len(pieces.ids)
     chosen, before = [int(i) for i in pieces.ids], _decoded(model, pieces.ids)
 
@@ -43,6 +46,7 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     doc = {
         "command": "generate",
         "prompt": prompt,
+        **({"chat": text} if chat else {}),
         "tokens": pieces.pieces + names,
         "ids": [int(i) for i in pieces.ids] + out.ids,
         "prompt_length": P,
@@ -67,6 +71,20 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     if source.head is None:
         doc["heads"] = [r.tolist() for r in rows]  # each piece's (H, P + k)
     return doc
+
+
+def templated(model, prompt: str) -> str:
+    """`prompt` as the user's message in the model's chat template (models/chat.py), its
+    markers named as the tokenizer names its BOS and first end-of-sequence piece."""
+    from attncli.models import chat  # jinja2's, only with --chat
+
+    if model.chat_template is None:
+        raise OptionError(f"{model.name} has no chat template (tokenizer_config.json's chat_template, a GGUF's "
+                          "tokenizer.chat_template); leave out --chat")
+    empty = model.encode("", "prompt")  # the markers the tokenizer puts before any text: a BOS, where it has one
+    bos = empty.pieces[0] if empty.special and empty.special[0] else None
+    eos = model.piece(model.eos[0]) if model.eos else None
+    return chat.render(model.chat_template, prompt, bos=bos, eos=eos, where=model.name)
 
 
 def _decoded(model, ids) -> str:

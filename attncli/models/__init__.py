@@ -59,8 +59,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, distilbert, files, gguf_file, gguf_vocab, gpt2, llama, ollama, weights
+from attncli.models import bert, chat, distilbert, files, gguf_file, gguf_vocab, gpt2, llama, ollama, weights
 from attncli.models.files import Model
+from attncli.models.tokenizer import read_settings
 from attncli.system.home import expand
 
 FAMILIES = {kind: family for family in (bert, distilbert, gpt2, llama) for kind in family.MODEL_TYPES}
@@ -93,8 +94,11 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
     config = family.read_config(raw, where / "config.json")
     tokenizer = family.read_tokenizer(where, config)
     mapped = weights.read_weights(where, config, family, progress)
+    settings = read_settings(where)  # tokenizer_config.json, or {}
     return Model(name=name, path=where, revision=commit, config=config, weights=mapped, tokenizer=tokenizer, family=family,
-                 eos=end_of_sequence(raw, where, config))
+                 eos=end_of_sequence(raw, where, config),
+                 chat_template=chat.template_of(settings.get("chat_template"), str(where / "tokenizer_config.json")))
+
 
 
 def end_of_sequence(raw: dict, where: Path, config) -> tuple[int, ...]:
@@ -145,7 +149,8 @@ def load_gguf(name: str, path: Path, check=None) -> Model:
     mapped = gguf_file.read_weights(header, config, family)
     eos = header.get("tokenizer.ggml.eos_token_id")
     return Model(name=name, path=path, revision=None, config=config, weights=mapped, tokenizer=tokenizer,
-                 family=family, quantization=header.quantization(), eos=(eos,) if isinstance(eos, int) else ())
+                 family=family, quantization=header.quantization(), eos=(eos,) if isinstance(eos, int) else (),
+                 chat_template=chat.template_of(header.get("tokenizer.chat_template"), str(path)))
 
 
 def files_read(where: Path) -> list[Path]:

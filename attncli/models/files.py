@@ -135,14 +135,16 @@ class Model:
     family: object  # the module of its family (bert.py): its forward pass
     quantization: dict | None = None  # a GGUF's: its main ggml type and how many tensors are of each (gguf_file)
     eos: tuple[int, ...] = ()  # the ids that end what a decoder writes (generation_config.json's, config.json's)
+    chat_template: str | None = None  # its chat template (chat.py), where its tokenizer's files give one
 
     @property
     def causal(self) -> bool:
         """Whether it is a decoder, each piece attending only to itself and those before it."""
         return self.family.CAUSAL
 
-    def encode(self, text: str, what: str = "sentence") -> Pieces:
-        """The word pieces of `text`, with the markers its tokenizer puts around it; refused
+    def encode(self, text: str, what: str = "sentence", markers: bool = True) -> Pieces:
+        """The word pieces of `text`, with the markers its tokenizer puts around it (without,
+        where `markers` is false: a chat template writes its own); refused
         beyond the model's positions, a long text before it is tokenized whole
         (within_positions), and one whose tokenizing memory cannot hold; the refusal names
         the text `what` it is (a sentence, a document)."""
@@ -151,7 +153,7 @@ class Model:
             self.within_positions(text, most, why, what)
         limits.require(len(text) * TOKENIZED, f"tokenizing a text of {len(text):,} characters",
                        "give a shorter one (attncli scores --file streams a long text over word vectors)")
-        encoding = self.tokenizer.encode(text)
+        encoding = self.tokenizer.encode(text, add_special_tokens=markers)
         T = len(encoding.ids)
         if T > most:
             raise ModelError(f"the {what} is {T:,} word pieces long, and {self.name} reads at most {most:,}{why}; "
