@@ -196,3 +196,11 @@ def test_a_chat_template_that_is_not_one_or_reaches_out_is_refused(tmp_path, tem
 def test_chat_without_a_template_says_so():
     fails(run("generate", "the earth", "--model", MODELS / "tiny-gpt2", "--chat"), "has no chat template",
           "leave out --chat")
+
+
+def test_a_picture_of_the_written_rows(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "written.png"
+    doc = one(run("generate", PROMPTS[0], "--model", MODELS / "tiny-llama", "--max-new-tokens", "4", "--png", png,
+                  "--json"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and len(doc["weights"]) == 4

@@ -148,6 +148,8 @@ def figure(plt, docs: list[dict]):
         return _faithfulness(plt, docs[0])
     if docs and docs[0]["command"] == "quantization":
         return _quantization(plt, docs[0])
+    if docs and docs[0]["command"] == "generate":
+        return _generated(plt, docs[0])
     panels = [(doc, p) for doc in docs for p in _panels(doc)]
     if not panels:
         raise PlotError("this output has no heatmap to draw")
@@ -329,6 +331,35 @@ def _stats(plt, doc: dict):
                                f"equal to a baseline: {marks_legend(records[0]['baselines'])}",
                                fits(max(panel[0] * cols, 9.0), TITLE)),
                  fontsize=TITLE, parse_math=False)
+    return fig
+
+
+def _generated(plt, doc: dict):
+    """`generate`: a row a written piece over every position (the ones after it blank), its
+    first column apart on a scale of its own (the attention sink) and the rest on theirs, so
+    that the sink washes nothing out."""
+    tokens, P, rows = doc["tokens"], doc["prompt_length"], doc["weights"]
+    labels = [str(t) for t in tokens]
+    M = np.full((len(rows), len(tokens) - 1 if len(tokens) > P else P), np.nan)  # (N, T - 1): the last is never a key
+    for k, row in enumerate(rows):
+        M[k, :len(row)] = row
+    side = min(max(4.0, 0.32 * M.shape[1] + 2.0), 16.0)
+    height = max(1.6, 0.32 * len(rows) + 1.2)
+    fig, (sink, rest) = plt.subplots(1, 2, figsize=(side + 2.5, height + 1.2), squeeze=True,
+                                     gridspec_kw={"width_ratios": [1, max(M.shape[1] - 1, 1)]}, layout="constrained")
+    for ax, part, columns, title in ((sink, M[:, :1], labels[:1], "sink"),
+                                     (rest, M[:, 1:], labels[1:M.shape[1]], "the rest of each row")):
+        image = ax.imshow(part, cmap="viridis", vmin=0.0, vmax=max(float(np.nanmax(part)) if part.size else 0, 1e-12),
+                          aspect="auto")
+        ticks(ax, "x", columns, side if ax is rest else 1.0)
+        ticks(ax, "y", [f"{P + k} {labels[P + k]}" for k in range(len(rows))], height, shown=ax is sink)
+        ax.set_title(title, fontsize=TEXT, parse_math=False)
+        fig.colorbar(image, ax=ax, fraction=0.08, pad=0.02).ax.tick_params(labelsize=TEXT)
+    rest.set_xlabel("position j before the written piece", fontsize=TEXT)
+    sink.set_ylabel("written piece (its step's row)", fontsize=TEXT)
+    which = f"head {doc['head']}" if doc["head"] else "mean of the heads"
+    fig.suptitle(textwrap.fill(f"attncli generate: {doc['prompt']} -> {doc['text']} ({doc['model']['name']}, layer "
+                               f"{doc['layer']}, {which})", fits(side + 2.5, TITLE)), fontsize=TITLE, parse_math=False)
     return fig
 
 
