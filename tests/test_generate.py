@@ -204,3 +204,61 @@ def test_a_picture_of_the_written_rows(tmp_path):
     doc = one(run("generate", PROMPTS[0], "--model", MODELS / "tiny-llama", "--max-new-tokens", "4", "--png", png,
                   "--json"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and len(doc["weights"]) == 4
+
+
+def test_rollout_attributes_each_piece_by_the_rollout_of_a_whole_pass():
+    doc = one(run("generate", PROMPTS[1], "--model", MODELS / "tiny-qwen2", "--max-new-tokens", "4", "--method",
+                  "rollout", "--json"))
+    model = load_model(str(MODELS / "tiny-qwen2"))
+    ids, P = np.array(doc["ids"]), doc["prompt_length"]
+    A = np.asarray(model.family.forward(ids[:-1], model.weights, model.config).weights).mean(axis=1)  # (L, T, T)
+    R = None
+    for layer in A:  # Abnar & Zuidema's rollout, a layer at a time
+        step = 0.5 * layer + 0.5 * np.eye(len(layer))
+        step /= step.sum(axis=1, keepdims=True)
+        R = step if R is None else step @ R
+    assert doc["method"] == "rollout"
+    for k, row in enumerate(doc["attribution"]):
+        np.testing.assert_allclose(row, R[P + k - 1, :P + k], atol=1e-12)
+
+
+class Final:
+    """A consumer that keeps the final state of a pass's last row."""
+
+    def begin(self, X):
+        pass
+
+    def layer(self, l, X, steps):
+        pass
+
+    def end(self, X):
+        self.last = X[-1]
+
+
+def logprobs_stepped(model, prompt, written):
+    """Each written piece's log-probability, the prompt's pass cached and the pieces fed one at a time."""
+    from attncli.models import layers
+
+    cache, out, row = layers.Cache(model.config.layers), [], Final()
+    model.family.run(np.asarray(prompt), model.weights, model.config, row, cache=cache)
+    for i in written:
+        logp = attention.log_softmax(model.family.logits(row.last[None], model.weights, model.config)[0])
+        out.append(logp[i])
+        row = Final()
+        model.family.run(np.array([i]), model.weights, model.config, row, cache=cache)
+    return np.array(out)
+
+
+def test_leave_one_out_is_the_fall_of_each_piece_s_log_probability_without_a_prompt_piece():
+    doc = one(run("generate", PROMPTS[0], "--model", MODELS / "tiny-gpt2", "--max-new-tokens", "3", "--method",
+                  "leave-one-out", "--json"))
+    model = load_model(str(MODELS / "tiny-gpt2"))
+    ids, P = doc["ids"], doc["prompt_length"]
+    written = ids[P:]
+    whole = logprobs_stepped(model, ids[:P], written)
+    np.testing.assert_allclose(whole, doc["logprobs"], atol=1e-12)
+    effects = np.array(doc["attribution"])  # (N, P)
+    assert effects.shape == (len(written), P)
+    for j in range(P):
+        without = logprobs_stepped(model, ids[:j] + ids[j + 1:P], written)
+        np.testing.assert_allclose(effects[:, j], whole - without, atol=1e-12)

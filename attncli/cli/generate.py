@@ -10,7 +10,7 @@ from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import model_options, output_options, png_option, sentence_argument
 from attncli.cli.output import emit
 from attncli.cli.sections import Command
-from attncli.documents.generation import generate_doc
+from attncli.documents.generation import METHODS, generate_doc
 from attncli.models.generation import Sampling
 from attncli.visible import visible
 
@@ -29,6 +29,10 @@ from attncli.visible import visible
               help="With --sample: draw among the fewest likeliest pieces whose probabilities sum to P.")
 @click.option("--seed", "draws", type=click.IntRange(min=0), metavar="S",
               help="With --sample: the generator's seed; the same seed, the same pieces. Default: 0.")
+@click.option("--method", type=click.Choice(METHODS),
+              help="Also attribute each written piece to the positions before it: rollout (the attention rollout of "
+                   "the heads' mean up to the layer shown) or leave-one-out (each prompt piece taken out, how much "
+                   "the written piece's log-probability falls), under \"attribution\" in JSON.")
 @click.option("--chat", is_flag=True,
               help="Put PROMPT in the model's chat template (its tokenizer_config.json's chat_template, a GGUF's "
                    "tokenizer.chat_template), as the user's message, before it writes: rendered by jinja2 in its "
@@ -36,7 +40,7 @@ from attncli.visible import visible
 @model_options
 @png_option
 @output_options
-def generate(sentence, new, sample, heat, top_k, top_p, draws, chat, source, out):
+def generate(sentence, new, sample, heat, top_k, top_p, draws, method, chat, source, out):
     """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
     each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
     piece it wrote, the attention of the step that chose it over every position before it
@@ -66,7 +70,8 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, chat, source, out
         raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
                                "decoder with --model (a GPT-2 or Llama-family model)")
     said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
-    docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said, chat=chat))
+    docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said, chat=chat,
+                                                               method=method))
     if said is not None:
         sys.stdout.write("\n")
     if chat:  # said once every prompt is in it: a template refused says so alone

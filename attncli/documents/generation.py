@@ -21,8 +21,11 @@ from attncli.models import generation
 TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
 
 
+METHODS = ("rollout", "leave-one-out")  # --method: what each written piece is attributed to
+
+
 def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = generation.Sampling(), *,
-                 likeliest: int = 5, said=None, chat: bool = False) -> dict:
+                 likeliest: int = 5, said=None, chat: bool = False, method: str | None = None) -> dict:
     """The document of `new` pieces after `prompt` through the trained model `source`
     (models.encoder.Trained: its layer and head the ones shown); said(piece text so far)
     hears the continuation as it grows. `chat`: the prompt put in the model's chat template
@@ -70,7 +73,39 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     }
     if source.head is None:
         doc["heads"] = [r.tolist() for r in rows]  # each piece's (H, P + k)
+    if method is not None and out.ids:
+        doc.update(method=method, attribution=attributed(model, np.array(doc["ids"]), P, method, source.layer))
     return doc
+
+
+def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None) -> list[list[float]]:
+    """What each written piece k (ids[P + k]) is attributed to, by `method`:
+
+    rollout        the attention rollout (attention.rollout, Abnar & Zuidema 2020) of the
+                   heads' mean weights up to the layer shown, over the prompt and what was
+                   written before the last piece: piece k's row is position P + k - 1's,
+                   over positions 0 .. P + k - 1
+    leave-one-out  for each prompt position j, how much the piece's log-probability falls
+                   with piece j taken out of the prompt (the written pieces after it as
+                   written): log p(w_k | all) - log p(w_k | all but j); a row over the
+                   prompt's P positions"""
+    N = len(ids) - P
+    if method == "rollout":
+        weights, _ = generation.forced(model, ids[:-1], P) if N > 1 else (_prompt_weights(model, ids[:P]), None)
+        R = attention.rollout(weights[:layer or model.config.layers].mean(axis=1))[-1]  # (T, T)
+        return [R[P + k - 1, :P + k].tolist() for k in range(N)]
+    _, whole = generation.forced(model, ids, P)  # (N,)
+    effects = np.empty((N, P))
+    for j in range(P):
+        _, without = generation.forced(model, np.delete(ids, j), P - 1)  # (N,)
+        effects[:, j] = whole - without
+    return effects.tolist()
+
+
+def _prompt_weights(model, ids: np.ndarray) -> np.ndarray:
+    """Every layer's weights over the prompt alone (L, H, P): one piece written, whose row is
+    the prompt's last."""
+    return np.asarray(model.family.forward(ids, model.weights, model.config).weights)
 
 
 def templated(model, prompt: str) -> str:

@@ -134,3 +134,15 @@ def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: i
             row = _LastRow()
             family.run(np.array([i]), weights, config, row, cache=cache)
     return out
+
+
+def forced(model, ids: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """One pass over `ids` (T,) as written (teacher forcing): every layer's weights (L, H, T, T)
+    and the log-probability of each piece from `start` on at the position before it
+    (T - start,)."""
+    family, weights, config = model.family, model.weights, model.config
+    ids = np.asarray(ids)
+    result = family.forward(ids, weights, config)
+    z = family.logits(np.asarray(result.hidden)[-1][start - 1:-1], weights, config)  # (T - start, V)
+    logp = attention.log_softmax(z)  # (T - start, V)
+    return np.asarray(result.weights), logp[np.arange(len(ids) - start), ids[start:]]
