@@ -262,3 +262,24 @@ def test_leave_one_out_is_the_fall_of_each_piece_s_log_probability_without_a_pro
     for j in range(P):
         without = logprobs_stepped(model, ids[:j] + ids[j + 1:P], written)
         np.testing.assert_allclose(effects[:, j], whole - without, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama"])
+def test_alti_attributes_each_piece_by_the_rolled_out_alti_row_of_the_position_before_it(name):
+    """Each row is row P + k - 1 of ALTI rolled out to the layer shown, as `contributions`
+    computes it (held against its authors' code in test_contributions.py) over the prompt
+    and what was written before the last piece: a share of the row, summing to 1."""
+    from attncli.mixing import contributions
+
+    doc = one(run("generate", PROMPTS[1], "--model", MODELS / name, "--max-new-tokens", "4", "--method", "alti",
+                  "--layer", "1", "--json"))
+    model = load_model(str(MODELS / name))
+    ids, P = np.array(doc["ids"]), doc["prompt_length"]
+    blocks = model.family.blocks(ids[:-1], model.weights, model.config)
+    R = contributions.layer_matrices("alti", blocks[:1])[-1]
+    for k, row in enumerate(doc["attribution"]):
+        assert len(row) == P + k and sum(row) == pytest.approx(1, abs=1e-12)
+        np.testing.assert_allclose(row, R[P + k - 1, :P + k], atol=1e-12)
+    last = one(run("generate", PROMPTS[1], "--model", MODELS / name, "--max-new-tokens", "4", "--method", "alti",
+                   "--json"))  # every layer: a different roll
+    assert last["attribution"] != doc["attribution"]

@@ -31,8 +31,9 @@ from attncli.visible import visible
               help="With --sample: the generator's seed; the same seed, the same pieces. Default: 0.")
 @click.option("--method", type=click.Choice(METHODS),
               help="Also attribute each written piece to the positions before it: rollout (the attention rollout of "
-                   "the heads' mean up to the layer shown) or leave-one-out (each prompt piece taken out, how much "
-                   "the written piece's log-probability falls), under \"attribution\" in JSON.")
+                   "the heads' mean up to the layer shown), alti (ALTI rolled out up to it, as contributions "
+                   "computes it) or leave-one-out (each prompt piece taken out, how much the written piece's "
+                   "log-probability falls), under \"attribution\" in JSON.")
 @click.option("--chat", is_flag=True,
               help="Put PROMPT in the model's chat template (its tokenizer_config.json's chat_template, a GGUF's "
                    "tokenizer.chat_template), as the user's message, before it writes: rendered by jinja2 in its "

@@ -16,12 +16,13 @@ import numpy as np
 
 from attncli import attention, ranking
 from attncli.errors import OptionError
+from attncli.documents.sentence import json_lists
 from attncli.models import generation
 
 TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
 
 
-METHODS = ("rollout", "leave-one-out")  # --method: what each written piece is attributed to
+METHODS = ("rollout", "alti", "leave-one-out")  # --method: what each written piece is attributed to
 
 
 def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = generation.Sampling(), *,
@@ -85,11 +86,20 @@ def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None) -
                    heads' mean weights up to the layer shown, over the prompt and what was
                    written before the last piece: piece k's row is position P + k - 1's,
                    over positions 0 .. P + k - 1
+    alti           ALTI (Ferrando et al. 2022, as `contributions --method alti` computes it:
+                   mixing/contributions.py) rolled out up to the layer shown, of the same
+                   pass: piece k's row is position P + k - 1's (null where it is undefined)
     leave-one-out  for each prompt position j, how much the piece's log-probability falls
                    with piece j taken out of the prompt (the written pieces after it as
                    written): log p(w_k | all) - log p(w_k | all but j); a row over the
                    prompt's P positions"""
     N = len(ids) - P
+    if method == "alti":
+        from attncli.mixing import contributions  # the measures of context mixing: only --method alti needs them
+
+        blocks = model.family.blocks(ids[:-1] if N > 1 else ids[:P], model.weights, model.config)
+        R = contributions.layer_matrices("alti", blocks[:layer or model.config.layers])[-1]  # (T, T), rolled out
+        return [json_lists(R[P + k - 1, :P + k]) for k in range(N)]
     if method == "rollout":
         weights, _ = generation.forced(model, ids[:-1], P) if N > 1 else (_prompt_weights(model, ids[:P]), None)
         R = attention.rollout(weights[:layer or model.config.layers].mean(axis=1))[-1]  # (T, T)
