@@ -106,8 +106,8 @@ def test_a_gpt2_file_runs_as_its_tensors_dequantized_and_turned_back_say(made, n
     model, folder = load_model(str(made[name])), load_model(str(MODELS / "tiny-gpt2"))
     reader = gguf.GGUFReader(made[name])
     tensors = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in reader.tensors}
-    weights = {n: (tensors[gpt2.gguf_name(n)].T if gpt2.gguf_transposed(n) else tensors[gpt2.gguf_name(n)])
-               .astype(np.float64) for n in folder.weights}
+    named = {n: tensors[gguf_file.tensor_name(gpt2, n)] for n in folder.weights}
+    weights = {n: (w.T if gpt2.gguf_transposed(n) else w).astype(np.float64) for n, w in named.items()}
     ids = folder.encode(SENTENCES[1]).ids
     assert model.encode(SENTENCES[1]).ids.tolist() == ids.tolist()
     ours = np.asarray(model.family.forward(ids, model.weights, model.config).weights)

@@ -114,7 +114,7 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
     import gguf
 
     from attncli import attention
-    from attncli.models import load_model
+    from attncli.models import gguf_file, load_model
 
     config = json.loads((folder / "config.json").read_text())
     arch = ARCHITECTURES[config["model_type"]]
@@ -149,7 +149,7 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
     for key, value in (metadata or {}).items():
         _put(writer, key, value)
     family = model.family
-    named = {family.gguf_name(n): n for n in model.weights}  # GGUF name -> the family's
+    named = {gguf_file.tensor_name(family, n): n for n in model.weights}  # GGUF name -> the family's
     if arch == "gpt2" and "output.weight" not in named:  # GPT2Model writes the tied head as output.weight too
         named["output.weight"] = "wte.weight"
     shapes = {**{g: model.weights.tensors[n].shape[::-1] if family.gguf_transposed(n) else model.weights.tensors[n].shape
@@ -176,8 +176,6 @@ def write_gguf(folder: Path, out: Path, kind: str = "F32", *, rope_freqs: bool =
 
 
 def _put(writer, key: str, value) -> None:
-    import gguf
-
     if isinstance(value, bool):
         writer.add_bool(key, value)
     elif isinstance(value, int):
@@ -188,7 +186,6 @@ def _put(writer, key: str, value) -> None:
         writer.add_string(key, value)
     else:
         writer.add_array(key, value)
-    assert gguf
 
 
 def _rope_factors(c) -> np.ndarray:

@@ -31,8 +31,9 @@ a family that runs GGUF files (llama.py, gpt2.py; gguf_file.py reads the file) b
 
     GGUF_ARCHITECTURES             general.architecture values it runs -> its model_type
     gguf_config(header)            the metadata's keys as its config, checked as config.json's
-    gguf_name(name)                a tensor's name in a GGUF (layers.3.self_attn.q_proj.weight:
-                                   blk.3.attn_q.weight)
+    GGUF_NAMES, GGUF_LAYERS        its tensors' names -> llama.cpp's, and the prefix of a
+                                   layer's (gguf_file.tensor_name: layers.3.self_attn.q_proj.weight
+                                   is blk.3.attn_q.weight)
     gguf_transposed(name)          whether the file holds it transposed (GPT-2's Conv1D weights)
     gguf_permuted(name, config, architecture)  the heads over which llama.cpp permuted its rows
                                    for its RoPE (a "llama" file's query and key), 0 for none

@@ -1,6 +1,6 @@
 """A model in one GGUF file, as llama.cpp, ollama and LM Studio run it: its header read and
 checked, its metadata turned into the config.json its family reads (the family's
-gguf_config), its tensors found under llama.cpp's names (the family's gguf_name) and kept
+gguf_config), its tensors found under llama.cpp's names (tensor_name) and kept
 in the file, each dequantized when its layer runs (Quantized, GGUFWeights), never the whole
 model at once.
 
@@ -357,11 +357,7 @@ def dequantizer(kind: str):
     if found is None or not hasattr(found, "dequantize_rows"):
         return None
     found.init_grid()  # the IQ types' tables, made once
-
-    def rows(raw: np.ndarray) -> np.ndarray:
-        return found.dequantize_rows(raw)
-
-    return rows
+    return found.dequantize_rows
 
 
 def dequantize(raw: np.ndarray, s: Quantized, out: np.ndarray) -> None:
@@ -389,14 +385,25 @@ def readable(t: Tensor, path: Path) -> None:
                          "the IQ types)")
 
 
+def tensor_name(family, name: str) -> str:
+    """The name llama.cpp gives the tensor a family names `name`, by the family's GGUF_NAMES:
+    layers.3.self_attn.q_proj.weight (a layer's, under the family's GGUF_LAYERS) is
+    blk.3.attn_q.weight, embed_tokens.weight token_embd.weight."""
+    stem, kind = name.rsplit(".", 1)
+    if stem.startswith(f"{family.GGUF_LAYERS}."):
+        _, l, part = stem.split(".", 2)
+        return f"blk.{l}.{family.GGUF_NAMES[part]}.{kind}"
+    return f"{family.GGUF_NAMES[stem]}.{kind}"
+
+
 def read_weights(header: Header, config: Config, family) -> GGUFWeights:
     """The tensors the family's forward pass reads, found by their names in the GGUF
-    (family.gguf_name), each checked for shape against the config the metadata made; the
+    (tensor_name), each checked for shape against the config the metadata made; the
     float ones' numbers checked finite now, as a safetensors file's are."""
     path = header.path
     wanted = {}
     for name, shape in family.expected_shapes(config).items():
-        key = family.gguf_name(name)
+        key = tensor_name(family, name)
         t = header.tensors.get(key)
         if t is None:
             raise ModelError(f"{path}: lacks the tensor {key}, which a {config.layers}-layer {header.architecture} "

@@ -122,19 +122,11 @@ def stored_name(name: str, header: dict) -> str | None:
 # --- a GGUF file's model (gguf_file.py reads the file)
 
 GGUF_ARCHITECTURES = {"gpt2": "gpt2"}  # general.architecture -> model_type
-# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's under blk.N.
+# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's (under "h.N.") under blk.N.
+GGUF_LAYERS = "h"
 GGUF_NAMES = {"wte": "token_embd", "wpe": "position_embd", "ln_f": "output_norm", "lm_head": "output",
               "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
               "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
-
-
-def gguf_name(name: str) -> str:
-    """A tensor's name in a GGUF file: h.3.attn.c_attn.weight is blk.3.attn_qkv.weight."""
-    stem, kind = name.rsplit(".", 1)
-    if stem.startswith("h."):
-        _, l, part = stem.split(".", 2)
-        return f"blk.{l}.{GGUF_NAMES[part]}.{kind}"
-    return f"{GGUF_NAMES[stem]}.{kind}"
 
 
 def gguf_transposed(name: str) -> bool:

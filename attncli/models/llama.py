@@ -269,20 +269,12 @@ def read_tokenizer(where: Path, config: LlamaConfig):
 
 # general.architecture -> model_type: llama.cpp writes Llama and Mistral models as "llama"
 GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
-# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's under blk.N.
+# the family's names -> llama.cpp's (gguf-py's tensor_mapping.py), a layer's (under "layers.N.") under blk.N.
+GGUF_LAYERS = "layers"
 GGUF_NAMES = {"embed_tokens": "token_embd", "norm": "output_norm", "lm_head": "output",
               "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
               "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
-
-
-def gguf_name(name: str) -> str:
-    """A tensor's name in a GGUF file: layers.3.self_attn.q_proj.weight is blk.3.attn_q.weight."""
-    stem, kind = name.rsplit(".", 1)
-    if stem.startswith("layers."):
-        _, l, part = stem.split(".", 2)
-        return f"blk.{l}.{GGUF_NAMES[part]}.{kind}"
-    return f"{GGUF_NAMES[stem]}.{kind}"
 
 
 def gguf_permuted(name: str, config: LlamaConfig, architecture: str) -> int:
