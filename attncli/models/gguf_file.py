@@ -79,6 +79,7 @@ class Header:
     path: Path
     metadata: dict
     tensors: dict[str, Tensor]
+    identity: tuple[int, ...] = ()  # the file's as its header was read (weights.identity): a file changed since is refused
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
@@ -205,7 +206,8 @@ def read_header(path: Path) -> Header:
     held within the file and apart from every other's."""
     gguf = need_gguf()
     with reading.open_regular(path, "--model") as f:
-        size = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())
+        size = st.st_size
         if size < 24:
             raise ModelError(f"{path}: is {size} bytes long, too short for a GGUF file's header")
         try:
@@ -237,7 +239,7 @@ def read_header(path: Path) -> Header:
         if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
             raise ModelError(f"{path}: general.alignment is {alignment!r}; it must be a power of two")
         start = -(-cursor.at // alignment) * alignment
-    return Header(path, metadata, _placed(infos, start, alignment, size, path))
+    return Header(path, metadata, _placed(infos, start, alignment, size, path), stored_weights.identity(st))
 
 
 def _tensor_info(cursor: _Cursor, gguf) -> tuple[str, str, tuple[int, ...], int, int]:
@@ -418,9 +420,7 @@ def read_weights(header: Header, config: Config, family) -> GGUFWeights:
                                  getattr(family, "LINEAR_LAYOUT", False) and len(shape) == 2 and "embed" not in name,
                                  layer_of(name), row_bytes, family.gguf_permuted(name, config, header.architecture),
                                  transposed)
-    with reading.open_regular(path, "--model") as f:
-        identity = stored_weights.identity(os.fstat(f.fileno()))
-    weights = GGUFWeights(wanted, {path: identity})
+    weights = GGUFWeights(wanted, {path: header.identity})
     held = layers.widened_held(family.expected_shapes, config)
     limits.require(held, f"the weights of {path.name} a pass holds dequantized ({limits.size(held)} of float64)",
                    "give a smaller model")

@@ -291,13 +291,13 @@ class Weights(Mapping):
         self.whole = False  # every layer kept widened, whatever its size (holding)
 
     @contextlib.contextmanager
-    def holding(self, spare: int = 0):
-        """Keep every layer's tensors widened while the block runs, where memory holds them
-        beside `spare` bytes more (else a layer at a time, as ever): a generation's steps each
-        run one piece through every layer, and widening the whole model again for each piece
-        would cost more than the piece's products. Let go after."""
+    def holding(self):
+        """Keep every tensor widened while the block runs, where memory holds them (else a
+        layer at a time, as ever): a generation's steps each run one piece through every
+        layer, and widening the whole model again for each piece would cost more than the
+        piece's products. Let go after."""
         need = sum(s.size for s in self.tensors.values()) * attention.working().itemsize  # the head's rows too
-        keep = need + spare <= limits.available()
+        keep = need <= limits.available()
         self.whole = keep
         try:
             yield keep

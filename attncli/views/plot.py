@@ -285,6 +285,16 @@ def _ablation(fig, ax, doc: dict, named: bool, width: int) -> None:
 STATS_WIDTH = 24.0  # inches at most a stats figure is wide, where its panels can be laid out so
 
 
+def _layers_by_heads(fig, ax, image, L: int, H: int, title: str) -> None:
+    """A layers x heads grid's title, its axes numbered from 1, and its colour bar."""
+    ax.set_title(title, fontsize=TEXT, parse_math=False)
+    ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=TEXT)
+    ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=TEXT)
+    ax.set_xlabel("head", fontsize=TEXT)
+    ax.set_ylabel("layer", fontsize=TEXT)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=TEXT)
+
+
 def _stats(plt, doc: dict):
     """`stats`: for each statistic a layers x heads grid, its numbers written in, each marked
     by the baselines it equals as the table marks it, with a colour bar of its own scale;
@@ -321,12 +331,7 @@ def _stats(plt, doc: dict):
                 ax.text(r["head"] - 1, r["layer"] - 1, UNDEFINED, ha="center", va="center", fontsize=TEXT,
                         color="black", parse_math=False)
         title = heading if key != "importance" else f"{heading}: {doc['importance_of']}"
-        ax.set_title(textwrap.fill(title, fits(panel[0])), fontsize=TEXT, parse_math=False)
-        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=TEXT)
-        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=TEXT)
-        ax.set_xlabel("head", fontsize=TEXT)
-        ax.set_ylabel("layer", fontsize=TEXT)
-        fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=TEXT)
+        _layers_by_heads(fig, ax, image, L, H, textwrap.fill(title, fits(panel[0])))
     fig.suptitle(textwrap.fill(f"attncli stats: {doc['corpus']} ({doc['model'] or doc['vectors']}); as good as "
                                f"equal to a baseline: {marks_legend(records[0]['baselines'])}",
                                fits(max(panel[0] * cols, 9.0), TITLE)),
@@ -383,12 +388,7 @@ def _quantization(plt, doc: dict):
         for (l, h), value in np.ndenumerate(grid):
             ax.text(h, l, f"{value:.2e}", ha="center", va="center", fontsize=TEXT,
                     color=_ink(image.cmap(image.norm(value))), parse_math=False)
-        ax.set_title(textwrap.fill(title, fits(panel[0])), fontsize=TEXT, parse_math=False)
-        ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=TEXT)
-        ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=TEXT)
-        ax.set_xlabel("head", fontsize=TEXT)
-        ax.set_ylabel("layer", fontsize=TEXT)
-        fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=TEXT)
+        _layers_by_heads(fig, ax, image, L, H, textwrap.fill(title, fits(panel[0])))
     fig.suptitle(textwrap.fill(f"attncli quantization: {doc['sentence']} ({doc['model']['name']} against "
                                f"{doc['against']['name']})", fits(max(panel[0] * cols, 9.0), TITLE)),
                  fontsize=TITLE, parse_math=False)
