@@ -55,7 +55,7 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
         "ids": [int(i) for i in pieces.ids] + out.ids,
         "prompt_length": P,
         "generated": names,
-        "text": _decoded(model, [*pieces.ids, *out.ids])[len(_decoded(model, pieces.ids)):],
+        "text": _decoded(model, [*pieces.ids, *out.ids])[len(before):],
         "stop": out.stop,
         "sampling": ({"greedy": True} if sampling.temperature is None else
                      {"greedy": False, "temperature": sampling.temperature, "top_k": sampling.top_k,
@@ -75,12 +75,15 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     if source.head is None:
         doc["heads"] = [r.tolist() for r in rows]  # each piece's (H, P + k)
     if method is not None and out.ids:
-        doc.update(method=method, attribution=attributed(model, np.array(doc["ids"]), P, method, source.layer))
+        doc.update(method=method, attribution=attributed(model, np.array(doc["ids"]), P, method, source.layer,
+                                                         np.array(doc["logprobs"])))
     return doc
 
 
-def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None) -> list[list[float]]:
-    """What each written piece k (ids[P + k]) is attributed to, by `method`:
+def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None,
+               logprobs: np.ndarray) -> list[list[float]]:
+    """What each written piece k (ids[P + k], of log-probability logprobs[k] as it was
+    written) is attributed to, by `method`:
 
     rollout        the attention rollout (attention.rollout, Abnar & Zuidema 2020) of the
                    heads' mean weights up to the layer shown, over the prompt and what was
@@ -93,29 +96,21 @@ def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None) -
                    with piece j taken out of the prompt (the written pieces after it as
                    written): log p(w_k | all) - log p(w_k | all but j); a row over the
                    prompt's P positions"""
-    N = len(ids) - P
+    N, shown = len(ids) - P, layer or model.config.layers
+    before = ids[:-1]  # every position some written piece's step attends from: the last piece's is none
     if method == "alti":
         from attncli.mixing import contributions  # the measures of context mixing: only --method alti needs them
 
-        blocks = model.family.blocks(ids[:-1] if N > 1 else ids[:P], model.weights, model.config)
-        R = contributions.layer_matrices("alti", blocks[:layer or model.config.layers])[-1]  # (T, T), rolled out
+        blocks = model.family.blocks(before, model.weights, model.config)
+        R = contributions.layer_matrices("alti", blocks[:shown])[-1]  # (T, T), rolled out
         return [json_lists(R[P + k - 1, :P + k]) for k in range(N)]
     if method == "rollout":
-        weights, _ = generation.forced(model, ids[:-1], P) if N > 1 else (_prompt_weights(model, ids[:P]), None)
-        R = attention.rollout(weights[:layer or model.config.layers].mean(axis=1))[-1]  # (T, T)
+        R = attention.rollout(generation.head_means(model, before)[:shown])[-1]  # (T, T)
         return [R[P + k - 1, :P + k].tolist() for k in range(N)]
-    _, whole = generation.forced(model, ids, P)  # (N,)
     effects = np.empty((N, P))
     for j in range(P):
-        _, without = generation.forced(model, np.delete(ids, j), P - 1)  # (N,)
-        effects[:, j] = whole - without
+        effects[:, j] = logprobs - generation.forced(model, np.delete(ids, j), P - 1)  # (N,)
     return effects.tolist()
-
-
-def _prompt_weights(model, ids: np.ndarray) -> np.ndarray:
-    """Every layer's weights over the prompt alone (L, H, P): one piece written, whose row is
-    the prompt's last."""
-    return np.asarray(model.family.forward(ids, model.weights, model.config).weights)
 
 
 def templated(model, prompt: str) -> str:

@@ -77,10 +77,10 @@ class _LastRow:
         self.final = X[-1]  # (D,)
 
 
-def choose(z: np.ndarray, sampling: Sampling, rng: np.random.Generator | None) -> int:
+def choose(z: np.ndarray, sampling: Sampling, rng: np.random.Generator | None, ranked: np.ndarray | None = None) -> int:
     """The next piece's id from the scores z (V,): the largest (greedy), or drawn as the
-    module's docstring says."""
-    ranked = ranking.ranked(z)  # (V,) ids, the largest score first, ties by the smaller id
+    module's docstring says; `ranked`, ranking.ranked(z) where the caller has it."""
+    ranked = ranking.ranked(z) if ranked is None else ranked  # (V,) ids, the largest first, ties by the smaller id
     if sampling.temperature is None:
         return int(ranked[0])
     p = attention.softmax(z[ranked] / sampling.temperature)  # (V,) in ranked order
@@ -121,8 +121,9 @@ def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: i
     for k in range(new):
         z = family.logits(row.final[None], weights, config)[0]  # (V,)
         logp = attention.log_softmax(z)  # (V,)
-        i = choose(z, sampling, rng)
-        top = ranking.ranked(z)[:likeliest]
+        ranked = ranking.ranked(z)  # (V,): once a step, for the choice and the likeliest
+        i = choose(z, sampling, rng, ranked)
+        top = ranked[:likeliest]
         step = Step(i, float(logp[i]), [(int(j), float(logp[j])) for j in top], np.stack(row.rows))  # (L, H, P + k)
         out.steps.append(step)
         if said is not None:
@@ -136,13 +137,37 @@ def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: i
     return out
 
 
-def forced(model, ids: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
-    """One pass over `ids` (T,) as written (teacher forcing): every layer's weights (L, H, T, T)
-    and the log-probability of each piece from `start` on at the position before it
-    (T - start,)."""
-    family, weights, config = model.family, model.weights, model.config
+class _Whole:
+    """The consumer of a pass over a whole sequence (layers.Consumer): each layer's weights'
+    mean over its heads (T, T) where `means` asks for them, and the final states (T, D);
+    nothing else of the pass is kept."""
+
+    def __init__(self, means: bool):
+        self.means = [] if means else None
+
+    def begin(self, X: np.ndarray) -> None:
+        pass
+
+    def layer(self, l: int, X: np.ndarray, steps: dict[str, np.ndarray]) -> None:
+        if self.means is not None:
+            self.means.append(steps["weights"].mean(axis=-3))  # (T, T)
+
+    def end(self, X: np.ndarray) -> None:
+        self.final = X  # (T, D)
+
+
+def head_means(model, ids: np.ndarray) -> np.ndarray:
+    """Every layer's weights over `ids` (T,), the mean of its heads: (L, T, T)."""
+    whole = _Whole(means=True)
+    model.family.run(np.asarray(ids), model.weights, model.config, whole)
+    return np.stack(whole.means)
+
+
+def forced(model, ids: np.ndarray, start: int) -> np.ndarray:
+    """The log-probability of each piece of `ids` (T,) from `start` on at the position
+    before it, in one pass over them as written (teacher forcing): (T - start,)."""
     ids = np.asarray(ids)
-    result = family.forward(ids, weights, config)
-    z = family.logits(np.asarray(result.hidden)[-1][start - 1:-1], weights, config)  # (T - start, V)
-    logp = attention.log_softmax(z)  # (T - start, V)
-    return np.asarray(result.weights), logp[np.arange(len(ids) - start), ids[start:]]
+    whole = _Whole(means=False)
+    model.family.run(ids, model.weights, model.config, whole)
+    z = model.family.logits(whole.final[start - 1:-1], model.weights, model.config)  # (T - start, V)
+    return attention.log_softmax(z)[np.arange(len(ids) - start), ids[start:]]
