@@ -370,6 +370,56 @@ def roll_out(method: str, C: np.ndarray) -> np.ndarray:
     return rollout(C, identity=method in WITHOUT_RESIDUAL, per_layer=method not in AS_THEY_ARE)
 
 
+# What each position gave one logit (Ferrando et al. 2023, "Explaining How Transformers Use
+# Context to Build Predictions"; as their code, mt-upc/logit-explanations, computes it:
+# get_logit_contributions' "aff_x_j" tracked to the input by track2input_tokens). A decoder's
+# logit of the word w after row t, read off the last hidden state x^L_t by the final norm
+# held at its factor (a family's readout: logit_w = u . x^L_t + c), splits over the residual
+# stream, every layer adding its attention's and its feed-forward's outputs to x^0_t:
+#
+#     logit_w = u . x^0_t + sum_l sum_j dlogit^l_{w<-j} + sum_l u . b^l_O
+#               + sum_l u . m^l_t + c                                                 (L1)
+#     dlogit^l_{w<-j} = u . sum_h alpha^h_tj f^h(x^{l-1}_j)                           (L2)
+#
+# (m^l_t the feed-forward's output at t, f^h as in (1), its value's bias and the norm's
+# inside it). ALTI-Logit carries each layer's update back to the input positions s through
+# ALTI rolled out over the layers below it (M^{l-1}, rollout of alti; M^0 the identity):
+#
+#     alti-logit_{w<-s} = sum_l sum_j dlogit^l_{w<-j} M^{l-1}_js                        (L3)
+#
+# Each row of M sums to 1, so the positions' shares and the terms (L1) leaves outside the
+# attention (the row's own embedding, the output biases, the feed-forward's outputs, the
+# norm's bias) add up to the logit, exactly but for rounding. A contrastive explanation
+# (their section on contrastive examples) reads u and c of the difference of two words'
+# logits instead: why w and not another.
+
+
+def logit_updates(block, u: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """dlogit^l_{k<-j} (N, T) of (L2): what the layer's attention passes from each position j
+    to row rows[k]'s logit read by u[k] (N, D)."""
+    read = block.passed @ u.T  # (H, T, N): f^h(x_j) . u_k
+    return np.einsum("hkj,hjk->kj", block.weights[:, rows, :], read)  # (N, T)
+
+
+def alti_logit(blocks: list, u: np.ndarray, c: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    """ALTI-Logit (L3) of the logits read by u (N, D) and c (N,) at rows `rows` (N,), every
+    layer's block given: the positions' shares (N, T), a row undefined (NaN) where it draws
+    on an undefined row of ALTI (through); and the terms of (L1) beside them, each (N,):
+    "embedding" (u . x^0_t), "attention_bias", "feed_forward", "norm_bias", and the
+    attention's update of each layer, summed over j, "layers" (N, L)."""
+    M = layer_matrices("alti", blocks[:-1]) if len(blocks) > 1 else np.empty((0,) + blocks[0].weights.shape[1:])
+    updates = [logit_updates(b, u, rows) for b in blocks]  # L x (N, T)
+    shares = updates[0] + sum((through(d, M[l - 1]) for l, d in enumerate(updates) if l), np.zeros_like(updates[0]))
+    terms = {
+        "embedding": (blocks[0].residual[rows] * u).sum(axis=-1),
+        "attention_bias": sum(u @ b.bias for b in blocks),
+        "feed_forward": sum(((b.output[rows] - b.total[rows]) * u).sum(axis=-1) for b in blocks),
+        "norm_bias": c,
+        "layers": np.stack([d.sum(axis=-1) for d in updates], axis=-1),  # (N, L)
+    }
+    return shares, terms
+
+
 # Whole-model measures: the model run again without a token or a head.
 
 

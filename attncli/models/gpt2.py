@@ -290,6 +290,19 @@ def logits(X: np.ndarray, weights: dict, config: GPT2Config) -> np.ndarray:
     return finite(out, "the logits")  # (T, V)
 
 
+def readout(X: np.ndarray, ids: np.ndarray, weights: dict, config: GPT2Config) -> tuple[np.ndarray, np.ndarray]:
+    """The logit of piece ids[k] after the last hidden state X[k] (N, D), before the final
+    norm, as a linear map of that state's parts: logit = u_k . x + c_k summed over any parts
+    x of X[k], the norm held at X[k]'s own factor (as layers.Norm holds one). With g = gamma
+    * E_w, the word's row of the head scaled, u_k = (g - mean(g)) / sqrt(var(X[k]) + eps), the
+    norm's centring moved onto the row, and c_k = E_w . beta. -> u (N, D), c (N,)"""
+    head = "wte.weight" if config.tied else "lm_head.weight"  # (V, D)
+    E = attention.floating(rows_of(weights, head, np.asarray(ids)))  # (N, D)
+    final = layers.Norm.of(X, weights["ln_f.weight"], weights["ln_f.bias"], config.norm_eps)
+    g = final.gamma * E  # (N, D)
+    return (g - g.mean(axis=-1, keepdims=True)) * final.factor, E @ final.beta  # (N, D), (N,)
+
+
 def run_bytes(T: int, config: Config, rows: int | None = None) -> int:
     """Memory run() holds at its peak for T pieces beside what its consumer keeps: the mask
     and the work of one layer (its own and the softmax's (H, T, T) arrays and the steps it

@@ -539,6 +539,18 @@ def logits(X: np.ndarray, weights: dict, config: LlamaConfig) -> np.ndarray:
     return finite(out, "the logits")
 
 
+def readout(X: np.ndarray, ids: np.ndarray, weights: dict, config: LlamaConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The logit of piece ids[k] after the last hidden state X[k] (N, D), before the final
+    RMSNorm, as a linear map of that state's parts: logit = u_k . x summed over any parts x
+    of X[k], the norm held at X[k]'s own factor, u_k = gamma * W_w / sqrt(mean(X[k]^2) +
+    eps) (W_w the word's row of the head); an RMSNorm adds nothing, so c_k = 0.
+    -> u (N, D), c (N,)"""
+    head = "embed_tokens.weight" if config.tied else "lm_head.weight"  # (V, D)
+    W = attention.floating(rows_of(weights, head, np.asarray(ids)))  # (N, D)
+    factor = 1.0 / np.sqrt((X * X).mean(axis=-1, keepdims=True) + config.norm_eps)  # (N, 1)
+    return attention.floating(weights["norm.weight"]) * W * factor, np.zeros(len(W))  # (N, D), (N,)
+
+
 def _positions(T: int, config: LlamaConfig, blocked: bool = False,
                start: int = 0) -> tuple[tuple[np.ndarray, np.ndarray], object]:
     """RoPE's (cos, sin) (T, d_head) and the mask (T, T) of T pieces; `blocked`, instead
