@@ -283,3 +283,62 @@ def test_alti_attributes_each_piece_by_the_rolled_out_alti_row_of_the_position_b
     last = one(run("generate", PROMPTS[1], "--model", MODELS / name, "--max-new-tokens", "4", "--method", "alti",
                    "--json"))  # every layer: a different roll
     assert last["attribution"] != doc["attribution"]
+
+
+def test_alti_logit_is_its_authors_on_tiny_gpt2():
+    """Each written piece's ALTI-Logit row, and its contrast with FOIL, against the authors'
+    formulation run in torch a step at a time (make_generation_references.py's alti_logit),
+    float64 both: within 1e-9 of rows whose largest is about 1."""
+    foil = REFERENCE["tiny_gpt2__foil"].item()
+    model = load_model(str(MODELS / "tiny-gpt2"))
+    for k, prompt in enumerate(PROMPTS):
+        ids, P = REFERENCE[f"tiny_gpt2__ids_{k}"], REFERENCE[f"tiny_gpt2__prompt_{k}"].item()
+        args = ["generate", prompt, "--model", MODELS / "tiny-gpt2", "--max-new-tokens", str(len(ids) - P),
+                "--method", "alti-logit", "--json"]
+        plain, against = one(run(*args)), one(run(*args, "--contrast", model.piece(foil)))
+        assert plain["ids"] == ids.tolist() and against["contrast"] == {"token": model.piece(foil), "id": foil}
+        for name, doc in ((f"tiny_gpt2__alti_logit_{k}", plain), (f"tiny_gpt2__alti_logit_contrast_{k}", against)):
+            for n, row in enumerate(doc["attribution"]):
+                assert len(row) == P + n
+                np.testing.assert_allclose(row, REFERENCE[name][n, :P + n], atol=1e-9, rtol=0)
+        np.testing.assert_allclose([p["logit"] for p in plain["logit"]], REFERENCE[f"tiny_gpt2__logit_{k}"],
+                                   atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_alti_logit_s_positions_and_terms_add_up_to_the_logit(name):
+    """The decomposition is exact: the positions' shares and the terms outside the attention
+    sum to the logit within 1e-9, the logit is the model's own (a whole pass and its head),
+    and the positions' sum is the layers' attention updates summed (ALTI's rows sum to 1).
+    Against a piece, the same of the two logits' difference."""
+    doc = one(run("generate", PROMPTS[1], "--model", MODELS / name, "--max-new-tokens", "5", "--method",
+                  "alti-logit", "--json"))
+    model = load_model(str(MODELS / name))
+    ids, P = np.array(doc["ids"]), doc["prompt_length"]
+    whole = model.family.forward(ids[:-1], model.weights, model.config)
+    z = model.family.logits(np.asarray(whole.hidden)[-1], model.weights, model.config)  # (T - 1, V)
+    foil = int(ids[1])
+    against = one(run("generate", PROMPTS[1], "--model", MODELS / name, "--max-new-tokens", "5", "--method",
+                      "alti-logit", "--contrast", model.piece(foil), "--json"))
+    for d, minus in ((doc, 0.0), (against, z[:, foil])):
+        for k, (row, parts) in enumerate(zip(d["attribution"], d["logit"])):
+            actual = z[P - 1 + k, ids[P + k]] - (minus[P - 1 + k] if d is against else 0.0)
+            assert parts["logit"] == pytest.approx(actual, abs=1e-9)
+            terms = parts["embedding"] + parts["attention_bias"] + parts["feed_forward"] + parts["norm_bias"]
+            assert sum(row) + terms == pytest.approx(actual, abs=1e-9)
+            assert parts["positions"] == pytest.approx(sum(row), abs=1e-12)
+            assert sum(parts["layers"]) == pytest.approx(sum(row), abs=1e-9)
+            assert len(row) == P + k and len(parts["layers"]) == model.config.layers
+
+
+def test_contrast_takes_one_piece_of_the_vocabulary():
+    model = ["--model", MODELS / "tiny-gpt2", "--max-new-tokens", "1"]
+    spelled = one(run("generate", PROMPTS[0], *model, "--method", "alti-logit", "--contrast", "Ġsea", "--json"))
+    written = one(run("generate", PROMPTS[0], *model, "--method", "alti-logit", "--contrast", " sea", "--json"))
+    assert spelled["contrast"] == written["contrast"] and spelled["contrast"]["token"] == "Ġsea"
+    fails(run("generate", PROMPTS[0], *model, "--method", "alti-logit", "--contrast", "orangutan"),
+          "--contrast 'orangutan' is no piece of tiny-gpt2's vocabulary", "give one piece")
+    fails(run("generate", PROMPTS[0], *model, "--method", "alti-logit", "--contrast", ""), "--contrast ''")
+    fails(run("generate", PROMPTS[0], *model, "--contrast", "Ġsea"), "add --method alti-logit", code=2)
+    fails(run("generate", PROMPTS[0], *model, "--method", "rollout", "--contrast", "Ġsea"), "add --method alti-logit",
+          code=2)

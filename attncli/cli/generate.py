@@ -10,7 +10,7 @@ from attncli.cli.inputs import compute_all, read_sentences
 from attncli.cli.options import model_options, output_options, png_option, sentence_argument
 from attncli.cli.output import emit
 from attncli.cli.sections import Command
-from attncli.documents.generation import METHODS, generate_doc
+from attncli.documents.generation import METHODS, contrast_of, generate_doc
 from attncli.models.generation import Sampling
 from attncli.visible import visible
 
@@ -32,8 +32,13 @@ from attncli.visible import visible
 @click.option("--method", type=click.Choice(METHODS),
               help="Also attribute each written piece to the positions before it: rollout (the attention rollout of "
                    "the heads' mean up to the layer shown), alti (ALTI rolled out up to it, as contributions "
-                   "computes it) or leave-one-out (each prompt piece taken out, how much the written piece's "
+                   "computes it), alti-logit (the logit of the piece shared out over the positions through every "
+                   "layer's attention and ALTI, beside what the feed-forward layers and biases add: \"logit\" in "
+                   "JSON) or leave-one-out (each prompt piece taken out, how much the written piece's "
                    "log-probability falls), under \"attribution\" in JSON.")
+@click.option("--contrast", metavar="PIECE",
+              help="With --method alti-logit: explain the difference of each written piece's logit and PIECE's, why "
+                   "it wrote that and not PIECE (a piece as \"alternatives\" name it, \" London\" or \"ĠLondon\").")
 @click.option("--chat", is_flag=True,
               help="Put PROMPT in the model's chat template (its tokenizer_config.json's chat_template, a GGUF's "
                    "tokenizer.chat_template), as the user's message, before it writes: rendered by jinja2 in its "
@@ -41,7 +46,7 @@ from attncli.visible import visible
 @model_options
 @png_option
 @output_options
-def generate(sentence, new, sample, heat, top_k, top_p, draws, method, chat, source, out):
+def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast, chat, source, out):
     """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
     each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
     piece it wrote, the attention of the step that chose it over every position before it
@@ -55,6 +60,7 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, chat, sou
       attncli generate "The capital of France is" --model llama3.2:1b --max-new-tokens 5
       attncli generate "Once upon a time" --model gpt2 --sample --temperature 0.8 --seed 7
       attncli generate "The earth is like an orange" --model gpt2 --layer 3 --head 5 --json | jq .top
+      attncli generate "The capital of France is" --model gpt2 --max-new-tokens 1 --method alti-logit --contrast " London"
     """
     if source.model is None:
         raise click.UsageError("generate runs a decoder: give --model NAME|DIR (a GPT-2 or Llama-family model)")
@@ -64,15 +70,18 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, chat, sou
     if given and not sample:
         raise click.UsageError(f"{given[0]} sets how a piece is drawn; add --sample (without it, the likeliest piece "
                                "is taken)")
+    if contrast is not None and method != "alti-logit":
+        raise click.UsageError("--contrast sets the logit --method alti-logit explains against; add --method alti-logit")
     sampling = Sampling(heat or 1.0, top_k, top_p, draws or 0) if sample else Sampling()
     prompts = read_sentences(sentence, "give a PROMPT argument")
     model = source.load()
     if not model.model.causal:
         raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
                                "decoder with --model (a GPT-2 or Llama-family model)")
+    foil = None if contrast is None else contrast_of(model.model, contrast)
     said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
     docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said, chat=chat,
-                                                               method=method))
+                                                               method=method, contrast=foil))
     if said is not None:
         sys.stdout.write("\n")
     if chat:  # said once every prompt is in it: a template refused says so alone

@@ -15,22 +15,28 @@ from __future__ import annotations
 import numpy as np
 
 from attncli import attention, ranking
-from attncli.errors import OptionError
+from attncli.errors import OptionError, TokenError
 from attncli.documents.sentence import json_lists
 from attncli.models import generation
+from attncli.system import limits
+from attncli.visible import visible
 
 TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
 
 
-METHODS = ("rollout", "alti", "leave-one-out")  # --method: what each written piece is attributed to
+METHODS = ("rollout", "alti", "alti-logit", "leave-one-out")  # --method: what each written piece is attributed to
 
 
 def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = generation.Sampling(), *,
-                 likeliest: int = 5, said=None, chat: bool = False, method: str | None = None) -> dict:
+                 likeliest: int = 5, said=None, chat: bool = False, method: str | None = None,
+                 contrast: int | None = None) -> dict:
     """The document of `new` pieces after `prompt` through the trained model `source`
     (models.encoder.Trained: its layer and head the ones shown); said(piece text so far)
     hears the continuation as it grows. `chat`: the prompt put in the model's chat template
-    first (models/chat.py), whose text writes its own markers."""
+    first (models/chat.py), whose text writes its own markers. `method`: each written piece
+    attributed to the positions before it (attributed, explained); `contrast`, with
+    "alti-logit", the id of the piece (contrast_of) each written piece's logit is set
+    against."""
     model = source.model
     text = templated(model, prompt) if chat else prompt
     pieces = model.encode(text, "prompt", markers=not chat)
@@ -74,10 +80,67 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     }
     if source.head is None:
         doc["heads"] = [r.tolist() for r in rows]  # each piece's (H, P + k)
-    if method is not None and out.ids:
+    if method == "alti-logit" and out.ids:
+        rows, parts = explained(model, np.array(doc["ids"]), P, contrast)
+        doc.update(method=method, attribution=rows, logit=parts)
+        if contrast is not None:
+            doc["contrast"] = {"token": model.piece(contrast), "id": contrast}
+    elif method is not None and out.ids:
         doc.update(method=method, attribution=attributed(model, np.array(doc["ids"]), P, method, source.layer,
                                                          np.array(doc["logprobs"])))
     return doc
+
+
+def explained(model, ids: np.ndarray, P: int, contrast: int | None = None) -> tuple[list, list[dict]]:
+    """ALTI-Logit (mixing/contributions.py's alti_logit, Ferrando et al. 2023) of each written
+    piece k (ids[P + k]): the logit its step gave it, read at position P + k - 1 after the
+    model's every layer, shared out over the positions 0 .. P + k - 1 (a row each, in the
+    logit's units, null where ALTI's rollout is undefined), and the terms the attention does
+    not carry ("logit": the logit itself, "positions" their sum, "embedding" the position's
+    own, "attention_bias", "feed_forward", "norm_bias", and each layer's attention update
+    summed over the positions, "layers"), which add up to it. With `contrast`, the id of
+    another piece: the difference of the two logits, why this piece and not that one."""
+    from attncli.mixing import contributions  # the measures of context mixing: only --method alti-logit needs them
+
+    N, before = len(ids) - P, ids[:-1]
+    rows = np.arange(P - 1, len(before))  # (N,): the position each written piece's step read its logit at
+    blocks = _blocks(model, before)
+    final = blocks[-1].output[rows]  # (N, D): the last hidden states, before the final norm
+    u, c = model.family.readout(final, ids[P:], model.weights, model.config)  # (N, D), (N,)
+    if contrast is not None:
+        v, d = model.family.readout(final, np.full(N, contrast), model.weights, model.config)
+        u, c = u - v, c - d
+    shares, terms = contributions.alti_logit(blocks, u, c, rows)  # (N, T), terms
+    parts = [{"logit": float((final[k] * u[k]).sum() + c[k]), "positions": float(shares[k, :P + k].sum()),
+              **{name: float(terms[name][k]) for name in ("embedding", "attention_bias", "feed_forward", "norm_bias")},
+              "layers": terms["layers"][k].tolist()} for k in range(N)]
+    return [json_lists(shares[k, :P + k]) for k in range(N)], parts
+
+
+def contrast_of(model, text: str) -> int:
+    """The id of --contrast's piece: a piece of the vocabulary as the tokenizer spells it
+    ("ĠLondon", "▁London"), or a text the tokenizer makes one piece of (" London")."""
+    i = model.tokenizer.token_to_id(text)
+    if i is not None and i < model.config.vocab_size:
+        return int(i)
+    pieces = model.encode(text, "--contrast piece", markers=False) if text else None
+    if pieces is not None and len(pieces.ids) == 1:
+        return int(pieces.ids[0])
+    parts = " ".join(visible(p) for p in pieces.pieces) if pieces is not None else "none"
+    raise TokenError(f"--contrast {visible(repr(text))} is no piece of {visible(model.name)}'s vocabulary, and the "
+                     f"tokenizer makes {len(pieces.ids) if pieces else 0} pieces of it ({parts}); give one piece, as "
+                     "\"alternatives\" in --json name them (\" London\", or its spelling \"ĠLondon\")")
+
+
+def _blocks(model, ids: np.ndarray) -> list:
+    """Every layer of the pass over `ids` in the parts contributions.py takes apart (a
+    family's blocks), refused before it starts where memory cannot hold them: each layer's
+    (H, T, D) values passed on, its weights and four (T, D) states."""
+    T, config = len(ids), model.config
+    L, H, D = config.layers, config.heads, config.hidden
+    limits.require(model.family.pass_bytes(T, config) + 8 * L * (H * T * D + H * T * T + 4 * T * D),
+                   f"the parts of {model.name}'s layers over {T:,} word pieces", "write fewer pieces (--max-new-tokens)")
+    return model.family.blocks(ids, model.weights, config)
 
 
 def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None,
@@ -101,8 +164,7 @@ def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None,
     if method == "alti":
         from attncli.mixing import contributions  # the measures of context mixing: only --method alti needs them
 
-        blocks = model.family.blocks(before, model.weights, model.config)
-        R = contributions.layer_matrices("alti", blocks[:shown])[-1]  # (T, T), rolled out
+        R = contributions.layer_matrices("alti", _blocks(model, before)[:shown])[-1]  # (T, T), rolled out
         return [json_lists(R[P + k - 1, :P + k]) for k in range(N)]
     if method == "rollout":
         R = attention.rollout(generation.head_means(model, before)[:shown])[-1]  # (T, T)

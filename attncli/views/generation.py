@@ -25,6 +25,27 @@ def _piece(token: str | None) -> str:
     return "(no piece)" if token is None else token
 
 
+def _attributed(doc: dict, k: int) -> list[Text]:
+    """Under --method, what piece k is attributed to most (of alti-logit, the positions that
+    raised its logit most, and what its logit is made of)."""
+    if "attribution" not in doc:
+        return []
+    row = doc["attribution"][k]
+    ranked = sorted((j for j, v in enumerate(row) if v is not None), key=lambda j: -row[j])[:3]
+    what = "raised its logit most" if doc["method"] == "alti-logit" else "attributed most"
+    against = f" against {_piece(doc['contrast']['token'])}" if "contrast" in doc else ""
+    line = Text(f"     {doc['method']}{against}: {what}: ", style="dim")
+    line.append(", ".join(f"{_piece(doc['tokens'][j])} {row[j]:+.3f}" if doc["method"] == "alti-logit" else
+                          f"{_piece(doc['tokens'][j])} {row[j]:.3f}" for j in ranked) or "(undefined)")
+    if doc["method"] != "alti-logit":
+        return [line]
+    parts = doc["logit"][k]
+    made = Text(f"     logit{' difference' if against else ''} {parts['logit']:.3f} = positions "
+                f"{parts['positions']:+.3f}, feed-forward {parts['feed_forward']:+.3f}, own embedding "
+                f"{parts['embedding']:+.3f}, biases {parts['attention_bias'] + parts['norm_bias']:+.3f}", style="dim")
+    return [line, made]
+
+
 def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
     m = doc["model"]
     P, rows = doc["prompt_length"], doc["weights"]
@@ -55,7 +76,7 @@ def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None
         if len(row) > P:
             strip.append("|", style="dim")
             strip.append(_shaded(row[P:], largest), style="green")
-        lines += [line, strip]
+        lines += [line, strip] + _attributed(doc, k)
     legend = Text(f"each strip: the row over the prompt's positions 1 to {P - 1} (cyan), then the written pieces "
                   f"before it (green); shades to {largest:.3f}, the largest weight past the first position",
                   style="dim")
