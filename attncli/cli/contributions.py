@@ -7,7 +7,6 @@ from __future__ import annotations
 import click
 from attncli.cli.inputs import compute_all, note_large_json, read_sentences
 from attncli.mixing import contributions as measures
-from attncli.mixing import documents as mixing
 from attncli.cli.options import (CONTRIBUTIONS_FIELDS, attention_options, fields_option, model_options, output_options,
                                  png_option, sentence_argument, vectors_options)
 from attncli.cli.output import emit
@@ -33,7 +32,7 @@ HEAD_HELP = ("With --model and --method raw, rollout or norm: one head's measure
               help="Roll each layer's matrix out over the layers before it (Abnar & Zuidema 2020), or not. "
                    "Default: as the method's paper does, rolled out for " + ", ".join(measures.ROLLED_BY_DEFAULT)
                    + ", not for the others.")
-@click.option("--erasure", type=click.Choice(mixing.ERASURES), default=None,
+@click.option("--erasure", type=click.Choice(measures.ERASURES), default=None,
               help="With --method leave-one-out: take each token away (remove) or put the model's mask token in "
                    "its place (mask). Default: remove.")
 @vectors_options
@@ -74,7 +73,9 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
                     "--layer L shows one layer, and --fields leaves keys out (--fields tokens,top,mixing_ratio "
                     "writes no matrix)" if source.model else "--fields leaves keys out (--fields "
                     "tokens,top,mixing_ratio writes no matrix)")
-    docs = compute_all(sentences, lambda text: [mixing.contributions_doc(
+    from attncli.mixing.documents import contributions_doc  # the model's parts: not imported for --help
+
+    docs = compute_all(sentences, lambda text: [contributions_doc(
         text, vectors, opts, method=method, layer=source.layer, head=source.head, rolled=rolled,
         erasure=erasure or "remove") for method in methods],
         said=lambda doc: [f"{doc['method']}: {note}" if len(methods) > 1 else note for note in doc["notes"]])
@@ -83,8 +84,10 @@ def contributions(sentence, methods, rolled, erasure, source, opts, out):
 
 def _check(methods: tuple[str, ...], rolled: bool | None, erasure: str | None, source) -> None:
     """The options that do not go together, refused before anything is read or loaded."""
+    from attncli.mixing.documents import method_problem  # the model's parts: not imported for --help
+
     for method in methods:
-        problem = mixing.method_problem(method, measures.METHODS if source.model else ON_VECTORS, source.head)
+        problem = method_problem(method, measures.METHODS if source.model else ON_VECTORS, source.head)
         if problem:
             raise click.UsageError(problem)
         _check_one(method, rolled, source)

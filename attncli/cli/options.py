@@ -18,7 +18,6 @@ import click
 from attncli import attention
 from attncli.cli.output import Output, bar_console, quiet_dask, say_later, unwritable, warn
 from attncli.cli.sections import option
-from attncli.documents.context import settled_note
 from attncli.encoder import Options
 from attncli.errors import AttncliError, InputError, OptionError, OutputError
 from attncli.learning import projections
@@ -309,6 +308,8 @@ def _as_trained(opts: Options, ctx: click.Context) -> tuple[Options, list[str]]:
     taken = tuple(name for name in ("heads", "mask") if f"--{name}" not in given)
     opts = dataclasses.replace(opts, **{name: getattr(record, name) for name in taken}, from_file=taken)
     if taken and "fmt" in ctx.params and _format(ctx.params["fmt"], ctx.params["as_json"]) == "table":
+        from attncli.documents.context import settled_note  # a trained file's table alone says it: no import on every run
+
         said.append(f"note: {settled_note(opts)}")
     return opts, said
 

@@ -70,6 +70,7 @@ METHODS = ("raw", "rollout", "norm", "norm-res", "norm-res-ln", "globenc", "alti
 ROLLED_BY_DEFAULT = ("rollout", "globenc", "alti")  # as the papers define them: rolled out over the layers
 WITHOUT_RESIDUAL = ("raw", "rollout", "norm")  # rolled out with the identity mixed in
 AS_THEY_ARE = ("norm-res", "norm-res-ln", "globenc")  # rolled out without normalising each layer (GlobEnc)
+ERASURES = ("remove", "mask")  # leave-one-out takes a token out of the input, or puts a mask (or unknown) piece in its place
 PER_HEAD = ("raw", "rollout", "norm")  # defined for one head as well as for the layer
 SHARES = ("alti", "value-zeroing")  # each layer's rows normalised by the measure itself
 # why a row has no share to give (undefined_rows)

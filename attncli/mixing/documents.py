@@ -16,12 +16,12 @@ from attncli.documents.sentence import heads_doc as sentence_heads_doc
 from attncli.encoder import Attention, Encoder, Options, attend
 from attncli.errors import InputError, OptionError
 from attncli.mixing import contributions
+from attncli.mixing.contributions import ERASURES
 from attncli.models.encoder import Sentence, Trained
 from attncli.models.files import Pieces
 from attncli.models.layers import Block
 from attncli.system import limits
 from attncli.visible import listed
-ERASURES = ("remove", "mask")
 REPLACEMENTS = ("[MASK]", "<mask>", "[UNK]", "<unk>", "<|endoftext|>")  # a piece to erase with, the first the model has
 
 

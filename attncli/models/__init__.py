@@ -60,7 +60,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from attncli.errors import ModelError
-from attncli.models import bert, chat, distilbert, files, gguf_file, gguf_vocab, gpt2, llama, ollama, weights
+from attncli.models import bert, chat, distilbert, files, gpt2, llama
+# the readers of weights, GGUF files and ollama's store are imported where a model is loaded: not for --help
 from attncli.models.files import Model
 from attncli.models.tokenizer import read_settings
 from attncli.system.home import expand
@@ -85,6 +86,8 @@ def load_model(spec: str, revision: str | None = None, check=None, progress=None
     (to refuse options the family cannot take, before the work of reading them);
     progress(done, total), when given, the bytes of the weights read as their numbers are
     checked."""
+    from attncli.models import weights  # the safetensors reader: not imported for --help
+
     name, where, commit = locate(spec, revision)
     if not where.is_dir():  # a GGUF file (locate)
         return load_gguf(name, where, check)
@@ -121,6 +124,8 @@ def locate(spec: str, revision: str | None = None) -> tuple[str, Path, str | Non
     """(name, where, commit) of --model: a GGUF file, a model of ollama's store (NAME:TAG,
     ollama:NAME: its GGUF blob), or what files.folder finds (a folder, a known name, the
     Hugging Face cache's snapshot at its commit). A path that is there is taken for one."""
+    from attncli.models import gguf_file, ollama  # a GGUF's reader and ollama's store: not imported for --help
+
     expanded = expand(spec)
     path = Path(expanded if expanded is not None else spec)
     if path.is_file() and gguf_file.is_gguf(path):
@@ -137,6 +142,8 @@ def load_gguf(name: str, path: Path, check=None) -> Model:
     """The model of the GGUF file `path`: its header read and checked (gguf_file), its
     family the one that runs its architecture, its config and tokenizer made from its
     metadata, its tensors kept in the file (each dequantized as its layer runs)."""
+    from attncli.models import gguf_file, gguf_vocab  # a GGUF's reader: not imported for --help
+
     header = gguf_file.read_header(path)
     arch = header.architecture
     family = GGUF_FAMILIES.get(arch)
@@ -158,6 +165,8 @@ def files_read(where: Path) -> list[Path]:
     """The files of a model's folder that load_model reads (a worker elsewhere must see the
     same ones): config.json, the tokenizer's files read_tokenizer takes, the weights' index
     and safetensors files; of a GGUF model, its file."""
+    from attncli.models import weights  # the safetensors reader: not imported for --help
+
     if not where.is_dir():
         return [where]
     tokenizer = where / "tokenizer.json"
