@@ -193,3 +193,14 @@ def test_the_heads_are_split_and_merged_in_attention_py_alone():
              if path.name not in ("attention.py", "rotary.py")
              and re.search(r"\bmerge_heads\(", path.read_text(encoding="utf-8"))}
     assert calls == set()
+
+
+def test_the_top_level_is_a_map_of_short_modules_and_the_readme_a_front_door():
+    """At most a dozen modules beside the subpackages, none past 700 lines, and a README of
+    at most 250 lines: the house's limits, held as it grows."""
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 12, top
+    long = {str(path.relative_to(PACKAGE.parent)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 700}
+    assert long == {}
+    assert len((PACKAGE.parent / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
