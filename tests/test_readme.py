@@ -42,7 +42,7 @@ def test_sample_output_is_real(page, command, shown, monkeypatch):
 
 def test_there_are_samples_of_the_commands():
     assert {c.split()[0] for _, c, _ in SAMPLES} == {"scores", "context", "compare", "heads", "contributions",
-                                                     "faithfulness"}
+                                                     "faithfulness", "generate"}
 
 
 @pytest.mark.parametrize("page", manual.pages())

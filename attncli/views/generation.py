@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attncli.views.common import quantized
+from attncli.views.common import Packed, quantized
 
 SHADES = " ░▒▓█"  # a weight's fifth of the largest past the first position
 
@@ -25,25 +25,35 @@ def _piece(token: str | None) -> str:
     return "(no piece)" if token is None else token
 
 
-def _attributed(doc: dict, k: int) -> list[Text]:
+def _listed(label: str, pairs: list[str], style: str = "") -> list[Text]:
+    """A label and its items for pack, each item whole on a line and the label on the line
+    of the first: "looked at: earth 0.291,", "an 0.253,"."""
+    items = [item + ("," if n < len(pairs) - 1 else "") for n, item in enumerate(pairs)]
+    return [Text(f"{label} {items[0]}" if items else label, style=style)] + [Text(i, style=style) for i in items[1:]]
+
+
+def _attributed(doc: dict, k: int) -> list[Packed]:
     """Under --method, what piece k is attributed to most (of alti-logit, the positions that
     raised its logit most, and what its logit is made of)."""
     if "attribution" not in doc:
         return []
     row = doc["attribution"][k]
     ranked = sorted((j for j, v in enumerate(row) if v is not None), key=lambda j: -row[j])[:3]
-    what = "raised its logit most" if doc["method"] == "alti-logit" else "attributed most"
+    logit = doc["method"] == "alti-logit"
     against = f" against {_piece(doc['contrast']['token'])}" if "contrast" in doc else ""
-    line = Text(f"     {doc['method']}{against}: {what}: ", style="dim")
-    line.append(", ".join(f"{_piece(doc['tokens'][j])} {row[j]:+.3f}" if doc["method"] == "alti-logit" else
-                          f"{_piece(doc['tokens'][j])} {row[j]:.3f}" for j in ranked) or "(undefined)")
-    if doc["method"] != "alti-logit":
-        return [line]
-    parts = doc["logit"][k]
-    made = Text(f"     logit{' difference' if against else ''} {parts['logit']:.3f} = positions "
-                f"{parts['positions']:+.3f}, feed-forward {parts['feed_forward']:+.3f}, own embedding "
-                f"{parts['embedding']:+.3f}, biases {parts['attention_bias'] + parts['norm_bias']:+.3f}", style="dim")
-    return [line, made]
+    items = [f"{_piece(doc['tokens'][j])} {row[j]:+.3f}" if logit else f"{_piece(doc['tokens'][j])} {row[j]:.3f}"
+             for j in ranked] or ["(undefined)"]
+    said = _listed(f"{doc['method']}{against}: {'raised its logit most' if logit else 'attributed most'}:", items,
+                   "dim")
+    lines = [Packed(said, first=Text("     "), sep=" ", indent=7)]
+    if logit:
+        parts = doc["logit"][k]
+        made = [f"positions {parts['positions']:+.3f}", f"feed-forward {parts['feed_forward']:+.3f}",
+                f"own embedding {parts['embedding']:+.3f}",
+                f"biases {parts['attention_bias'] + parts['norm_bias']:+.3f}"]
+        lines.append(Packed(_listed(f"logit{' difference' if against else ''} {parts['logit']:.3f} =", made, "dim"),
+                            first=Text("     "), sep=" ", indent=7))
+    return lines
 
 
 def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None) -> RenderableType:
@@ -56,21 +66,21 @@ def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None
     drawn = ("greedy (the likeliest piece each step)" if sampling["greedy"] else
              f"sampled (temperature {sampling['temperature']:g}, top-k {sampling['top_k'] or 'all'}, top-p "
              f"{sampling['top_p'] or 1:g}, seed {sampling['seed']})")
-    about = Text(f"\nmodel {m['name']}{quantized(m)}; {len(doc['generated'])} pieces written, {drawn}, stopped at "
+    about = Text(f"\nmodel {m['name']}{quantized(m)}; {len(doc['generated'])} piece{'' if len(doc['generated']) == 1 else 's'} written, {drawn}, stopped at "
                  f"{'its end-of-sequence piece' if doc['stop'] == 'eos' else 'the pieces asked for'}; layer "
                  f"{doc['layer']} of {m['layers']}, {which}; the first position's weight (the sink) given apart",
                  style="dim")
     largest = max((w for row in rows for w in row[1:]), default=0.0) or 1.0
     lines = []
     for k, (token, row) in enumerate(zip(doc["generated"], rows)):
-        line = Text(f"{P + k:>4} ", style="dim")
-        line.append(f"{_piece(token)}", style="bold")
-        line.append(f"  logp {doc['logprobs'][k]:.3f}  sink {doc['sink'][k]:.3f}  ")
-        line.append("looked at: " + ", ".join(f"{_piece(t['token'])} {t['weight']:.3f}" for t in doc["top"][k]))
+        first = Text(f"{P + k:>4} ", style="dim")
+        first.append(f"{_piece(token)}", style="bold")
+        items = [Text(f"logp {doc['logprobs'][k]:.3f}"), Text(f"sink {doc['sink'][k]:.3f}")]
+        items += _listed("looked at:", [f"{_piece(t['token'])} {t['weight']:.3f}" for t in doc["top"][k]])
         others = [a for a in doc["alternatives"][k] if a["token"] != token][:3]
         if others:
-            line.append("  instead: " + ", ".join(f"{_piece(a['token'])} {a['logprob']:.2f}" for a in others),
-                        style="dim")
+            items += _listed("instead:", [f"{_piece(a['token'])} {a['logprob']:.2f}" for a in others], "dim")
+        line = Packed(items, first=first.append("  "), sep=" ", indent=7)
         strip = Text("     |", style="dim")
         strip.append(_shaded(row[1:P], largest), style="cyan")
         if len(row) > P:
