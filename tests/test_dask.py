@@ -105,6 +105,20 @@ def test_relative_paths_name_the_files_beside_the_client_not_the_workers(cluster
     assert local != theirs
 
 
+def test_generate_s_prompts_on_the_cluster_are_the_same_as_in_one_process(cluster, tmp_path, monkeypatch):
+    """generate --file --scheduler: the workers write each prompt with the run's seed, in
+    input order, the bytes of one process's run."""
+    pytest.importorskip("tokenizers", reason="the model extra: pip install '.[model]'")
+    shutil.copytree(Path(__file__).parent / "data" / "models" / "tiny-gpt2", tmp_path / "decoder")
+    (tmp_path / "prompts.txt").write_text("The earth is like an orange\nthe river bank\nonce upon\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # the model and the prompts named as the client sees them
+    args = ["generate", "--file", "prompts.txt", "--model", "decoder", "--max-new-tokens", "5", "--sample", "--seed",
+            "4", "--method", "rollout"]
+    local, remote = run(*args), run(*args, "--scheduler", cluster)
+    assert local.exit_code == 0 and remote.exit_code == 0, local.stderr + remote.stderr
+    assert remote.stdout == local.stdout and len(local.stdout.splitlines()) == 3
+
+
 def test_a_file_only_beside_the_client_is_read_by_the_workers(cluster, tmp_path, monkeypatch):
     vectors_file(tmp_path / "mine.txt", seed=3)
     (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")

@@ -342,3 +342,33 @@ def test_contrast_takes_one_piece_of_the_vocabulary():
     fails(run("generate", PROMPTS[0], *model, "--contrast", "Ġsea"), "add --method alti-logit", code=2)
     fails(run("generate", PROMPTS[0], *model, "--method", "rollout", "--contrast", "Ġsea"), "add --method alti-logit",
           code=2)
+
+
+FILE_PROMPTS = ["The earth is like an orange", "I sat on the bank of the river and", "", "Once upon a time",
+                "the cat"]
+
+
+def test_a_file_of_prompts_gives_a_document_a_line_in_order_the_same_in_one_process_or_two(tmp_path):
+    """--file: JSON Lines, a document a prompt with its "line", in input order (the blank line
+    skipped, its number kept); sampled with one seed, each line's pieces are the single
+    prompt's, and two workers write the same bytes as one."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(FILE_PROMPTS) + "\n", encoding="utf-8")
+    args = ["generate", "--file", prompts, "--model", MODELS / "tiny-llama", "--max-new-tokens", "6", "--sample",
+            "--seed", "11", "--top-k", "20", "--method", "alti-logit"]
+    one_job, two_jobs = run(*args), run(*args, "--jobs", "2")
+    assert one_job.exit_code == 0 and two_jobs.exit_code == 0, one_job.stderr + two_jobs.stderr
+    assert one_job.stdout == two_jobs.stdout
+    docs = [json.loads(line) for line in one_job.stdout.splitlines()]
+    assert [d["line"] for d in docs] == [1, 2, 4, 5]
+    for d in docs:
+        alone = one(run("generate", FILE_PROMPTS[d["line"] - 1], *args[3:], "--json"))
+        assert {k: v for k, v in d.items() if k != "line"} == alone
+
+
+def test_a_file_s_options_go_together():
+    model = ["--model", MODELS / "tiny-gpt2"]
+    fails(run("generate", "the cat", "--file", "-", *model), "not both", code=2)
+    fails(run("generate", "the cat", "--jobs", "2", *model), "add --file FILE", code=2)
+    fails(run("generate", "--file", "-", "--format", "table", *model), "--file writes JSON Lines", code=2)
+    fails(run("generate", "--file", "/nonexistent/prompts.txt", *model), "/nonexistent/prompts.txt")

@@ -57,27 +57,38 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
       attncli batch corpus.txt --scheduler tcp://10.0.0.5:8786 > results.jsonl
       attncli batch corpus.txt --fields tokens,weights | jq -c '.weights[0]'
     """
+    return corpus_lines(input_file, jobs, scheduler, source, opts, jsonl=jsonl, field_name=field_name, fields=fields,
+                        token=token, index=index, all_contexts=all_contexts, neighbors=neighbors)
+
+
+def corpus_lines(input_file: str | None, jobs: int, scheduler: str | None, source, opts, *, jsonl: bool = False,
+                 field_name: str = "text", fields=None, size: int | None = None, loaded=None, **job):
+    """FILE (or standard input) a line at a time through the Job the rest of `job` makes
+    (batch's documents, or generate's), in one process, `jobs` or on the cluster at
+    `scheduler`: JSON Lines on stdout in input order, a chunk of `size` lines a task (the
+    Job's usual by default; `loaded`, the source where the command loaded it already);
+    exit status 1 where a line failed."""
     from attncli.corpus import batch as batches, cluster  # multiprocessing, at workers' top: 20 ms that listing the commands need not pay
 
     if scheduler is not None and jobs > 1:
         raise click.UsageError("--jobs runs workers on this machine and --scheduler on a cluster; give one of them")
     where = input_file if input_file not in (None, "-") else "standard input"
     jobs = min(jobs, os.cpu_count() or 1)
+    size = size or batches.CHUNK
     with contextlib.ExitStack() as stack:
         stream = (stdin_stream("give FILE") if input_file in (None, "-")
                   else stack.enter_context(open_regular(input_file, "FILE")))
         # a line at a time, a chunk of lines to a task: the corpus is never held whole
         chunks = batches.chunks_of(batches.read_items(stream, jsonl=jsonl, field_name=field_name, where=where,
-                                                      most=batches.line_most(jobs)))
+                                                      most=batches.line_most(jobs)), size)
         first = next(chunks, None)
         if first is None:
             raise InputError(f"{where} holds no sentence (it is empty or blank)")
-        if len(first) < batches.CHUNK:  # the whole input: more workers than lines only cost start-up
+        if len(first) < size:  # the whole input: more workers than lines only cost start-up
             jobs = min(jobs, len(first))
-        vectors = source.load()  # here, once: converts and caches a new source before workers start
+        vectors = loaded or source.load()  # here, once: converts and caches a new source before workers start
         written = {"fields": fields, "ascii_only": not utf8(sys.stdout)}  # the workers write the JSON
-        job = batches.Job.from_source(source, vectors, opts, dask=scheduler is not None, token=token, index=index,
-                                      all_contexts=all_contexts, neighbors=neighbors, **written)
+        job = batches.Job.from_source(source, vectors, opts, dask=scheduler is not None, **job, **written)
         chunks = itertools.chain([first], chunks)
         results = (cluster.run_dask_in_order(chunks, job, scheduler) if scheduler is not None
                    else batches.run_chunks(chunks, job, jobs))
@@ -88,6 +99,7 @@ def batch(input_file, jsonl, field_name, token, index, all_contexts, neighbors, 
     if failed:
         click.echo(f"attncli: {failed:,} of {count(done, 'line')} failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
+    return None
 
 
 def _write(results, total: int | None, where: str) -> tuple[int, int]:

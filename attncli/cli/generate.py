@@ -7,10 +7,13 @@ import sys
 
 import click
 from attncli.cli.inputs import compute_all, read_sentences
-from attncli.cli.options import model_options, output_options, png_option, sentence_argument
+from attncli.cli.corpus import corpus_lines
+from attncli.cli.options import (TextParam, complete_path, model_options, output_options, png_option,
+                                 scheduler_address, sentence_argument)
 from attncli.cli.output import emit
 from attncli.cli.sections import Command
-from attncli.documents.generation import METHODS, contrast_of, generate_doc
+from attncli.documents.generation import METHODS, Asked, contrast_of, generate_doc
+from attncli.encoder import Options
 from attncli.models.generation import Sampling
 from attncli.visible import visible
 
@@ -43,10 +46,21 @@ from attncli.visible import visible
               help="Put PROMPT in the model's chat template (its tokenizer_config.json's chat_template, a GGUF's "
                    "tokenizer.chat_template), as the user's message, before it writes: rendered by jinja2 in its "
                    "sandbox, which runs the template and nothing else.")
+@click.option("--file", "input_file", metavar="FILE", type=TextParam("--file"), shell_complete=complete_path,
+              help="Prompts one a line (\"-\": standard input), as batch reads sentences: JSON Lines out, one "
+                   "document a line with its \"line\", in input order.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="With --file: worker processes (at most one a core), a prompt each at a time; the output keeps "
+                   "input order, and each line's text is the same as in one process.")
+@click.option("--scheduler", metavar="ADDRESS", envvar="ATTNCLI_DASK_SCHEDULER", show_envvar=True,
+              callback=scheduler_address,
+              help="With --file: a Dask scheduler (tcp://host:8786) whose workers write, in input order; needs pip "
+                   "install 'dask[distributed]'.")
 @model_options
 @png_option
 @output_options
-def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast, chat, source, out):
+def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast, chat, input_file, jobs, scheduler,
+             source, out):
     """A decoder (--model) writes after PROMPT, up to --max-new-tokens pieces, the likeliest
     each time (or drawn, --sample); on a terminal the text shows as it grows. Then, for each
     piece it wrote, the attention of the step that chose it over every position before it
@@ -61,6 +75,7 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast,
       attncli generate "Once upon a time" --model gpt2 --sample --temperature 0.8 --seed 7
       attncli generate "The earth is like an orange" --model gpt2 --layer 3 --head 5 --json | jq .top
       attncli generate "The capital of France is" --model gpt2 --max-new-tokens 1 --method alti-logit --contrast " London"
+      attncli generate --file prompts.txt --model gpt2 --sample --seed 7 --jobs 2 > written.jsonl
     """
     if source.model is None:
         raise click.UsageError("generate runs a decoder: give --model NAME|DIR (a GPT-2 or Llama-family model)")
@@ -73,12 +88,16 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast,
     if contrast is not None and method != "alti-logit":
         raise click.UsageError("--contrast sets the logit --method alti-logit explains against; add --method alti-logit")
     sampling = Sampling(heat or 1.0, top_k, top_p, draws or 0) if sample else Sampling()
-    prompts = read_sentences(sentence, "give a PROMPT argument")
+    _check_lines(sentence, input_file, jobs, scheduler, out)
+    prompts = read_sentences(sentence, "give a PROMPT argument") if input_file is None else None
     model = source.load()
     if not model.model.causal:
         raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
                                "decoder with --model (a GPT-2 or Llama-family model)")
     foil = None if contrast is None else contrast_of(model.model, contrast)
+    if input_file is not None:  # a corpus of prompts, as batch runs one: a prompt a task, each line's seed the run's
+        asked = Asked(new, sampling, method, foil, chat)
+        return corpus_lines(input_file, jobs, scheduler, source, Options(), size=1, loaded=model, generation=asked)
     said = Growing() if out.fmt == "table" and sys.stdout.isatty() and len(prompts) == 1 else None
     docs = compute_all(prompts, lambda text: generate_doc(text, model, new, sampling, said=said, chat=chat,
                                                                method=method, contrast=foil))
@@ -88,6 +107,20 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast,
         click.echo(f"attncli: note: each prompt was put in {visible(model.name)}'s chat template first, as the "
                    "user's message (\"chat\" in JSON)", err=True)
     emit(docs, out, "generate_view")
+
+
+def _check_lines(sentence, input_file, jobs: int, scheduler, out) -> None:
+    """--file's options, refused where they do not go together."""
+    if input_file is None:
+        if jobs > 1 or scheduler is not None:
+            raise click.UsageError("--jobs and --scheduler share out the prompts of --file; add --file FILE")
+        return
+    if sentence is not None:
+        raise click.UsageError("give PROMPT or --file FILE, not both")
+    asked_table = click.get_current_context().params.get("fmt") == "table"  # --format table said, not a terminal's default
+    if asked_table or out.svg or out.html or out.png:
+        raise click.UsageError("--file writes JSON Lines, a document a prompt; leave out --format table, --svg, "
+                               "--html and --png")
 
 
 class Growing:

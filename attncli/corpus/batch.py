@@ -46,6 +46,7 @@ class Job:
     layer: int = 1
     head: int | None = None
     precision: str = "float64"  # the model's passes (attention.PRECISIONS), as --precision gives it
+    generation: object | None = None  # generate --file: what each line is written after as (documents.generation.Asked)
     fields: tuple[str, ...] | None = None  # run_chunks: the keys to write (with `line`), all for None
     ascii_only: bool = False  # run_chunks: JSON for a stream that is not UTF-8
     spool: str | None = None  # run_chunks' workers: the folder of this run where they leave each chunk's lines
@@ -268,7 +269,7 @@ def batched(chunk: list[tuple], vectors, job: Job, failed: str | None = None) ->
     (word vectors: a chunk's T x T arrays would be held at once): none. The batches are the
     chunk's, the same whatever the number of workers, and so are the numbers."""
     if failed is not None or not vectors.batches or job.token is not None or job.index is not None \
-            or job.all_contexts:
+            or job.all_contexts or job.generation is not None:
         return {}
     lines = [(number, text) for number, text, error in chunk if error is None]
     done = vectors.attend_many([text for _, text in lines], job.opts, listed=scores_listed(job.opts))
@@ -340,7 +341,9 @@ def one_line(item: tuple[int, str | None, str | None], vectors, job: Job, failed
         error = failed
     if error is None:
         try:
-            if job.token is None and job.index is None and not job.all_contexts:
+            if job.generation is not None:
+                doc = job.generation.doc(text, vectors)
+            elif job.token is None and job.index is None and not job.all_contexts:
                 doc = scores_doc(text, vectors, job.opts, att=att)
             else:
                 doc = context_doc(text, vectors, job.opts, token=job.token, index=job.index,

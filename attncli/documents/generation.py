@@ -12,6 +12,8 @@ first that the row weighs most; the table shades the rest of the row on a scale 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from attncli import attention, ranking
@@ -22,6 +24,23 @@ from attncli.system import limits
 from attncli.visible import visible
 
 TOP = 3  # the prompt's pieces each generated piece's row lists, most attended first
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a run asks of every prompt (generate_doc's arguments but the prompt and the
+    model), as a corpus's workers take it: each line written after as the run says, with
+    the same seed, so that a line's text is the same in one process, N or on a cluster."""
+
+    new: int
+    sampling: generation.Sampling = generation.Sampling()
+    method: str | None = None
+    contrast: int | None = None
+    chat: bool = False
+
+    def doc(self, prompt: str, source) -> dict:
+        return generate_doc(prompt, source, self.new, self.sampling, chat=self.chat, method=self.method,
+                            contrast=self.contrast)
 
 
 METHODS = ("rollout", "alti", "alti-logit", "leave-one-out")  # --method: what each written piece is attributed to
