@@ -23,7 +23,7 @@ from attncli.visible import visible
 # the view each kind of document is drawn with in the table view (views.VIEWS's names)
 TABLE_VIEWS = {"scores": "scores_view", "heads": "heads_view", "context": "context_view", "compare": "compare_view",
                "contributions": "contributions_view"}
-SHOWN = ("scores", "heads", "context", "compare", "contributions")
+SHOWN = ("scores", "heads", "context", "compare", "contributions", "generate")
 
 
 class Page:
@@ -97,21 +97,24 @@ def _is_page(path: Path) -> bool:
 
 def show(sentence: str | list[str], *, model: str | None = None, vectors=None, view: str | None = None,
          layer: int | None = None, head: int | None = None, token: str | None = None, method: str = "raw",
-         options=None) -> Page:
+         options=None, generate: int | None = None) -> Page:
     """The page of one sentence (a list of sentences for view="compare"), as the commands'
     --html draws it. model: a name (minilm), a folder, a model in the Hugging Face cache, a
     GGUF file or a model of ollama's store (llama3.2:1b); else `vectors` (a Vectors, a path,
     or None for the bundled GloVe). view: "heads" (the default with a model: the model view
     and the head view), "scores" (the default over word vectors: the head view and the
-    heatmap), "context" and "compare" (with `token`), or "contributions" (with `method`).
-    layer and head as --layer and --head."""
+    heatmap), "context" and "compare" (with `token`), "contributions" (with `method`), or
+    "generate" (the default with generate=N: a decoder writes N pieces after the sentence,
+    greedy, each shown with the row of the step that chose it; a `method` of generate's,
+    rollout, alti, alti-logit or leave-one-out, attributes them too). layer and head as
+    --layer and --head."""
     from attncli.documents.context import compare_doc, context_doc  # as mixing
     from attncli.documents.sentence import heads_doc, scores_doc  # as mixing
     from attncli.encoder import Options  # as mixing
     from attncli.mixing import documents as mixing  # numpy and the math, with the first page
     from attncli.words.load import load_vectors  # the vectors' files and cache
 
-    view = view or ("heads" if model else "scores")
+    view = view or ("generate" if generate is not None else "heads" if model else "scores")
     if view not in SHOWN:
         raise OptionError(f"view must be one of {', '.join(map(repr, SHOWN))}, got {view!r}")
     opts = options or Options()
@@ -121,6 +124,8 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
         source = encoder.load(model, layer=layer, head=head)
     else:
         source = vectors if hasattr(vectors, "vocab") else load_vectors(vectors)
+    if view == "generate":
+        return Page(_written(sentence, source, generate, method, model))
     if view == "compare":
         if isinstance(sentence, str) or token is None:
             raise InputError('view="compare" takes a list of sentences and the token= they share')
@@ -138,3 +143,15 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
     else:
         doc = mixing.contributions_doc(sentence, source, opts, method=method, layer=layer, head=head)
     return Page(doc)
+
+
+def _written(prompt, source, new: int | None, method: str, model: str | None) -> dict:
+    """show()'s generate view: the document of `new` greedy pieces after `prompt`."""
+    from attncli.documents.generation import METHODS, generate_doc  # as mixing
+
+    if model is None or not isinstance(prompt, str) or not isinstance(new, int) or isinstance(new, bool) or new < 1:
+        raise InputError('view="generate" takes one prompt, a str, a model= (a decoder) and generate=N, N >= 1 '
+                         "pieces to write")
+    if not source.model.causal:
+        raise InputError(f"{source.name} is an encoder: it writes nothing; give a decoder as model=")
+    return generate_doc(prompt, source, new, method=method if method in METHODS else None)

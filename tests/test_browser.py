@@ -857,12 +857,14 @@ def framed(kind: str):
             "compare, a model": lambda: attncli.show(bank, view="compare", token="bank", model="minilm"),
             "heads, a model": lambda: attncli.show(ORANGE, model="minilm"),
             "contributions, a model": lambda: attncli.show(LONGER, model="minilm", view="contributions", method="alti"),
+            "generate, a decoder": lambda: attncli.show(ORANGE, model=str(MODELS / "tiny-gpt2"), generate=12,
+                                                        method="alti-logit"),
             }[kind]()
 
 
 @pytest.mark.parametrize("kind", [
     "scores", "scores, five heads", "scores, 42 tokens", "context", "compare", "contributions, two methods",
-    "contributions, two methods, a share undefined",
+    "contributions, two methods, a share undefined", "generate, a decoder",
     pytest.param("compare, a model", marks=needs_minilm), pytest.param("heads, a model", marks=needs_minilm),
     pytest.param("contributions, a model", marks=needs_minilm)])
 def test_a_notebook_frame_is_as_tall_as_its_page(tmp_path, open_page, kind):
@@ -877,7 +879,7 @@ def test_a_notebook_frame_is_as_tall_as_its_page(tmp_path, open_page, kind):
         opened = open_page(holder, width=width, ready=False)
         (frame,) = [f for f in opened.page.frames if f != opened.page.main_frame]
         frame.wait_for_selector("body[data-ready=true]")
-        for pointed in (".column.left button", ".heatmap canvas"):
+        for pointed in (".column.left button", ".heatmap canvas", ".written button.generated"):
             if frame.locator(pointed).count():
                 frame.locator(pointed).first.hover()
         inside = frame.evaluate("""() => ({scroll: document.documentElement.scrollHeight,
@@ -905,3 +907,46 @@ def test_the_notebook_page_of_a_sentence_with_format_characters_shows_them_writt
     assert frame.evaluate("document.title") == written
     assert frame.locator("h1").text_content() == written
     assert opened.errors == []
+
+
+def test_generate_page_shades_each_written_piece_s_row_as_its_json_says(tmp_path, open_page):
+    """generate --html: pointing at a written piece shades every piece before it by the row
+    of the step that chose it, the first position (the sink) said apart; the heads and the
+    attribution are chosen from a selector; the grid of the written rows answers a point
+    with the row's number."""
+    path = tmp_path / "generate.html"
+    result = run("generate", ORANGE, "--model", MODELS / "tiny-gpt2", "--max-new-tokens", "4", "--method",
+                 "alti-logit", "--html", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    exact = json.loads(result.stdout)
+    opened = open_page(path)
+    doc = opened.data()["docs"][0]
+    P = doc["prompt_length"]
+
+    def shown(k: int) -> list[float | None]:
+        opened.page.locator(f'.written button[data-index="{P + k}"]').hover()
+        values = opened.page.eval_on_selector_all(".written button", "bs => bs.map((b) => b.dataset.value)")
+        return [None if v is None or v == "" else float(v) for v in values]
+
+    for k in range(4):
+        values = shown(k)
+        np.testing.assert_allclose(values[:P + k], exact["weights"][k], rtol=0, atol=5e-5)
+        assert values[P + k:] == [None] * (len(values) - P - k)
+        tip = opened.page.locator("#written-row").inner_text()
+        assert f"sink (position 0) {four(doc['weights'][k][0])}" in tip
+    select = opened.page.locator(".view select").first
+    select.select_option(label="head 3")
+    np.testing.assert_allclose(shown(2)[:P + 2], exact["heads"][2][2], rtol=0, atol=5e-5)
+    select.select_option(label="alti-logit")
+    np.testing.assert_allclose(shown(1)[:P + 1], exact["attribution"][1], rtol=0, atol=5e-5)
+    assert opened.page.locator("#written-row").inner_text().splitlines()[-1].startswith(
+        f"logit {four(doc['logit'][1]['logit'])} = positions")
+    box = opened.page.locator(".written ~ canvas.rows").bounding_box()
+    cell = opened.page.evaluate("window.attncli.views[0].written.cell")
+    opened.page.mouse.move(box["x"] + 3 * cell + cell / 2, box["y"] + 2 * cell + cell / 2)
+    assert opened.page.locator("#written-cell").inner_text().splitlines() == [
+        f"row of piece {P + 2} {doc['tokens'][P + 2]}  ->  position 3 {doc['tokens'][3]}",
+        f"logit = {four(doc['attribution'][2][3])}"]
+    screenshot(opened, tmp_path, "page-generate.png", 700, hover=f'.written button[data-index="{P + 1}"]')
+    assert opened.errors == []
+    opened.only_itself_requested()

@@ -372,3 +372,22 @@ def test_a_file_s_options_go_together():
     fails(run("generate", "the cat", "--jobs", "2", *model), "add --file FILE", code=2)
     fails(run("generate", "--file", "-", "--format", "table", *model), "--file writes JSON Lines", code=2)
     fails(run("generate", "--file", "/nonexistent/prompts.txt", *model), "/nonexistent/prompts.txt")
+
+
+def test_show_draws_the_page_of_what_a_decoder_writes():
+    """attncli.show(prompt, model=, generate=N): the page of generate's own document, greedy,
+    its method's attribution with it; an encoder or no N is one line."""
+    import attncli
+    from attncli.errors import InputError
+    from attncli.views.page import data_of
+
+    page = attncli.show(PROMPTS[0], model=str(MODELS / "tiny-llama"), generate=3, method="alti-logit")
+    doc = one(run("generate", PROMPTS[0], "--model", MODELS / "tiny-llama", "--max-new-tokens", "3", "--method",
+                  "alti-logit", "--json"))
+    shown = data_of(page.to_html())["docs"][0]
+    assert shown["command"] == "generate" and shown["generated"] == doc["generated"]
+    np.testing.assert_allclose(shown["attribution"][2], doc["attribution"][2], atol=5e-5)
+    with pytest.raises(InputError, match="is an encoder"):
+        attncli.show(PROMPTS[0], model=str(MODELS / "tiny-bert"), generate=3)
+    with pytest.raises(InputError, match="generate=N"):
+        attncli.show(PROMPTS[0], model=str(MODELS / "tiny-gpt2"), view="generate")

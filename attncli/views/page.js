@@ -1056,6 +1056,145 @@ function rowsView(app, doc) {
   return {rows: view};
 }
 
+// --- generate: what a decoder wrote, and where each written piece looked ---------------------
+
+const GRID_CELL = 14; // px: a cell of the written rows' grid at most
+
+function shadingsOf(doc) { // what the pieces can be shaded by: each head's rows, the shown one's, the attribution
+  const H = doc.heads && doc.heads.length ? doc.heads[0].length : 0;
+  const out = [];
+  for (let h = 0; h < H; h++) out.push({name: `head ${h + 1}`, rows: doc.heads.map((r) => r[h]), symbol: "α"});
+  out.push({name: doc.head ? `head ${doc.head}` : "mean", rows: doc.weights, symbol: "α"});
+  if (doc.attribution) out.push({name: doc.method + (doc.contrast ? ` against ${doc.contrast.token}` : ""),
+    rows: doc.attribution, symbol: doc.method === "alti-logit" ? "logit" : doc.method, signed: true});
+  return out;
+}
+
+function shade(value, largest, signed) { // a background for a value on its row's scale: viridis, or blue/red by sign
+  if (value === null || value === undefined) return `rgb(${UNDEFINED_RGB})`;
+  if (!signed) return `rgb(${viridis(Math.min(1, Math.max(0, value / (largest || 1))))})`;
+  const t = Math.min(1, Math.abs(value) / (largest || 1));
+  const [r, g, b] = value >= 0 ? [0, 114, 178] : [213, 94, 0];
+  return `rgba(${r}, ${g}, ${b}, ${t.toFixed(3)})`;
+}
+
+class GeneratedView {
+  // the prompt's pieces and the written ones; pointing at a written piece shades every piece
+  // before it by the row of the step that chose it (the first position's weight, the sink,
+  // said apart and left unshaded, the rest on the scale of their largest); a grid of the
+  // written rows over every position under it
+  constructor(parent, doc) {
+    this.doc = doc;
+    this.P = doc.prompt_length;
+    this.text = el("div", {"class": "tokens written", role: "list", "aria-label": "the prompt and what was written"});
+    this.spans = doc.tokens.map((t, i) => {
+      const b = el("button", {"data-index": i, role: "listitem", "class": (i >= this.P ? "generated" : "") +
+        (doc.special[i] ? " special" : ""), "aria-label": `${i >= this.P ? "written" : "prompt"} piece ${i}: ${t}`},
+        t === null ? "(no piece)" : t);
+      if (i >= this.P) {
+        b.addEventListener("mouseenter", () => this.point(i - this.P));
+        b.addEventListener("focus", () => this.point(i - this.P));
+      }
+      this.text.appendChild(b);
+      return b;
+    });
+    this.tip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "written-row"});
+    this.grid = el("canvas", {"class": "rows", role: "img", tabindex: 0,
+      "aria-label": "each written piece's row (a line each) over every position before it"});
+    this.gridTip = el("div", {"class": "tooltip", role: "status", "aria-live": "polite", id: "written-cell"});
+    parent.append(this.text, this.tip, el("p", {"class": "caption"}, "Every written piece's row, a line each, " +
+      "over the positions before it (grey: after it); point at a cell for its number."), this.grid, this.gridTip);
+    this.grid.addEventListener("mousemove", (e) => {
+      const r = this.grid.getBoundingClientRect();
+      const k = Math.floor((e.clientY - r.top) / this.cell), j = Math.floor((e.clientX - r.left) / this.cell);
+      if (k >= 0 && j >= 0 && k < this.rows.length && j < this.columns) this.pointCell(k, j);
+    });
+    this.k = 0;
+  }
+
+  show(shading) {
+    this.shading = shading;
+    this.rows = shading.rows;
+    this.columns = this.doc.tokens.length - 1;
+    this.cell = Math.max(2, Math.min(GRID_CELL, Math.floor(720 / Math.max(this.columns, 1))));
+    const K = this.rows.length, C = this.columns;
+    const image = new ImageData(C || 1, K || 1);
+    const largest = this.largest();
+    for (let k = 0; k < K; k++) for (let j = 0; j < C; j++) {
+      const v = this.rows[k][j];
+      const rgbText = j < this.rows[k].length ? shade(v, largest, shading.signed) : `rgb(${UNDEFINED_RGB})`;
+      const m = rgbText.match(/[\d.]+/g).map(Number), a = m.length > 3 ? m[3] : 1;
+      const o = 4 * (k * (C || 1) + j);
+      for (let c = 0; c < 3; c++) image.data[o + c] = Math.round(255 - (255 - m[c]) * a); // on white
+      image.data[o + 3] = 255;
+    }
+    const source = el("canvas", {width: C || 1, height: K || 1});
+    source.getContext("2d").putImageData(image, 0, 0);
+    this.grid.width = C * this.cell;
+    this.grid.height = K * this.cell;
+    const ctx = this.grid.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(source, 0, 0, this.grid.width, this.grid.height);
+    this.gridTip.textContent = "Point at a cell.";
+    this.point(this.k);
+  }
+
+  largest() { // the scale: past the first position for weights (the sink apart), every |value| for a signed row
+    let m = 0;
+    for (const row of this.rows) row.forEach((v, j) => {
+      if (v !== null && (this.shading.signed || j > 0)) m = Math.max(m, Math.abs(v));
+    });
+    return m;
+  }
+
+  point(k) { // written piece k: every piece before it shaded by its row
+    this.k = k;
+    const row = this.rows[k] || [], largest = this.largest(), doc = this.doc, i = this.P + k;
+    this.spans.forEach((b, j) => {
+      b.classList.toggle("active", j === i);
+      const sink = !this.shading.signed && j === 0;
+      b.style.background = j < row.length && !sink ? shade(row[j], largest, this.shading.signed) : "";
+      b.style.color = j < row.length && !sink && !this.shading.signed && row[j] / (largest || 1) < 0.5 ? "#fff" : "";
+      if (j < row.length) b.dataset.value = row[j] === null ? "" : row[j]; else delete b.dataset.value;
+    });
+    const top = row.map((v, j) => [j, v]).filter(([j, v]) => v !== null && (this.shading.signed || j > 0))
+      .sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, 3);
+    const lines = [`piece ${i} ${doc.tokens[i]}: log p = ${num(doc.logprobs[k])}` +
+      (this.shading.signed ? "" : `, sink (position 0) ${num(row[0])}`),
+      `${this.shading.name}, most: ` + top.map(([j, v]) => `${doc.tokens[j]} (${j}) ${num(v)}`).join(", ")];
+    if (doc.logit && this.shading.signed) {
+      const p = doc.logit[k];
+      lines.push(`logit ${num(p.logit)} = positions ${num(p.positions)} + feed-forward ${num(p.feed_forward)} + ` +
+        `own embedding ${num(p.embedding)} + biases ${num(p.attention_bias + p.norm_bias)}`);
+    }
+    this.tip.textContent = lines.join("\n");
+  }
+
+  pointCell(k, j) {
+    const doc = this.doc, row = this.rows[k], i = this.P + k;
+    this.gridTip.textContent = `row of piece ${i} ${doc.tokens[i]}  ->  position ${j} ${doc.tokens[j]}\n` +
+      (j < row.length ? `${this.shading.symbol} = ${row[j] === null ? "undefined" : num(row[j])}` :
+        "after it: the step did not see it");
+    this.gridTip.dataset.row = k;
+    this.gridTip.dataset.column = j;
+  }
+}
+
+function generateView(app, doc) {
+  const s = section(app, "What it wrote", "The prompt, then the written pieces (bold). Point at a written piece " +
+    "to shade every piece before it by the row of the step that chose it: its weight on the first position, " +
+    "the attention sink, is said apart, and the rest shaded on the scale of the largest past it.");
+  const shadings = shadingsOf(doc);
+  const controls = el("div", {"class": "controls"});
+  s.appendChild(controls);
+  const view = new GeneratedView(s, doc);
+  const shown = shadings.findIndex((x) => x.name === (doc.head ? `head ${doc.head}` : "mean"));
+  if (shadings.length > 1) select(controls, "shade by", shadings.map((x, k) => [k, x.name]),
+    (v) => view.show(shadings[Number(v)]), shown);
+  view.show(shadings[shown]);
+  return {written: view};
+}
+
 // --- the page -------------------------------------------------------------------------------
 
 function main() {
@@ -1086,6 +1225,7 @@ function main() {
       else if (doc.command === "heads" && doc.weights) window.attncli.views.push(headsView(app, doc));
       else if (doc.command === "context" && doc.weights && doc.token !== undefined) contextView(app, doc);
       else if (doc.command === "compare") compareView(app, doc);
+      else if (doc.command === "generate" && doc.weights) window.attncli.views.push(generateView(app, doc));
     });
   }
   const d = docs[0] || {};

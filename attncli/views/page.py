@@ -177,7 +177,8 @@ TERMINAL_LINE = 19.5  # a line of the table view: 16 px of monospace at its font
 # where they hold some, counted apart): what the lines they wrap to are counted from.
 NOTES = {"scores": 130, "scores heatmap": 80, "model view": 180, "heads": 140, "heads heatmap": 75, "context": 70,
          "compare": 105, "context vectors": 145, "raw vectors": 130, "hidden states": 200, "static": 220,
-         "summary": 320, "nearest": 56, "contributions": 70, "stats": 30, "profiles": 420}
+         "summary": 320, "nearest": 56, "contributions": 70, "stats": 30, "profiles": 420, "generate": 300,
+         "written rows": 110}
 
 
 def _lines(chars: int, size: float, width: float = WIDTH) -> int:
@@ -322,7 +323,20 @@ def _stats(doc: dict) -> float:
     return profiles + _h2() + _p(NOTES["stats"]) + 36 + _table(layers + 1) if layers else 0.0
 
 
-VIEWS = {"scores": _scores, "heads": _heads, "context": _context, "compare": _compare}
+def _generate(doc: dict) -> float:
+    """generate's view (GeneratedView in page.js): its note, the selector, the pieces (13 px
+    monospace, 6 px about each, wrapping), the row's tooltip of four lines, the grid's
+    caption, the grid of a line of cells a written piece (⌊720 / columns⌋ px, 2 to 14) and
+    its tooltip."""
+    pieces = sum(len(t or "(no piece)") * 13 * MONO + 8 for t in doc["tokens"])
+    columns = max(1, len(doc["tokens"]) - 1)
+    cell = max(2, min(14, 720 // columns))
+    tooltip = max(67.2, 4 * 14.4) + 18
+    return (_h2() + _p(NOTES["generate"]) + 36 + math.ceil(pieces / WIDTH) * 21 + tooltip
+            + _p(NOTES["written rows"], 13) + len(doc["weights"]) * cell + tooltip)
+
+
+VIEWS = {"scores": _scores, "heads": _heads, "context": _context, "compare": _compare, "generate": _generate}
 
 
 def frame_height(html: str) -> int:
