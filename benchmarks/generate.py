@@ -8,15 +8,17 @@ FOLDER is a model benchmarks/make_llama.py wrote (default: one written for the r
 prompt is --prompt ids: <s> and random ids of tiny-llama's vocabulary (seed 0). For each
 thread count, alternating --runs times:
 
-- attncli, in a process of its own: the model loaded, then models.generation.generate
-  (greedy, --new pieces, --precision float32 and float64) timed from its call to its
-  return (which widens the weights as the prompt's pass first reads them), and the time of
-  each piece after the first (the steps alone);
+- attncli, in a process of its own: the model loaded and every weight widened into the
+  precision (timed apart: torch makes its weights its dtype as the model loads), then
+  models.generation.generate (greedy, --new pieces, --precision float32 and float64) timed
+  from its call to its return, the time of each piece after the first (the steps alone),
+  and after it --method alti-logit of every written piece (documents.generation.explained);
 - torch (benchmarks/generate_torch.py, bfloat16 and float32): generate timed likewise
   (its weights were made its dtype as the model loaded, outside the timing).
 
 Each one's medians: the seconds of the whole generation, pieces a second over it, and, for
-attncli, a step's seconds after the first piece. OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+attncli, the widening's seconds, a step's seconds after the first piece and alti-logit's
+seconds a written piece. OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
 hold each process to the thread count.
 """
 
@@ -39,16 +41,24 @@ ATTNCLI_RUN = """
 import json, sys, time
 import numpy as np
 from attncli import attention
+from attncli.documents.generation import explained
 from attncli.models import generation, load_model
 folder, ids, new, precision = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], int(sys.argv[3]), sys.argv[4]
 model = load_model(folder)
 stamps = []
-with attention.precision(precision):
+with attention.precision(precision), model.weights.holding():
+    start = time.perf_counter()
+    for name in model.weights:  # widened now, as torch's weights are made its dtype as the model loads
+        model.weights[name]
+    widened = time.perf_counter() - start
     start = time.perf_counter()
     out = generation.generate(model, np.array(ids), new, said=lambda step: stamps.append(time.perf_counter()))
     seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "new": len(out.steps), "step": float(np.median(np.diff(stamps))),
-                  "ids": out.ids}))
+    start = time.perf_counter()
+    explained(model, np.array(ids + out.ids), len(ids))  # --method alti-logit of every written piece
+    explaining = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "widened": widened, "new": len(out.steps),
+                  "step": float(np.median(np.diff(stamps))), "alti_logit": explaining, "ids": out.ids}))
 """
 
 
@@ -79,8 +89,9 @@ def main() -> None:
                                      str(args.new), "--dtype", d] for d in ("bfloat16", "float32")})
     print(f"machine: {machine()}; {args.new} new pieces after a {args.prompt}-piece prompt; {args.runs} interleaved "
           "runs, medians")
-    print("| threads | process | generation s | pieces / s | a step after the first, s |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| threads | process | generation s | pieces / s | a step after the first, s | widening s | "
+          "alti-logit s a piece |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for threads in (int(t) for t in args.threads.split(",")):
         measured = {name: [] for name in processes}
         for _ in range(args.runs):
@@ -89,9 +100,11 @@ def main() -> None:
         for name, results in measured.items():
             seconds = statistics.median(r["seconds"] for r in results)
             new = results[0]["new"]
-            step = statistics.median(r["step"] for r in results) if "step" in results[0] else None
+            ours = "step" in results[0]
+            step, widened, explaining = ((statistics.median(r[key] for r in results) for key in
+                                         ("step", "widened", "alti_logit")) if ours else (None, None, None))
             print(f"| {threads} | {name} | {seconds:.2f} | {new / seconds:.2f} | "
-                  f"{'-' if step is None else f'{step:.3f}'} |")
+                  + (f"{step:.3f} | {widened:.2f} | {explaining / new:.3f} |" if ours else "- | - | - |"))
 
 
 if __name__ == "__main__":

@@ -391,3 +391,21 @@ def test_show_draws_the_page_of_what_a_decoder_writes():
         attncli.show(PROMPTS[0], model=str(MODELS / "tiny-bert"), generate=3)
     with pytest.raises(InputError, match="generate=N"):
         attncli.show(PROMPTS[0], model=str(MODELS / "tiny-gpt2"), view="generate")
+
+
+def test_a_generation_memory_cannot_hold_is_refused_before_its_first_step(monkeypatch):
+    """Its cached keys and values and each step's rows weighed first: refused in one line,
+    naming what, before the prompt's pass."""
+    from attncli.system import limits
+
+    model = load_model(str(MODELS / "tiny-gpt2"))
+    need = generation.held_bytes(6, 20, model)
+    monkeypatch.setattr(limits, "available", lambda: need - 1)
+    ran = []
+    monkeypatch.setattr(model.family, "run", lambda *a, **k: ran.append(1))
+    with pytest.raises(limits.ResourceError, match="writing 20 pieces after a prompt of 6 through tiny-gpt2"):
+        generation.generate(model, np.arange(6), 20)
+    assert ran == []
+    monkeypatch.setattr(limits, "available", lambda: need)
+    monkeypatch.undo()
+    assert len(generation.generate(model, np.arange(6), 20).steps) == 20

@@ -204,3 +204,26 @@ def test_the_top_level_is_a_map_of_short_modules_and_the_readme_a_front_door():
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 700}
     assert long == {}
     assert len((PACKAGE.parent / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_every_source_of_attention_is_the_whole_encoder():
+    """Word vectors (words.vectors.Vectors, over WordEncoder) and a trained model (models.encoder.Trained)
+    each give every member the Encoder protocol names, a method where it names a method:
+    the rest of the code asks the source, never its kind."""
+    import inspect
+
+    from attncli.encoder import Encoder
+    from attncli.models.encoder import Trained
+    from attncli.words.vectors import Vectors
+
+    methods = {name for name, member in vars(Encoder).items() if inspect.isfunction(member) and not name.startswith("_")}
+    fields = set(Encoder.__annotations__)
+    assert methods and fields
+    for kind in (Vectors, Trained):
+        absent = [name for name in methods if not inspect.isfunction(getattr(kind, name, None))]
+        assert absent == [], (kind.__name__, absent)
+        # a field may be a class attribute, a property, or set on each instance in __init__ or a dataclass's fields
+        source = "".join(inspect.getsource(k) for k in kind.__mro__ if k.__module__.startswith("attncli"))
+        unset = [name for name in fields if not hasattr(kind, name) and f"self.{name} =" not in source
+                 and not re.search(rf"^\s+{name}\s*:", source, flags=re.M)]
+        assert unset == [], (kind.__name__, unset)

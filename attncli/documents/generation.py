@@ -158,7 +158,8 @@ def _blocks(model, ids: np.ndarray) -> list:
     T, config = len(ids), model.config
     L, H, D = config.layers, config.heads, config.hidden
     limits.require(model.family.pass_bytes(T, config) + 8 * L * (H * T * D + H * T * T + 4 * T * D),
-                   f"the parts of {model.name}'s layers over {T:,} word pieces", "write fewer pieces (--max-new-tokens)")
+                   f"the parts of {model.name}'s layers over {T:,} word pieces",
+                   "write fewer pieces (--max-new-tokens)")
     return model.family.blocks(ids, model.weights, config)
 
 

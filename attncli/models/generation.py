@@ -28,6 +28,7 @@ import numpy as np
 from attncli import attention, ranking
 from attncli.errors import ModelError, OptionError
 from attncli.models import layers
+from attncli.system import limits
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,21 @@ def generate(model, prompt: np.ndarray, new: int, *, sampling: Sampling = Sampli
     if len(prompt) + new - 1 > most:
         raise ModelError(f"the prompt is {len(prompt):,} pieces, and {new:,} more would take the model past its "
                          f"{most:,} positions{why}; ask for at most {max(most - len(prompt) + 1, 0):,} new pieces")
+    limits.require(held_bytes(len(prompt), new, model), f"writing {new:,} pieces after a prompt of {len(prompt):,} "
+                   f"through {model.name} (its keys and values cached, and each step's attention)",
+                   "ask for fewer new pieces, or give a shorter prompt")
     holding = getattr(weights, "holding", None)  # a model's files (weights.Weights), not a dict a caller made
     with holding() if holding is not None else contextlib.nullcontext():
         return _steps(model, np.asarray(prompt), new, sampling, likeliest, eos, said)
+
+
+def held_bytes(P: int, new: int, model) -> int:
+    """What a generation holds beside the weights: the prompt's pass (its family's
+    run_bytes), every layer's keys and values of all T = P + new pieces and their copy as a
+    step extends them, and each step's rows of every layer and head (L, H, P + k), float64."""
+    config, T = model.config, P + new
+    cache = 2 * 2 * config.layers * T * config.key_heads * config.d_head * attention.working().itemsize
+    return model.family.run_bytes(P, config) + cache + 8 * config.layers * config.heads * new * T
 
 
 def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: int, eos: tuple[int, ...],

@@ -66,7 +66,8 @@ def generate_view(doc: dict, *, width: int = 80, color_system: str | None = None
     drawn = ("greedy (the likeliest piece each step)" if sampling["greedy"] else
              f"sampled (temperature {sampling['temperature']:g}, top-k {sampling['top_k'] or 'all'}, top-p "
              f"{sampling['top_p'] or 1:g}, seed {sampling['seed']})")
-    about = Text(f"\nmodel {m['name']}{quantized(m)}; {len(doc['generated'])} piece{'' if len(doc['generated']) == 1 else 's'} written, {drawn}, stopped at "
+    N = len(doc["generated"])
+    about = Text(f"\nmodel {m['name']}{quantized(m)}; {N} piece{'' if N == 1 else 's'} written, {drawn}, stopped at "
                  f"{'its end-of-sequence piece' if doc['stop'] == 'eos' else 'the pieces asked for'}; layer "
                  f"{doc['layer']} of {m['layers']}, {which}; the first position's weight (the sink) given apart",
                  style="dim")
