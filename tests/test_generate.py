@@ -409,3 +409,16 @@ def test_a_generation_memory_cannot_hold_is_refused_before_its_first_step(monkey
     monkeypatch.setattr(limits, "available", lambda: need)
     monkeypatch.undo()
     assert len(generation.generate(model, np.arange(6), 20).steps) == 20
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama"])
+def test_the_heads_means_of_the_first_layers_run_no_layer_after_them(name, monkeypatch):
+    model = load_model(str(MODELS / name))
+    ids = model.encode(PROMPTS[1]).ids
+    every = generation.head_means(model, ids)
+    ran = []
+    layer = model.family.layer
+    monkeypatch.setattr(model.family, "layer",
+                        lambda X, weights, l, *a, **k: ran.append(l) or layer(X, weights, l, *a, **k))
+    np.testing.assert_array_equal(generation.head_means(model, ids, 1), every[:1])
+    assert ran == [0]

@@ -187,7 +187,7 @@ def attributed(model, ids: np.ndarray, P: int, method: str, layer: int | None,
         R = contributions.layer_matrices("alti", _blocks(model, before)[:shown])[-1]  # (T, T), rolled out
         return [json_lists(R[P + k - 1, :P + k]) for k in range(N)]
     if method == "rollout":
-        R = attention.rollout(generation.head_means(model, before)[:shown])[-1]  # (T, T)
+        R = attention.rollout(generation.head_means(model, before, shown))[-1]  # (T, T)
         return [R[P + k - 1, :P + k].tolist() for k in range(N)]
     effects = np.empty((N, P))
     for j in range(P):

@@ -152,11 +152,14 @@ def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: i
 
 class _Whole:
     """The consumer of a pass over a whole sequence (layers.Consumer): each layer's weights'
-    mean over its heads (T, T) where `means` asks for them, and the final states (T, D);
-    nothing else of the pass is kept."""
+    mean over its heads (T, T) where `means` asks for them, up to layer `through` where it is
+    given (no layer after it run), else with the final states (T, D); nothing else of the
+    pass is kept."""
 
-    def __init__(self, means: bool):
+    def __init__(self, means: bool, through: int | None = None):
         self.means = [] if means else None
+        self.through = through  # the last layer read (from 0): none after it is run; None: every layer and the states
+        self.weights_only = through is not None
 
     def begin(self, X: np.ndarray) -> None:
         pass
@@ -169,9 +172,10 @@ class _Whole:
         self.final = X  # (T, D)
 
 
-def head_means(model, ids: np.ndarray) -> np.ndarray:
-    """Every layer's weights over `ids` (T,), the mean of its heads: (L, T, T)."""
-    whole = _Whole(means=True)
+def head_means(model, ids: np.ndarray, layers: int | None = None) -> np.ndarray:
+    """The weights over `ids` (T,) of every layer, or of the first `layers`, the mean of its
+    heads: (L, T, T); no layer after the last one asked for is run."""
+    whole = _Whole(means=True, through=None if layers is None else layers - 1)
     model.family.run(np.asarray(ids), model.weights, model.config, whole)
     return np.stack(whole.means)
 
