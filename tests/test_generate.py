@@ -239,7 +239,7 @@ def logprobs_stepped(model, prompt, written):
     """Each written piece's log-probability, the prompt's pass cached and the pieces fed one at a time."""
     from attncli.models import layers
 
-    cache, out, row = layers.Cache(model.config.layers), [], Final()
+    cache, out, row = layers.Cache(model.config.layers, len(prompt) + len(written)), [], Final()
     model.family.run(np.asarray(prompt), model.weights, model.config, row, cache=cache)
     for i in written:
         logp = attention.log_softmax(model.family.logits(row.last[None], model.weights, model.config)[0])

@@ -116,10 +116,10 @@ def generate(model, prompt: np.ndarray, new: int, *, sampling: Sampling = Sampli
 
 def held_bytes(P: int, new: int, model) -> int:
     """What a generation holds beside the weights: the prompt's pass (its family's
-    run_bytes), every layer's keys and values of all T = P + new pieces and their copy as a
-    step extends them, and each step's rows of every layer and head (L, H, P + k), float64."""
+    run_bytes), every layer's keys and values of all T = P + new pieces (layers.Cache), and
+    each step's rows of every layer and head (L, H, P + k), float64."""
     config, T = model.config, P + new
-    cache = 2 * 2 * config.layers * T * config.key_heads * config.d_head * attention.working().itemsize
+    cache = 2 * config.layers * T * config.key_heads * config.d_head * attention.working().itemsize
     return model.family.run_bytes(P, config) + cache + 8 * config.layers * config.heads * new * T
 
 
@@ -127,7 +127,8 @@ def _steps(model, prompt: np.ndarray, new: int, sampling: Sampling, likeliest: i
            said) -> Generation:
     """generate's steps: the prompt's pass, then a piece at a time."""
     family, weights, config = model.family, model.weights, model.config
-    cache, rng = layers.Cache(config.layers), np.random.default_rng(sampling.seed)
+    cache = layers.Cache(config.layers, capacity=len(prompt) + new)  # each layer's keys and values made once
+    rng = np.random.default_rng(sampling.seed)
     out = Generation(prompt)
     row = _LastRow()
     family.run(out.prompt, weights, config, row, cache=cache)

@@ -415,20 +415,26 @@ class Fan:
 class Cache:
     """A decoder's keys and values of every piece read so far, each layer's (T, KV d_head):
     what a generation step runs its new piece against. A family's run(..., cache=) runs its
-    rows from position `start` (the pieces cached), appending each layer's new keys and
-    values to that layer's before its attention, and moves `start` past them when done;
-    its rows then attend as a full pass over the whole sequence would (held equal to it)."""
+    rows from position `start` (the pieces cached), writing each layer's new keys and values
+    after that layer's before its attention, and moves `start` past them when done; its rows
+    then attend as a full pass over the whole sequence would (held equal to it). Each
+    layer's are arrays of `capacity` rows, the most pieces it will hold, made once."""
 
-    def __init__(self, layers: int):
-        self.K, self.V = [None] * layers, [None] * layers  # each layer's (T, KV d_head), or None
+    def __init__(self, layers: int, capacity: int):
+        self.K, self.V = [None] * layers, [None] * layers  # each layer's (capacity, KV d_head), or None
+        self.capacity = capacity
         self.start = 0
 
     def extend(self, l: int, K: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Layer l's keys and values of every piece, the rows now running (R, ...) after the cached."""
-        if self.K[l] is not None:
-            K, V = np.concatenate([self.K[l], K], axis=-2), np.concatenate([self.V[l], V], axis=-2)
-        self.K[l], self.V[l] = K, V
-        return K, V
+        end = self.start + K.shape[-2]
+        if end > self.capacity:
+            raise ValueError(f"a cache of {self.capacity} pieces is given {end}")
+        if self.K[l] is None:
+            shape = K.shape[:-2] + (self.capacity, K.shape[-1])
+            self.K[l], self.V[l] = np.empty(shape, K.dtype), np.empty(shape, V.dtype)
+        self.K[l][..., self.start:end, :], self.V[l][..., self.start:end, :] = K, V
+        return self.K[l][..., :end, :], self.V[l][..., :end, :]
 
     def advance(self, n: int) -> None:
         self.start += n
