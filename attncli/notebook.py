@@ -14,6 +14,8 @@ gives (scores_doc, heads_doc, ...), `.docs` gives them back.
 
 from __future__ import annotations
 
+import numbers
+
 import os
 from pathlib import Path
 
@@ -126,6 +128,9 @@ def show(sentence: str | list[str], *, model: str | None = None, vectors=None, v
         source = vectors if hasattr(vectors, "vocab") else load_vectors(vectors)
     if view == "generate":
         return Page(_written(sentence, source, generate, method, model))
+    if generate is not None:
+        raise OptionError(f'generate= writes after the sentence, and view="{view}" shows none of it; leave out view= '
+                          'or give view="generate"')
     if view == "compare":
         if isinstance(sentence, str) or token is None:
             raise InputError('view="compare" takes a list of sentences and the token= they share')
@@ -149,9 +154,12 @@ def _written(prompt, source, new: int | None, method: str, model: str | None) ->
     """show()'s generate view: the document of `new` greedy pieces after `prompt`."""
     from attncli.documents.generation import METHODS, generate_doc  # as mixing
 
-    if model is None or not isinstance(prompt, str) or not isinstance(new, int) or isinstance(new, bool) or new < 1:
+    if model is None or not isinstance(prompt, str) or not isinstance(new, numbers.Integral) or isinstance(new, bool) \
+            or new < 1:
         raise InputError('view="generate" takes one prompt, a str, a model= (a decoder) and generate=N, N >= 1 '
                          "pieces to write")
+    if method not in (*METHODS, "raw"):
+        raise OptionError(f"method must be one of {', '.join(map(repr, METHODS))} with generate=, got {method!r}")
     if not source.model.causal:
         raise InputError(f"{source.name} is an encoder: it writes nothing; give a decoder as model=")
-    return generate_doc(prompt, source, new, method=method if method in METHODS else None)
+    return generate_doc(prompt, source, int(new), method=None if method == "raw" else method)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -422,3 +423,73 @@ def test_the_heads_means_of_the_first_layers_run_no_layer_after_them(name, monke
                         lambda X, weights, l, *a, **k: ran.append(l) or layer(X, weights, l, *a, **k))
     np.testing.assert_array_equal(generation.head_means(model, ids, 1), every[:1])
     assert ran == [0]
+
+
+def test_alti_logit_where_alti_s_rollout_is_undefined_is_null_and_the_run_goes_on(tmp_path):
+    """A model whose first layer gives a position the zero vector (its attention's output
+    projection, and that piece's word and position rows, zeroed): ALTI's rows there are
+    undefined, so are the shares drawing on them and their sum, null in JSON and
+    "undefined" in the table; a file of prompts still writes every line."""
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / "zeroed"
+    shutil.copytree(MODELS / "tiny-gpt2", folder)
+    weights = load_file(folder / "model.safetensors")
+    for name in weights:
+        if ".h.0.attn.c_proj." in f".{name}":
+            weights[name] = np.zeros_like(weights[name])
+    wte = next(n for n in weights if n.endswith("wte.weight"))
+    wpe = next(n for n in weights if n.endswith("wpe.weight"))
+    weights[wte][66] = 0  # "c" of "The capital"
+    weights[wpe][2] = 0
+    save_file(weights, str(folder / "model.safetensors"))
+    args = ["--model", folder, "--max-new-tokens", "2", "--method", "alti-logit"]
+    doc = one(run("generate", "The capital", *args, "--json"))
+    assert doc["logit"][0]["positions"] is None and None in doc["attribution"][0]
+    table = run("generate", "The capital", *args, "--format", "table")
+    assert table.exit_code == 0 and "positions undefined" in table.stdout
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The capital\nthe cat\n", encoding="utf-8")
+    lines = run("generate", "--file", prompts, *args)
+    assert lines.exit_code == 0, lines.stderr
+    assert [json.loads(line)["line"] for line in lines.stdout.splitlines()] == [1, 2]
+
+
+def test_a_scheduler_in_the_environment_is_for_a_file_and_one_prompt_runs_here():
+    doc = one(run("generate", "the cat", "--model", MODELS / "tiny-gpt2", "--max-new-tokens", "2", "--json",
+                  env={"ATTNCLI_DASK_SCHEDULER": "tcp://127.0.0.1:9"}))
+    assert len(doc["generated"]) == 2
+
+
+def test_a_file_with_chat_on_a_model_without_a_template_is_refused_once(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\nthe dog\n", encoding="utf-8")
+    result = run("generate", "--file", prompts, "--model", MODELS / "tiny-gpt2", "--chat")
+    fails(result, "tiny-gpt2 has no chat template")
+    assert result.stdout == ""
+
+
+def test_show_refuses_what_it_cannot_write_after_or_show():
+    import attncli
+    from attncli.errors import InputError, OptionError
+
+    gpt2 = str(MODELS / "tiny-gpt2")
+    with pytest.raises(InputError, match="the prompt is empty"):
+        attncli.show("  ", model=gpt2, generate=2)
+    with pytest.raises(OptionError, match="method must be one of"):
+        attncli.show("the cat", model=gpt2, generate=2, method="alti_logit")
+    with pytest.raises(OptionError, match='view="heads" shows none of it'):
+        attncli.show("the cat", model=gpt2, generate=2, view="heads")
+    assert len(attncli.show("the cat", model=gpt2, generate=np.int64(2)).docs[0]["generated"]) == 2
+
+
+def test_a_document_memory_cannot_hold_is_refused_before_it_writes(monkeypatch):
+    from attncli.documents.generation import document_bytes, generate_doc
+    from attncli.models import encoder
+    from attncli.system import limits
+
+    source = encoder.load(str(MODELS / "tiny-gpt2"))
+    P = len(source.model.encode("the cat").ids)
+    monkeypatch.setattr(limits, "available", lambda: document_bytes(P, 30, 4) - 1)
+    with pytest.raises(limits.ResourceError, match="the document of 30 pieces written after"):
+        generate_doc("the cat", source, 30)

@@ -12,7 +12,7 @@ from attncli.cli.options import (TextParam, complete_path, model_options, output
                                  scheduler_address, sentence_argument)
 from attncli.cli.output import emit
 from attncli.cli.sections import Command
-from attncli.documents.generation import METHODS, Asked, contrast_of, generate_doc
+from attncli.documents.generation import METHODS, Asked, contrast_of, generate_doc, has_template
 from attncli.encoder import Options
 from attncli.models.generation import Sampling
 from attncli.visible import visible
@@ -86,8 +86,11 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast,
         raise click.UsageError(f"{given[0]} sets how a piece is drawn; add --sample (without it, the likeliest piece "
                                "is taken)")
     if contrast is not None and method != "alti-logit":
-        raise click.UsageError("--contrast sets the logit --method alti-logit explains against; add --method alti-logit")
+        raise click.UsageError("--contrast sets the logit --method alti-logit explains against; add --method "
+                               "alti-logit")
     sampling = Sampling(heat or 1.0, top_k, top_p, draws or 0) if sample else Sampling()
+    if input_file is None and click.get_current_context().get_parameter_source("scheduler").name == "ENVIRONMENT":
+        scheduler = None  # ATTNCLI_DASK_SCHEDULER is for runs over a file: one prompt runs here
     _check_lines(sentence, input_file, jobs, scheduler, out)
     prompts = read_sentences(sentence, "give a PROMPT argument") if input_file is None else None
     model = source.load()
@@ -95,6 +98,8 @@ def generate(sentence, new, sample, heat, top_k, top_p, draws, method, contrast,
         raise click.UsageError(f"{model.name} is an encoder: it reads a sentence both ways, and writes none; give a "
                                "decoder with --model (a GPT-2 or Llama-family model)")
     foil = None if contrast is None else contrast_of(model.model, contrast)
+    if chat:
+        has_template(model.model)  # refused once, not on every line of a file
     if input_file is not None:  # a corpus of prompts, as batch runs one: a prompt a task, each line's seed the run's
         asked = Asked(new, sampling, method, foil, chat)
         return corpus_lines(input_file, jobs, scheduler, source, Options(), size=1, loaded=model, generation=asked)
@@ -117,7 +122,7 @@ def _check_lines(sentence, input_file, jobs: int, scheduler, out) -> None:
         return
     if sentence is not None:
         raise click.UsageError("give PROMPT or --file FILE, not both")
-    asked_table = click.get_current_context().params.get("fmt") == "table"  # --format table said, not a terminal's default
+    asked_table = click.get_current_context().params.get("fmt") == "table"  # said, not a terminal's default
     if asked_table or out.svg or out.html or out.png:
         raise click.UsageError("--file writes JSON Lines, a document a prompt; leave out --format table, --svg, "
                                "--html and --png")

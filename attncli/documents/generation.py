@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import attention, ranking
-from attncli.errors import OptionError, TokenError
+from attncli.errors import InputError, OptionError, TokenError
 from attncli.documents.sentence import json_lists
 from attncli.models import generation
 from attncli.system import limits
@@ -57,9 +57,14 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     "alti-logit", the id of the piece (contrast_of) each written piece's logit is set
     against."""
     model = source.model
+    if not prompt.strip():
+        raise InputError("the prompt is empty; give some words")
     text = templated(model, prompt) if chat else prompt
     pieces = model.encode(text, "prompt", markers=not chat)
     P = len(pieces.ids)
+    limits.require(document_bytes(P, new, model.config.heads), f"the document of {new:,} pieces written after "
+                   f"{P:,} (each one's row of every head, as lists and as JSON)", "ask for fewer new pieces (or "
+                   "give --head: one head's rows)")
     chosen, before = [int(i) for i in pieces.ids], _decoded(model, pieces.ids)
 
     def heard(step: generation.Step) -> None:  # the continuation so far, decoded whole: a piece may be half a character
@@ -110,6 +115,14 @@ def generate_doc(prompt: str, source, new: int, sampling: generation.Sampling = 
     return doc
 
 
+def document_bytes(P: int, new: int, heads: int) -> int:
+    """What the document of `new` pieces after P holds at most beside the generation: each
+    written piece's row of every head, the rows shown and an attribution (H + 3 rows of at
+    most P + new numbers a piece), each number a Python float in a list (32 bytes) and its
+    JSON (about 20; JSON_NUMBER)."""
+    return 52 * (heads + 3) * new * (P + new)
+
+
 def explained(model, ids: np.ndarray, P: int, contrast: int | None = None) -> tuple[list, list[dict]]:
     """ALTI-Logit (mixing/contributions.py's alti_logit, Ferrando et al. 2023) of each written
     piece k (ids[P + k]): the logit its step gave it, read at position P + k - 1 after the
@@ -117,7 +130,8 @@ def explained(model, ids: np.ndarray, P: int, contrast: int | None = None) -> tu
     logit's units, null where ALTI's rollout is undefined), and the terms the attention does
     not carry ("logit": the logit itself, "positions" their sum, "embedding" the position's
     own, "attention_bias", "feed_forward", "norm_bias", and each layer's attention update
-    summed over the positions, "layers"), which add up to it. With `contrast`, the id of
+    summed over the positions, "layers"), which add up to it ("positions" null where a
+    share is). With `contrast`, the id of
     another piece: the difference of the two logits, why this piece and not that one."""
     from attncli.mixing import contributions  # the measures of context mixing: only --method alti-logit needs them
 
@@ -130,7 +144,7 @@ def explained(model, ids: np.ndarray, P: int, contrast: int | None = None) -> tu
         v, d = model.family.readout(final, np.full(N, contrast), model.weights, model.config)
         u, c = u - v, c - d
     shares, terms = contributions.alti_logit(blocks, u, c, rows)  # (N, T), terms
-    parts = [{"logit": float((final[k] * u[k]).sum() + c[k]), "positions": float(shares[k, :P + k].sum()),
+    parts = [{"logit": float((final[k] * u[k]).sum() + c[k]), "positions": json_lists(shares[k, :P + k].sum()),
               **{name: float(terms[name][k]) for name in ("embedding", "attention_bias", "feed_forward", "norm_bias")},
               "layers": terms["layers"][k].tolist()} for k in range(N)]
     return [json_lists(shares[k, :P + k]) for k in range(N)], parts
@@ -146,9 +160,11 @@ def contrast_of(model, text: str) -> int:
     if pieces is not None and len(pieces.ids) == 1:
         return int(pieces.ids[0])
     parts = " ".join(visible(p) for p in pieces.pieces) if pieces is not None else "none"
+    the = model.encode(" the", "--contrast piece", markers=False)
+    example = f" (\" the\", or its spelling {visible(repr(the.pieces[0]))})" if len(the.ids) == 1 else ""
     raise TokenError(f"--contrast {visible(repr(text))} is no piece of {visible(model.name)}'s vocabulary, and the "
                      f"tokenizer makes {len(pieces.ids) if pieces else 0} pieces of it ({parts}); give one piece, as "
-                     "\"alternatives\" in --json name them (\" London\", or its spelling \"ĠLondon\")")
+                     f"\"alternatives\" in --json name them{example}")
 
 
 def _blocks(model, ids: np.ndarray) -> list:
@@ -200,13 +216,18 @@ def templated(model, prompt: str) -> str:
     markers named as the tokenizer names its BOS and first end-of-sequence piece."""
     from attncli.models import chat  # jinja2's, only with --chat
 
-    if model.chat_template is None:
-        raise OptionError(f"{model.name} has no chat template (tokenizer_config.json's chat_template, a GGUF's "
-                          "tokenizer.chat_template); leave out --chat")
+    has_template(model)
     empty = model.encode("", "prompt")  # the markers the tokenizer puts before any text: a BOS, where it has one
     bos = empty.pieces[0] if empty.special and empty.special[0] else None
     eos = model.piece(model.eos[0]) if model.eos else None
     return chat.render(model.chat_template, prompt, bos=bos, eos=eos, where=model.name)
+
+
+def has_template(model) -> None:
+    """Refused where the model has no chat template to put a prompt in."""
+    if model.chat_template is None:
+        raise OptionError(f"{model.name} has no chat template (tokenizer_config.json's chat_template, a GGUF's "
+                          "tokenizer.chat_template); leave out --chat")
 
 
 def _decoded(model, ids) -> str:

@@ -48,7 +48,8 @@ def _attributed(doc: dict, k: int) -> list[Packed]:
     lines = [Packed(said, first=Text("     "), sep=" ", indent=7)]
     if logit:
         parts = doc["logit"][k]
-        made = [f"positions {parts['positions']:+.3f}", f"feed-forward {parts['feed_forward']:+.3f}",
+        positions = "undefined" if parts["positions"] is None else f"{parts['positions']:+.3f}"
+        made = [f"positions {positions}", f"feed-forward {parts['feed_forward']:+.3f}",
                 f"own embedding {parts['embedding']:+.3f}",
                 f"biases {parts['attention_bias'] + parts['norm_bias']:+.3f}"]
         lines.append(Packed(_listed(f"logit{' difference' if against else ''} {parts['logit']:.3f} =", made, "dim"),

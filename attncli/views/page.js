@@ -1060,6 +1060,10 @@ function rowsView(app, doc) {
 
 const GRID_CELL = 14; // px: a cell of the written rows' grid at most
 
+function pieceOf(t) { // a written piece's name: none for an id the tokenizer names nothing
+  return t === null ? "(no piece)" : t;
+}
+
 function shadingsOf(doc) { // what the pieces can be shaded by: each head's rows, the shown one's, the attribution
   const H = doc.heads && doc.heads.length ? doc.heads[0].length : 0;
   const out = [];
@@ -1090,7 +1094,7 @@ class GeneratedView {
     this.spans = doc.tokens.map((t, i) => {
       const b = el("button", {"data-index": i, role: "listitem", "class": (i >= this.P ? "generated" : "") +
         (doc.special[i] ? " special" : ""), "aria-label": `${i >= this.P ? "written" : "prompt"} piece ${i}: ${t}`},
-        t === null ? "(no piece)" : t);
+        pieceOf(t));
       if (i >= this.P) {
         b.addEventListener("mouseenter", () => this.point(i - this.P));
         b.addEventListener("focus", () => this.point(i - this.P));
@@ -1159,9 +1163,9 @@ class GeneratedView {
     });
     const top = row.map((v, j) => [j, v]).filter(([j, v]) => v !== null && (this.shading.signed || j > 0))
       .sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, 3);
-    const lines = [`piece ${i} ${doc.tokens[i]}: log p = ${num(doc.logprobs[k])}` +
+    const lines = [`piece ${i} ${pieceOf(doc.tokens[i])}: log p = ${num(doc.logprobs[k])}` +
       (this.shading.signed ? "" : `, sink (position 0) ${num(row[0])}`),
-      `${this.shading.name}, most: ` + top.map(([j, v]) => `${doc.tokens[j]} (${j}) ${num(v)}`).join(", ")];
+      `${this.shading.name}, most: ` + top.map(([j, v]) => `${pieceOf(doc.tokens[j])} (${j}) ${num(v)}`).join(", ")];
     if (doc.logit && this.shading.signed) {
       const p = doc.logit[k];
       lines.push(`logit ${num(p.logit)} = positions ${num(p.positions)} + feed-forward ${num(p.feed_forward)} + ` +
@@ -1172,7 +1176,7 @@ class GeneratedView {
 
   pointCell(k, j) {
     const doc = this.doc, row = this.rows[k], i = this.P + k;
-    this.gridTip.textContent = `row of piece ${i} ${doc.tokens[i]}  ->  position ${j} ${doc.tokens[j]}\n` +
+    this.gridTip.textContent = `row of piece ${i} ${pieceOf(doc.tokens[i])}  ->  position ${j} ${pieceOf(doc.tokens[j])}\n` +
       (j < row.length ? `${this.shading.symbol} = ${row[j] === null ? "undefined" : num(row[j])}` :
         "after it: the step did not see it");
     this.gridTip.dataset.row = k;
