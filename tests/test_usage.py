@@ -60,14 +60,14 @@ def test_a_file_named_like_a_word_of_qkv_is_read(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args,owners,reads", [
-    (["context", "the cat", "--file", "x.txt"], "scores, not of context",
+    (["context", "the cat", "--file", "x.txt"], "generate, scores, not of context",
      "attncli context reads its input as [SENTENCE], or from standard input when that is left out "
      "(attncli context ... < x.txt)"),
     (["explain", "--document"], "scores", "attncli explain reads its input as [SENTENCE]"),
     (["batch", "--window", "3"], "scores", "attncli batch reads its input as [FILE], or from standard input"),
     (["neighbors", "orange", "--raw"], "scores, not of neighbors", "attncli neighbors reads its input as WORD"),
     (["vectors", "list", "--raw"], "scores, not of list", None),
-    (["vectors", "info", "--jobs", "2"], "batch, faithfulness, stats", None),
+    (["vectors", "info", "--jobs", "2"], "batch, faithfulness, generate, stats", None),
     (["stats", "--neighbors", "3"], "batch, compare, context, neighbors, not of stats",
      "attncli stats reads its input as [CORPUS], or from standard input when that is left out (attncli stats ... < FILE)"),
 ])
