@@ -406,6 +406,8 @@ def stream_mask(T, causal, window):
 
 @FAST
 @given(stream_inputs())
+@example(dict(X=np.array([[4], [-1], [-2.101024e-06], [-2.101024e-06]], dtype=np.float32), scale=1.0,
+              temperature=1.0, k=2, causal=False, window=None, include_self=True, block=1))  # equal keys, 1e-5 apart
 def test_stream_equals_the_whole_matrix_to_float32_precision(s):
     X, T, d = s["X"], len(s["X"]), s["X"].shape[1]
     mask = stream_mask(T, s["causal"], s["window"])
@@ -437,9 +439,12 @@ def test_stream_equals_the_whole_matrix_to_float32_precision(s):
             pos, wt = top[r][:n], w[r][:n]
             assert len(set(pos.tolist())) == n and np.all(candidates[pos])
             # largest first, but for weights within ranking.TIE of each other, which are ties and
-            # go by position (tie order is checked on exact ties below: two float32 weights equal
-            # after the division by the row's total may come from unequal scores)
-            assert np.all(np.diff(wt) <= ranking.TIE * np.abs(wt[:-1]))
+            # go by position, or within float32's rounding of each other (rel: the online
+            # softmax rescales a block's weights by its own factor, so equal scores in two
+            # blocks may come out that far apart, in either order); tie order is checked on
+            # exact ties below: two float32 weights equal after the division by the row's total
+            # may come from unequal scores
+            assert np.all(np.diff(wt) <= max(ranking.TIE, 2 * rel) * np.abs(wt[:-1]))
             np.testing.assert_allclose(wt, alpha[i, pos], rtol=rel, atol=1e-30)
             best = np.sort(alpha[i][candidates])[::-1][:n]  # the n largest candidate weights
             np.testing.assert_allclose(wt, best, rtol=rel, atol=1e-30)
