@@ -15,7 +15,6 @@ gives (scores_doc, heads_doc, ...), `.docs` gives them back.
 from __future__ import annotations
 
 import numbers
-
 import os
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from attncli.visible import visible
 
 # the view each kind of document is drawn with in the table view (views.VIEWS's names)
 TABLE_VIEWS = {"scores": "scores_view", "heads": "heads_view", "context": "context_view", "compare": "compare_view",
-               "contributions": "contributions_view"}
+               "contributions": "contributions_view", "generate": "generate_view"}
 SHOWN = ("scores", "heads", "context", "compare", "contributions", "generate")
 
 

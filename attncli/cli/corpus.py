@@ -99,7 +99,6 @@ def corpus_lines(input_file: str | None, jobs: int, scheduler: str | None, sourc
     if failed:
         click.echo(f"attncli: {failed:,} of {count(done, 'line')} failed; their objects hold \"error\"", err=True)
         return ExitStatus.ERROR
-    return None
 
 
 def _write(results, total: int | None, where: str) -> tuple[int, int]:

@@ -131,8 +131,8 @@ def explained(model, ids: np.ndarray, P: int, contrast: int | None = None) -> tu
     not carry ("logit": the logit itself, "positions" their sum, "embedding" the position's
     own, "attention_bias", "feed_forward", "norm_bias", and each layer's attention update
     summed over the positions, "layers"), which add up to it ("positions" null where a
-    share is). With `contrast`, the id of
-    another piece: the difference of the two logits, why this piece and not that one."""
+    share is). With `contrast`, the id of another piece: the difference of the two logits,
+    why this piece and not that one."""
     from attncli.mixing import contributions  # the measures of context mixing: only --method alti-logit needs them
 
     N, before = len(ids) - P, ids[:-1]

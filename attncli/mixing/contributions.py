@@ -408,9 +408,12 @@ def alti_logit(blocks: list, u: np.ndarray, c: np.ndarray, rows: np.ndarray) -> 
     on an undefined row of ALTI (through); and the terms of (L1) beside them, each (N,):
     "embedding" (u . x^0_t), "attention_bias", "feed_forward", "norm_bias", and the
     attention's update of each layer, summed over j, "layers" (N, L)."""
-    M = layer_matrices("alti", blocks[:-1]) if len(blocks) > 1 else np.empty((0,) + blocks[0].weights.shape[1:])
     updates = [logit_updates(b, u, rows) for b in blocks]  # L x (N, T)
-    shares = updates[0] + sum((through(d, M[l - 1]) for l, d in enumerate(updates) if l), np.zeros_like(updates[0]))
+    shares = updates[0]  # M^0, the identity
+    if len(blocks) > 1:
+        M = layer_matrices("alti", blocks[:-1])  # (L - 1, T, T): M^1 .. M^{L-1}
+        for l in range(1, len(blocks)):
+            shares = shares + through(updates[l], M[l - 1])
     terms = {
         "embedding": (blocks[0].residual[rows] * u).sum(axis=-1),
         "attention_bias": sum(u @ b.bias for b in blocks),
